@@ -1,0 +1,155 @@
+//! Configuration from `WEFT_*` environment variables (DESIGN.md §8).
+//!
+//! Every process of the suite reads the same variables; each takes what it needs.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use crate::{Error, Result};
+
+/// The suite's configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// PostgreSQL URL (`WEFT_DATABASE_URL`).
+    pub database_url: String,
+    /// RabbitMQ URL (`WEFT_AMQP_URL`).
+    pub amqp_url: String,
+    /// Redis URL (`WEFT_REDIS_URL`).
+    pub redis_url: String,
+    /// Prefix of every exchange, queue and Redis key (`WEFT_NAMESPACE`).
+    pub namespace: String,
+    /// Gateway listen address (`WEFT_HTTP_ADDR`).
+    pub http_addr: SocketAddr,
+    /// Health and metrics listen address of a non-gateway service (`WEFT_ADMIN_ADDR`);
+    /// `None` lets each service use its own default port.
+    pub admin_addr: Option<SocketAddr>,
+    /// Number of command shards (`WEFT_SHARDS`); fixed per deployment.
+    pub shards: u16,
+    /// Messages a consumer may hold unacknowledged (`WEFT_PREFETCH`).
+    pub prefetch: u16,
+    /// Outbox rows older than this are re-published by the history sweeper
+    /// (`WEFT_OUTBOX_SWEEP_AFTER_MS`).
+    pub outbox_sweep_after: Duration,
+    /// How long in-flight work may take to finish after SIGTERM (`WEFT_SHUTDOWN_GRACE_MS`).
+    pub shutdown_grace: Duration,
+    /// Largest request body the gateway accepts, in bytes (`WEFT_MAX_BODY_BYTES`).
+    pub max_body_bytes: usize,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            database_url: "postgres://postgres@127.0.0.1:5432/weft".into(),
+            amqp_url: "amqp://guest:guest@127.0.0.1:5672/%2f".into(),
+            redis_url: "redis://127.0.0.1:6379".into(),
+            namespace: "weft".into(),
+            http_addr: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            admin_addr: None,
+            shards: 16,
+            prefetch: 64,
+            outbox_sweep_after: Duration::from_secs(5),
+            shutdown_grace: Duration::from_secs(10),
+            max_body_bytes: 4 * 1024 * 1024,
+        }
+    }
+}
+
+impl Config {
+    /// Reads the process environment; unset variables take their defaults.
+    pub fn from_env() -> Result<Self> {
+        Self::from_lookup(|k| std::env::var(k).ok())
+    }
+
+    /// Reads configuration through `get` (the environment, or a map in tests).
+    pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Self> {
+        let d = Self::default();
+        let cfg = Self {
+            database_url: get("WEFT_DATABASE_URL").unwrap_or(d.database_url),
+            amqp_url: get("WEFT_AMQP_URL").unwrap_or(d.amqp_url),
+            redis_url: get("WEFT_REDIS_URL").unwrap_or(d.redis_url),
+            namespace: get("WEFT_NAMESPACE").unwrap_or(d.namespace),
+            http_addr: parse(&get, "WEFT_HTTP_ADDR")?.unwrap_or(d.http_addr),
+            admin_addr: parse(&get, "WEFT_ADMIN_ADDR")?,
+            shards: parse(&get, "WEFT_SHARDS")?.unwrap_or(d.shards),
+            prefetch: parse(&get, "WEFT_PREFETCH")?.unwrap_or(d.prefetch),
+            outbox_sweep_after: parse(&get, "WEFT_OUTBOX_SWEEP_AFTER_MS")?
+                .map(Duration::from_millis)
+                .unwrap_or(d.outbox_sweep_after),
+            shutdown_grace: parse(&get, "WEFT_SHUTDOWN_GRACE_MS")?
+                .map(Duration::from_millis)
+                .unwrap_or(d.shutdown_grace),
+            max_body_bytes: parse(&get, "WEFT_MAX_BODY_BYTES")?.unwrap_or(d.max_body_bytes),
+        };
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
+    fn validate(&self) -> Result<()> {
+        let ns_ok = !self.namespace.is_empty()
+            && self.namespace.len() <= 64
+            && self
+                .namespace
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+        if !ns_ok {
+            return Err(Error::Config(format!(
+                "WEFT_NAMESPACE must be 1-64 characters of [A-Za-z0-9_-], got {:?}",
+                self.namespace
+            )));
+        }
+        if self.shards == 0 || self.shards > 1024 {
+            return Err(Error::Config(format!(
+                "WEFT_SHARDS must be between 1 and 1024, got {}",
+                self.shards
+            )));
+        }
+        if self.prefetch == 0 {
+            return Err(Error::Config("WEFT_PREFETCH must be at least 1".into()));
+        }
+        Ok(())
+    }
+}
+
+fn parse<T: std::str::FromStr>(get: &impl Fn(&str) -> Option<String>, key: &str) -> Result<Option<T>>
+where
+    T::Err: std::fmt::Display,
+{
+    match get(key) {
+        None => Ok(None),
+        Some(raw) => raw
+            .trim()
+            .parse()
+            .map(Some)
+            .map_err(|e| Error::Config(format!("{key}={raw:?}: {e}"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn with(pairs: &[(&str, &str)]) -> Result<Config> {
+        let map: HashMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        Config::from_lookup(|k| map.get(k).cloned())
+    }
+
+    #[test]
+    fn defaults_match_the_design() {
+        let c = with(&[]).unwrap();
+        assert_eq!(c.namespace, "weft");
+        assert_eq!(c.shards, 16);
+        assert_eq!(c.http_addr.to_string(), "127.0.0.1:8080");
+    }
+
+    #[test]
+    fn bad_values_name_the_variable() {
+        let e = with(&[("WEFT_SHARDS", "lots")]).unwrap_err().to_string();
+        assert!(e.contains("WEFT_SHARDS"), "{e}");
+        let e = with(&[("WEFT_NAMESPACE", "a.b")]).unwrap_err().to_string();
+        assert!(e.contains("WEFT_NAMESPACE"), "{e}");
+    }
+}

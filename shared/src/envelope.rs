@@ -1,0 +1,82 @@
+//! The message envelope every bus message travels in (DESIGN.md §4).
+
+use chrono::{DateTime, Utc};
+use serde::{de::DeserializeOwned, Deserialize, Serialize};
+use uuid::Uuid;
+
+use crate::{Error, Result};
+
+/// Schema version of the envelope and of every payload defined in [`crate::messages`].
+pub const VERSION: u32 = 1;
+
+/// `{ id, type, version, workflowId, runId, time, payload }`; the W3C `traceparent`
+/// travels beside it in the AMQP headers.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Envelope {
+    /// Unique per message; consumers deduplicate on it.
+    pub id: Uuid,
+    /// The payload's type name, e.g. `StartWorkflow`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// Schema version of `payload`.
+    pub version: u32,
+    /// The workflow the message is about.
+    pub workflow_id: String,
+    /// The run the message is about, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<Uuid>,
+    /// When the message was created.
+    pub time: DateTime<Utc>,
+    /// The typed body, see [`Typed`].
+    pub payload: serde_json::Value,
+}
+
+/// A payload type that knows its envelope `type` name.
+pub trait Typed: Serialize + DeserializeOwned {
+    /// Reads the `type` name of this value.
+    fn kind(&self) -> &'static str;
+}
+
+impl Envelope {
+    /// Wraps a typed payload with a fresh id and the current time.
+    pub fn new<T: Typed>(workflow_id: &str, run_id: Option<Uuid>, payload: &T) -> Result<Self> {
+        Ok(Self {
+            id: crate::ids::new_id(),
+            kind: payload.kind().to_owned(),
+            version: VERSION,
+            workflow_id: workflow_id.to_owned(),
+            run_id,
+            time: Utc::now(),
+            payload: match serde_json::to_value(payload)? {
+                serde_json::Value::Object(mut tagged) => tagged
+                    .remove("payload")
+                    .unwrap_or(serde_json::Value::Null),
+                other => other,
+            },
+        })
+    }
+
+    /// Decodes the payload as `T` (an enum tagged by `type`, carrying `payload`).
+    pub fn decode<T: Typed>(&self) -> Result<T> {
+        if self.version != VERSION {
+            return Err(Error::Decode(format!(
+                "{} has unsupported version {}",
+                self.kind, self.version
+            )));
+        }
+        let tagged = serde_json::json!({ "type": self.kind, "payload": self.payload });
+        serde_json::from_value(tagged)
+            .map_err(|e| Error::Decode(format!("{} payload: {e}", self.kind)))
+    }
+
+    /// The JSON bytes put on the wire.
+    pub fn to_bytes(&self) -> Result<Vec<u8>> {
+        Ok(serde_json::to_vec(self)?)
+    }
+
+    /// Parses wire bytes; the error names what is wrong.
+    pub fn from_bytes(bytes: &[u8]) -> Result<Self> {
+        serde_json::from_slice(bytes).map_err(|e| Error::Decode(format!("envelope: {e}")))
+    }
+}

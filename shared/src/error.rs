@@ -1,0 +1,55 @@
+//! The crate's error type.
+
+/// Everything that can go wrong in the shared plumbing.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The broker could not be reached or refused an operation. Retrying can help.
+    #[error("bus: {0}")]
+    Bus(String),
+    /// The broker did not confirm a publish (nack). Retrying can help.
+    #[error("bus: publish to {exchange}/{routing_key} was not confirmed")]
+    NotConfirmed {
+        /// Exchange of the publish.
+        exchange: String,
+        /// Routing key of the publish.
+        routing_key: String,
+    },
+    /// A database operation failed. Retrying can help when the database was unreachable.
+    #[error("store: {0}")]
+    Store(#[from] sqlx::Error),
+    /// Applying the schema migrations failed. Retrying does not help.
+    #[error("store migration: {0}")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+    /// Another writer changed the run first (optimistic version check). Reload and retry.
+    #[error("run {run_id} was changed concurrently (expected version {expected})")]
+    VersionConflict {
+        /// The run whose version moved.
+        run_id: uuid::Uuid,
+        /// The version the writer started from.
+        expected: i64,
+    },
+    /// A message or document did not decode. Retrying does not help.
+    #[error("decode: {0}")]
+    Decode(String),
+    /// A configuration value is missing or malformed. Retrying does not help.
+    #[error("config: {0}")]
+    Config(String),
+    /// The operation was abandoned because shutdown was requested.
+    #[error("shutting down")]
+    ShuttingDown,
+}
+
+impl From<serde_json::Error> for Error {
+    fn from(e: serde_json::Error) -> Self {
+        Error::Decode(e.to_string())
+    }
+}
+
+impl From<lapin::Error> for Error {
+    fn from(e: lapin::Error) -> Self {
+        Error::Bus(e.to_string())
+    }
+}
+
+/// Result with the crate's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,39 @@
+//! Identifiers and the command-shard function.
+
+/// The command shard of a workflow: `fnv1a64(workflowId) mod shards`.
+///
+/// Every publisher of commands (gateway, workers, heartbeat, history, decider) must
+/// agree on this function, so it is a fixed, documented hash rather than Rust's
+/// randomly seeded `DefaultHasher`.
+pub fn shard_of(workflow_id: &str, shards: u16) -> u16 {
+    const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+    const PRIME: u64 = 0x0000_0100_0000_01b3;
+    let hash = workflow_id
+        .bytes()
+        .fold(OFFSET, |h, b| (h ^ u64::from(b)).wrapping_mul(PRIME));
+    (hash % u64::from(shards.max(1))) as u16
+}
+
+/// A fresh, time-ordered id (UUIDv7): ids sort by creation time, which keeps
+/// B-tree indexes on them append-mostly.
+pub fn new_id() -> uuid::Uuid {
+    uuid::Uuid::now_v7()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shard_is_stable_and_in_range() {
+        // Pinned values: other languages' workers must compute the same shard.
+        assert_eq!(shard_of("", 16), (0xcbf2_9ce4_8422_2325u64 % 16) as u16);
+        for id in ["a", "wf-1", "0195f0c2-7c1e-7000-8000-000000000000"] {
+            let s = shard_of(id, 16);
+            assert!(s < 16);
+            assert_eq!(s, shard_of(id, 16));
+        }
+        assert_eq!(shard_of("anything", 1), 0);
+        assert_eq!(shard_of("anything", 0), 0);
+    }
+}

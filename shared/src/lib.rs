@@ -1,0 +1,21 @@
+//! Weft's common crate: the protocol every service speaks (ids, envelope, commands,
+//! events), the workflow DSL, and the plumbing shared by the services and by users'
+//! workers (bus over RabbitMQ, PostgreSQL store, telemetry, configuration, the worker SDK).
+
+pub mod admin;
+pub mod bus;
+pub mod config;
+pub mod dsl;
+pub mod envelope;
+pub mod error;
+pub mod ids;
+pub mod messages;
+pub mod shutdown;
+pub mod store;
+pub mod telemetry;
+pub mod topology;
+pub mod worker;
+
+pub use config::Config;
+pub use envelope::Envelope;
+pub use error::{Error, Result};

@@ -1,0 +1,89 @@
+//! Names of every exchange and queue (DESIGN.md §4). Names are a contract: all
+//! services and workers derive them from the namespace here and nowhere else.
+
+/// Exchange and queue names under one namespace.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Names {
+    ns: String,
+    shards: u16,
+}
+
+impl Names {
+    /// Names under `namespace` with `shards` command shards.
+    pub fn new(namespace: &str, shards: u16) -> Self {
+        Self {
+            ns: namespace.to_owned(),
+            shards,
+        }
+    }
+
+    /// The namespace.
+    pub fn namespace(&self) -> &str {
+        &self.ns
+    }
+
+    /// The number of command shards.
+    pub fn shards(&self) -> u16 {
+        self.shards
+    }
+
+    /// Direct exchange for decider commands.
+    pub fn commands_exchange(&self) -> String {
+        format!("{}.commands", self.ns)
+    }
+
+    /// Routing key of shard `k` on the commands exchange.
+    pub fn shard_key(k: u16) -> String {
+        format!("shard.{k}")
+    }
+
+    /// Routing key on the commands exchange for `workflow_id`.
+    pub fn command_key_for(&self, workflow_id: &str) -> String {
+        Self::shard_key(crate::ids::shard_of(workflow_id, self.shards))
+    }
+
+    /// Queue of command shard `k` (single active consumer).
+    pub fn command_queue(&self, k: u16) -> String {
+        format!("{}.commands.{k}", self.ns)
+    }
+
+    /// Direct exchange for activity tasks; routing key = task name.
+    pub fn activity_exchange(&self) -> String {
+        format!("{}.activity", self.ns)
+    }
+
+    /// Queue of the activities named `task_name`.
+    pub fn activity_queue(&self, task_name: &str) -> String {
+        format!("{}.activity.{task_name}", self.ns)
+    }
+
+    /// Queue of worker heartbeats.
+    pub fn heartbeat_queue(&self) -> String {
+        format!("{}.heartbeat", self.ns)
+    }
+
+    /// Topic exchange of lifecycle events.
+    pub fn events_exchange(&self) -> String {
+        format!("{}.events", self.ns)
+    }
+
+    /// Dead-letter queue of `queue`.
+    pub fn dlq(queue: &str) -> String {
+        format!("{queue}.dlq")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_follow_the_design() {
+        let n = Names::new("weft", 16);
+        assert_eq!(n.commands_exchange(), "weft.commands");
+        assert_eq!(n.command_queue(3), "weft.commands.3");
+        assert_eq!(n.activity_queue("shout"), "weft.activity.shout");
+        assert_eq!(Names::dlq(&n.heartbeat_queue()), "weft.heartbeat.dlq");
+        assert!(n.command_key_for("wf").starts_with("shard."));
+    }
+}
