@@ -37,6 +37,10 @@ pub enum Error {
     /// The operation was abandoned because shutdown was requested.
     #[error("shutting down")]
     ShuttingDown,
+    /// A socket or file operation failed (e.g. binding a listen address). Retrying can help
+    /// when the cause is transient (address still in use); not when it is a permission error.
+    #[error("io: {0}")]
+    Io(#[from] std::io::Error),
 }
 
 impl From<serde_json::Error> for Error {

@@ -9,6 +9,7 @@ pub mod dsl;
 pub mod envelope;
 pub mod error;
 pub mod ids;
+pub mod runtime;
 pub mod messages;
 pub mod shutdown;
 pub mod store;

@@ -1,1 +1,323 @@
-//! scaffold
+//! Logs and traces, set up the same way in every service and worker.
+//!
+//! [`init`] installs one global `tracing` subscriber:
+//! - **logs** on stderr (stdout stays free for program output), filtered by `RUST_LOG`
+//!   (default `info`); one JSON object per line when `WEFT_LOG_FORMAT=json`, human-readable
+//!   text otherwise (`WEFT_LOG_FORMAT=text` or unset);
+//! - **traces**: `tracing` spans are bridged to OpenTelemetry. When
+//!   `OTEL_EXPORTER_OTLP_ENDPOINT` (or `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`) is set, finished
+//!   spans go to it over OTLP HTTP/protobuf through a batch processor, with resource
+//!   `service.name`. When unset there is no exporter and no background thread; spans still get
+//!   trace ids so that trace context keeps flowing through this process to the next one.
+//!
+//! Trace context crosses process boundaries as a W3C `traceparent` string (in HTTP headers and
+//! AMQP message headers): producers call [`current_traceparent`], consumers call [`set_parent`]
+//! on the span they open for the incoming message or request.
+
+use std::collections::HashMap;
+use std::io::IsTerminal;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use opentelemetry::propagation::TextMapPropagator;
+use opentelemetry::trace::{TraceContextExt, TracerProvider as _};
+use opentelemetry::Context;
+use opentelemetry_otlp::{Protocol, WithExportConfig};
+use opentelemetry_sdk::propagation::TraceContextPropagator;
+use opentelemetry_sdk::trace::SdkTracerProvider;
+use opentelemetry_sdk::Resource;
+use tracing_opentelemetry::{OpenTelemetrySpanExt, SetParentError};
+use tracing_subscriber::filter::{EnvFilter, LevelFilter};
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
+use tracing_subscriber::Layer;
+
+use crate::{Error, Result};
+
+/// Name of the W3C trace context header (HTTP) and message header (AMQP).
+pub const TRACEPARENT: &str = "traceparent";
+
+/// Environment variable choosing the log format: `json` or `text` (default).
+pub const LOG_FORMAT_ENV: &str = "WEFT_LOG_FORMAT";
+
+/// Instrumentation scope of the spans Weft creates.
+const TRACER_NAME: &str = "weft";
+
+/// Set once a call to [`init`] has installed the global subscriber.
+static INSTALLED: AtomicBool = AtomicBool::new(false);
+
+/// Keeps the trace pipeline alive; dropping it flushes pending spans and shuts the exporter
+/// down. Hold it in `main` until the process is about to exit.
+#[must_use = "dropping the guard shuts the trace exporter down"]
+#[derive(Debug)]
+pub struct TelemetryGuard {
+    provider: Option<SdkTracerProvider>,
+}
+
+impl TelemetryGuard {
+    /// A guard that owns nothing (telemetry was already installed by an earlier [`init`]).
+    fn noop() -> Self {
+        Self { provider: None }
+    }
+}
+
+impl Drop for TelemetryGuard {
+    fn drop(&mut self) {
+        if let Some(provider) = self.provider.take() {
+            if let Err(e) = provider.shutdown() {
+                tracing::warn!(error = %e, "flushing traces at shutdown failed");
+            }
+        }
+    }
+}
+
+/// Log output format, from [`LOG_FORMAT_ENV`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum LogFormat {
+    Text,
+    Json,
+}
+
+impl LogFormat {
+    fn parse(value: Option<&str>) -> Result<Self> {
+        match value.map(str::trim) {
+            None | Some("") => Ok(Self::Text),
+            Some(v) if v.eq_ignore_ascii_case("text") => Ok(Self::Text),
+            Some(v) if v.eq_ignore_ascii_case("json") => Ok(Self::Json),
+            Some(v) => Err(Error::Config(format!(
+                "{LOG_FORMAT_ENV} must be \"json\" or \"text\", got {v:?}"
+            ))),
+        }
+    }
+}
+
+/// Installs logging and tracing for this process (see the module docs for the environment
+/// it reads). Call it once at the top of `main`, inside the Tokio runtime, and keep the guard.
+///
+/// A second call in the same process (tests starting several services) changes nothing and
+/// returns a guard that owns nothing; so does a call when another global `tracing`
+/// subscriber is already installed.
+///
+/// # Errors
+/// [`Error::Config`] when `RUST_LOG` or `WEFT_LOG_FORMAT` is malformed, or the OTLP exporter
+/// cannot be built from the `OTEL_EXPORTER_OTLP_*` variables.
+pub fn init(service_name: &str) -> Result<TelemetryGuard> {
+    if INSTALLED.load(Ordering::SeqCst) {
+        return Ok(TelemetryGuard::noop());
+    }
+
+    let format = LogFormat::parse(std::env::var(LOG_FORMAT_ENV).ok().as_deref())?;
+    let filter = EnvFilter::builder()
+        .with_default_directive(LevelFilter::INFO.into())
+        .from_env()
+        .map_err(|e| Error::Config(format!("RUST_LOG: {e}")))?;
+    let provider = tracer_provider(service_name)?;
+
+    let fmt_layer = match format {
+        LogFormat::Json => tracing_subscriber::fmt::layer()
+            .json()
+            .flatten_event(true)
+            .with_current_span(true)
+            .with_span_list(false)
+            .with_writer(std::io::stderr)
+            .boxed(),
+        LogFormat::Text => tracing_subscriber::fmt::layer()
+            .with_ansi(std::io::stderr().is_terminal())
+            .with_writer(std::io::stderr)
+            .boxed(),
+    };
+    let otel_layer = tracing_opentelemetry::layer().with_tracer(provider.tracer(TRACER_NAME));
+
+    let installed = tracing_subscriber::registry()
+        .with(filter)
+        .with(fmt_layer)
+        .with(otel_layer)
+        .try_init();
+    if installed.is_err() {
+        // Someone else owns the global subscriber; leave it and stop what we started.
+        let _ = provider.shutdown();
+        return Ok(TelemetryGuard::noop());
+    }
+    INSTALLED.store(true, Ordering::SeqCst);
+
+    opentelemetry::global::set_text_map_propagator(TraceContextPropagator::new());
+    opentelemetry::global::set_tracer_provider(provider.clone());
+    tracing::debug!(
+        service = service_name,
+        exporting = exporter_configured(),
+        "telemetry initialised"
+    );
+    Ok(TelemetryGuard {
+        provider: Some(provider),
+    })
+}
+
+/// Whether the environment names an OTLP endpoint for traces.
+fn exporter_configured() -> bool {
+    [
+        "OTEL_EXPORTER_OTLP_ENDPOINT",
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+    ]
+    .iter()
+    .any(|var| std::env::var_os(var).is_some_and(|v| !v.is_empty()))
+}
+
+/// The SDK tracer provider: with an OTLP batch exporter when an endpoint is configured,
+/// without any span processor (so nothing runs in the background) otherwise.
+fn tracer_provider(service_name: &str) -> Result<SdkTracerProvider> {
+    let resource = Resource::builder()
+        .with_service_name(service_name.to_owned())
+        .build();
+    let builder = SdkTracerProvider::builder().with_resource(resource);
+    if !exporter_configured() {
+        return Ok(builder.build());
+    }
+    // The endpoint, headers and timeout come from the OTEL_EXPORTER_OTLP_* variables.
+    let exporter = opentelemetry_otlp::SpanExporter::builder()
+        .with_http()
+        .with_protocol(Protocol::HttpBinary)
+        .build()
+        .map_err(|e| Error::Config(format!("OTLP span exporter: {e}")))?;
+    Ok(builder.with_batch_exporter(exporter).build())
+}
+
+/// The W3C `traceparent` of the current `tracing` span (or, failing that, of the current
+/// OpenTelemetry context), to put in the headers of an outgoing message or request.
+///
+/// `None` when there is no valid span context: outside any span, or when no OpenTelemetry
+/// layer is installed.
+pub fn current_traceparent() -> Option<String> {
+    traceparent_of(&tracing::Span::current().context())
+        .or_else(|| traceparent_of(&Context::current()))
+}
+
+/// Formats the span context of `cx` as a `traceparent` value, if it is valid.
+fn traceparent_of(cx: &Context) -> Option<String> {
+    if !cx.span().span_context().is_valid() {
+        return None;
+    }
+    let mut carrier = HashMap::new();
+    TraceContextPropagator::new().inject_context(cx, &mut carrier);
+    carrier.remove(TRACEPARENT)
+}
+
+/// Makes `span` a child of the remote span named by `traceparent` (from an incoming AMQP
+/// message or HTTP request).
+///
+/// Call it right after creating the span, before entering it or recording anything in it:
+/// OpenTelemetry fixes a span's parent when the span starts. A missing or malformed
+/// `traceparent` leaves `span` as the root of a new trace.
+pub fn set_parent(span: &tracing::Span, traceparent: Option<&str>) {
+    let Some(traceparent) = traceparent.map(str::trim).filter(|s| !s.is_empty()) else {
+        return;
+    };
+    let carrier = HashMap::from([(TRACEPARENT.to_owned(), traceparent.to_owned())]);
+    let cx = TraceContextPropagator::new().extract(&carrier);
+    if !cx.span().span_context().is_valid() {
+        tracing::debug!(traceparent, "ignoring malformed traceparent");
+        return;
+    }
+    match OpenTelemetrySpanExt::set_parent(span, cx) {
+        // No OpenTelemetry layer, or the span is filtered out: nothing to link.
+        Ok(()) | Err(SetParentError::LayerNotFound | SetParentError::SpanDisabled) => {}
+        Err(e) => tracing::debug!(error = %e, traceparent, "could not set the span's parent"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tracing_subscriber::Registry;
+
+    const PARENT: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+
+    /// A subscriber with the OpenTelemetry layer over an SDK provider without exporter.
+    fn otel_subscriber() -> (impl tracing::Subscriber + Send + Sync, SdkTracerProvider) {
+        let provider = SdkTracerProvider::builder().build();
+        let layer = tracing_opentelemetry::layer().with_tracer(provider.tracer("test"));
+        (Registry::default().with(layer), provider)
+    }
+
+    /// Splits a `traceparent` into (version, trace id, span id, flags).
+    fn parts(tp: &str) -> (String, String, String, String) {
+        let p: Vec<&str> = tp.split('-').collect();
+        assert_eq!(p.len(), 4, "malformed traceparent {tp}");
+        (p[0].into(), p[1].into(), p[2].into(), p[3].into())
+    }
+
+    #[test]
+    fn set_parent_then_current_traceparent_continues_the_remote_trace() {
+        let (subscriber, _provider) = otel_subscriber();
+        tracing::subscriber::with_default(subscriber, || {
+            let span = tracing::info_span!("consume");
+            set_parent(&span, Some(PARENT));
+            let got = span.in_scope(current_traceparent).expect("a traceparent");
+            let (version, trace_id, span_id, flags) = parts(&got);
+            assert_eq!(version, "00");
+            assert_eq!(trace_id, "4bf92f3577b34da6a3ce929d0e0e4736");
+            assert_ne!(span_id, "00f067aa0ba902b7", "the child has its own span id");
+            assert_eq!(flags, "01", "the sampling decision is inherited");
+        });
+    }
+
+    #[test]
+    fn nested_span_keeps_the_trace_id() {
+        let (subscriber, _provider) = otel_subscriber();
+        tracing::subscriber::with_default(subscriber, || {
+            let outer = tracing::info_span!("outer");
+            set_parent(&outer, Some(PARENT));
+            let _outer = outer.enter();
+            let inner = tracing::info_span!("inner");
+            let got = inner.in_scope(current_traceparent).expect("a traceparent");
+            assert_eq!(parts(&got).1, "4bf92f3577b34da6a3ce929d0e0e4736");
+        });
+    }
+
+    #[test]
+    fn missing_or_malformed_traceparent_starts_a_new_trace() {
+        let (subscriber, _provider) = otel_subscriber();
+        tracing::subscriber::with_default(subscriber, || {
+            for bad in [None, Some(""), Some("garbage"), Some("00-zz-yy-01")] {
+                let span = tracing::info_span!("consume");
+                set_parent(&span, bad);
+                let got = span
+                    .in_scope(current_traceparent)
+                    .expect("a root traceparent");
+                assert_ne!(parts(&got).1, "4bf92f3577b34da6a3ce929d0e0e4736");
+            }
+        });
+    }
+
+    #[test]
+    fn no_traceparent_outside_spans_or_without_the_otel_layer() {
+        let (subscriber, _provider) = otel_subscriber();
+        tracing::subscriber::with_default(subscriber, || {
+            assert_eq!(current_traceparent(), None);
+        });
+        tracing::subscriber::with_default(Registry::default(), || {
+            let span = tracing::info_span!("plain");
+            set_parent(&span, Some(PARENT));
+            assert_eq!(span.in_scope(current_traceparent), None);
+        });
+    }
+
+    #[test]
+    fn log_format_accepts_json_and_text_only() {
+        assert_eq!(LogFormat::parse(None).unwrap(), LogFormat::Text);
+        assert_eq!(LogFormat::parse(Some("")).unwrap(), LogFormat::Text);
+        assert_eq!(LogFormat::parse(Some("TEXT")).unwrap(), LogFormat::Text);
+        assert_eq!(LogFormat::parse(Some("json")).unwrap(), LogFormat::Json);
+        assert!(matches!(
+            LogFormat::parse(Some("yaml")),
+            Err(Error::Config(_))
+        ));
+    }
+
+    #[test]
+    fn init_twice_does_not_panic() {
+        let first = init("weft-test").expect("first init");
+        let second = init("weft-test").expect("second init");
+        assert!(second.provider.is_none(), "the second guard owns nothing");
+        drop(second);
+        drop(first);
+    }
+}

@@ -1,1 +1,28 @@
-fn main(){}
+//! `weft-worker-example`: serves the `greet` workflow's activities until SIGINT/SIGTERM.
+//!
+//! Reads the usual `WEFT_*` environment (DESIGN.md §8); `WEFT_WORKER_ID` overrides the
+//! worker id reported in results (default `<hostname>-<pid>`).
+
+use weft::worker::Worker;
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let _telemetry = weft::telemetry::init("weft-worker-example")?;
+    let config = weft::Config::from_env()?;
+    let shutdown = weft::shutdown::on_signals();
+
+    let mut builder = Worker::builder(&config);
+    if let Some(id) = std::env::var("WEFT_WORKER_ID")
+        .ok()
+        .filter(|id| !id.is_empty())
+    {
+        builder = builder.worker_id(id);
+    }
+    let worker = weft_worker_example::register(builder).build();
+    tracing::info!(
+        worker_id = worker.worker_id(),
+        "weft-worker-example starting"
+    );
+    worker.run(shutdown).await?;
+    Ok(())
+}

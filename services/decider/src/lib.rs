@@ -1,1 +1,56 @@
+//! The decider: the single writer of run state (DESIGN.md §2).
+//!
+//! It consumes the command shard queues (one single-active consumer per shard, so a
+//! run's commands are applied one at a time, in order), applies each command, runs the
+//! DSL interpreter — a pure function of (definition, history) → decisions — and commits
+//! events, run state, task rows and outbox in one transaction with a version check,
+//! then publishes the outbox and acknowledges.
 
+pub mod apply;
+pub mod engine;
+pub mod interpreter;
+pub mod state;
+
+#[cfg(test)]
+mod history_builder;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use tokio_util::sync::CancellationToken;
+use weft::Config;
+
+/// The decider's admin port when `WEFT_ADMIN_ADDR` is unset.
+pub const DEFAULT_ADMIN_ADDR: SocketAddr = SocketAddr::new(
+    std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST),
+    9091,
+);
+
+/// Runs the decider until `shutdown`; in-flight batches finish and are acknowledged,
+/// nothing unfinished is.
+pub async fn run(config: Config, shutdown: CancellationToken) -> weft::Result<()> {
+    let deps = weft::runtime::connect(&config, DEFAULT_ADMIN_ADDR, 8, &shutdown).await?;
+    let names = deps.bus.names().clone();
+    let batch = usize::from(config.prefetch);
+    let mut consumers = Vec::new();
+    for k in 0..names.shards() {
+        let shard = Arc::new(engine::Shard::new(deps.store.clone(), deps.bus.clone()));
+        consumers.push(deps.bus.consume_batches(
+            &names.command_queue(k),
+            config.prefetch,
+            batch,
+            move |deliveries| {
+                let shard = shard.clone();
+                async move { shard.handle_batch(deliveries).await }
+            },
+            shutdown.clone(),
+        ));
+    }
+    tracing::info!(shards = names.shards(), "decider consuming command shards");
+    shutdown.cancelled().await;
+    for c in consumers {
+        let _ = c.await;
+    }
+    tracing::info!("decider stopped");
+    Ok(())
+}

@@ -1,1 +1,217 @@
-//! scaffold
+//! The bus over RabbitMQ (lapin), DESIGN.md §4.
+//!
+//! One [`Bus`] owns one AMQP connection at a time and replaces it when it dies: publishers
+//! reconnect on demand (bounded retries), consumers re-establish themselves with back-off.
+//! Every queue Weft declares has a dead-letter queue `<queue>.dlq`; poison messages land
+//! there with the reason in the `x-weft-dead-reason` header and never block their queue.
+//!
+//! Layout: [`connection`] keeps the live connection, [`declare`] the topology (the one
+//! place queue arguments are built), [`publish`] confirmed publishing, [`consume`] and
+//! [`batch`] the consumer loops, [`dispose`] what happens to a delivery once handled.
+
+mod backoff;
+mod batch;
+mod connection;
+mod consume;
+mod declare;
+mod dispose;
+mod publish;
+
+use std::future::Future;
+use std::sync::Arc;
+
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::topology::Names;
+use crate::{Envelope, Result};
+
+use connection::Link;
+
+/// Header carrying the reason a message was dead-lettered by Weft.
+pub const DEAD_REASON_HEADER: &str = "x-weft-dead-reason";
+/// Header carrying the queue a dead-lettered message was taken from.
+pub const ORIGINAL_QUEUE_HEADER: &str = "x-weft-original-queue";
+/// AMQP header carrying the W3C trace context.
+pub const TRACEPARENT_HEADER: &str = "traceparent";
+
+/// A cheap-to-clone handle on the broker connection.
+#[derive(Clone, Debug)]
+pub struct Bus {
+    link: Arc<Link>,
+}
+
+/// How a consumer takes messages.
+#[derive(Debug, Clone, Copy)]
+pub struct ConsumeOptions {
+    /// Unacknowledged messages the broker may push (basic.qos).
+    pub prefetch: u16,
+    /// Handlers running at once; 1 keeps the queue's order.
+    pub concurrency: usize,
+}
+
+/// A decoded message handed to a handler.
+#[derive(Debug, Clone)]
+pub struct Delivery {
+    /// The decoded envelope.
+    pub envelope: Envelope,
+    /// W3C trace context from the AMQP headers.
+    pub traceparent: Option<String>,
+    /// The broker delivered this message before.
+    pub redelivered: bool,
+    /// The queue it came from.
+    pub queue: String,
+}
+
+/// What to do with a delivery once its handler returns.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Disposition {
+    /// The effect is committed: acknowledge.
+    Ack,
+    /// Not done (e.g. shutting down, transient failure): give it back to the broker.
+    Requeue,
+    /// Never processable: move to the queue's DLQ with this reason.
+    DeadLetter(String),
+}
+
+impl Bus {
+    /// Connects, retrying with back-off until connected or `shutdown`; declares the core topology.
+    ///
+    /// Fails with [`crate::Error::ShuttingDown`] when `shutdown` fires first, and with
+    /// [`crate::Error::Bus`] when the broker refuses the topology (e.g. a queue exists with
+    /// other arguments), which retrying cannot fix.
+    pub async fn connect(url: &str, names: Names, shutdown: CancellationToken) -> Result<Self> {
+        let link = Arc::new(Link::new(url, names));
+        link.session_wait(&shutdown).await?;
+        Ok(Self { link })
+    }
+
+    /// The names of this namespace.
+    pub fn names(&self) -> &Names {
+        &self.link.names
+    }
+
+    /// Whether the connection is currently up.
+    pub fn is_connected(&self) -> bool {
+        self.link.is_connected()
+    }
+
+    /// Declares `weft.activity.<task_name>` bound to the activity exchange (idempotent).
+    pub async fn declare_activity_queue(&self, task_name: &str) -> Result<()> {
+        let names = self.names();
+        let binding = (names.activity_exchange(), task_name.to_owned());
+        self.link
+            .declare_queue(&names.activity_queue(task_name), vec![binding])
+            .await
+    }
+
+    /// Declares a durable `queue` (with its DLQ and the same arguments as every Weft queue)
+    /// bound to each `(exchange, routing_key)`, e.g. a listener's queue on the events
+    /// exchange. Cached: repeat calls are free; re-declared after a reconnect; removed by
+    /// [`Bus::teardown`].
+    pub async fn declare_queue(&self, queue: &str, bindings: &[(&str, &str)]) -> Result<()> {
+        let bindings = bindings
+            .iter()
+            .map(|(exchange, key)| ((*exchange).to_owned(), (*key).to_owned()))
+            .collect();
+        self.link.declare_queue(queue, bindings).await
+    }
+
+    /// Publishes a persistent message and waits for the broker's confirm.
+    pub async fn publish(&self, exchange: &str, routing_key: &str, envelope: &Envelope) -> Result<()> {
+        let body = envelope.to_bytes()?;
+        let traceparent = crate::telemetry::current_traceparent();
+        let props = publish::properties(Some(envelope.id), traceparent.as_deref());
+        self.link.publish(exchange, routing_key, &body, props).await
+    }
+
+    /// Publishes pre-encoded bytes (the outbox), persistent, confirmed.
+    pub async fn publish_bytes(
+        &self,
+        exchange: &str,
+        routing_key: &str,
+        body: &[u8],
+        traceparent: Option<&str>,
+    ) -> Result<()> {
+        let props = publish::properties(publish::envelope_id(body), traceparent);
+        self.link.publish(exchange, routing_key, body, props).await
+    }
+
+    /// Publishes a command to its workflow's shard.
+    pub async fn publish_command(&self, envelope: &Envelope) -> Result<()> {
+        let names = self.names();
+        let key = names.command_key_for(&envelope.workflow_id);
+        self.publish(&names.commands_exchange(), &key, envelope).await
+    }
+
+    /// Consumes `queue` until `shutdown`.
+    ///
+    /// Runs up to `opts.concurrency` handlers at once (1 = strictly in queue order). A body
+    /// that is not an [`Envelope`] goes to the DLQ with the decode error as reason. Survives
+    /// connection loss by reconnecting. On `shutdown` it stops taking work, lets running
+    /// handlers finish (bounded) and acknowledges nothing unfinished.
+    pub fn consume<F, Fut>(
+        &self,
+        queue: &str,
+        opts: ConsumeOptions,
+        handler: F,
+        shutdown: CancellationToken,
+    ) -> JoinHandle<()>
+    where
+        F: Fn(Delivery) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Disposition> + Send + 'static,
+    {
+        let link = self.link.clone();
+        let queue = queue.to_owned();
+        tokio::spawn(consume::run(link, queue, opts, Arc::new(handler), shutdown))
+    }
+
+    /// Consumes `queue` in batches of what is already buffered (up to `max_batch`),
+    /// one batch at a time, for group commit.
+    ///
+    /// The handler returns one [`Disposition`] per delivery, in the same order; missing
+    /// ones are treated as [`Disposition::Requeue`].
+    pub fn consume_batches<F, Fut>(
+        &self,
+        queue: &str,
+        prefetch: u16,
+        max_batch: usize,
+        handler: F,
+        shutdown: CancellationToken,
+    ) -> JoinHandle<()>
+    where
+        F: Fn(Vec<Delivery>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Vec<Disposition>> + Send + 'static,
+    {
+        let link = self.link.clone();
+        let queue = queue.to_owned();
+        let max_batch = max_batch.max(1);
+        tokio::spawn(batch::run(
+            link,
+            queue,
+            prefetch,
+            max_batch,
+            Arc::new(handler),
+            shutdown,
+        ))
+    }
+
+    /// Deletes every queue and exchange of the namespace that this process declared (command
+    /// queues, heartbeat, queues declared through this `Bus`, their DLQs, the three
+    /// exchanges) plus `extra_queues` and their DLQs. Missing queues are not an error.
+    pub async fn teardown(&self, extra_queues: &[String]) -> Result<()> {
+        self.link.teardown(extra_queues).await
+    }
+
+    /// The AMQP connection name this `Bus` announces to the broker (unique per `Bus`).
+    #[doc(hidden)]
+    pub fn connection_name(&self) -> &str {
+        &self.link.connection_name
+    }
+
+    /// Closes the current connection from the client side, as a test of recovery.
+    #[doc(hidden)]
+    pub async fn force_disconnect(&self) {
+        self.link.force_disconnect().await;
+    }
+}

@@ -123,6 +123,23 @@ pub enum TaskType {
 }
 
 impl TaskType {
+    /// Every known type, in the order error messages list them.
+    pub const ALL: [TaskType; 13] = [
+        TaskType::Simple,
+        TaskType::Http,
+        TaskType::Decision,
+        TaskType::Switch,
+        TaskType::DoWhile,
+        TaskType::ForkJoin,
+        TaskType::ForkJoinDynamic,
+        TaskType::Join,
+        TaskType::SubWorkflow,
+        TaskType::Wait,
+        TaskType::Terminate,
+        TaskType::SetVariable,
+        TaskType::Inline,
+    ];
+
     /// Parses a type name as written in a definition; `None` when unknown.
     pub fn parse(name: &str) -> Option<Self> {
         serde_json::from_value(Value::String(name.to_owned())).ok()
@@ -203,5 +220,16 @@ mod tests {
         assert_eq!(t.task_type(), Some(TaskType::Simple));
         assert_eq!(TaskType::parse("FORK_JOIN_DYNAMIC"), Some(TaskType::ForkJoinDynamic));
         assert_eq!(TaskType::parse("LAMBDA"), None);
+    }
+
+    #[test]
+    fn all_lists_every_type_once() {
+        for t in TaskType::ALL {
+            assert_eq!(TaskType::parse(t.as_str()), Some(t));
+        }
+        let mut names: Vec<_> = TaskType::ALL.iter().map(|t| t.as_str()).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), TaskType::ALL.len());
     }
 }

@@ -1,1 +1,96 @@
-//! scaffold
+//! The PostgreSQL store (sqlx). Migrations live in `shared/migrations` and are applied
+//! at start-up by every service, so a service started on a fresh database creates the
+//! schema (sqlx's migrator takes an advisory lock, so concurrent starts are safe).
+
+pub mod definitions;
+pub mod outbox;
+pub mod reads;
+pub mod runs;
+pub mod starts;
+
+use std::time::Duration;
+
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::PgPool;
+use tokio_util::sync::CancellationToken;
+
+use crate::{Error, Result};
+
+/// A cheap-to-clone handle on the database.
+#[derive(Clone, Debug)]
+pub struct Store {
+    pool: PgPool,
+}
+
+static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
+
+impl Store {
+    /// Connects (retrying with back-off until `shutdown`) and applies pending migrations.
+    pub async fn connect(url: &str, max_connections: u32, shutdown: &CancellationToken) -> Result<Self> {
+        let options: PgConnectOptions = url
+            .parse()
+            .map_err(|e| Error::Config(format!("WEFT_DATABASE_URL: {e}")))?;
+        let mut delay = Duration::from_millis(100);
+        let pool = loop {
+            let attempt = PgPoolOptions::new()
+                .max_connections(max_connections)
+                .acquire_timeout(Duration::from_secs(10))
+                .connect_with(options.clone())
+                .await;
+            match attempt {
+                Ok(pool) => break pool,
+                Err(e) if is_missing_database(&e) => {
+                    create_database(&options).await?;
+                    continue;
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, retry_in_ms = delay.as_millis() as u64, "database not reachable");
+                    tokio::select! {
+                        _ = shutdown.cancelled() => return Err(Error::ShuttingDown),
+                        _ = tokio::time::sleep(delay) => {}
+                    }
+                    delay = (delay * 2).min(Duration::from_secs(5));
+                }
+            }
+        };
+        MIGRATOR.run(&pool).await?;
+        Ok(Self { pool })
+    }
+
+    /// Wraps an existing pool (tests); does not migrate.
+    pub fn from_pool(pool: PgPool) -> Self {
+        Self { pool }
+    }
+
+    /// The connection pool.
+    pub fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+
+    /// Readiness: a trivial round trip.
+    pub async fn ping(&self) -> Result<()> {
+        sqlx::query("SELECT 1").execute(&self.pool).await?;
+        Ok(())
+    }
+}
+
+/// Postgres error 3D000: the database named in the URL does not exist.
+fn is_missing_database(e: &sqlx::Error) -> bool {
+    matches!(e, sqlx::Error::Database(db) if db.code().as_deref() == Some("3D000"))
+}
+
+/// Creates the database named in `options` through the `postgres` maintenance database,
+/// so that a first start on a fresh server needs no manual step.
+async fn create_database(options: &PgConnectOptions) -> Result<()> {
+    use sqlx::ConnectOptions;
+    let name = options.get_database().unwrap_or("weft").to_owned();
+    let mut admin = options.clone().database("postgres").connect().await?;
+    let quoted = format!("\"{}\"", name.replace('"', "\"\""));
+    match sqlx::query(&format!("CREATE DATABASE {quoted}")).execute(&mut admin).await {
+        Ok(_) => tracing::info!(database = %name, "created database"),
+        // 42P04: a concurrent starter created it first.
+        Err(sqlx::Error::Database(db)) if db.code().as_deref() == Some("42P04") => {}
+        Err(e) => return Err(e.into()),
+    }
+    Ok(())
+}

@@ -1,1 +1,107 @@
-//! scaffold
+//! The worker SDK: run activities of the task names you register, in your own process.
+//!
+//! A worker consumes `<namespace>.activity.<task_name>` for every handler it has, runs the
+//! handler for each activity task, and publishes the result (`ActivityCompleted` or
+//! `ActivityFailed`) to the run's command shard, acknowledging the task only once the
+//! broker confirmed the result. Delivery is at-least-once: a worker that dies mid-activity,
+//! or cannot publish the result, leaves the task on its queue and it runs again; the
+//! decider ignores a duplicate result for an attempt it already recorded.
+//!
+//! - **Concurrency**: at most [`WorkerBuilder::concurrency`] handlers run at once in the
+//!   process, across all task names.
+//! - **Failures**: a handler's [`ActivityError`] is reported as is (terminal or retryable);
+//!   a panicking handler is reported as a retryable failure; a message that is not an
+//!   activity task goes to the queue's dead-letter queue.
+//! - **Tracing**: each activity runs in an `activity` span that joins the workflow's trace.
+//! - **Shutdown**: when the token is cancelled the worker takes no new activity, lets the
+//!   running ones finish and publish within `config.shutdown_grace`, then returns; what did
+//!   not finish is not acknowledged and goes back to its queue.
+//!
+//! ```no_run
+//! use serde_json::json;
+//! use weft::worker::{ActivityError, Worker};
+//!
+//! # async fn example() -> weft::Result<()> {
+//! let config = weft::Config::from_env()?;
+//! let shutdown = tokio_util::sync::CancellationToken::new();
+//! Worker::builder(&config)
+//!     .concurrency(8)
+//!     .handler("shout", |task| async move {
+//!         let text = task.input["text"]
+//!             .as_str()
+//!             .ok_or_else(|| ActivityError::terminal("input `text` must be a string"))?;
+//!         Ok(json!({ "text": text.to_uppercase() }))
+//!     })
+//!     .build()
+//!     .run(shutdown)
+//!     .await
+//! # }
+//! ```
+
+mod builder;
+mod error;
+mod runner;
+mod stats;
+
+use std::collections::BTreeMap;
+
+use tokio_util::sync::CancellationToken;
+
+pub use self::builder::{WorkerBuilder, DEFAULT_CONCURRENCY};
+pub use self::error::ActivityError;
+pub use crate::messages::ActivityTask;
+
+use self::builder::BoxedHandler;
+use crate::{Config, Result};
+
+/// A configured worker; build one with [`Worker::builder`], then [`run`](Worker::run) it.
+pub struct Worker {
+    config: Config,
+    worker_id: String,
+    concurrency: usize,
+    handlers: BTreeMap<String, BoxedHandler>,
+}
+
+impl std::fmt::Debug for Worker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Worker")
+            .field("namespace", &self.config.namespace)
+            .field("worker_id", &self.worker_id)
+            .field("concurrency", &self.concurrency)
+            .field("task_names", &self.handlers.keys().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+impl Worker {
+    /// Starts building a worker that talks to the broker and namespace of `config`.
+    pub fn builder(config: &Config) -> WorkerBuilder {
+        WorkerBuilder::new(config)
+    }
+
+    /// The id reported in results.
+    pub fn worker_id(&self) -> &str {
+        &self.worker_id
+    }
+
+    /// The most activities running at once.
+    pub fn concurrency(&self) -> usize {
+        self.concurrency
+    }
+
+    /// The task names this worker serves, in order.
+    pub fn task_names(&self) -> impl Iterator<Item = &str> + '_ {
+        self.handlers.keys().map(String::as_str)
+    }
+
+    /// Connects to the broker (waiting for it with back-off), declares the activity queues
+    /// and runs activities until `shutdown` is cancelled; then drains within
+    /// `config.shutdown_grace` and returns.
+    ///
+    /// Fails with [`Error::Config`](crate::Error::Config) when no handler is registered,
+    /// and with a bus error when the broker refuses the topology or a consumer stops for
+    /// good; a shutdown requested while still connecting is a clean `Ok(())`.
+    pub async fn run(self, shutdown: CancellationToken) -> Result<()> {
+        runner::run(self, shutdown).await
+    }
+}

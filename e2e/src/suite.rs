@@ -1,0 +1,257 @@
+//! A running suite: the service binaries as separate processes in one [`TestEnv`],
+//! with the controls a test needs (replicas, SIGKILL, SIGTERM, restart).
+
+use std::collections::HashMap;
+use std::net::{SocketAddr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::process::ExitStatus;
+use std::time::Duration;
+
+use anyhow::Context as _;
+
+use crate::client::Client;
+use crate::env::TestEnv;
+use crate::process::{bin_dir, binary_path, Proc, Service};
+
+/// How long a process may take to become ready (debug builds, migrations, a busy box).
+const READY_TIMEOUT: Duration = Duration::from_secs(90);
+/// How long a process may take to exit after SIGTERM.
+const TERM_GRACE: Duration = Duration::from_secs(20);
+
+/// Identifies one process of a [`Suite`]; stays valid across [`Suite::restart`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ProcId(usize);
+
+/// The service binaries running in one environment. Dropping it SIGKILLs every
+/// child, then cleans up the environment (database and queues).
+#[derive(Debug)]
+pub struct Suite {
+    procs: Vec<Proc>,
+    spawned: HashMap<Service, usize>,
+    bin_dir: PathBuf,
+    log_dir: PathBuf,
+    gateway_addr: SocketAddr,
+    client: Client,
+    http: reqwest::Client,
+    // Last, so children die before the database is dropped.
+    env: TestEnv,
+}
+
+impl Suite {
+    /// A suite with nothing running yet; the gateway will listen on a free port.
+    pub fn new(env: TestEnv) -> anyhow::Result<Self> {
+        Self::with_gateway_addr(env, free_port()?)
+    }
+
+    /// A suite with nothing running yet whose gateway will listen on `gateway_addr`.
+    pub fn with_gateway_addr(env: TestEnv, gateway_addr: SocketAddr) -> anyhow::Result<Self> {
+        let bin_dir = bin_dir()?;
+        for service in Service::ALL {
+            binary_path(&bin_dir, service)?;
+        }
+        let log_dir = bin_dir
+            .parent()
+            .unwrap_or(&bin_dir)
+            .join("e2e-logs")
+            .join(&env.namespace);
+        std::fs::create_dir_all(&log_dir)
+            .with_context(|| format!("creating {}", log_dir.display()))?;
+        Ok(Self {
+            procs: Vec::new(),
+            spawned: HashMap::new(),
+            bin_dir,
+            log_dir,
+            gateway_addr,
+            client: Client::new(&format!("http://{gateway_addr}")),
+            http: reqwest::Client::new(),
+            env,
+        })
+    }
+
+    /// The four services and the example worker, each ready.
+    pub async fn start(env: TestEnv) -> anyhow::Result<Self> {
+        Self::start_with(env, &Service::ALL).await
+    }
+
+    /// The given programs (one process each), each ready.
+    pub async fn start_with(env: TestEnv, services: &[Service]) -> anyhow::Result<Self> {
+        let mut suite = Self::new(env)?;
+        suite.spawn_all(services).await?;
+        Ok(suite)
+    }
+
+    /// Starts one process per entry of `services` at once, then waits for all of them.
+    pub async fn spawn_all(&mut self, services: &[Service]) -> anyhow::Result<Vec<ProcId>> {
+        let mut ids = Vec::with_capacity(services.len());
+        for &service in services {
+            let proc = self.launch(service)?;
+            self.procs.push(proc);
+            ids.push(ProcId(self.procs.len() - 1));
+        }
+        for &id in &ids {
+            self.procs[id.0].wait_ready(&self.http, READY_TIMEOUT).await?;
+        }
+        Ok(ids)
+    }
+
+    /// Starts one more process of `service` (e.g. a second decider) and waits until it
+    /// is ready.
+    pub async fn spawn(&mut self, service: Service) -> anyhow::Result<ProcId> {
+        Ok(self.spawn_all(&[service]).await?[0])
+    }
+
+    /// SIGKILLs the process and reaps it.
+    pub async fn kill(&mut self, id: ProcId) -> anyhow::Result<ExitStatus> {
+        self.procs[id.0].kill().await
+    }
+
+    /// SIGTERMs the process and waits for its exit (bounded; SIGKILL and an error after).
+    pub async fn terminate(&mut self, id: ProcId) -> anyhow::Result<ExitStatus> {
+        self.procs[id.0].terminate(TERM_GRACE).await
+    }
+
+    /// Starts the process again (SIGKILLing it first if it still runs) and waits until
+    /// it is ready. The gateway keeps its address; other services get a new admin port.
+    pub async fn restart(&mut self, id: ProcId) -> anyhow::Result<()> {
+        self.procs[id.0].kill().await?;
+        let service = self.procs[id.0].service;
+        self.procs[id.0] = self.launch(service)?;
+        self.procs[id.0].wait_ready(&self.http, READY_TIMEOUT).await
+    }
+
+    /// SIGTERMs every running process, last started first, and waits for each exit.
+    /// Returns one line per process; fails if any had to be SIGKILLed.
+    pub async fn stop_all(&mut self) -> anyhow::Result<Vec<String>> {
+        let mut report = Vec::new();
+        let mut errors = Vec::new();
+        for proc in self.procs.iter_mut().rev() {
+            if !proc.is_running() {
+                continue;
+            }
+            match proc.terminate(TERM_GRACE).await {
+                Ok(status) => report.push(format!("{} stopped ({status})", proc.service.name())),
+                Err(e) => errors.push(format!("{e:#}")),
+            }
+        }
+        match errors.is_empty() {
+            true => Ok(report),
+            false => Err(anyhow::anyhow!(errors.join("\n"))),
+        }
+    }
+
+    /// The processes of `service`, in start order (running or not).
+    pub fn procs(&self, service: Service) -> Vec<ProcId> {
+        (0..self.procs.len())
+            .filter(|&i| self.procs[i].service == service)
+            .map(ProcId)
+            .collect()
+    }
+
+    /// The first process of `service`.
+    pub fn first(&self, service: Service) -> ProcId {
+        self.procs(service)
+            .into_iter()
+            .next()
+            .unwrap_or_else(|| panic!("no {} in this suite", service.name()))
+    }
+
+    /// The process behind `id`.
+    pub fn proc(&self, id: ProcId) -> &Proc {
+        &self.procs[id.0]
+    }
+
+    /// A REST client on the gateway.
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    /// The gateway's base URL, e.g. `http://127.0.0.1:40123`.
+    pub fn gateway_url(&self) -> String {
+        format!("http://{}", self.gateway_addr)
+    }
+
+    /// The environment the suite runs in.
+    pub fn env(&self) -> &TestEnv {
+        &self.env
+    }
+
+    /// Where the processes' logs are written.
+    pub fn log_dir(&self) -> &Path {
+        &self.log_dir
+    }
+
+    /// One line per process: name, pid and log path.
+    pub fn describe(&self) -> String {
+        self.procs
+            .iter()
+            .map(|p| {
+                format!(
+                    "  {:<9} pid {:<7} {} (log {})",
+                    p.service.name(),
+                    p.pid().map_or("-".into(), |p| p.to_string()),
+                    p.addr,
+                    p.log_path.display()
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    fn launch(&mut self, service: Service) -> anyhow::Result<Proc> {
+        let n = self.spawned.entry(service).or_insert(0);
+        *n += 1;
+        let log_path = self.log_dir.join(format!("{}-{n}.log", service.name()));
+        let addr = match service {
+            Service::Gateway => self.gateway_addr,
+            _ => free_port()?,
+        };
+        let binary = binary_path(&self.bin_dir, service)?;
+        Proc::spawn(service, &binary, &self.process_env(service, addr), addr, log_path)
+    }
+
+    fn process_env(&self, service: Service, addr: SocketAddr) -> Vec<(String, String)> {
+        let env = &self.env;
+        let mut vars = vec![
+            ("WEFT_DATABASE_URL".to_owned(), env.database_url.clone()),
+            ("WEFT_AMQP_URL".to_owned(), env.amqp_url.clone()),
+            ("WEFT_NAMESPACE".to_owned(), env.namespace.clone()),
+            ("WEFT_SHARDS".to_owned(), env.options.shards.to_string()),
+            ("WEFT_HTTP_ADDR".to_owned(), self.gateway_addr.to_string()),
+            (
+                "RUST_LOG".to_owned(),
+                std::env::var("RUST_LOG").unwrap_or_else(|_| "info".into()),
+            ),
+        ];
+        if service != Service::Gateway {
+            vars.push(("WEFT_ADMIN_ADDR".to_owned(), addr.to_string()));
+        }
+        if let Some(ms) = env.options.outbox_sweep_after_ms {
+            vars.push(("WEFT_OUTBOX_SWEEP_AFTER_MS".to_owned(), ms.to_string()));
+        }
+        vars.extend(env.options.extra_env.iter().cloned());
+        vars
+    }
+}
+
+impl Drop for Suite {
+    fn drop(&mut self) {
+        for proc in &mut self.procs {
+            proc.start_kill();
+        }
+        if std::thread::panicking() {
+            eprintln!(
+                "e2e: namespace {}, database {}; process logs in {}:\n{}",
+                self.env.namespace,
+                self.env.database_name(),
+                self.log_dir.display(),
+                self.describe()
+            );
+        }
+    }
+}
+
+/// A loopback address with a port that was free a moment ago (bind port 0, read, drop).
+pub fn free_port() -> anyhow::Result<SocketAddr> {
+    let listener = TcpListener::bind("127.0.0.1:0").context("binding 127.0.0.1:0")?;
+    Ok(listener.local_addr()?)
+}

@@ -1,0 +1,62 @@
+//! End-to-end tests: the real service binaries as separate processes, each test in
+//! its own database, namespace and ports (so tests run in parallel, in any order).
+//!
+//! Build the binaries first: `cargo build --workspace --bins` (or `scripts/test`).
+
+mod bad_input;
+mod crash;
+mod greet;
+mod poison;
+
+use std::time::Duration;
+
+use weft_e2e::{greet as g, Client, Suite};
+
+/// Bound on one run reaching its final status. Generous: debug builds, several suites
+/// on two cores at once. A bound, not a timing assertion.
+pub const RUN_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Waits for run `id` (started with `greet::input(first, n)`) to complete, then checks
+/// its output, its tasks and its history; panics with the details otherwise.
+pub async fn assert_greet_completed(client: &Client, id: &str, first: &str, n: u32) {
+    let wf = client
+        .wait_for_status(id, &["COMPLETED"], RUN_TIMEOUT)
+        .await
+        .unwrap_or_else(|e| panic!("run {id} ({first}, {n}): {e:#}"));
+    if let Err(e) = g::check_run(&wf, first, n) {
+        panic!("run {id} ({first}, {n}): {e}");
+    }
+    let events = client
+        .history(id)
+        .await
+        .unwrap_or_else(|e| panic!("history of {id}: {e:#}"));
+    if let Err(e) = g::check_history(&events) {
+        panic!("run {id} ({first}, {n}): {e}");
+    }
+}
+
+/// Starts `count` greet runs at once, with inputs `("P<i>", i % 5 + 1)`; returns
+/// `(id, first, n)` for each.
+pub async fn start_greets(suite: &Suite, prefix: &str, count: usize) -> Vec<(String, String, u32)> {
+    let starts = (0..count).map(|i| {
+        let first = format!("{prefix}{i}");
+        let n = (i % 5) as u32 + 1;
+        let client = suite.client().clone();
+        async move {
+            let id = client
+                .start("greet", g::input(&first, n))
+                .await
+                .unwrap_or_else(|e| panic!("starting greet({first}, {n}): {e:#}"));
+            (id, first, n)
+        }
+    });
+    futures_util::future::join_all(starts).await
+}
+
+/// Checks every run of `runs` completed correctly, all at once.
+pub async fn assert_all_completed(suite: &Suite, runs: &[(String, String, u32)]) {
+    let checks = runs
+        .iter()
+        .map(|(id, first, n)| assert_greet_completed(suite.client(), id, first, *n));
+    futures_util::future::join_all(checks).await;
+}

@@ -1,0 +1,42 @@
+//! The example worker: the activities of the `greet` workflow (`make_name`, `shout`,
+//! `count`), served through the worker SDK. The binary `weft-worker-example` wires
+//! configuration, telemetry and signals around [`register`].
+
+pub mod activities;
+
+use weft::worker::WorkerBuilder;
+
+/// The task names this worker serves.
+pub const TASK_NAMES: [&str; 3] = ["make_name", "shout", "count"];
+
+/// Adds the `greet` activities' handlers to `builder`.
+pub fn register(builder: WorkerBuilder) -> WorkerBuilder {
+    builder
+        .handler("make_name", |task| async move {
+            activities::make_name(&task.input)
+        })
+        .handler(
+            "shout",
+            |task| async move { activities::shout(&task.input) },
+        )
+        .handler(
+            "count",
+            |task| async move { activities::count(&task.input) },
+        )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use weft::worker::Worker;
+
+    #[test]
+    fn registers_every_task_name() {
+        let worker = register(Worker::builder(&weft::Config::default())).build();
+        let mut names: Vec<_> = worker.task_names().collect();
+        names.sort_unstable();
+        let mut expected = TASK_NAMES.to_vec();
+        expected.sort_unstable();
+        assert_eq!(names, expected);
+    }
+}

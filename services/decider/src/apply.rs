@@ -1,0 +1,137 @@
+//! Turning a command into the events it causes, given the run's state. Pure: the
+//! caller supplies ids and time. A command that no longer applies (a duplicate, a
+//! result for an attempt that is not current, a result after the run ended) is
+//! `Ignored` with the reason, never an error: redelivery must change nothing twice.
+
+use weft::messages::{
+    ActivityCompleted, ActivityFailed, Command, Event, TaskCompleted, TaskFailed,
+};
+
+use crate::state::{RunState, RunStatus};
+
+/// The outcome of applying a command to an existing run.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Applied {
+    /// New events to append.
+    Events(Vec<Event>),
+    /// Nothing to do, and why.
+    Ignored(String),
+}
+
+/// Applies `command` to the existing run `state`.
+pub fn apply_command(state: &RunState, command: &Command) -> Applied {
+    match command {
+        Command::StartWorkflow(_) => Applied::Ignored(format!(
+            "workflow {} already has run {}",
+            state.workflow_id, state.run_id
+        )),
+        Command::ActivityCompleted(c) => match check_attempt(state, c.run_id, c.task_id, c.attempt) {
+            Err(why) => Applied::Ignored(why),
+            Ok(task_ref) => Applied::Events(vec![completed(task_ref, c)]),
+        },
+        Command::ActivityFailed(f) => match check_attempt(state, f.run_id, f.task_id, f.attempt) {
+            Err(why) => Applied::Ignored(why),
+            Ok(task_ref) => Applied::Events(vec![failed(task_ref, f)]),
+        },
+    }
+}
+
+/// The result must be for the current run, a task that waits for it, and its attempt.
+fn check_attempt(
+    state: &RunState,
+    run_id: uuid::Uuid,
+    task_id: uuid::Uuid,
+    attempt: i32,
+) -> Result<String, String> {
+    if run_id != state.run_id {
+        return Err(format!("result for run {run_id}, current run is {}", state.run_id));
+    }
+    if state.status != RunStatus::Running {
+        return Err(format!("run is {}", state.status.as_str()));
+    }
+    let task = state
+        .task(task_id)
+        .ok_or_else(|| format!("unknown task {task_id}"))?;
+    if task.attempt != attempt {
+        return Err(format!("attempt {attempt} is not current ({})", task.attempt));
+    }
+    if !task.status.is_pending() {
+        return Err(format!("task {} is already {}", task.task_ref, task.status.as_str()));
+    }
+    Ok(task.task_ref.clone())
+}
+
+fn completed(task_ref: String, c: &ActivityCompleted) -> Event {
+    Event::TaskCompleted(TaskCompleted {
+        task_id: c.task_id,
+        task_ref,
+        output: c.output.clone(),
+        worker_id: c.worker_id.clone(),
+        started_at: c.started_at,
+    })
+}
+
+fn failed(task_ref: String, f: &ActivityFailed) -> Event {
+    Event::TaskFailed(TaskFailed {
+        task_id: f.task_id,
+        task_ref,
+        reason: f.reason.clone(),
+        terminal: f.terminal,
+        output: f.output.clone(),
+        worker_id: f.worker_id.clone(),
+        started_at: f.started_at,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+    use uuid::Uuid;
+
+    use super::*;
+    use crate::history_builder::HistoryBuilder;
+
+    fn one_task() -> HistoryBuilder {
+        HistoryBuilder::started(
+            json!({"name": "w", "tasks": [{"name": "a", "taskReferenceName": "a"}]}),
+            json!({}),
+        )
+        .scheduled("a", "a", json!({}))
+    }
+
+    fn result(state: &RunState, attempt: i32) -> Command {
+        Command::ActivityCompleted(ActivityCompleted {
+            task_id: state.tasks[0].task_id,
+            run_id: state.run_id,
+            attempt,
+            output: json!({"ok": true}),
+            worker_id: None,
+            started_at: None,
+        })
+    }
+
+    #[test]
+    fn result_for_pending_attempt_becomes_task_completed() {
+        let state = one_task().state();
+        match apply_command(&state, &result(&state, 1)) {
+            Applied::Events(events) => assert!(matches!(&events[..], [Event::TaskCompleted(_)])),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn duplicate_result_is_ignored() {
+        let h = one_task().completed("a", json!({}));
+        let state = h.state();
+        assert!(matches!(apply_command(&state, &result(&state, 1)), Applied::Ignored(_)));
+    }
+
+    #[test]
+    fn stale_attempt_and_foreign_run_are_ignored() {
+        let state = one_task().state();
+        assert!(matches!(apply_command(&state, &result(&state, 2)), Applied::Ignored(_)));
+        let mut other = state.clone();
+        other.run_id = Uuid::from_u128(99);
+        assert!(matches!(apply_command(&other, &result(&state, 1)), Applied::Ignored(_)));
+    }
+}

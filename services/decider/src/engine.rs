@@ -1,0 +1,366 @@
+//! One command shard's processing: a batch of deliveries → load runs → apply commands
+//! → run the interpreter → ONE transaction (events, run rows, task rows, outbox) with a
+//! version check → publish the outbox → acknowledge. Several commands share a
+//! transaction (group commit); their order per run is the queue's order.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use chrono::Utc;
+use uuid::Uuid;
+use weft::bus::{Bus, Delivery, Disposition};
+use weft::messages::{
+    ActivityMessage, ActivityTask, Command, Event, StartWorkflow, TaskScheduled, WorkflowCompleted,
+    WorkflowFailed, WorkflowStarted,
+};
+use weft::store::outbox::OutboxMessage;
+use weft::store::runs::{CommitBatch, StoredEvent};
+use weft::store::Store;
+use weft::{Envelope, Error};
+
+use crate::apply::{apply_command, Applied};
+use crate::interpreter::{decide, Decision};
+use crate::state::{RunState, RunStatus};
+
+/// Runs kept in memory per shard; beyond this the cache is cleared (runs reload from
+/// PostgreSQL on their next command).
+const CACHE_CAPACITY: usize = 10_000;
+/// A runaway interpreter (a bug) must not spin forever inside one command.
+const MAX_DECISION_ROUNDS: usize = 1_000;
+/// Version conflicts are retried this many times before the batch is requeued.
+const MAX_ATTEMPTS: usize = 3;
+
+/// The state of one command shard: its sticky cache of runs.
+pub struct Shard {
+    store: Store,
+    bus: Bus,
+    cache: Mutex<HashMap<String, RunState>>,
+}
+
+/// A run being changed by the current batch.
+struct Working {
+    state: RunState,
+    /// Version in PostgreSQL when loaded; `None` for a run created by this batch.
+    loaded_version: Option<i64>,
+    first_new_event: usize,
+    events: Vec<StoredEvent>,
+    touched: HashSet<Uuid>,
+    outbox: Vec<OutboxMessage>,
+}
+
+impl Shard {
+    /// A shard with an empty cache.
+    pub fn new(store: Store, bus: Bus) -> Self {
+        Self {
+            store,
+            bus,
+            cache: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Processes a batch; returns one disposition per delivery, in order.
+    pub async fn handle_batch(&self, deliveries: Vec<Delivery>) -> Vec<Disposition> {
+        let commands: Vec<Result<Command, String>> = deliveries
+            .iter()
+            .map(|d| d.envelope.decode::<Command>().map_err(|e| e.to_string()))
+            .collect();
+        for attempt in 1..=MAX_ATTEMPTS {
+            match self.try_batch(&deliveries, &commands).await {
+                Ok(()) => break,
+                Err(e) => {
+                    self.evict(&deliveries);
+                    let conflict = matches!(e, Error::VersionConflict { .. })
+                        || matches!(&e, Error::Store(sqlx::Error::Database(db)) if db.is_unique_violation());
+                    if conflict && attempt < MAX_ATTEMPTS {
+                        tracing::info!(error = %e, attempt, "concurrent writer detected; reloading and retrying");
+                        continue;
+                    }
+                    tracing::error!(error = %e, "command batch failed; requeueing");
+                    // Back off so a database outage does not become a redelivery storm.
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                    return commands
+                        .iter()
+                        .map(|c| match c {
+                            Ok(_) => Disposition::Requeue,
+                            Err(why) => Disposition::DeadLetter(why.clone()),
+                        })
+                        .collect();
+                }
+            }
+        }
+        commands
+            .into_iter()
+            .map(|c| match c {
+                Ok(_) => Disposition::Ack,
+                Err(why) => Disposition::DeadLetter(why),
+            })
+            .collect()
+    }
+
+    async fn try_batch(
+        &self,
+        deliveries: &[Delivery],
+        commands: &[Result<Command, String>],
+    ) -> Result<(), Error> {
+        let mut working: HashMap<String, Working> = HashMap::new();
+        let mut order: Vec<String> = Vec::new();
+        for (delivery, command) in deliveries.iter().zip(commands) {
+            let Ok(command) = command else { continue };
+            let span = tracing::info_span!(
+                "decider.command",
+                workflow_id = %delivery.envelope.workflow_id,
+                command = %delivery.envelope.kind
+            );
+            weft::telemetry::set_parent(&span, delivery.traceparent.as_deref());
+            let _enter = span.enter();
+            let wf = delivery.envelope.workflow_id.clone();
+            if !working.contains_key(&wf) {
+                if let Some(w) = self.load(&wf).await? {
+                    working.insert(wf.clone(), w);
+                    order.push(wf.clone());
+                }
+            }
+            match (working.get_mut(&wf), command) {
+                (None, Command::StartWorkflow(start)) => {
+                    let w = self.start_run(&wf, start, delivery.traceparent.clone())?;
+                    working.insert(wf.clone(), w);
+                    order.push(wf.clone());
+                }
+                (None, _) => {
+                    tracing::warn!(workflow_id = %wf, "command for an unknown workflow ignored");
+                    continue;
+                }
+                (Some(w), command) => match apply_command(&w.state, command) {
+                    Applied::Ignored(why) => {
+                        tracing::info!(workflow_id = %wf, reason = %why, "command ignored");
+                        continue;
+                    }
+                    Applied::Events(events) => {
+                        for e in events {
+                            append(w, e)?;
+                        }
+                    }
+                },
+            }
+            if let Some(w) = working.get_mut(&wf) {
+                self.run_interpreter(w).await?;
+            }
+        }
+        let mut batch = CommitBatch::default();
+        for wf in &order {
+            let w = &working[wf];
+            if w.events.len() == w.first_new_event {
+                continue;
+            }
+            match w.loaded_version {
+                None => batch.new_runs.push(w.state.record()),
+                Some(v) => batch.updated_runs.push((w.state.record(), v)),
+            }
+            batch.events.extend(w.events[w.first_new_event..].iter().cloned());
+            batch.tasks.extend(
+                w.state
+                    .tasks
+                    .iter()
+                    .filter(|t| w.touched.contains(&t.task_id))
+                    .map(|t| w.state.task_record(t)),
+            );
+            batch.outbox.extend(w.outbox.iter().cloned());
+        }
+        if batch.is_empty() {
+            return Ok(());
+        }
+        self.store.commit(&mut batch).await?;
+        self.remember(working, &order);
+        if let Err(e) = self.store.publish_outbox(&self.bus, &batch.outbox).await {
+            // Committed: the history service's sweeper publishes what is left.
+            tracing::warn!(error = %e, "outbox publish failed; left for the sweeper");
+        }
+        Ok(())
+    }
+
+    /// The run of `workflow_id` from the cache, or PostgreSQL on a miss.
+    async fn load(&self, workflow_id: &str) -> Result<Option<Working>, Error> {
+        let cached = self.cache_lock().get(workflow_id).cloned();
+        let state = match cached {
+            Some(s) => s,
+            None => match self.store.load_current_run(workflow_id).await? {
+                None => return Ok(None),
+                Some((version, events)) => {
+                    let state = RunState::from_history(workflow_id, &events)
+                        .map_err(|e| Error::Decode(e.to_string()))?;
+                    if state.version != version {
+                        return Err(Error::VersionConflict {
+                            run_id: state.run_id,
+                            expected: version,
+                        });
+                    }
+                    state
+                }
+            },
+        };
+        Ok(Some(Working {
+            loaded_version: Some(state.version),
+            first_new_event: 0,
+            events: Vec::new(),
+            touched: HashSet::new(),
+            outbox: Vec::new(),
+            state,
+        }))
+    }
+
+    fn start_run(
+        &self,
+        workflow_id: &str,
+        start: &StartWorkflow,
+        delivery_trace: Option<String>,
+    ) -> Result<Working, Error> {
+        let run_id = weft::ids::new_id();
+        let first = StoredEvent {
+            run_id,
+            event_id: 1,
+            time: Utc::now(),
+            event: Event::WorkflowStarted(WorkflowStarted {
+                definition: start.definition.clone(),
+                input: start.input.clone(),
+                correlation_id: start.correlation_id.clone(),
+                parent_workflow_id: start.parent_workflow_id.clone(),
+                traceparent: start.traceparent.clone().or(delivery_trace),
+            }),
+        };
+        let state = RunState::from_history(workflow_id, std::slice::from_ref(&first))
+            .map_err(|e| Error::Decode(e.to_string()))?;
+        Ok(Working {
+            state,
+            loaded_version: None,
+            first_new_event: 0,
+            events: vec![first],
+            touched: HashSet::new(),
+            outbox: Vec::new(),
+        })
+    }
+
+    /// Applies decisions until the interpreter has nothing more to say.
+    async fn run_interpreter(&self, w: &mut Working) -> Result<(), Error> {
+        for _ in 0..MAX_DECISION_ROUNDS {
+            let decisions = decide(&w.state);
+            if decisions.is_empty() {
+                return Ok(());
+            }
+            for d in decisions {
+                let event = match d {
+                    Decision::ScheduleTask {
+                        task_ref,
+                        task_type,
+                        task_name,
+                        input,
+                        attempt,
+                    } => {
+                        let scheduled = TaskScheduled {
+                            task_id: weft::ids::new_id(),
+                            task_ref,
+                            task_type,
+                            task_name,
+                            seq: w.state.tasks.len() as i32,
+                            attempt,
+                            input,
+                        };
+                        self.bus.declare_activity_queue(&scheduled.task_name).await?;
+                        w.outbox.push(self.activity_message(&w.state, &scheduled)?);
+                        Event::TaskScheduled(scheduled)
+                    }
+                    Decision::CompleteWorkflow { output } => {
+                        Event::WorkflowCompleted(WorkflowCompleted { output })
+                    }
+                    Decision::FailWorkflow {
+                        reason,
+                        failed_task_refs,
+                    } => Event::WorkflowFailed(WorkflowFailed {
+                        reason,
+                        failed_task_refs,
+                    }),
+                };
+                append(w, event)?;
+            }
+        }
+        Err(Error::Decode(format!(
+            "run {} produced decisions for {MAX_DECISION_ROUNDS} rounds",
+            w.state.run_id
+        )))
+    }
+
+    fn activity_message(&self, state: &RunState, s: &TaskScheduled) -> Result<OutboxMessage, Error> {
+        let names = self.bus.names();
+        let task = ActivityMessage::ActivityTask(ActivityTask {
+            task_id: s.task_id,
+            workflow_id: state.workflow_id.clone(),
+            run_id: state.run_id,
+            task_ref: s.task_ref.clone(),
+            task_name: s.task_name.clone(),
+            task_type: s.task_type.clone(),
+            attempt: s.attempt,
+            input: s.input.clone(),
+            reply_to: names.command_key_for(&state.workflow_id),
+            scheduled_at: Utc::now(),
+        });
+        let envelope = Envelope::new(&state.workflow_id, Some(state.run_id), &task)?;
+        OutboxMessage::new(
+            names.activity_exchange(),
+            s.task_name.clone(),
+            &envelope,
+            weft::telemetry::current_traceparent(),
+        )
+    }
+
+    fn cache_lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, RunState>> {
+        // A poisoned lock only means a panic elsewhere; the map itself stays usable.
+        self.cache.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn remember(&self, mut working: HashMap<String, Working>, order: &[String]) {
+        let mut cache = self.cache_lock();
+        if cache.len() > CACHE_CAPACITY {
+            cache.clear();
+        }
+        for wf in order {
+            if let Some(w) = working.remove(wf) {
+                if w.state.status == RunStatus::Running {
+                    cache.insert(wf.clone(), w.state);
+                } else {
+                    cache.remove(wf);
+                }
+            }
+        }
+    }
+
+    fn evict(&self, deliveries: &[Delivery]) {
+        let mut cache = self.cache_lock();
+        for d in deliveries {
+            cache.remove(&d.envelope.workflow_id);
+        }
+    }
+}
+
+/// Appends `event` to the working run: stores it and folds it into the state.
+fn append(w: &mut Working, event: Event) -> Result<(), Error> {
+    let task_id = match &event {
+        Event::TaskScheduled(s) => Some(s.task_id),
+        Event::TaskCompleted(c) => Some(c.task_id),
+        Event::TaskFailed(f) => Some(f.task_id),
+        _ => None,
+    };
+    let stored = StoredEvent {
+        run_id: w.state.run_id,
+        event_id: w.state.version + 1,
+        time: Utc::now(),
+        event,
+    };
+    w.state
+        .apply(&stored)
+        .map_err(|e| Error::Decode(e.to_string()))?;
+    if let Some(id) = task_id {
+        w.touched.insert(id);
+    }
+    w.events.push(stored);
+    Ok(())
+}

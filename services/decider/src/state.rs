@@ -1,0 +1,365 @@
+//! A run's state as the fold of its history. The decider keeps it in memory between
+//! commands (keyed by version) and rebuilds it from `history_events` on a miss.
+
+use chrono::{DateTime, Utc};
+use serde_json::{json, Map, Value};
+use uuid::Uuid;
+use weft::dsl::WorkflowDef;
+use weft::messages::Event;
+use weft::store::runs::{RunRecord, StoredEvent, TaskRecord};
+
+/// Workflow status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunStatus {
+    /// In progress.
+    Running,
+    /// Finished successfully.
+    Completed,
+    /// Finished with a failure.
+    Failed,
+}
+
+impl RunStatus {
+    /// Conductor's name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Running => "RUNNING",
+            RunStatus::Completed => "COMPLETED",
+            RunStatus::Failed => "FAILED",
+        }
+    }
+}
+
+/// Task status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TaskStatus {
+    /// Published to its queue, waiting for a worker.
+    Scheduled,
+    /// Done.
+    Completed,
+    /// An optional task failed; the run went on.
+    CompletedWithErrors,
+    /// Failed.
+    Failed,
+    /// Failed, no retry allowed.
+    FailedWithTerminalError,
+}
+
+impl TaskStatus {
+    /// Conductor's name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TaskStatus::Scheduled => "SCHEDULED",
+            TaskStatus::Completed => "COMPLETED",
+            TaskStatus::CompletedWithErrors => "COMPLETED_WITH_ERRORS",
+            TaskStatus::Failed => "FAILED",
+            TaskStatus::FailedWithTerminalError => "FAILED_WITH_TERMINAL_ERROR",
+        }
+    }
+
+    /// Whether a worker result is still awaited.
+    pub fn is_pending(self) -> bool {
+        matches!(self, TaskStatus::Scheduled)
+    }
+}
+
+/// One task of a run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TaskState {
+    /// Id.
+    pub task_id: Uuid,
+    /// Reference name.
+    pub task_ref: String,
+    /// Type.
+    pub task_type: String,
+    /// Definition name.
+    pub task_name: String,
+    /// Schedule order.
+    pub seq: i32,
+    /// Attempt.
+    pub attempt: i32,
+    /// Status.
+    pub status: TaskStatus,
+    /// Input.
+    pub input: Value,
+    /// Output.
+    pub output: Option<Value>,
+    /// Failure reason.
+    pub reason: Option<String>,
+    /// Worker.
+    pub worker_id: Option<String>,
+    /// Times.
+    pub scheduled_time: DateTime<Utc>,
+    /// Worker start.
+    pub start_time: Option<DateTime<Utc>>,
+    /// End.
+    pub end_time: Option<DateTime<Utc>>,
+    /// Last change.
+    pub update_time: DateTime<Utc>,
+}
+
+/// A run: the fold of its events.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunState {
+    /// Run id.
+    pub run_id: Uuid,
+    /// Workflow id.
+    pub workflow_id: String,
+    /// The frozen definition.
+    pub definition: WorkflowDef,
+    /// Input.
+    pub input: Value,
+    /// Correlation id.
+    pub correlation_id: Option<String>,
+    /// Parent workflow.
+    pub parent_workflow_id: Option<String>,
+    /// The start request's trace context.
+    pub traceparent: Option<String>,
+    /// Status.
+    pub status: RunStatus,
+    /// Output once completed.
+    pub output: Option<Value>,
+    /// Failure reason.
+    pub reason: Option<String>,
+    /// Refs that failed the run.
+    pub failed_task_refs: Vec<String>,
+    /// Tasks in schedule order (`seq` = index).
+    pub tasks: Vec<TaskState>,
+    /// Number of events applied (= last event id).
+    pub version: i64,
+    /// Start.
+    pub start_time: DateTime<Utc>,
+    /// End.
+    pub end_time: Option<DateTime<Utc>>,
+    /// Last change.
+    pub update_time: DateTime<Utc>,
+}
+
+/// A history that does not fold: a bug or a corrupted store, never a user error.
+#[derive(Debug, thiserror::Error)]
+pub enum FoldError {
+    /// The first event is not `WorkflowStarted`, or a second one appears.
+    #[error("history of run {0} does not start with exactly one WorkflowStarted")]
+    BadStart(Uuid),
+    /// An event names a task the run never scheduled.
+    #[error("event {event_id} of run {run_id} names unknown task {task_id}")]
+    UnknownTask {
+        /// Run.
+        run_id: Uuid,
+        /// Event.
+        event_id: i64,
+        /// Task.
+        task_id: Uuid,
+    },
+}
+
+impl RunState {
+    /// Folds a whole history (oldest first).
+    pub fn from_history(workflow_id: &str, events: &[StoredEvent]) -> Result<Self, FoldError> {
+        let first = events.first().ok_or(FoldError::BadStart(Uuid::nil()))?;
+        let Event::WorkflowStarted(started) = &first.event else {
+            return Err(FoldError::BadStart(first.run_id));
+        };
+        let mut state = RunState {
+            run_id: first.run_id,
+            workflow_id: workflow_id.to_owned(),
+            definition: started.definition.clone(),
+            input: started.input.clone(),
+            correlation_id: started.correlation_id.clone(),
+            parent_workflow_id: started.parent_workflow_id.clone(),
+            traceparent: started.traceparent.clone(),
+            status: RunStatus::Running,
+            output: None,
+            reason: None,
+            failed_task_refs: Vec::new(),
+            tasks: Vec::new(),
+            version: 1,
+            start_time: first.time,
+            end_time: None,
+            update_time: first.time,
+        };
+        for e in &events[1..] {
+            state.apply(e)?;
+        }
+        Ok(state)
+    }
+
+    /// Applies one event after the first.
+    pub fn apply(&mut self, e: &StoredEvent) -> Result<(), FoldError> {
+        let at = e.time;
+        match &e.event {
+            Event::WorkflowStarted(_) => return Err(FoldError::BadStart(self.run_id)),
+            Event::TaskScheduled(s) => self.tasks.push(TaskState {
+                task_id: s.task_id,
+                task_ref: s.task_ref.clone(),
+                task_type: s.task_type.clone(),
+                task_name: s.task_name.clone(),
+                seq: s.seq,
+                attempt: s.attempt,
+                status: TaskStatus::Scheduled,
+                input: s.input.clone(),
+                output: None,
+                reason: None,
+                worker_id: None,
+                scheduled_time: at,
+                start_time: None,
+                end_time: None,
+                update_time: at,
+            }),
+            Event::TaskCompleted(c) => {
+                let t = self.task_mut(e, c.task_id)?;
+                t.status = TaskStatus::Completed;
+                t.output = Some(c.output.clone());
+                t.worker_id.clone_from(&c.worker_id);
+                t.start_time = c.started_at.or(Some(at));
+                t.end_time = Some(at);
+                t.update_time = at;
+            }
+            Event::TaskFailed(f) => {
+                let optional = self.is_optional(&f.task_ref);
+                let t = self.task_mut(e, f.task_id)?;
+                t.status = match (optional, f.terminal) {
+                    (true, _) => TaskStatus::CompletedWithErrors,
+                    (false, true) => TaskStatus::FailedWithTerminalError,
+                    (false, false) => TaskStatus::Failed,
+                };
+                t.output = Some(f.output.clone());
+                t.reason = Some(f.reason.clone());
+                t.worker_id.clone_from(&f.worker_id);
+                t.start_time = f.started_at.or(Some(at));
+                t.end_time = Some(at);
+                t.update_time = at;
+            }
+            Event::WorkflowCompleted(c) => {
+                self.status = RunStatus::Completed;
+                self.output = Some(c.output.clone());
+                self.end_time = Some(at);
+            }
+            Event::WorkflowFailed(f) => {
+                self.status = RunStatus::Failed;
+                self.reason = Some(f.reason.clone());
+                self.failed_task_refs.clone_from(&f.failed_task_refs);
+                self.end_time = Some(at);
+            }
+        }
+        self.version = e.event_id;
+        self.update_time = at;
+        Ok(())
+    }
+
+    fn task_mut(&mut self, e: &StoredEvent, task_id: Uuid) -> Result<&mut TaskState, FoldError> {
+        let run_id = self.run_id;
+        self.tasks
+            .iter_mut()
+            .rev()
+            .find(|t| t.task_id == task_id)
+            .ok_or(FoldError::UnknownTask {
+                run_id,
+                event_id: e.event_id,
+                task_id,
+            })
+    }
+
+    fn is_optional(&self, task_ref: &str) -> bool {
+        self.definition
+            .tasks
+            .iter()
+            .any(|t| t.task_reference_name == task_ref && t.optional)
+    }
+
+    /// The newest task with `task_ref`.
+    pub fn latest(&self, task_ref: &str) -> Option<&TaskState> {
+        self.tasks.iter().rev().find(|t| t.task_ref == task_ref)
+    }
+
+    /// The task with id `task_id`.
+    pub fn task(&self, task_id: Uuid) -> Option<&TaskState> {
+        self.tasks.iter().rev().find(|t| t.task_id == task_id)
+    }
+
+    /// The document `${...}` expressions are resolved against.
+    pub fn expression_context(&self) -> Value {
+        let mut ctx = Map::new();
+        for t in &self.tasks {
+            ctx.insert(
+                t.task_ref.clone(),
+                json!({ "input": t.input, "output": t.output.clone().unwrap_or(Value::Null) }),
+            );
+        }
+        ctx.insert(
+            "workflow".into(),
+            json!({
+                "input": self.input,
+                "variables": Value::Object(self.definition.variables.clone()),
+                "workflowId": self.workflow_id,
+                "runId": self.run_id,
+                "correlationId": self.correlation_id,
+                "workflowType": self.definition.name,
+                "version": self.definition.version,
+            }),
+        );
+        Value::Object(ctx)
+    }
+
+    /// The business sub-status: QUEUING while a task waits for a worker.
+    pub fn sub_status(&self) -> &'static str {
+        match self.status {
+            RunStatus::Completed => "COMPLETED",
+            RunStatus::Failed => "FAILED",
+            RunStatus::Running => {
+                if self.tasks.iter().any(|t| t.status.is_pending()) {
+                    "QUEUING"
+                } else {
+                    "RUNNING"
+                }
+            }
+        }
+    }
+
+    /// The `runs` row.
+    pub fn record(&self) -> RunRecord {
+        RunRecord {
+            run_id: self.run_id,
+            workflow_id: self.workflow_id.clone(),
+            workflow_name: self.definition.name.clone(),
+            workflow_version: self.definition.version,
+            status: self.status.as_str().to_owned(),
+            sub_status: self.sub_status().to_owned(),
+            input: self.input.clone(),
+            output: self.output.clone(),
+            variables: Value::Object(self.definition.variables.clone()),
+            correlation_id: self.correlation_id.clone(),
+            parent_workflow_id: self.parent_workflow_id.clone(),
+            reason: self.reason.clone(),
+            failed_task_refs: self.failed_task_refs.clone(),
+            start_time: self.start_time,
+            end_time: self.end_time,
+            update_time: self.update_time,
+            version: self.version,
+        }
+    }
+
+    /// The `tasks` row of `t`.
+    pub fn task_record(&self, t: &TaskState) -> TaskRecord {
+        TaskRecord {
+            task_id: t.task_id,
+            run_id: self.run_id,
+            workflow_id: self.workflow_id.clone(),
+            task_ref: t.task_ref.clone(),
+            task_type: t.task_type.clone(),
+            task_name: t.task_name.clone(),
+            seq: t.seq,
+            iteration: 0,
+            attempt: t.attempt,
+            status: t.status.as_str().to_owned(),
+            input: t.input.clone(),
+            output: t.output.clone(),
+            reason: t.reason.clone(),
+            worker_id: t.worker_id.clone(),
+            scheduled_time: t.scheduled_time,
+            start_time: t.start_time,
+            end_time: t.end_time,
+            update_time: t.update_time,
+        }
+    }
+}

@@ -1,0 +1,176 @@
+//! The gateway's errors: [`Error`] for start-up and serving, [`ApiError`] for answers.
+//!
+//! Every error answer has the same body, `{"code", "message", "path"?}`, whatever went
+//! wrong: a bad field, an unknown id, an unreadable body, or an internal failure (whose
+//! details go to the log, never to the caller).
+
+use axum::extract::rejection::BytesRejection;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+use weft::dsl::DslError;
+
+/// Why the gateway could not start or stopped serving.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Connecting to PostgreSQL or RabbitMQ failed, or shutdown came first. Retrying
+    /// can help when a dependency was unreachable.
+    #[error("start-up: {0}")]
+    Startup(#[from] weft::Error),
+    /// Binding or serving the HTTP listener failed. Retrying can help if the address
+    /// was busy.
+    #[error("http server on {addr}: {source}")]
+    Serve {
+        /// The listen address.
+        addr: std::net::SocketAddr,
+        /// The I/O failure.
+        source: std::io::Error,
+    },
+}
+
+/// An error answer. Each variant has one status code.
+#[derive(Debug)]
+pub enum ApiError {
+    /// 400: the request is malformed or names an invalid field.
+    BadRequest {
+        /// Stable machine-readable code, e.g. `invalid_definition`.
+        code: &'static str,
+        /// What is wrong.
+        message: String,
+        /// The offending field, e.g. `tasks[2].type`.
+        path: Option<String>,
+    },
+    /// 404: the named thing does not exist.
+    NotFound(String),
+    /// 405: the path exists but not with this method.
+    MethodNotAllowed(String),
+    /// 409: the thing exists already.
+    Conflict(String),
+    /// 413: the body is larger than the configured limit.
+    PayloadTooLarge(String),
+    /// 500: a dependency failed; the detail is logged, not returned.
+    Internal(weft::Error),
+    /// 503: the gateway is still connecting to its dependencies.
+    Unavailable(String),
+}
+
+/// The JSON body of every error answer.
+#[derive(Debug, Serialize)]
+struct ErrorBody<'a> {
+    code: &'a str,
+    message: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    path: Option<&'a str>,
+}
+
+impl ApiError {
+    /// A 400 naming `path`.
+    pub fn invalid(code: &'static str, path: impl Into<String>, message: impl Into<String>) -> Self {
+        Self::BadRequest {
+            code,
+            message: message.into(),
+            path: Some(path.into()),
+        }
+    }
+
+    /// A 400 about the request as a whole.
+    pub fn bad_request(code: &'static str, message: impl Into<String>) -> Self {
+        Self::BadRequest {
+            code,
+            message: message.into(),
+            path: None,
+        }
+    }
+
+    /// A definition problem, its path prefixed with `prefix` when the definition is
+    /// nested in the request (e.g. `workflowDef` of a start request).
+    pub fn definition(err: DslError, prefix: Option<&str>) -> Self {
+        let path = match (prefix, err.path.is_empty()) {
+            (Some(p), true) => p.to_owned(),
+            (Some(p), false) if err.path.starts_with('[') => format!("{p}{}", err.path),
+            (Some(p), false) => format!("{p}.{}", err.path),
+            (None, _) => err.path,
+        };
+        Self::BadRequest {
+            code: "invalid_definition",
+            message: err.message,
+            path: (!path.is_empty()).then_some(path),
+        }
+    }
+
+    /// The status code of this answer.
+    pub fn status(&self) -> StatusCode {
+        match self {
+            Self::BadRequest { .. } => StatusCode::BAD_REQUEST,
+            Self::NotFound(_) => StatusCode::NOT_FOUND,
+            Self::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
+            Self::Conflict(_) => StatusCode::CONFLICT,
+            Self::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            Self::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+        }
+    }
+}
+
+impl From<weft::Error> for ApiError {
+    fn from(e: weft::Error) -> Self {
+        Self::Internal(e)
+    }
+}
+
+impl From<BytesRejection> for ApiError {
+    fn from(r: BytesRejection) -> Self {
+        if r.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            Self::PayloadTooLarge("request body is larger than the configured limit".into())
+        } else {
+            Self::bad_request("unreadable_body", r.body_text())
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let status = self.status();
+        let (code, message, path) = match &self {
+            Self::BadRequest {
+                code,
+                message,
+                path,
+            } => (*code, message.as_str(), path.as_deref()),
+            Self::NotFound(m) => ("not_found", m.as_str(), None),
+            Self::MethodNotAllowed(m) => ("method_not_allowed", m.as_str(), None),
+            Self::Unavailable(m) => ("unavailable", m.as_str(), None),
+            Self::Conflict(m) => ("conflict", m.as_str(), None),
+            Self::PayloadTooLarge(m) => ("payload_too_large", m.as_str(), None),
+            Self::Internal(e) => {
+                tracing::error!(error = %e, "request failed");
+                ("internal", "internal error; see the gateway log", None)
+            }
+        };
+        let body = ErrorBody {
+            code,
+            message,
+            path,
+        };
+        (status, axum::Json(body)).into_response()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nested_definition_paths_are_prefixed() {
+        let e = DslError {
+            path: "tasks[1].type".into(),
+            message: "unknown".into(),
+        };
+        match ApiError::definition(e, Some("workflowDef")) {
+            ApiError::BadRequest { path, .. } => {
+                assert_eq!(path.as_deref(), Some("workflowDef.tasks[1].type"))
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+}

@@ -1,0 +1,81 @@
+//! Request extractors whose failures answer in the gateway's error shape.
+//!
+//! axum's own `Json` and `Query` answer rejections as plain text (and `Json` insists on a
+//! `Content-Type`); these wrappers keep every 4xx a JSON `{code, message, path?}` and let
+//! the body-size limit surface as 413.
+
+use axum::body::Bytes;
+use axum::extract::{FromRequest, FromRequestParts, Request};
+use axum::http::request::Parts;
+use serde::de::DeserializeOwned;
+
+use crate::error::ApiError;
+
+/// A JSON request body of type `T`. The body is read within the router's size limit
+/// (413 beyond it) and parsed whatever the `Content-Type`, as Conductor's clients do not
+/// all send one.
+#[derive(Debug)]
+pub struct JsonBody<T>(pub T);
+
+impl<S, T> FromRequest<S> for JsonBody<T>
+where
+    S: Send + Sync,
+    T: DeserializeOwned,
+{
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let bytes = Bytes::from_request(req, state).await?;
+        parse_json(&bytes).map(JsonBody)
+    }
+}
+
+/// Parses `bytes` as JSON of type `T`; the error says where the document went wrong.
+pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Err(ApiError::bad_request(
+            "invalid_json",
+            "request body is empty; a JSON document is expected",
+        ));
+    }
+    serde_json::from_slice(bytes)
+        .map_err(|e| ApiError::bad_request("invalid_json", format!("request body: {e}")))
+}
+
+/// Query parameters of type `T`; a malformed value answers 400 naming it.
+#[derive(Debug)]
+pub struct Query<T>(pub T);
+
+impl<S, T> FromRequestParts<S> for Query<T>
+where
+    S: Send + Sync,
+    T: DeserializeOwned,
+{
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
+        axum::extract::Query::<T>::try_from_uri(&parts.uri)
+            .map(|q| Query(q.0))
+            .map_err(|e| ApiError::bad_request("invalid_query", e.body_text()))
+    }
+}
+
+/// Path parameters of type `T`; a malformed segment (e.g. a non-numeric version) answers
+/// 400 naming it.
+#[derive(Debug)]
+pub struct Path<T>(pub T);
+
+impl<S, T> FromRequestParts<S> for Path<T>
+where
+    S: Send + Sync,
+    T: DeserializeOwned + Send,
+{
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        axum::extract::Path::<T>::from_request_parts(parts, state)
+            .await
+            .map(|p| Path(p.0))
+            .map_err(|e| ApiError::bad_request("invalid_path", e.body_text()))
+    }
+}

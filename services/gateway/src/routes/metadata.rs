@@ -1,0 +1,150 @@
+//! Workflow definitions: `/api/metadata/workflow` (Conductor's `MetadataResource`).
+
+use axum::extract::State;
+use axum::routing::{delete, get, post};
+use axum::{Json, Router};
+use serde::Deserialize;
+use serde_json::Value;
+use weft::dsl::{self, WorkflowDef};
+use weft::store::definitions::PutOutcome;
+
+use crate::error::ApiError;
+use crate::extract::{JsonBody, Path, Query};
+use crate::state::AppState;
+use crate::views::BulkResponse;
+
+/// The definition routes.
+pub fn routes() -> Router<AppState> {
+    Router::new()
+        .route(
+            "/api/metadata/workflow",
+            post(register).put(upsert_many).get(list),
+        )
+        .route("/api/metadata/workflow/validate", post(validate))
+        .route("/api/metadata/workflow/{name}", get(get_one))
+        .route("/api/metadata/workflow/{name}/{version}", delete(remove))
+}
+
+#[derive(Debug, Deserialize)]
+struct OverwriteQuery {
+    #[serde(default)]
+    overwrite: bool,
+}
+
+#[derive(Debug, Deserialize)]
+struct VersionQuery {
+    version: Option<i32>,
+}
+
+/// Parses and validates a definition; the error names the offending field.
+fn parse(json: &Value) -> Result<WorkflowDef, ApiError> {
+    if !json.is_object() {
+        return Err(ApiError::bad_request(
+            "invalid_definition",
+            "a workflow definition must be a JSON object",
+        ));
+    }
+    dsl::parse_definition(json).map_err(|e| ApiError::definition(e, None))
+}
+
+/// `POST /api/metadata/workflow?overwrite=`: registers one definition; 409 when the
+/// version exists and `overwrite` is not set.
+async fn register(
+    State(state): State<AppState>,
+    Query(q): Query<OverwriteQuery>,
+    JsonBody(json): JsonBody<Value>,
+) -> Result<(), ApiError> {
+    let def = parse(&json)?;
+    match state.store.put_definition(&def, q.overwrite).await? {
+        PutOutcome::Exists => Err(ApiError::Conflict(format!(
+            "workflow definition {} version {} already exists; pass overwrite=true to replace it",
+            def.name, def.version
+        ))),
+        outcome => {
+            tracing::info!(name = %def.name, version = def.version, ?outcome, "definition registered");
+            Ok(())
+        }
+    }
+}
+
+/// `PUT /api/metadata/workflow`: creates or replaces each definition of the list. Each is
+/// validated on its own: a bad one is reported in `bulkErrorResults` and does not stop
+/// the others, as in Conductor.
+async fn upsert_many(
+    State(state): State<AppState>,
+    JsonBody(json): JsonBody<Value>,
+) -> Result<Json<BulkResponse>, ApiError> {
+    let Value::Array(items) = json else {
+        return Err(ApiError::bad_request(
+            "invalid_json",
+            "request body must be a JSON array of workflow definitions",
+        ));
+    };
+    let mut answer = BulkResponse::default();
+    for (i, item) in items.iter().enumerate() {
+        let key = item
+            .get("name")
+            .and_then(Value::as_str)
+            .filter(|n| !n.is_empty())
+            .map_or_else(|| format!("[{i}]"), str::to_owned);
+        match parse(item) {
+            Ok(def) => {
+                state.store.put_definition(&def, true).await?;
+                answer.bulk_successful_results.push(def.name);
+            }
+            Err(ApiError::BadRequest { message, path, .. }) => {
+                let text = match path {
+                    Some(p) => format!("{p}: {message}"),
+                    None => message,
+                };
+                answer.bulk_error_results.insert(key, Value::String(text));
+            }
+            Err(other) => return Err(other),
+        }
+    }
+    Ok(Json(answer))
+}
+
+/// `POST /api/metadata/workflow/validate`: 200 when valid, 400 naming the field otherwise.
+async fn validate(JsonBody(json): JsonBody<Value>) -> Result<(), ApiError> {
+    parse(&json).map(|_| ())
+}
+
+/// `GET /api/metadata/workflow/{name}?version=`: one version, the latest by default.
+async fn get_one(
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+    Query(q): Query<VersionQuery>,
+) -> Result<Json<Value>, ApiError> {
+    match state.store.get_definition(&name, q.version).await? {
+        Some(found) => Ok(Json(found.definition)),
+        None => Err(not_found(&name, q.version)),
+    }
+}
+
+/// `GET /api/metadata/workflow`: every registered definition, all versions.
+async fn list(State(state): State<AppState>) -> Result<Json<Vec<Value>>, ApiError> {
+    let all = state.store.list_definitions().await?;
+    Ok(Json(all.into_iter().map(|d| d.definition).collect()))
+}
+
+/// `DELETE /api/metadata/workflow/{name}/{version}`; 404 when there is no such version.
+async fn remove(
+    State(state): State<AppState>,
+    Path((name, version)): Path<(String, i32)>,
+) -> Result<(), ApiError> {
+    if state.store.delete_definition(&name, version).await? {
+        tracing::info!(%name, version, "definition removed");
+        Ok(())
+    } else {
+        Err(not_found(&name, Some(version)))
+    }
+}
+
+/// The 404 for a definition, naming it.
+pub(crate) fn not_found(name: &str, version: Option<i32>) -> ApiError {
+    ApiError::NotFound(match version {
+        Some(v) => format!("workflow definition {name} version {v} not found"),
+        None => format!("workflow definition {name} not found"),
+    })
+}

@@ -1,0 +1,92 @@
+//! What every handler shares: the store, the bus, limits and metrics.
+
+use std::time::Duration;
+
+use weft::admin::{self, CounterFamily, HistogramFamily, Labels, Metrics, ReadyCheck};
+use weft::bus::Bus;
+use weft::store::Store;
+
+/// The gateway's shared state; cheap to clone (every field is a handle).
+#[derive(Clone, Debug)]
+pub struct AppState {
+    /// The database.
+    pub store: Store,
+    /// The broker; its names give the exchanges and routing keys.
+    pub bus: Bus,
+    /// Largest request body accepted, in bytes.
+    pub max_body_bytes: usize,
+    /// HTTP request metrics, also served on `/metrics`.
+    pub http: HttpMetrics,
+    /// The registry `/metrics` renders.
+    pub metrics: Metrics,
+}
+
+impl AppState {
+    /// State over `store` and `bus`, registering the HTTP metrics in `metrics`.
+    pub fn new(store: Store, bus: Bus, max_body_bytes: usize, metrics: Metrics) -> Self {
+        Self {
+            store,
+            bus,
+            max_body_bytes,
+            http: HttpMetrics::register(&metrics),
+            metrics,
+        }
+    }
+
+    /// Readiness: the broker connection is up and the database answers.
+    pub fn ready_check(&self) -> ReadyCheck {
+        let store = self.store.clone();
+        let bus = self.bus.clone();
+        admin::ready_check(move || {
+            let store = store.clone();
+            let connected = bus.is_connected();
+            async move {
+                if !connected {
+                    return Err("not connected to the broker".to_owned());
+                }
+                store
+                    .ping()
+                    .await
+                    .map_err(|e| format!("database unreachable: {e}"))
+            }
+        })
+    }
+}
+
+/// Request count and latency per route template (never per concrete path, which would
+/// give one series per workflow id).
+#[derive(Clone, Debug)]
+pub struct HttpMetrics {
+    requests: CounterFamily,
+    latency: HistogramFamily,
+}
+
+impl HttpMetrics {
+    fn register(metrics: &Metrics) -> Self {
+        Self {
+            requests: metrics.counter_family(
+                "weft_gateway_http_requests",
+                "HTTP requests answered, by method, route and status",
+            ),
+            latency: metrics.histogram_family(
+                "weft_gateway_http_request_duration_seconds",
+                "HTTP request latency in seconds, by method and route",
+                prometheus_client::metrics::histogram::exponential_buckets(0.001, 2.0, 14),
+            ),
+        }
+    }
+
+    /// Records one answered request.
+    pub fn observe(&self, method: &str, route: &str, status: u16, elapsed: Duration) {
+        let base: Labels = vec![
+            ("method".to_owned(), method.to_owned()),
+            ("route".to_owned(), route.to_owned()),
+        ];
+        self.latency
+            .get_or_create(&base)
+            .observe(elapsed.as_secs_f64());
+        let mut with_status = base;
+        with_status.push(("status".to_owned(), status.to_string()));
+        self.requests.get_or_create(&with_status).inc();
+    }
+}

@@ -1,0 +1,263 @@
+//! The JSON shapes the gateway answers, in Conductor's camelCase (API.md).
+//!
+//! Times are epoch milliseconds, as Conductor's `long` fields, with 0 for "not yet".
+//! Absent maps are `{}`, as Conductor's clients expect a map, never `null`.
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use serde_json::{Map, Value};
+use uuid::Uuid;
+use weft::store::reads::{EventView, RunView, TaskView};
+use weft::store::starts::StartRow;
+
+/// Conductor's `Workflow`.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Workflow {
+    workflow_id: String,
+    workflow_name: String,
+    workflow_version: i32,
+    status: String,
+    sub_status: String,
+    input: Value,
+    output: Value,
+    variables: Value,
+    tasks: Vec<Task>,
+    create_time: i64,
+    start_time: i64,
+    end_time: i64,
+    update_time: i64,
+    reason_for_incompletion: Option<String>,
+    failed_reference_task_names: Vec<String>,
+    correlation_id: Option<String>,
+    parent_workflow_id: Option<String>,
+    run_id: Option<Uuid>,
+}
+
+/// Conductor's `Task`, as found in `Workflow.tasks`.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Task {
+    task_id: Uuid,
+    task_type: String,
+    task_def_name: String,
+    reference_task_name: String,
+    status: String,
+    input_data: Value,
+    output_data: Value,
+    retry_count: i32,
+    seq: i32,
+    iteration: i32,
+    scheduled_time: i64,
+    start_time: i64,
+    end_time: i64,
+    update_time: i64,
+    worker_id: Option<String>,
+    reason_for_incompletion: Option<String>,
+    workflow_instance_id: String,
+    workflow_type: String,
+    sub_workflow_id: Option<String>,
+}
+
+/// Conductor's `WorkflowStatus`, plus Weft's `subStatus`.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkflowStatus {
+    workflow_id: String,
+    correlation_id: Option<String>,
+    status: String,
+    sub_status: String,
+    output: Value,
+    variables: Value,
+}
+
+/// One page of a run's history.
+#[derive(Debug, Serialize)]
+pub struct HistoryPage {
+    events: Vec<HistoryEvent>,
+    /// The `after` of the next page; `null` on the last page.
+    next: Option<i64>,
+}
+
+/// One history event.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HistoryEvent {
+    event_id: i64,
+    #[serde(rename = "type")]
+    kind: String,
+    time: i64,
+    attributes: Value,
+}
+
+/// Conductor's `BulkResponse` for `PUT /api/metadata/workflow`.
+#[derive(Debug, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BulkResponse {
+    /// Names of the definitions written.
+    pub bulk_successful_results: Vec<String>,
+    /// Name (or list position when the name is missing) → why it was refused.
+    pub bulk_error_results: Map<String, Value>,
+}
+
+/// Epoch milliseconds, 0 when unset.
+fn ms(t: Option<DateTime<Utc>>) -> i64 {
+    t.map_or(0, |t| t.timestamp_millis())
+}
+
+/// A JSON object, `{}` for absent or null.
+fn map_or_empty(v: Option<Value>) -> Value {
+    match v {
+        None | Some(Value::Null) => Value::Object(Map::new()),
+        Some(v) => v,
+    }
+}
+
+impl Task {
+    fn from_row(row: TaskView, workflow_name: &str) -> Self {
+        // A SUB_WORKFLOW task names its child in its output, as Conductor does.
+        let sub_workflow_id = row
+            .output
+            .as_ref()
+            .and_then(|o| o.get("subWorkflowId"))
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        Self {
+            task_id: row.task_id,
+            task_type: row.task_type,
+            task_def_name: row.task_name,
+            reference_task_name: row.task_ref,
+            status: row.status,
+            input_data: map_or_empty(Some(row.input)),
+            output_data: map_or_empty(row.output),
+            retry_count: (row.attempt - 1).max(0),
+            seq: row.seq,
+            iteration: row.iteration,
+            scheduled_time: ms(Some(row.scheduled_time)),
+            start_time: ms(row.start_time),
+            end_time: ms(row.end_time),
+            update_time: ms(Some(row.update_time)),
+            worker_id: row.worker_id,
+            reason_for_incompletion: row.reason,
+            workflow_instance_id: row.workflow_id,
+            workflow_type: workflow_name.to_owned(),
+            sub_workflow_id,
+        }
+    }
+}
+
+impl Workflow {
+    /// A run and (when asked for) its tasks in schedule order.
+    pub fn from_run(run: RunView, tasks: Vec<TaskView>) -> Self {
+        let tasks = tasks
+            .into_iter()
+            .map(|t| Task::from_row(t, &run.workflow_name))
+            .collect();
+        Self {
+            workflow_id: run.workflow_id,
+            workflow_name: run.workflow_name,
+            workflow_version: run.workflow_version,
+            status: run.status,
+            sub_status: run.sub_status,
+            input: map_or_empty(Some(run.input)),
+            output: map_or_empty(run.output),
+            variables: map_or_empty(Some(run.variables)),
+            tasks,
+            create_time: ms(Some(run.start_time)),
+            start_time: ms(Some(run.start_time)),
+            end_time: ms(run.end_time),
+            update_time: ms(Some(run.update_time)),
+            reason_for_incompletion: run.reason,
+            failed_reference_task_names: run.failed_task_refs,
+            correlation_id: run.correlation_id,
+            parent_workflow_id: run.parent_workflow_id,
+            run_id: Some(run.run_id),
+        }
+    }
+
+    /// A start the decider has not applied yet: RUNNING, waiting in its queue.
+    pub fn from_start(start: StartRow) -> Self {
+        let accepted = ms(Some(start.created_at));
+        Self {
+            workflow_id: start.workflow_id,
+            workflow_name: start.workflow_name,
+            workflow_version: start.workflow_version,
+            status: "RUNNING".into(),
+            sub_status: "QUEUING".into(),
+            input: map_or_empty(Some(start.input)),
+            output: Value::Object(Map::new()),
+            variables: Value::Object(Map::new()),
+            tasks: Vec::new(),
+            create_time: accepted,
+            start_time: accepted,
+            end_time: 0,
+            update_time: accepted,
+            reason_for_incompletion: None,
+            failed_reference_task_names: Vec::new(),
+            correlation_id: start.correlation_id,
+            parent_workflow_id: None,
+            run_id: None,
+        }
+    }
+}
+
+impl From<Workflow> for WorkflowStatus {
+    fn from(w: Workflow) -> Self {
+        Self {
+            workflow_id: w.workflow_id,
+            correlation_id: w.correlation_id,
+            status: w.status,
+            sub_status: w.sub_status,
+            output: w.output,
+            variables: w.variables,
+        }
+    }
+}
+
+impl HistoryPage {
+    /// A page built from up to `limit + 1` fetched rows: the extra row only tells that
+    /// another page exists.
+    pub fn from_rows(mut rows: Vec<EventView>, limit: usize) -> Self {
+        let more = rows.len() > limit;
+        rows.truncate(limit);
+        let next = if more {
+            rows.last().map(|e| e.event_id)
+        } else {
+            None
+        };
+        let events = rows
+            .into_iter()
+            .map(|e| HistoryEvent {
+                event_id: e.event_id,
+                kind: e.kind,
+                time: e.time.timestamp_millis(),
+                attributes: e.attributes,
+            })
+            .collect();
+        Self { events, next }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(id: i64) -> EventView {
+        EventView {
+            event_id: id,
+            kind: "TaskScheduled".into(),
+            time: DateTime::from_timestamp_millis(1_700_000_000_123).unwrap_or_default(),
+            attributes: Value::Null,
+        }
+    }
+
+    #[test]
+    fn history_page_points_at_the_next_one_only_when_there_is_more() {
+        let page = HistoryPage::from_rows((1..=3).map(event).collect(), 2);
+        assert_eq!(page.events.len(), 2);
+        assert_eq!(page.next, Some(2));
+        let last = HistoryPage::from_rows((3..=3).map(event).collect(), 2);
+        assert_eq!(last.next, None);
+        assert_eq!(last.events[0].time, 1_700_000_000_123);
+    }
+}

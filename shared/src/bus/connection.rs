@@ -1,0 +1,222 @@
+//! The live AMQP connection and its replacement when it dies.
+//!
+//! lapin's own auto-recovery is off: recovery here is explicit so that every
+//! reconnection also re-declares the topology and consumers restart through the same
+//! code path as a first start.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use std::time::Duration;
+
+use lapin::{Connection, ConnectionProperties};
+use tokio_util::sync::CancellationToken;
+
+use super::backoff::Backoff;
+use super::declare;
+use super::publish::Pool;
+use crate::topology::Names;
+use crate::{Error, Result};
+
+/// One connection attempt (TCP, handshake, declarations) may take this long.
+const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// AMQP reply code for a connection closed on purpose by an operator.
+const CONNECTION_FORCED: u16 = 320;
+
+/// Queues declared through a `Bus` beyond the core topology, with their bindings
+/// `(exchange, routing key)`; re-declared after every reconnect.
+pub(crate) type Declared = BTreeMap<String, Vec<(String, String)>>;
+
+/// Why getting a connection failed.
+#[derive(Debug)]
+pub(crate) enum Failure {
+    /// The broker is unreachable or went away; trying again later can help.
+    Transient(Error),
+    /// The broker refused the topology (e.g. PRECONDITION_FAILED); retrying cannot help.
+    Fatal(Error),
+}
+
+impl Failure {
+    pub(crate) fn into_error(self) -> Error {
+        match self {
+            Failure::Transient(e) | Failure::Fatal(e) => e,
+        }
+    }
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Failure::Transient(e) | Failure::Fatal(e) => e.fmt(f),
+        }
+    }
+}
+
+/// A connection with the publisher channels opened on it.
+pub(crate) struct Session {
+    pub(crate) conn: Connection,
+    pub(crate) pool: Pool,
+}
+
+impl Session {
+    pub(crate) fn is_up(&self) -> bool {
+        self.conn.status().connected()
+    }
+}
+
+/// Shared state behind every clone of a `Bus`.
+pub(crate) struct Link {
+    pub(crate) names: Names,
+    pub(crate) connection_name: String,
+    url: String,
+    current: RwLock<Option<Arc<Session>>>,
+    /// Held while (re)connecting so that concurrent callers make one attempt, not many.
+    reconnect: tokio::sync::Mutex<()>,
+    declared: Mutex<Declared>,
+}
+
+impl fmt::Debug for Link {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Link")
+            .field("names", &self.names)
+            .field("connection_name", &self.connection_name)
+            .field("connected", &self.is_connected())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Link {
+    pub(crate) fn new(url: &str, names: Names) -> Self {
+        let connection_name = format!(
+            "weft/{}/{}",
+            names.namespace(),
+            uuid::Uuid::new_v4().simple()
+        );
+        Self {
+            names,
+            connection_name,
+            url: url.to_owned(),
+            current: RwLock::new(None),
+            reconnect: tokio::sync::Mutex::new(()),
+            declared: Mutex::new(Declared::new()),
+        }
+    }
+
+    fn current(&self) -> Option<Arc<Session>> {
+        self.current
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    pub(crate) fn declared(&self) -> MutexGuard<'_, Declared> {
+        self.declared.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(crate) fn is_connected(&self) -> bool {
+        self.current().is_some_and(|s| s.is_up())
+    }
+
+    /// The live session, or one attempt to open a new one.
+    pub(crate) async fn session(&self) -> Result<Arc<Session>, Failure> {
+        if let Some(s) = self.current().filter(|s| s.is_up()) {
+            return Ok(s);
+        }
+        let _guard = self.reconnect.lock().await;
+        // Someone else may have reconnected while we waited for the lock.
+        if let Some(s) = self.current().filter(|s| s.is_up()) {
+            return Ok(s);
+        }
+        let session = tokio::time::timeout(ATTEMPT_TIMEOUT, self.open())
+            .await
+            .map_err(|_| {
+                Failure::Transient(Error::Bus(format!(
+                    "connecting to the broker took longer than {ATTEMPT_TIMEOUT:?}"
+                )))
+            })??;
+        let session = Arc::new(session);
+        let old = self
+            .current
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .replace(session.clone());
+        drop(old);
+        tracing::info!(connection = %self.connection_name, "connected to the broker");
+        Ok(session)
+    }
+
+    /// Waits for a live session, retrying with back-off; every failed attempt is logged.
+    ///
+    /// With `give_up_on_fatal`, a refused topology is returned at once; otherwise it is
+    /// retried like any other failure (consumers must not die from it).
+    pub(crate) async fn session_wait_with(
+        &self,
+        shutdown: &CancellationToken,
+        give_up_on_fatal: bool,
+    ) -> Result<Arc<Session>> {
+        let mut backoff = Backoff::new();
+        let mut attempt = 0u32;
+        loop {
+            if shutdown.is_cancelled() {
+                return Err(Error::ShuttingDown);
+            }
+            attempt += 1;
+            let outcome = tokio::select! {
+                _ = shutdown.cancelled() => return Err(Error::ShuttingDown),
+                outcome = self.session() => outcome,
+            };
+            match outcome {
+                Ok(session) => return Ok(session),
+                Err(Failure::Fatal(e)) if give_up_on_fatal => return Err(e),
+                Err(failure) => {
+                    tracing::warn!(attempt, error = %failure, "broker connection attempt failed");
+                    if !backoff.sleep(shutdown).await {
+                        return Err(Error::ShuttingDown);
+                    }
+                }
+            }
+        }
+    }
+
+    /// [`Link::session_wait_with`] giving up on a refused topology (start-up).
+    pub(crate) async fn session_wait(&self, shutdown: &CancellationToken) -> Result<Arc<Session>> {
+        self.session_wait_with(shutdown, true).await
+    }
+
+    /// Connects and declares the core topology plus every queue declared so far.
+    async fn open(&self) -> Result<Session, Failure> {
+        let props = ConnectionProperties::default()
+            .with_connection_name(self.connection_name.clone().into());
+        let conn = Connection::connect(&self.url, props)
+            .await
+            .map_err(|e| Failure::Transient(Error::Bus(format!("connect: {e}"))))?;
+        let declared = self.declared().clone();
+        if let Err(e) = declare::core(&conn, &self.names, &declared).await {
+            let _ = conn.close(200, "declaration failed".into()).await;
+            let err = Error::Bus(format!("declaring the topology: {e}"));
+            return Err(if e.is_amqp_soft_error() {
+                Failure::Fatal(err)
+            } else {
+                Failure::Transient(err)
+            });
+        }
+        Ok(Session {
+            conn,
+            pool: Pool::new(),
+        })
+    }
+
+    /// Closes the current connection; the next use reconnects.
+    pub(crate) async fn force_disconnect(&self) {
+        if let Some(session) = self.current() {
+            if let Err(e) = session
+                .conn
+                .close(CONNECTION_FORCED, "forced disconnect".into())
+                .await
+            {
+                tracing::debug!(error = %e, "closing the connection on request failed");
+            }
+        }
+    }
+}

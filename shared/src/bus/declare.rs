@@ -1,0 +1,205 @@
+//! Topology: exchanges, queues, their dead-letter queues and bindings (DESIGN.md §4).
+//!
+//! RabbitMQ refuses a re-declaration whose arguments differ (PRECONDITION_FAILED), so
+//! every queue's arguments come from [`queue_arguments`] and nowhere else.
+
+use lapin::options::{
+    ExchangeDeclareOptions, ExchangeDeleteOptions, QueueBindOptions, QueueDeclareOptions,
+    QueueDeleteOptions,
+};
+use lapin::types::{AMQPValue, FieldTable, LongString};
+use lapin::{Channel, Connection, ExchangeKind};
+
+use super::connection::{Declared, Link};
+use crate::topology::Names;
+use crate::Result;
+
+/// What a queue is for; decides its arguments.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum QueueKind {
+    /// A command shard: one active consumer at a time keeps per-run order.
+    Shard,
+    /// Any other work queue (activities, heartbeats, listeners).
+    Work,
+    /// A dead-letter queue: the end of the line, it dead-letters nowhere.
+    DeadLetter,
+}
+
+/// The arguments of every queue Weft declares.
+pub(crate) fn queue_arguments(queue: &str, kind: QueueKind) -> FieldTable {
+    let mut args = FieldTable::default();
+    if kind == QueueKind::DeadLetter {
+        return args;
+    }
+    // Broker-level rejects (and expiries) land in the DLQ too, not only Weft's own.
+    args.insert(
+        "x-dead-letter-exchange".into(),
+        AMQPValue::LongString(LongString::from("")),
+    );
+    args.insert(
+        "x-dead-letter-routing-key".into(),
+        AMQPValue::LongString(LongString::from(Names::dlq(queue))),
+    );
+    if kind == QueueKind::Shard {
+        args.insert("x-single-active-consumer".into(), AMQPValue::Boolean(true));
+    }
+    args
+}
+
+fn durable_queue() -> QueueDeclareOptions {
+    QueueDeclareOptions {
+        durable: true,
+        ..QueueDeclareOptions::default()
+    }
+}
+
+async fn declare_exchange(ch: &Channel, name: &str, kind: ExchangeKind) -> lapin::Result<()> {
+    let opts = ExchangeDeclareOptions {
+        durable: true,
+        ..ExchangeDeclareOptions::default()
+    };
+    ch.exchange_declare(name.into(), kind, opts, FieldTable::default())
+        .await
+}
+
+/// Declares `queue` and its DLQ, then binds `queue` to each `(exchange, routing key)`.
+async fn declare_queue(
+    ch: &Channel,
+    queue: &str,
+    kind: QueueKind,
+    bindings: &[(String, String)],
+) -> lapin::Result<()> {
+    let dlq = Names::dlq(queue);
+    let dlq_args = queue_arguments(&dlq, QueueKind::DeadLetter);
+    ch.queue_declare(dlq.as_str().into(), durable_queue(), dlq_args)
+        .await?;
+    ch.queue_declare(queue.into(), durable_queue(), queue_arguments(queue, kind))
+        .await?;
+    for (exchange, key) in bindings {
+        ch.queue_bind(
+            queue.into(),
+            exchange.as_str().into(),
+            key.as_str().into(),
+            QueueBindOptions::default(),
+            FieldTable::default(),
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+/// Declares the core topology of `names`, then the queues in `declared`.
+pub(crate) async fn core(conn: &Connection, names: &Names, declared: &Declared) -> lapin::Result<()> {
+    let ch = conn.create_channel().await?;
+    declare_exchange(&ch, &names.commands_exchange(), ExchangeKind::Direct).await?;
+    declare_exchange(&ch, &names.activity_exchange(), ExchangeKind::Direct).await?;
+    declare_exchange(&ch, &names.events_exchange(), ExchangeKind::Topic).await?;
+    for k in 0..names.shards() {
+        let binding = [(names.commands_exchange(), Names::shard_key(k))];
+        declare_queue(&ch, &names.command_queue(k), QueueKind::Shard, &binding).await?;
+    }
+    declare_queue(&ch, &names.heartbeat_queue(), QueueKind::Work, &[]).await?;
+    for (queue, bindings) in declared {
+        declare_queue(&ch, queue, QueueKind::Work, bindings).await?;
+    }
+    close(&ch).await;
+    Ok(())
+}
+
+async fn close(ch: &Channel) {
+    if let Err(e) = ch.close(200, "OK".into()).await {
+        tracing::debug!(error = %e, "closing a declaration channel failed");
+    }
+}
+
+impl Link {
+    /// Declares a work queue with its DLQ and bindings once per `Link`.
+    pub(crate) async fn declare_queue(
+        &self,
+        queue: &str,
+        bindings: Vec<(String, String)>,
+    ) -> Result<()> {
+        let missing: Vec<(String, String)> = match self.declared().get(queue) {
+            Some(have) => bindings.into_iter().filter(|b| !have.contains(b)).collect(),
+            None => bindings,
+        };
+        if missing.is_empty() && self.declared().contains_key(queue) {
+            return Ok(());
+        }
+        let session = self.session().await.map_err(|f| f.into_error())?;
+        let ch = session.conn.create_channel().await?;
+        declare_queue(&ch, queue, QueueKind::Work, &missing).await?;
+        close(&ch).await;
+        self.declared()
+            .entry(queue.to_owned())
+            .or_default()
+            .extend(missing);
+        Ok(())
+    }
+
+    /// Deletes the namespace's queues (with their DLQs) and exchanges; see `Bus::teardown`.
+    pub(crate) async fn teardown(&self, extra_queues: &[String]) -> Result<()> {
+        let names = &self.names;
+        let mut queues: Vec<String> = (0..names.shards())
+            .map(|k| names.command_queue(k))
+            .collect();
+        queues.push(names.heartbeat_queue());
+        queues.extend(self.declared().keys().cloned());
+        queues.extend(extra_queues.iter().cloned());
+        queues.sort();
+        queues.dedup();
+
+        let session = self.session().await.map_err(|f| f.into_error())?;
+        let mut ch = session.conn.create_channel().await?;
+        for queue in &queues {
+            for name in [queue.clone(), Names::dlq(queue)] {
+                let res = ch
+                    .queue_delete(name.as_str().into(), QueueDeleteOptions::default())
+                    .await;
+                if let Err(e) = res {
+                    // A failed delete closes the channel; carry on with a new one.
+                    tracing::debug!(queue = %name, error = %e, "queue delete failed");
+                    ch = session.conn.create_channel().await?;
+                }
+            }
+        }
+        for exchange in [
+            names.commands_exchange(),
+            names.activity_exchange(),
+            names.events_exchange(),
+        ] {
+            let res = ch
+                .exchange_delete(exchange.as_str().into(), ExchangeDeleteOptions::default())
+                .await;
+            if let Err(e) = res {
+                tracing::debug!(%exchange, error = %e, "exchange delete failed");
+                ch = session.conn.create_channel().await?;
+            }
+        }
+        close(&ch).await;
+        self.declared().clear();
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shard_queues_have_a_single_active_consumer_and_a_dlq() {
+        let args = queue_arguments("weft.commands.3", QueueKind::Shard);
+        let inner = args.inner();
+        assert_eq!(
+            inner.get("x-single-active-consumer"),
+            Some(&AMQPValue::Boolean(true))
+        );
+        assert_eq!(
+            inner.get("x-dead-letter-routing-key"),
+            Some(&AMQPValue::LongString("weft.commands.3.dlq".into()))
+        );
+        assert!(queue_arguments("q.dlq", QueueKind::DeadLetter)
+            .inner()
+            .is_empty());
+    }
+}

@@ -1,0 +1,147 @@
+//! [`WorkerBuilder`]: registers handlers and sets the worker's identity and concurrency.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use super::{ActivityError, Worker};
+use crate::messages::ActivityTask;
+use crate::Config;
+
+/// Activities running at once in one worker process when not configured.
+pub const DEFAULT_CONCURRENCY: usize = 16;
+
+/// The future a type-erased handler returns.
+pub(crate) type HandlerFuture = Pin<Box<dyn Future<Output = Result<Value, ActivityError>> + Send>>;
+
+/// A registered handler, type-erased so that one worker can serve several task names.
+pub(crate) type BoxedHandler = Arc<dyn Fn(ActivityTask) -> HandlerFuture + Send + Sync>;
+
+/// Builds a [`Worker`]; start with [`Worker::builder`].
+pub struct WorkerBuilder {
+    config: Config,
+    worker_id: Option<String>,
+    concurrency: usize,
+    handlers: BTreeMap<String, BoxedHandler>,
+}
+
+impl std::fmt::Debug for WorkerBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WorkerBuilder")
+            .field("namespace", &self.config.namespace)
+            .field("worker_id", &self.worker_id)
+            .field("concurrency", &self.concurrency)
+            .field("task_names", &self.handlers.keys().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+impl WorkerBuilder {
+    pub(crate) fn new(config: &Config) -> Self {
+        Self {
+            config: config.clone(),
+            worker_id: None,
+            concurrency: DEFAULT_CONCURRENCY,
+            handlers: BTreeMap::new(),
+        }
+    }
+
+    /// The id reported in results (`workerId`); defaults to `<hostname>-<pid>`.
+    pub fn worker_id(mut self, id: impl Into<String>) -> Self {
+        self.worker_id = Some(id.into());
+        self
+    }
+
+    /// The most activities running at once in this process, across all task names
+    /// (default [`DEFAULT_CONCURRENCY`]; clamped to `1..=65535`). It is also each
+    /// queue's prefetch, so the broker never pushes more than the worker can start.
+    pub fn concurrency(mut self, n: usize) -> Self {
+        self.concurrency = n.clamp(1, usize::from(u16::MAX));
+        self
+    }
+
+    /// Runs `f` for every activity of the task named `task_name` (queue
+    /// `<namespace>.activity.<task_name>`). Registering the same name twice keeps the
+    /// last handler.
+    ///
+    /// `Ok(output)` completes the activity with `output`; `Err` fails it, terminally or
+    /// not (see [`ActivityError`]). A handler that panics fails the attempt (retryable).
+    pub fn handler<F, Fut>(mut self, task_name: impl Into<String>, f: F) -> Self
+    where
+        F: Fn(ActivityTask) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Value, ActivityError>> + Send + 'static,
+    {
+        let boxed: BoxedHandler = Arc::new(move |task| Box::pin(f(task)) as HandlerFuture);
+        let name = task_name.into();
+        if self.handlers.insert(name.clone(), boxed).is_some() {
+            tracing::warn!(task_name = %name, "handler registered twice; the last one wins");
+        }
+        self
+    }
+
+    /// The worker, ready to [`run`](Worker::run).
+    pub fn build(self) -> Worker {
+        Worker {
+            config: self.config,
+            worker_id: self.worker_id.unwrap_or_else(default_worker_id),
+            concurrency: self.concurrency,
+            handlers: self.handlers,
+        }
+    }
+}
+
+/// `<hostname>-<pid>`, the hostname from `/etc/hostname` or `HOSTNAME`.
+pub(crate) fn default_worker_id() -> String {
+    let from_file = std::fs::read_to_string("/etc/hostname").ok();
+    let host = pick_hostname(
+        from_file.as_deref(),
+        std::env::var("HOSTNAME").ok().as_deref(),
+    );
+    format!("{host}-{}", std::process::id())
+}
+
+fn pick_hostname(file: Option<&str>, env: Option<&str>) -> String {
+    [file, env]
+        .into_iter()
+        .flatten()
+        .map(str::trim)
+        .find(|h| !h.is_empty())
+        .unwrap_or("worker")
+        .to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hostname_prefers_the_file_then_the_env() {
+        assert_eq!(pick_hostname(Some("box1\n"), Some("env")), "box1");
+        assert_eq!(pick_hostname(Some("  \n"), Some("env")), "env");
+        assert_eq!(pick_hostname(None, None), "worker");
+    }
+
+    #[test]
+    fn default_worker_id_ends_with_the_pid() {
+        let id = default_worker_id();
+        assert!(id.ends_with(&format!("-{}", std::process::id())), "{id}");
+    }
+
+    #[test]
+    fn builder_sets_identity_concurrency_and_handlers() {
+        let w = Worker::builder(&Config::default())
+            .worker_id("w-1")
+            .concurrency(0)
+            .handler("b", |_t| async { Ok(Value::Null) })
+            .handler("a", |t| async move { Ok(t.input) })
+            .build();
+        assert_eq!(w.worker_id(), "w-1");
+        assert_eq!(w.concurrency(), 1);
+        assert_eq!(w.task_names().collect::<Vec<_>>(), ["a", "b"]);
+        let w = Worker::builder(&Config::default()).build();
+        assert_eq!(w.concurrency(), DEFAULT_CONCURRENCY);
+    }
+}

@@ -1,0 +1,299 @@
+//! The worker's event loop: consume, run handlers under a global bound, publish results,
+//! drain on shutdown.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::Utc;
+use futures_util::future::{join_all, select_all};
+use tokio::sync::Semaphore;
+use tokio::task::JoinError;
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
+
+use super::builder::BoxedHandler;
+use super::stats::{Counter, Stats};
+use super::{ActivityError, Worker};
+use crate::bus::{Bus, ConsumeOptions, Delivery, Disposition};
+use crate::messages::{ActivityCompleted, ActivityFailed, ActivityMessage, ActivityTask, Command};
+use crate::topology::Names;
+use crate::{Envelope, Error, Result};
+
+/// How often the counters are logged while anything happens.
+const REPORT_EVERY: Duration = Duration::from_secs(60);
+/// After the grace period, how long consumers get to hand abandoned tasks back.
+const ABANDON_WAIT: Duration = Duration::from_secs(2);
+
+/// State shared by every delivery of every queue of one worker.
+struct Shared {
+    bus: Bus,
+    commands_exchange: String,
+    worker_id: String,
+    /// One permit per running activity, across all queues.
+    slots: Arc<Semaphore>,
+    /// Cancelled on shutdown: take no new activity.
+    stop: CancellationToken,
+    /// Cancelled when the grace period is over: give up on running activities.
+    abandon: CancellationToken,
+    /// The number of slots.
+    concurrency: usize,
+    stats: Stats,
+}
+
+pub(super) async fn run(worker: Worker, shutdown: CancellationToken) -> Result<()> {
+    let Worker {
+        config,
+        worker_id,
+        concurrency,
+        handlers,
+    } = worker;
+    if handlers.is_empty() {
+        return Err(Error::Config("the worker has no handler registered".into()));
+    }
+    let names = Names::new(&config.namespace, config.shards);
+    let bus = match Bus::connect(&config.amqp_url, names.clone(), shutdown.clone()).await {
+        Ok(bus) => bus,
+        Err(Error::ShuttingDown) => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    for task_name in handlers.keys() {
+        bus.declare_activity_queue(task_name).await?;
+    }
+
+    let shared = Arc::new(Shared {
+        bus: bus.clone(),
+        commands_exchange: names.commands_exchange(),
+        worker_id,
+        slots: Arc::new(Semaphore::new(concurrency)),
+        stop: shutdown.child_token(),
+        abandon: CancellationToken::new(),
+        concurrency,
+        stats: Stats::default(),
+    });
+    let opts = ConsumeOptions {
+        prefetch: u16::try_from(concurrency).unwrap_or(u16::MAX),
+        concurrency,
+    };
+    let mut queues = Vec::with_capacity(handlers.len());
+    let mut consumers = Vec::with_capacity(handlers.len());
+    for (task_name, handler) in handlers {
+        let queue = names.activity_queue(&task_name);
+        let state = Arc::clone(&shared);
+        let on_delivery = move |delivery: Delivery| {
+            Arc::clone(&state).handle(task_name.clone(), Arc::clone(&handler), delivery)
+        };
+        consumers.push(bus.consume(&queue, opts, on_delivery, shared.stop.clone()));
+        queues.push(queue);
+    }
+    tracing::info!(
+        worker_id = %shared.worker_id,
+        concurrency,
+        queues = ?queues,
+        "worker started"
+    );
+
+    let stopped_queue = watch(&shared, &mut consumers).await;
+    if let Some(i) = stopped_queue {
+        tracing::error!(queue = %queues[i], "consumer stopped unexpectedly; stopping the worker");
+    }
+    drain(&shared, consumers, config.shutdown_grace).await;
+    match stopped_queue {
+        Some(i) => Err(Error::Bus(format!("consumer of {} stopped", queues[i]))),
+        None => Ok(()),
+    }
+}
+
+/// Waits for shutdown, logging the counters now and then; returns the index of a consumer
+/// that ended on its own, which stops the worker too.
+async fn watch(shared: &Shared, consumers: &mut [tokio::task::JoinHandle<()>]) -> Option<usize> {
+    let mut report = tokio::time::interval(REPORT_EVERY);
+    report.tick().await;
+    let mut last_reported = 0;
+    loop {
+        tokio::select! {
+            _ = shared.stop.cancelled() => return None,
+            (_, i, _) = select_all(consumers.iter_mut()) => return Some(i),
+            _ = report.tick() => {
+                let now = shared.stats.activity();
+                if now != last_reported {
+                    last_reported = now;
+                    shared.stats.log("worker progress", shared.running());
+                }
+            }
+        }
+    }
+}
+
+/// Stops taking work and waits (at most `grace`) for running handlers to publish and for
+/// the consumers to settle; then abandons what is left, unacknowledged.
+async fn drain(shared: &Shared, mut consumers: Vec<tokio::task::JoinHandle<()>>, grace: Duration) {
+    shared.stop.cancel();
+    tracing::info!(
+        running = shared.running(),
+        ?grace,
+        "worker stopping: finishing running activities"
+    );
+    let all_slots = u32::try_from(shared.concurrency).unwrap_or(u32::MAX);
+    let settled = tokio::time::timeout(grace, async {
+        // Every slot back means no handler is running or publishing any more.
+        let _all = shared.slots.acquire_many(all_slots).await;
+        join_all(consumers.iter_mut()).await;
+    })
+    .await;
+    if settled.is_err() {
+        tracing::warn!(
+            running = shared.running(),
+            "grace period over: abandoning running activities, they go back to their queues"
+        );
+        shared.abandon.cancel();
+        let handed_back = tokio::time::timeout(ABANDON_WAIT, join_all(consumers.iter_mut())).await;
+        if handed_back.is_err() {
+            consumers.iter().for_each(|c| c.abort());
+        }
+    }
+    shared.stats.log("worker stopped", shared.running());
+}
+
+impl Shared {
+    /// Handlers running (or publishing) right now.
+    fn running(&self) -> usize {
+        self.concurrency
+            .saturating_sub(self.slots.available_permits())
+    }
+
+    /// One delivery of `task_name`'s queue, start to disposition.
+    async fn handle(
+        self: Arc<Self>,
+        task_name: String,
+        handler: BoxedHandler,
+        delivery: Delivery,
+    ) -> Disposition {
+        if self.stop.is_cancelled() {
+            self.stats.incr(Counter::Requeued);
+            return Disposition::Requeue;
+        }
+        let task = match delivery.envelope.decode::<ActivityMessage>() {
+            Ok(ActivityMessage::ActivityTask(task)) => task,
+            Err(e) => {
+                self.stats.incr(Counter::DeadLettered);
+                tracing::warn!(queue = %delivery.queue, id = %delivery.envelope.id, error = %e,
+                    "not an activity task; dead-lettering it");
+                return Disposition::DeadLetter(format!("not an activity task: {e}"));
+            }
+        };
+        if task.task_name != task_name {
+            tracing::warn!(queue = %delivery.queue, task_name = %task.task_name,
+                "activity task on another task's queue; running this queue's handler");
+        }
+        // Wait for a slot, unless shutdown comes first: then the task goes back untouched.
+        let slot = tokio::select! {
+            biased;
+            _ = self.stop.cancelled() => None,
+            slot = Arc::clone(&self.slots).acquire_owned() => slot.ok(),
+        };
+        let Some(_slot) = slot else {
+            self.stats.incr(Counter::Requeued);
+            return Disposition::Requeue;
+        };
+        let span = tracing::info_span!(
+            "activity",
+            task_name = %task_name,
+            task_ref = %task.task_ref,
+            workflow_id = %task.workflow_id,
+            run_id = %task.run_id,
+            task_id = %task.task_id,
+            attempt = task.attempt,
+            worker_id = %self.worker_id,
+            redelivered = delivery.redelivered,
+        );
+        crate::telemetry::set_parent(&span, delivery.traceparent.as_deref());
+        self.execute(handler, task).instrument(span).await
+    }
+
+    /// Runs the handler (in its own task, so a panic is caught), then publishes the result.
+    async fn execute(&self, handler: BoxedHandler, task: ActivityTask) -> Disposition {
+        self.stats.incr(Counter::Started);
+        let started_at = Utc::now();
+        let clock = std::time::Instant::now();
+        let (task_id, run_id, attempt) = (task.task_id, task.run_id, task.attempt);
+        let workflow_id = task.workflow_id.clone();
+        let reply_to = task.reply_to.clone();
+        let mut running = tokio::spawn(async move { handler(task).await }.in_current_span());
+        let outcome = tokio::select! {
+            joined = &mut running => joined,
+            _ = self.abandon.cancelled() => {
+                running.abort();
+                self.stats.incr(Counter::Requeued);
+                tracing::warn!("activity abandoned at shutdown; it goes back to its queue");
+                return Disposition::Requeue;
+            }
+        };
+        let worker_id = Some(self.worker_id.clone());
+        let elapsed_ms = clock.elapsed().as_millis();
+        let (command, counter) = match outcome.unwrap_or_else(|e| Err(join_failure(e, &self.stats)))
+        {
+            Ok(output) => {
+                tracing::debug!(elapsed_ms, "activity completed");
+                let done = ActivityCompleted {
+                    task_id,
+                    run_id,
+                    attempt,
+                    output,
+                    worker_id,
+                    started_at: Some(started_at),
+                };
+                (Command::ActivityCompleted(done), Counter::Completed)
+            }
+            Err(ActivityError { reason, terminal }) => {
+                tracing::info!(elapsed_ms, %reason, terminal, "activity failed");
+                let failed = ActivityFailed {
+                    task_id,
+                    run_id,
+                    attempt,
+                    reason,
+                    terminal,
+                    output: serde_json::Value::Null,
+                    worker_id,
+                    started_at: Some(started_at),
+                };
+                (Command::ActivityFailed(failed), Counter::Failed)
+            }
+        };
+        let published = match Envelope::new(&workflow_id, Some(run_id), &command) {
+            Ok(envelope) => tokio::select! {
+                sent = self.bus.publish(&self.commands_exchange, &reply_to, &envelope) => sent,
+                _ = self.abandon.cancelled() => Err(Error::ShuttingDown),
+            },
+            Err(e) => Err(e),
+        };
+        match published {
+            Ok(()) => {
+                self.stats.incr(counter);
+                Disposition::Ack
+            }
+            Err(e) => {
+                self.stats.incr(Counter::PublishFailed);
+                self.stats.incr(Counter::Requeued);
+                tracing::warn!(error = %e, %reply_to,
+                    "could not publish the result; the activity goes back to its queue");
+                Disposition::Requeue
+            }
+        }
+    }
+}
+
+/// A handler task that did not return: a panic (or an abort) is a retryable failure.
+fn join_failure(e: JoinError, stats: &Stats) -> ActivityError {
+    if !e.is_panic() {
+        return ActivityError::retryable("handler cancelled");
+    }
+    stats.incr(Counter::Panicked);
+    let payload = e.into_panic();
+    let message = payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "non-string panic payload".to_owned());
+    tracing::error!(panic = %message, "activity handler panicked");
+    ActivityError::retryable(format!("handler panicked: {message}"))
+}

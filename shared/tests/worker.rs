@@ -1,0 +1,558 @@
+//! The worker SDK against a real RabbitMQ (`WEFT_AMQP_URL`, default the local broker).
+//!
+//! Each test plays the decider: it publishes activity tasks to the activity exchange of a
+//! random namespace, runs a [`Worker`] in-process and reads the results from the command
+//! shard queues.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::Utc;
+use serde_json::{json, Value};
+use tokio::sync::{mpsc, watch, Semaphore};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+use weft::bus::{Bus, ConsumeOptions, Delivery, Disposition};
+use weft::messages::{ActivityMessage, ActivityTask, Command};
+use weft::topology::Names;
+use weft::worker::{ActivityError, Worker, WorkerBuilder};
+use weft::{Config, Envelope};
+
+/// Upper bound on any wait for something that should happen.
+const WAIT: Duration = Duration::from_secs(20);
+/// How long to watch for something that should not happen.
+const QUIET: Duration = Duration::from_millis(700);
+/// The shard results are routed to (of two), so routing by `reply_to` is visible.
+const REPLY_SHARD: u16 = 1;
+const PARENT: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+
+/// The test's side of the bus: schedules activities and collects results, like the decider.
+struct Decider {
+    bus: Bus,
+    names: Names,
+    config: Config,
+    results: mpsc::UnboundedReceiver<Delivery>,
+    consumers: CancellationToken,
+}
+
+impl Decider {
+    async fn start() -> Self {
+        let config = Config {
+            namespace: format!("t{}", Uuid::new_v4().simple()),
+            amqp_url: std::env::var("WEFT_AMQP_URL").unwrap_or_else(|_| Config::default().amqp_url),
+            shards: 2,
+            shutdown_grace: Duration::from_secs(10),
+            ..Config::default()
+        };
+        let names = Names::new(&config.namespace, config.shards);
+        let bus = tokio::time::timeout(
+            WAIT,
+            Bus::connect(&config.amqp_url, names.clone(), CancellationToken::new()),
+        )
+        .await
+        .expect("broker reachable")
+        .expect("connect");
+        let (sender, results) = mpsc::unbounded_channel();
+        let consumers = CancellationToken::new();
+        for k in 0..config.shards {
+            let sender = sender.clone();
+            let opts = ConsumeOptions {
+                prefetch: 32,
+                concurrency: 1,
+            };
+            let on_result = move |d: Delivery| {
+                let _ = sender.send(d);
+                async { Disposition::Ack }
+            };
+            bus.consume(&names.command_queue(k), opts, on_result, consumers.clone());
+        }
+        Self {
+            bus,
+            names,
+            config,
+            results,
+            consumers,
+        }
+    }
+
+    fn worker(&self) -> WorkerBuilder {
+        Worker::builder(&self.config).worker_id("w-test")
+    }
+
+    fn task(&self, task_name: &str, input: Value) -> ActivityTask {
+        ActivityTask {
+            task_id: Uuid::new_v4(),
+            workflow_id: format!("wf-{}", Uuid::new_v4().simple()),
+            run_id: Uuid::new_v4(),
+            task_ref: format!("{task_name}_ref"),
+            task_name: task_name.to_owned(),
+            task_type: "SIMPLE".into(),
+            attempt: 1,
+            input,
+            reply_to: Names::shard_key(REPLY_SHARD),
+            scheduled_at: Utc::now(),
+        }
+    }
+
+    async fn schedule(&self, task: &ActivityTask) {
+        let message = ActivityMessage::ActivityTask(task.clone());
+        let envelope = Envelope::new(&task.workflow_id, Some(task.run_id), &message).unwrap();
+        self.schedule_envelope(&task.task_name, &envelope, None)
+            .await;
+    }
+
+    async fn schedule_envelope(&self, task_name: &str, env: &Envelope, trace: Option<&str>) {
+        self.bus.declare_activity_queue(task_name).await.unwrap();
+        let body = env.to_bytes().unwrap();
+        let exchange = self.names.activity_exchange();
+        self.bus
+            .publish_bytes(&exchange, task_name, &body, trace)
+            .await
+            .unwrap();
+    }
+
+    /// The next result command, with the delivery it came in.
+    async fn next_result(&mut self) -> (Delivery, Command) {
+        let delivery = tokio::time::timeout(WAIT, self.results.recv())
+            .await
+            .expect("a result in time")
+            .expect("result consumers alive");
+        assert_eq!(
+            delivery.queue,
+            self.names.command_queue(REPLY_SHARD),
+            "results go to the shard named by reply_to"
+        );
+        let command = delivery.envelope.decode::<Command>().unwrap();
+        (delivery, command)
+    }
+
+    /// Results for `n` tasks, keyed by task id.
+    async fn results_by_task(&mut self, n: usize) -> Vec<(Uuid, Command)> {
+        let mut out = Vec::with_capacity(n);
+        for _ in 0..n {
+            let (_, command) = self.next_result().await;
+            out.push((task_id(&command), command));
+        }
+        out
+    }
+
+    async fn assert_no_result(&mut self) {
+        if let Ok(got) = tokio::time::timeout(QUIET, self.results.recv()).await {
+            panic!("unexpected result: {got:?}");
+        }
+    }
+
+    async fn teardown(self) {
+        self.consumers.cancel();
+        self.bus.teardown(&[]).await.unwrap();
+    }
+}
+
+fn task_id(command: &Command) -> Uuid {
+    match command {
+        Command::ActivityCompleted(c) => c.task_id,
+        Command::ActivityFailed(f) => f.task_id,
+        other => panic!("not an activity result: {other:?}"),
+    }
+}
+
+fn spawn(worker: Worker, shutdown: &CancellationToken) -> JoinHandle<weft::Result<()>> {
+    tokio::spawn(worker.run(shutdown.clone()))
+}
+
+async fn stopped(run: JoinHandle<weft::Result<()>>) {
+    tokio::time::timeout(WAIT, run)
+        .await
+        .expect("the worker stops in time")
+        .expect("no panic")
+        .expect("a clean stop");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn completed_result_goes_to_the_reply_shard_with_output_attempt_and_worker_id() {
+    let mut decider = Decider::start().await;
+    let mut task = decider.task("echo", json!({"first": "Ada"}));
+    task.attempt = 3;
+    decider.schedule(&task).await;
+    let worker = decider
+        .worker()
+        .handler("echo", |t: ActivityTask| async move {
+            Ok(json!({"got": t.input, "ref": t.task_ref}))
+        })
+        .build();
+    let shutdown = CancellationToken::new();
+    let run = spawn(worker, &shutdown);
+
+    let (delivery, command) = decider.next_result().await;
+    assert_eq!(delivery.envelope.workflow_id, task.workflow_id);
+    assert_eq!(delivery.envelope.run_id, Some(task.run_id));
+    let Command::ActivityCompleted(done) = command else {
+        panic!("expected ActivityCompleted, got {command:?}");
+    };
+    assert_eq!(done.task_id, task.task_id);
+    assert_eq!(done.run_id, task.run_id);
+    assert_eq!(done.attempt, 3);
+    assert_eq!(
+        done.output,
+        json!({"got": {"first": "Ada"}, "ref": "echo_ref"})
+    );
+    assert_eq!(done.worker_id.as_deref(), Some("w-test"));
+    let started = done.started_at.expect("started_at set");
+    assert!(started >= task.scheduled_at && started <= Utc::now());
+
+    shutdown.cancel();
+    stopped(run).await;
+    decider.teardown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn handler_errors_are_reported_with_their_terminal_flag() {
+    let mut decider = Decider::start().await;
+    let terminal = decider.task("charge", json!({"terminal": true}));
+    let retryable = decider.task("charge", json!({"terminal": false}));
+    decider.schedule(&terminal).await;
+    decider.schedule(&retryable).await;
+    let worker = decider
+        .worker()
+        .handler("charge", |t: ActivityTask| async move {
+            if t.input["terminal"] == json!(true) {
+                Err(ActivityError::terminal("card declined"))
+            } else {
+                Err(anyhow::anyhow!("bank unavailable").into())
+            }
+        })
+        .build();
+    let shutdown = CancellationToken::new();
+    let run = spawn(worker, &shutdown);
+
+    for (id, command) in decider.results_by_task(2).await {
+        let Command::ActivityFailed(failed) = command else {
+            panic!("expected ActivityFailed, got {command:?}");
+        };
+        assert_eq!(failed.worker_id.as_deref(), Some("w-test"));
+        assert!(failed.started_at.is_some());
+        if id == terminal.task_id {
+            assert!(failed.terminal);
+            assert_eq!(failed.reason, "card declined");
+        } else {
+            assert_eq!(id, retryable.task_id);
+            assert!(!failed.terminal);
+            assert_eq!(failed.reason, "bank unavailable");
+        }
+    }
+
+    shutdown.cancel();
+    stopped(run).await;
+    decider.teardown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn panicking_handler_is_a_retryable_failure_and_the_worker_goes_on() {
+    let mut decider = Decider::start().await;
+    let boom = decider.task("fragile", json!({"panic": true}));
+    let fine = decider.task("fragile", json!({"panic": false}));
+    decider.schedule(&boom).await;
+    let worker = decider
+        .worker()
+        .concurrency(1)
+        .handler("fragile", |t: ActivityTask| async move {
+            if t.input["panic"] == json!(true) {
+                panic!("index out of bounds");
+            }
+            Ok(json!({"ok": true}))
+        })
+        .build();
+    let shutdown = CancellationToken::new();
+    let run = spawn(worker, &shutdown);
+
+    let (_, command) = decider.next_result().await;
+    let Command::ActivityFailed(failed) = command else {
+        panic!("expected ActivityFailed, got {command:?}");
+    };
+    assert_eq!(failed.task_id, boom.task_id);
+    assert!(!failed.terminal);
+    assert_eq!(failed.reason, "handler panicked: index out of bounds");
+
+    decider.schedule(&fine).await;
+    let (_, command) = decider.next_result().await;
+    assert!(matches!(command, Command::ActivityCompleted(c) if c.task_id == fine.task_id));
+
+    shutdown.cancel();
+    stopped(run).await;
+    decider.teardown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrency_bound_holds_across_task_names() {
+    let mut decider = Decider::start().await;
+    let mut tasks = Vec::new();
+    for name in ["slow_a", "slow_b"] {
+        for _ in 0..3 {
+            let task = decider.task(name, Value::Null);
+            decider.schedule(&task).await;
+            tasks.push(task.task_id);
+        }
+    }
+    let (running, _) = watch::channel(0usize);
+    let running = Arc::new(running);
+    let most = Arc::new(AtomicUsize::new(0));
+    let handler = {
+        let (running, most) = (Arc::clone(&running), Arc::clone(&most));
+        move |_t: ActivityTask| {
+            let (running, most) = (Arc::clone(&running), Arc::clone(&most));
+            async move {
+                running.send_modify(|n| {
+                    *n += 1;
+                    most.fetch_max(*n, Ordering::SeqCst);
+                });
+                // Stay until a second activity runs too, so that the bound is what stops a
+                // third one; then linger a little to give a third the chance to start.
+                let mut seen = running.subscribe();
+                let _ = tokio::time::timeout(WAIT, seen.wait_for(|n| *n >= 2)).await;
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                running.send_modify(|n| *n -= 1);
+                Ok(Value::Null)
+            }
+        }
+    };
+    let worker = decider
+        .worker()
+        .concurrency(2)
+        .handler("slow_a", handler.clone())
+        .handler("slow_b", handler)
+        .build();
+    let shutdown = CancellationToken::new();
+    let run = spawn(worker, &shutdown);
+
+    let mut done: Vec<Uuid> = decider
+        .results_by_task(6)
+        .await
+        .into_iter()
+        .map(|(id, command)| {
+            assert!(
+                matches!(command, Command::ActivityCompleted(_)),
+                "{command:?}"
+            );
+            id
+        })
+        .collect();
+    done.sort();
+    tasks.sort();
+    assert_eq!(done, tasks);
+    assert_eq!(
+        most.load(Ordering::SeqCst),
+        2,
+        "never more than 2 at once, and 2 reached"
+    );
+
+    shutdown.cancel();
+    stopped(run).await;
+    decider.teardown().await;
+}
+
+/// A handler that reports its start and waits for the test to let it finish.
+fn gated(
+    started: mpsc::UnboundedSender<Uuid>,
+    gate: Arc<Semaphore>,
+) -> impl Fn(ActivityTask) -> futures_util::future::BoxFuture<'static, Result<Value, ActivityError>>
+       + Send
+       + Sync
+       + 'static {
+    move |t: ActivityTask| {
+        let (started, gate) = (started.clone(), Arc::clone(&gate));
+        Box::pin(async move {
+            let _ = started.send(t.task_id);
+            gate.acquire().await.map_err(|e| e.to_string())?.forget();
+            Ok(json!({"finished": t.task_id}))
+        })
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_lets_the_running_activity_finish_and_leaves_the_rest_queued() {
+    let mut decider = Decider::start().await;
+    let first = decider.task("wait", Value::Null);
+    let second = decider.task("wait", Value::Null);
+    decider.schedule(&first).await;
+    decider.schedule(&second).await;
+    let (started_tx, mut started) = mpsc::unbounded_channel();
+    let gate = Arc::new(Semaphore::new(0));
+    let worker = decider
+        .worker()
+        .concurrency(1)
+        .handler("wait", gated(started_tx, Arc::clone(&gate)))
+        .build();
+    let shutdown = CancellationToken::new();
+    let run = spawn(worker, &shutdown);
+
+    let running = tokio::time::timeout(WAIT, started.recv()).await.unwrap();
+    assert_eq!(running, Some(first.task_id));
+    shutdown.cancel();
+    gate.add_permits(2);
+    let (_, command) = decider.next_result().await;
+    assert!(matches!(command, Command::ActivityCompleted(c) if c.task_id == first.task_id));
+    stopped(run).await;
+    decider.assert_no_result().await;
+    assert!(
+        started.try_recv().is_err(),
+        "no activity starts after shutdown"
+    );
+
+    // The second task was never acknowledged: the next worker gets it.
+    let next = decider
+        .worker()
+        .handler("wait", |_t: ActivityTask| async { Ok(Value::Null) })
+        .build();
+    let shutdown = CancellationToken::new();
+    let run = spawn(next, &shutdown);
+    let (_, command) = decider.next_result().await;
+    assert!(matches!(command, Command::ActivityCompleted(c) if c.task_id == second.task_id));
+    shutdown.cancel();
+    stopped(run).await;
+    decider.teardown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn activity_unfinished_after_the_grace_period_goes_back_to_its_queue() {
+    let mut decider = Decider::start().await;
+    decider.config.shutdown_grace = Duration::from_millis(300);
+    let stuck = decider.task("stuck", Value::Null);
+    decider.schedule(&stuck).await;
+    let (started_tx, mut started) = mpsc::unbounded_channel();
+    let worker = decider
+        .worker()
+        .handler("stuck", gated(started_tx, Arc::new(Semaphore::new(0))))
+        .build();
+    let shutdown = CancellationToken::new();
+    let run = spawn(worker, &shutdown);
+
+    let running = tokio::time::timeout(WAIT, started.recv()).await.unwrap();
+    assert_eq!(running, Some(stuck.task_id));
+    shutdown.cancel();
+    stopped(run).await;
+    decider.assert_no_result().await;
+
+    let next = decider
+        .worker()
+        .handler("stuck", |_t: ActivityTask| async {
+            Ok(json!({"second": true}))
+        })
+        .build();
+    let shutdown = CancellationToken::new();
+    let run = spawn(next, &shutdown);
+    let (_, command) = decider.next_result().await;
+    assert!(matches!(command, Command::ActivityCompleted(c) if c.task_id == stuck.task_id));
+    shutdown.cancel();
+    stopped(run).await;
+    decider.teardown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn message_that_is_not_an_activity_task_is_dead_lettered_without_blocking() {
+    let mut decider = Decider::start().await;
+    let mut bogus = Envelope::new(
+        "wf-bogus",
+        None,
+        &ActivityMessage::ActivityTask(decider.task("mixed", Value::Null)),
+    )
+    .unwrap();
+    bogus.kind = "Bogus".into();
+    decider.schedule_envelope("mixed", &bogus, None).await;
+    let good = decider.task("mixed", Value::Null);
+    decider.schedule(&good).await;
+    let (dead_tx, mut dead) = mpsc::unbounded_channel();
+    let dlq = Names::dlq(&decider.names.activity_queue("mixed"));
+    let opts = ConsumeOptions {
+        prefetch: 1,
+        concurrency: 1,
+    };
+    let on_dead = move |d: Delivery| {
+        let _ = dead_tx.send(d);
+        async { Disposition::Ack }
+    };
+    decider
+        .bus
+        .consume(&dlq, opts, on_dead, decider.consumers.clone());
+    let worker = decider
+        .worker()
+        .concurrency(1)
+        .handler("mixed", |_t: ActivityTask| async { Ok(Value::Null) })
+        .build();
+    let shutdown = CancellationToken::new();
+    let run = spawn(worker, &shutdown);
+
+    let (_, command) = decider.next_result().await;
+    assert!(matches!(command, Command::ActivityCompleted(c) if c.task_id == good.task_id));
+    let dead_letter = tokio::time::timeout(WAIT, dead.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(dead_letter.envelope.id, bogus.id);
+
+    shutdown.cancel();
+    stopped(run).await;
+    decider.teardown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn result_joins_the_trace_of_the_activity_task() {
+    let _telemetry = weft::telemetry::init("weft-worker-test").unwrap();
+    let mut decider = Decider::start().await;
+    let task = decider.task("traced", Value::Null);
+    let message = ActivityMessage::ActivityTask(task.clone());
+    let envelope = Envelope::new(&task.workflow_id, Some(task.run_id), &message).unwrap();
+    decider
+        .schedule_envelope("traced", &envelope, Some(PARENT))
+        .await;
+    let worker = decider
+        .worker()
+        .handler("traced", |_t: ActivityTask| async { Ok(Value::Null) })
+        .build();
+    let shutdown = CancellationToken::new();
+    let run = spawn(worker, &shutdown);
+
+    let (delivery, _) = decider.next_result().await;
+    let traceparent = delivery
+        .traceparent
+        .expect("the result carries a traceparent");
+    let parts: Vec<&str> = traceparent.split('-').collect();
+    assert_eq!(
+        parts.get(1),
+        Some(&"4bf92f3577b34da6a3ce929d0e0e4736"),
+        "{traceparent}"
+    );
+    assert_ne!(
+        parts.get(2),
+        Some(&"00f067aa0ba902b7"),
+        "a child span, not the parent"
+    );
+
+    shutdown.cancel();
+    stopped(run).await;
+    decider.teardown().await;
+}
+
+#[tokio::test]
+async fn worker_without_handlers_refuses_to_run() {
+    let worker = Worker::builder(&Config::default()).build();
+    let err = worker.run(CancellationToken::new()).await.unwrap_err();
+    assert!(matches!(err, weft::Error::Config(_)), "{err}");
+}
+
+#[tokio::test]
+async fn shutdown_while_waiting_for_the_broker_is_a_clean_stop() {
+    let config = Config {
+        amqp_url: "amqp://guest:guest@127.0.0.1:1/%2f".into(),
+        ..Config::default()
+    };
+    let worker = Worker::builder(&config)
+        .handler("x", |_t: ActivityTask| async { Ok(Value::Null) })
+        .build();
+    let shutdown = CancellationToken::new();
+    let run = spawn(worker, &shutdown);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    shutdown.cancel();
+    stopped(run).await;
+}
