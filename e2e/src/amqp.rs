@@ -44,7 +44,12 @@ impl RawBus {
 
     /// Publishes `body` as a persistent message and waits for the broker's confirm.
     /// Fails if the broker could not route it to any queue.
-    pub async fn publish(&self, exchange: &str, routing_key: &str, body: &[u8]) -> anyhow::Result<()> {
+    pub async fn publish(
+        &self,
+        exchange: &str,
+        routing_key: &str,
+        body: &[u8],
+    ) -> anyhow::Result<()> {
         let confirm = self
             .publisher
             .basic_publish(

@@ -96,7 +96,10 @@ impl Client {
             .get(reqwest::header::CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned);
-        let text = resp.text().await.with_context(|| format!("{method} {url}: body"))?;
+        let text = resp
+            .text()
+            .await
+            .with_context(|| format!("{method} {url}: body"))?;
         let json = serde_json::from_str(&text).ok();
         Ok(RawResponse {
             status,
@@ -218,7 +221,9 @@ impl Client {
                     return Ok(wf);
                 }
                 if TERMINAL.contains(&status) {
-                    anyhow::bail!("workflow {id} ended {status}, expected one of {statuses:?}: {wf}");
+                    anyhow::bail!(
+                        "workflow {id} ended {status}, expected one of {statuses:?}: {wf}"
+                    );
                 }
                 last = wf;
             }

@@ -5,6 +5,7 @@
 //! `e2e_<random>` and a random namespace, both removed on cleanup (also when the test
 //! panics). A persistent one ([`TestEnv::persistent`], used by the demo) is left as is.
 
+use std::io::Write as _;
 use std::time::Duration;
 
 use anyhow::Context as _;
@@ -71,8 +72,8 @@ impl TestEnv {
 
     /// A fresh database `e2e_<random>` and a random namespace.
     pub async fn create(options: EnvOptions) -> anyhow::Result<Self> {
-        let maintenance_url = std::env::var("WEFT_E2E_PG_URL")
-            .unwrap_or_else(|_| DEFAULT_MAINTENANCE_URL.to_owned());
+        let maintenance_url =
+            std::env::var("WEFT_E2E_PG_URL").unwrap_or_else(|_| DEFAULT_MAINTENANCE_URL.to_owned());
         let suffix = uuid::Uuid::new_v4().simple().to_string()[..12].to_owned();
         let db_name = format!("e2e_{suffix}");
         let namespace = format!("e2e_{suffix}");
@@ -85,7 +86,15 @@ impl TestEnv {
             .with_context(|| format!("CREATE DATABASE {db_name}"))?;
         let _ = admin.close().await;
         let database_url = with_database(&maintenance_url, &db_name);
-        Self::assemble(namespace, database_url, db_name, maintenance_url, options, true).await
+        Self::assemble(
+            namespace,
+            database_url,
+            db_name,
+            maintenance_url,
+            options,
+            true,
+        )
+        .await
     }
 
     /// The environment at `database_url` (created when missing, never dropped) under
@@ -99,15 +108,19 @@ impl TestEnv {
         let mut admin = sqlx::PgConnection::connect(&maintenance_url)
             .await
             .with_context(|| format!("connecting to PostgreSQL at {maintenance_url}"))?;
-        let exists: Option<i32> = sqlx::query_scalar("SELECT 1 FROM pg_database WHERE datname = $1")
-            .bind(&db_name)
-            .fetch_optional(&mut admin)
-            .await?;
+        let exists: Option<i32> =
+            sqlx::query_scalar("SELECT 1 FROM pg_database WHERE datname = $1")
+                .bind(&db_name)
+                .fetch_optional(&mut admin)
+                .await?;
         if exists.is_none() {
-            sqlx::query(&format!("CREATE DATABASE \"{}\"", db_name.replace('"', "\"\"")))
-                .execute(&mut admin)
-                .await
-                .with_context(|| format!("CREATE DATABASE {db_name}"))?;
+            sqlx::query(&format!(
+                "CREATE DATABASE \"{}\"",
+                db_name.replace('"', "\"\"")
+            ))
+            .execute(&mut admin)
+            .await
+            .with_context(|| format!("CREATE DATABASE {db_name}"))?;
         }
         let _ = admin.close().await;
         Self::assemble(
@@ -177,7 +190,15 @@ impl TestEnv {
         }
         self.pool.close().await;
         let (ns, shards, amqp, queues) = self.teardown_args();
-        teardown(&amqp, &ns, shards, &queues, &self.maintenance_url, &self.db_name).await
+        teardown(
+            &amqp,
+            &ns,
+            shards,
+            &queues,
+            &self.maintenance_url,
+            &self.db_name,
+        )
+        .await
     }
 
     fn teardown_args(&self) -> (String, u16, String, Vec<String>) {
@@ -205,11 +226,13 @@ impl Drop for TestEnv {
                 .build()?;
             rt.block_on(teardown(&amqp, &ns, shards, &queues, &maintenance, &db))
         });
-        match worker.join() {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => eprintln!("e2e cleanup of {}: {e:#}", self.db_name),
-            Err(_) => eprintln!("e2e cleanup of {} panicked", self.db_name),
-        }
+        // Straight to stderr: the test harness captures `eprintln!` of passing tests.
+        let mut stderr = std::io::stderr();
+        let _ = match worker.join() {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => writeln!(stderr, "e2e cleanup of {}: {e:#}", self.db_name),
+            Err(_) => writeln!(stderr, "e2e cleanup of {} panicked", self.db_name),
+        };
     }
 }
 
@@ -247,7 +270,9 @@ async fn teardown(
     match bus_result {
         Ok(Ok(())) => Ok(()),
         Ok(Err(e)) => Err(anyhow::anyhow!("tearing down namespace {namespace}: {e}")),
-        Err(_) => Err(anyhow::anyhow!("tearing down namespace {namespace}: timed out")),
+        Err(_) => Err(anyhow::anyhow!(
+            "tearing down namespace {namespace}: timed out"
+        )),
     }
 }
 

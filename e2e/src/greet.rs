@@ -101,7 +101,10 @@ pub fn check_history(events: &[HistoryEvent]) -> Result<(), String> {
 /// exactly three tasks, `n`, `s`, `c`, each COMPLETED once.
 pub fn check_run(wf: &Value, first: &str, n: u32) -> Result<(), String> {
     if wf["status"] != "COMPLETED" {
-        return Err(format!("status {} (expected COMPLETED): {wf}", wf["status"]));
+        return Err(format!(
+            "status {} (expected COMPLETED): {wf}",
+            wf["status"]
+        ));
     }
     let want = expected_output(first, n);
     if wf["output"] != want {

@@ -158,6 +158,12 @@ impl Proc {
         self.exited.is_none().then_some(self.pid).flatten()
     }
 
+    /// How the process ended, once it has.
+    pub fn exit_status(&mut self) -> Option<ExitStatus> {
+        self.is_running();
+        self.exited
+    }
+
     /// Whether the process is still running.
     pub fn is_running(&mut self) -> bool {
         if self.exited.is_some() {
@@ -187,16 +193,15 @@ impl Proc {
             };
         };
         let deadline = tokio::time::Instant::now() + timeout;
-        let mut last = String::from("no answer yet");
         loop {
             if !self.is_running() {
                 return Err(self.failure("exited before it became ready"));
             }
-            match http.get(&url).timeout(Duration::from_secs(2)).send().await {
+            let last = match http.get(&url).timeout(Duration::from_secs(2)).send().await {
                 Ok(r) if r.status().is_success() => return Ok(()),
-                Ok(r) => last = format!("{} from {url}", r.status()),
-                Err(e) => last = format!("{e} ({url})"),
-            }
+                Ok(r) => format!("{} from {url}", r.status()),
+                Err(e) => format!("{e} ({url})"),
+            };
             if tokio::time::Instant::now() >= deadline {
                 return Err(self.failure(&format!("not ready after {timeout:?}; last: {last}")));
             }
@@ -251,10 +256,7 @@ impl Proc {
 
     /// An error naming the process, its log file and the log's last lines.
     pub fn failure(&self, what: &str) -> anyhow::Error {
-        let status = self
-            .exited
-            .map(|s| format!(" ({s})"))
-            .unwrap_or_default();
+        let status = self.exited.map(|s| format!(" ({s})")).unwrap_or_default();
         anyhow::anyhow!(
             "{} (pid {:?}) {what}{status}; log: {}\n--- last lines of the log ---\n{}",
             self.service.binary(),

@@ -46,9 +46,6 @@ impl Suite {
     /// A suite with nothing running yet whose gateway will listen on `gateway_addr`.
     pub fn with_gateway_addr(env: TestEnv, gateway_addr: SocketAddr) -> anyhow::Result<Self> {
         let bin_dir = bin_dir()?;
-        for service in Service::ALL {
-            binary_path(&bin_dir, service)?;
-        }
         let log_dir = bin_dir
             .parent()
             .unwrap_or(&bin_dir)
@@ -89,7 +86,9 @@ impl Suite {
             ids.push(ProcId(self.procs.len() - 1));
         }
         for &id in &ids {
-            self.procs[id.0].wait_ready(&self.http, READY_TIMEOUT).await?;
+            self.procs[id.0]
+                .wait_ready(&self.http, READY_TIMEOUT)
+                .await?;
         }
         Ok(ids)
     }
@@ -125,7 +124,8 @@ impl Suite {
         let mut report = Vec::new();
         let mut errors = Vec::new();
         for proc in self.procs.iter_mut().rev() {
-            if !proc.is_running() {
+            if let Some(status) = proc.exit_status() {
+                report.push(format!("{} had exited ({status})", proc.service.name()));
                 continue;
             }
             match proc.terminate(TERM_GRACE).await {
@@ -206,7 +206,13 @@ impl Suite {
             _ => free_port()?,
         };
         let binary = binary_path(&self.bin_dir, service)?;
-        Proc::spawn(service, &binary, &self.process_env(service, addr), addr, log_path)
+        Proc::spawn(
+            service,
+            &binary,
+            &self.process_env(service, addr),
+            addr,
+            log_path,
+        )
     }
 
     fn process_env(&self, service: Service, addr: SocketAddr) -> Vec<(String, String)> {

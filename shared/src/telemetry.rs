@@ -110,7 +110,8 @@ pub fn init(service_name: &str) -> Result<TelemetryGuard> {
         .with_default_directive(LevelFilter::INFO.into())
         .from_env()
         .map_err(|e| Error::Config(format!("RUST_LOG: {e}")))?;
-    let provider = tracer_provider(service_name)?;
+    let endpoint = traces_endpoint();
+    let provider = tracer_provider(service_name, endpoint.as_deref())?;
 
     let fmt_layer = match format {
         LogFormat::Json => tracing_subscriber::fmt::layer()
@@ -141,9 +142,9 @@ pub fn init(service_name: &str) -> Result<TelemetryGuard> {
 
     opentelemetry::global::set_text_map_propagator(TraceContextPropagator::new());
     opentelemetry::global::set_tracer_provider(provider.clone());
-    tracing::debug!(
+    tracing::info!(
         service = service_name,
-        exporting = exporter_configured(),
+        otlp_endpoint = endpoint.as_deref().unwrap_or("none"),
         "telemetry initialised"
     );
     Ok(TelemetryGuard {
@@ -151,32 +152,35 @@ pub fn init(service_name: &str) -> Result<TelemetryGuard> {
     })
 }
 
-/// Whether the environment names an OTLP endpoint for traces.
-fn exporter_configured() -> bool {
-    [
-        "OTEL_EXPORTER_OTLP_ENDPOINT",
-        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
-    ]
-    .iter()
-    .any(|var| std::env::var_os(var).is_some_and(|v| !v.is_empty()))
+/// The OTLP/HTTP traces URL from the environment: `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` as is,
+/// else `OTEL_EXPORTER_OTLP_ENDPOINT` + `/v1/traces` (the OTLP specification's rules).
+fn traces_endpoint() -> Option<String> {
+    let var = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
+    var("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT").or_else(|| {
+        var("OTEL_EXPORTER_OTLP_ENDPOINT")
+            .map(|base| format!("{}/v1/traces", base.trim().trim_end_matches('/')))
+    })
 }
 
-/// The SDK tracer provider: with an OTLP batch exporter when an endpoint is configured,
-/// without any span processor (so nothing runs in the background) otherwise.
-fn tracer_provider(service_name: &str) -> Result<SdkTracerProvider> {
+/// The SDK tracer provider: with an OTLP HTTP/protobuf batch exporter to `endpoint` (a full
+/// traces URL) when there is one; without any span processor, so that nothing runs in the
+/// background, otherwise. Headers and timeout come from the `OTEL_EXPORTER_OTLP_*` variables.
+fn tracer_provider(service_name: &str, endpoint: Option<&str>) -> Result<SdkTracerProvider> {
     let resource = Resource::builder()
         .with_service_name(service_name.to_owned())
         .build();
     let builder = SdkTracerProvider::builder().with_resource(resource);
-    if !exporter_configured() {
+    let Some(endpoint) = endpoint else {
         return Ok(builder.build());
-    }
-    // The endpoint, headers and timeout come from the OTEL_EXPORTER_OTLP_* variables.
+    };
+    // The blocking reqwest client (feature `reqwest-blocking-client`): the batch processor
+    // exports from its own thread, outside any Tokio runtime, where the async client panics.
     let exporter = opentelemetry_otlp::SpanExporter::builder()
         .with_http()
         .with_protocol(Protocol::HttpBinary)
+        .with_endpoint(endpoint)
         .build()
-        .map_err(|e| Error::Config(format!("OTLP span exporter: {e}")))?;
+        .map_err(|e| Error::Config(format!("OTLP span exporter for {endpoint}: {e}")))?;
     Ok(builder.with_batch_exporter(exporter).build())
 }
 
@@ -298,6 +302,78 @@ mod tests {
             set_parent(&span, Some(PARENT));
             assert_eq!(span.in_scope(current_traceparent), None);
         });
+    }
+
+    /// A one-request OTLP collector stub; yields (request head, body) of what it received.
+    fn collector_stub() -> (String, std::sync::mpsc::Receiver<(String, Vec<u8>)>) {
+        use std::io::{BufRead, BufReader, Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let (send, received) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let (stream, _) = listener.accept().unwrap();
+            let mut reader = BufReader::new(stream);
+            let mut head = String::new();
+            loop {
+                let mut line = String::new();
+                reader.read_line(&mut line).unwrap();
+                if line == "\r\n" || line.is_empty() {
+                    break;
+                }
+                head.push_str(&line);
+            }
+            let length = head
+                .lines()
+                .find_map(|l| {
+                    let (name, value) = l.split_once(':')?;
+                    name.eq_ignore_ascii_case("content-length")
+                        .then(|| value.trim().parse::<usize>().ok())?
+                })
+                .unwrap_or(0);
+            let mut body = vec![0; length];
+            reader.read_exact(&mut body).unwrap();
+            reader
+                .get_mut()
+                .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
+                .unwrap();
+            let _ = send.send((head, body));
+        });
+        (base, received)
+    }
+
+    #[test]
+    fn spans_are_exported_over_otlp_http_protobuf_on_shutdown() {
+        let (base, received) = collector_stub();
+        let endpoint = format!("{base}/v1/traces");
+        let provider = tracer_provider("weft-test-service", Some(&endpoint)).unwrap();
+        let layer = tracing_opentelemetry::layer().with_tracer(provider.tracer(TRACER_NAME));
+        tracing::subscriber::with_default(Registry::default().with(layer), || {
+            tracing::info_span!("exported_span").in_scope(|| {});
+        });
+        provider.shutdown().expect("flush and shut down");
+
+        let (head, body) = received
+            .recv_timeout(std::time::Duration::from_secs(10))
+            .expect("the collector got a request");
+        let head = head.to_ascii_lowercase();
+        assert!(head.starts_with("post /v1/traces "), "{head}");
+        assert!(
+            head.contains("content-type: application/x-protobuf"),
+            "{head}"
+        );
+        let contains = |needle: &[u8]| body.windows(needle.len()).any(|w| w == needle);
+        assert!(
+            contains(b"weft-test-service"),
+            "service.name in the resource"
+        );
+        assert!(contains(b"exported_span"), "the span itself");
+    }
+
+    #[test]
+    fn no_endpoint_means_no_span_processor() {
+        // Spans still get ids (for propagation) but nothing is exported or spawned.
+        let provider = tracer_provider("weft-test-service", None).unwrap();
+        assert!(provider.shutdown().is_ok());
     }
 
     #[test]

@@ -65,7 +65,11 @@ struct ErrorBody<'a> {
 
 impl ApiError {
     /// A 400 naming `path`.
-    pub fn invalid(code: &'static str, path: impl Into<String>, message: impl Into<String>) -> Self {
+    pub fn invalid(
+        code: &'static str,
+        path: impl Into<String>,
+        message: impl Into<String>,
+    ) -> Self {
         Self::BadRequest {
             code,
             message: message.into(),

@@ -1,1 +1,158 @@
+//! The gateway: Weft's only HTTP surface (DESIGN.md §2).
+//!
+//! It speaks Conductor's REST API (API.md): definitions are validated and stored here;
+//! a workflow start is validated, committed to PostgreSQL together with its
+//! `StartWorkflow` command (outbox) and then published to the run's command shard; reads
+//! come from what the decider materialised. Bad input gets a 4xx naming the field and
+//! never reaches the bus.
+//!
+//! [`run`] serves on the configured address until the shutdown token is cancelled;
+//! [`router`] builds the routes over an [`AppState`] so tests can drive them in-process.
 
+pub mod error;
+mod extract;
+mod middleware;
+pub mod routes;
+pub mod state;
+pub mod views;
+
+use std::future::IntoFuture;
+use std::sync::{Arc, OnceLock};
+
+use axum::extract::{DefaultBodyLimit, Request};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::{Json, Router};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tower::ServiceExt;
+use weft::admin::Metrics;
+use weft::bus::Bus;
+use weft::store::Store;
+use weft::topology::Names;
+use weft::Config;
+
+pub use error::{ApiError, Error};
+pub use state::AppState;
+
+/// Database connections of one gateway process: requests hold one only for a query or
+/// the start transaction, so a few serve many concurrent requests.
+const POOL_SIZE: u32 = 16;
+
+/// The gateway's routes (REST API, `/healthz`, `/readyz`, `/metrics`) over `state`.
+pub fn router(state: AppState) -> Router {
+    let admin = weft::admin::router(state.metrics.clone(), state.ready_check());
+    Router::new()
+        .merge(routes::metadata::routes())
+        .merge(routes::workflow::routes())
+        .fallback(middleware::no_route)
+        .method_not_allowed_fallback(middleware::wrong_method)
+        .layer(DefaultBodyLimit::max(state.max_body_bytes))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            middleware::observe,
+        ))
+        .with_state(state)
+        .merge(admin)
+}
+
+/// Connects to PostgreSQL (migrating it) and RabbitMQ, then serves on
+/// `config.http_addr` until `shutdown` is cancelled; in-flight requests finish first.
+pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Error> {
+    let addr = config.http_addr;
+    let listener = TcpListener::bind(addr)
+        .await
+        .map_err(|source| Error::Serve { addr, source })?;
+    serve(listener, config, shutdown).await
+}
+
+/// As [`run`], on an already bound listener (tests bind port 0).
+///
+/// The listener serves at once: while the database and the broker are being connected,
+/// `/healthz` answers 200, `/readyz` 503 and every other route 503, so an orchestrator
+/// sees a live but not-ready process (DESIGN.md §8).
+pub async fn serve(
+    listener: TcpListener,
+    config: Config,
+    shutdown: CancellationToken,
+) -> Result<(), Error> {
+    let addr = listener.local_addr().map_err(|source| Error::Serve {
+        addr: config.http_addr,
+        source,
+    })?;
+    let app: Arc<OnceLock<Router>> = Arc::default();
+    let stop = shutdown.child_token();
+    let server = tokio::spawn(
+        axum::serve(listener, front_door(app.clone()))
+            .with_graceful_shutdown(stop.clone().cancelled_owned())
+            .into_future(),
+    );
+    tracing::info!(%addr, "gateway listening");
+
+    match connect(&config, &shutdown).await {
+        Ok(state) => {
+            // `app` is set once, here; nothing else can have set it.
+            let _ = app.set(router(state));
+            tracing::info!("gateway ready");
+        }
+        Err(e) => {
+            stop.cancel();
+            let _ = server.await;
+            return match e {
+                weft::Error::ShuttingDown => Ok(()),
+                other => Err(Error::Startup(other)),
+            };
+        }
+    }
+    match server.await {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(source)) => Err(Error::Serve { addr, source }),
+        Err(join) => Err(Error::Serve {
+            addr,
+            source: std::io::Error::other(join),
+        }),
+    }
+}
+
+/// The gateway's dependencies, connected (each retries until reachable or shutdown).
+async fn connect(config: &Config, shutdown: &CancellationToken) -> weft::Result<AppState> {
+    let store = Store::connect(&config.database_url, POOL_SIZE, shutdown).await?;
+    let names = Names::new(&config.namespace, config.shards);
+    let bus = Bus::connect(&config.amqp_url, names, shutdown.clone()).await?;
+    Ok(AppState::new(
+        store,
+        bus,
+        config.max_body_bytes,
+        Metrics::new(),
+    ))
+}
+
+/// Hands each request to the full router once it exists, and answers "starting" before.
+fn front_door(app: Arc<OnceLock<Router>>) -> Router {
+    Router::new().fallback(move |req: Request| {
+        let app = app.clone();
+        async move {
+            match app.get() {
+                Some(router) => match router.clone().oneshot(req).await {
+                    Ok(response) => response,
+                    Err(never) => match never {},
+                },
+                None => starting(&req),
+            }
+        }
+    })
+}
+
+/// The answer while connecting: live, not ready.
+fn starting(req: &Request) -> Response {
+    const REASON: &str = "starting: connecting to the database and the broker";
+    match req.uri().path() {
+        "/healthz" => Json(serde_json::json!({ "status": "ok" })).into_response(),
+        "/readyz" => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(serde_json::json!({ "status": "not ready", "reason": REASON })),
+        )
+            .into_response(),
+        _ => ApiError::Unavailable(REASON.to_owned()).into_response(),
+    }
+}

@@ -45,7 +45,12 @@ pub async fn observe(State(state): State<AppState>, req: Request, next: Next) ->
 
 /// 404 for a path no route matches, in the error shape.
 pub async fn no_route(req: Request) -> Response {
-    ApiError::NotFound(format!("no route for {} {}", req.method(), req.uri().path())).into_response()
+    ApiError::NotFound(format!(
+        "no route for {} {}",
+        req.method(),
+        req.uri().path()
+    ))
+    .into_response()
 }
 
 /// 405 for a known path with the wrong method, in the error shape.

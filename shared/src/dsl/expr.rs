@@ -89,7 +89,8 @@ pub fn has_expression(s: &str) -> bool {
 }
 
 /// The roots (first path segments) of every expression inside `template`, nested ones
-/// included, each once, in order of appearance. The validator checks them against the
+/// included, each once, in the order the template is walked (object members in map
+/// order). The validator checks them against the
 /// task references of the definition.
 pub fn references(template: &Value) -> Vec<String> {
     let mut roots: Vec<String> = Vec::new();
@@ -344,8 +345,11 @@ fn query(path: &str, context: &Value) -> Value {
     // The path comes from a user's definition and the query engine is a third-party
     // crate: a panic in it must not take the decider down, so it is contained here.
     let found = catch_unwind(AssertUnwindSafe(|| {
-        js_path_process(&parsed, context)
-            .map(|refs| refs.into_iter().map(|r| r.val().clone()).collect::<Vec<_>>())
+        js_path_process(&parsed, context).map(|refs| {
+            refs.into_iter()
+                .map(|r| r.val().clone())
+                .collect::<Vec<_>>()
+        })
     }));
     match found {
         Ok(Ok(values)) if definite => values.into_iter().next().unwrap_or(Value::Null),
@@ -378,11 +382,13 @@ fn interpolate(pieces: &[Piece], context: &Value, depth: usize) -> String {
     out
 }
 
+/// The text of pieces known to hold no expression.
 fn join_literals(pieces: &[Piece]) -> String {
     pieces
         .iter()
-        .map(|p| match p {
-            Piece::Literal(t) | Piece::Expr(t) => t.as_str(),
+        .filter_map(|p| match p {
+            Piece::Literal(t) => Some(t.as_str()),
+            Piece::Expr(_) => None,
         })
         .collect()
 }
@@ -495,7 +501,9 @@ mod tests {
     #[test]
     fn embedded_expressions_are_interpolated() {
         assert_eq!(
-            r(json!("Hello ${workflow.input.first}, n=${workflow.input.n}!")),
+            r(json!(
+                "Hello ${workflow.input.first}, n=${workflow.input.n}!"
+            )),
             json!("Hello Ada, n=3!")
         );
         assert_eq!(
@@ -545,10 +553,7 @@ mod tests {
             to_json_path("my-ref.output.a-b[0].c").as_deref(),
             Some("$['my-ref'].output['a-b'][0].c")
         );
-        assert_eq!(
-            to_json_path("x..a-b").as_deref(),
-            Some("$['x']..['a-b']")
-        );
+        assert_eq!(to_json_path("x..a-b").as_deref(), Some("$['x']..['a-b']"));
     }
 
     #[test]
@@ -566,7 +571,10 @@ mod tests {
 
     #[test]
     fn escape_and_blank() {
-        assert_eq!(r(json!("$${workflow.input.n}")), json!("${workflow.input.n}"));
+        assert_eq!(
+            r(json!("$${workflow.input.n}")),
+            json!("${workflow.input.n}")
+        );
         assert_eq!(
             r(json!("a $${x} b ${workflow.input.n}")),
             json!("a ${x} b 3")
@@ -618,7 +626,15 @@ mod tests {
         });
         assert_eq!(
             references(&t),
-            vec!["t1", "workflow", "my-ref", "loopTask", "t2", "q", "CPEWF_TASK_ID"]
+            vec![
+                "t1",
+                "workflow",
+                "my-ref",
+                "loopTask",
+                "t2",
+                "q",
+                "CPEWF_TASK_ID"
+            ]
         );
         let refs = references_in_str("x ${t1.output.a[0].b} y");
         assert_eq!(

@@ -218,7 +218,10 @@ mod tests {
             serde_json::from_value(serde_json::json!({"name": "x", "taskReferenceName": "x"}))
                 .unwrap();
         assert_eq!(t.task_type(), Some(TaskType::Simple));
-        assert_eq!(TaskType::parse("FORK_JOIN_DYNAMIC"), Some(TaskType::ForkJoinDynamic));
+        assert_eq!(
+            TaskType::parse("FORK_JOIN_DYNAMIC"),
+            Some(TaskType::ForkJoinDynamic)
+        );
         assert_eq!(TaskType::parse("LAMBDA"), None);
     }
 

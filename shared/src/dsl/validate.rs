@@ -1,8 +1,22 @@
-//! Validation of workflow definitions. (Scaffold: being written by the DSL helper.)
+//! Validation of workflow definitions.
+//!
+//! Every error names the first offending field by its JSON path in Conductor's
+//! camelCase (`tasks[2].type`, `tasks[3].decisionCases.yes[0].name`,
+//! `tasks[0].inputParameters.text`, `outputParameters.result`), so the gateway can answer
+//! a 400 that points at it (API.md, error shape).
+//!
+//! Checks run in this order: the definition's shape (what serde needs), then the task
+//! types over the whole tree (an unknown type is the most useful thing to report: it
+//! tells the user which feature is missing), then one depth-first pre-order walk for
+//! names, references, per-type structure and `${...}` expressions.
 
-use serde_json::Value;
+use std::collections::{HashMap, HashSet};
 
-use super::WorkflowDef;
+use serde_json::{Map, Value};
+
+use super::expr;
+use super::model::TaskType;
+use super::{WorkflowDef, WorkflowTask};
 
 /// A definition problem, naming the offending field by path (e.g. `tasks[2].type`).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -14,22 +28,1575 @@ pub struct DslError {
     pub message: String,
 }
 
+impl DslError {
+    /// An error at `path`.
+    pub fn new(path: impl Into<String>, message: impl Into<String>) -> Self {
+        DslError {
+            path: path.into(),
+            message: message.into(),
+        }
+    }
+
+    /// The same error, seen from a document that holds this one at `prefix` (used for
+    /// inline sub-workflow definitions).
+    fn under(self, prefix: &str) -> Self {
+        let path = if self.path.is_empty() {
+            prefix.to_owned()
+        } else {
+            join(prefix, &self.path)
+        };
+        DslError { path, ..self }
+    }
+}
+
+/// Evaluator types a SWITCH may name, as in Conductor.
+const EVALUATOR_TYPES: [&str; 3] = ["value-param", "javascript", "graaljs"];
+
+/// Statuses a TERMINATE task may end the workflow with (Conductor's `Terminate`).
+const TERMINATION_STATUSES: [&str; 3] = ["COMPLETED", "FAILED", "TERMINATED"];
+
 /// Parses and validates a definition from JSON.
 pub fn parse_definition(json: &Value) -> Result<WorkflowDef, DslError> {
-    let def: WorkflowDef = serde_json::from_value(json.clone()).map_err(|e| DslError {
-        path: String::new(),
-        message: e.to_string(),
+    let Some(obj) = json.as_object() else {
+        return Err(DslError::new(
+            "",
+            format!(
+                "a workflow definition must be a JSON object, not {}",
+                kind(json)
+            ),
+        ));
+    };
+    // The model defaults a missing `name`/`tasks` to empty; absence is told apart here so
+    // the message can say "required" rather than "empty".
+    if obj.get("name").is_none_or(Value::is_null) {
+        return Err(DslError::new("name", "the workflow name is required"));
+    }
+    if obj.get("tasks").is_none_or(Value::is_null) {
+        return Err(DslError::new(
+            "tasks",
+            "tasks is required: a workflow needs at least one task",
+        ));
+    }
+    let def: WorkflowDef = serde_json::from_value(json.clone()).map_err(|e| {
+        locate_shape_error(obj)
+            .unwrap_or_else(|| DslError::new("", format!("not a valid workflow definition: {e}")))
     })?;
     validate(&def)?;
     Ok(def)
 }
 
 /// Checks a parsed definition.
-pub fn validate(_def: &WorkflowDef) -> Result<(), DslError> {
-    Ok(())
+pub fn validate(def: &WorkflowDef) -> Result<(), DslError> {
+    if def.name.trim().is_empty() {
+        return Err(DslError::new("name", "the workflow name must not be empty"));
+    }
+    if def.tasks.is_empty() {
+        return Err(DslError::new(
+            "tasks",
+            "tasks must not be empty: a workflow needs at least one task",
+        ));
+    }
+    check_types(&def.tasks, "tasks")?;
+
+    let mut all_refs = HashSet::new();
+    collect_refs(&def.tasks, &mut all_refs);
+    let mut walker = Walker {
+        all_refs: &all_refs,
+        seen: HashMap::new(),
+    };
+    walker.walk_list(&def.tasks, "tasks", HashSet::new())?;
+
+    // The workflow's output is computed when it ends: any task of the definition may be
+    // referenced (a branch not taken just yields null).
+    check_expressions(
+        &def.output_parameters,
+        "outputParameters",
+        |root| all_refs.contains(root),
+        unknown_ref_message,
+    )
 }
 
 /// Checks that every task of `def` can be executed today.
-pub fn check_executable(_def: &WorkflowDef) -> Result<(), DslError> {
+pub fn check_executable(def: &WorkflowDef) -> Result<(), DslError> {
+    for_each_task(
+        &def.tasks,
+        "tasks",
+        &mut |task, path| match task.task_type() {
+            Some(t) if t.is_executable() => Ok(()),
+            _ => Err(DslError::new(
+                join(path, "type"),
+                format!("task type {} is not supported yet", task.kind),
+            )),
+        },
+    )
+}
+
+/// Every known type name, for messages.
+fn supported_types() -> String {
+    TaskType::ALL
+        .iter()
+        .map(|t| t.as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// First pass: every `type` in the tree must be one Weft knows.
+fn check_types(tasks: &[WorkflowTask], path: &str) -> Result<(), DslError> {
+    for_each_task(tasks, path, &mut |task, path| {
+        if task.task_type().is_some() {
+            return Ok(());
+        }
+        Err(DslError::new(
+            join(path, "type"),
+            format!(
+                "unknown task type {}; supported: {}",
+                Value::String(task.kind.clone()),
+                supported_types()
+            ),
+        ))
+    })
+}
+
+/// Calls `f` on every task of the tree, depth-first pre-order, stopping at the first error.
+fn for_each_task(
+    tasks: &[WorkflowTask],
+    path: &str,
+    f: &mut dyn FnMut(&WorkflowTask, &str) -> Result<(), DslError>,
+) -> Result<(), DslError> {
+    for (i, task) in tasks.iter().enumerate() {
+        let task_path = format!("{path}[{i}]");
+        f(task, &task_path)?;
+        for (list_path, list) in child_lists(task, &task_path) {
+            for_each_task(list, &list_path, f)?;
+        }
+    }
     Ok(())
+}
+
+fn collect_refs(tasks: &[WorkflowTask], refs: &mut HashSet<String>) {
+    for task in tasks {
+        if !task.task_reference_name.is_empty() {
+            refs.insert(task.task_reference_name.clone());
+        }
+        for (_, list) in child_lists(task, "") {
+            collect_refs(list, refs);
+        }
+    }
+}
+
+/// The nested task lists of a task with their paths, in the order of
+/// [`WorkflowTask::children`].
+fn child_lists<'a>(task: &'a WorkflowTask, path: &str) -> Vec<(String, &'a [WorkflowTask])> {
+    let mut lists = Vec::new();
+    if let Some(cases) = &task.decision_cases {
+        for (case, list) in cases {
+            lists.push((join(&join(path, "decisionCases"), case), list.as_slice()));
+        }
+    }
+    if let Some(list) = &task.default_case {
+        lists.push((join(path, "defaultCase"), list.as_slice()));
+    }
+    if let Some(forks) = &task.fork_tasks {
+        for (j, list) in forks.iter().enumerate() {
+            lists.push((format!("{}[{j}]", join(path, "forkTasks")), list.as_slice()));
+        }
+    }
+    if let Some(list) = &task.loop_over {
+        lists.push((join(path, "loopOver"), list.as_slice()));
+    }
+    lists
+}
+
+/// The main pre-order walk.
+struct Walker<'a> {
+    /// Every reference of the definition, to tell "unknown" from "not yet".
+    all_refs: &'a HashSet<String>,
+    /// References met so far, with the path where each was first defined.
+    seen: HashMap<String, String>,
+}
+
+impl Walker<'_> {
+    /// Walks one list of tasks run in sequence. `visible` holds the references a task
+    /// of this list may use: earlier tasks and enclosing containers. Returns every
+    /// reference defined in the list, nested ones included.
+    fn walk_list(
+        &mut self,
+        tasks: &[WorkflowTask],
+        path: &str,
+        mut visible: HashSet<String>,
+    ) -> Result<Vec<String>, DslError> {
+        let mut defined = Vec::new();
+        for (i, task) in tasks.iter().enumerate() {
+            let task_path = format!("{path}[{i}]");
+            self.check_identity(task, &task_path)?;
+            check_structure(task, &task_path, tasks.get(i + 1))?;
+            self.check_task_expressions(task, &task_path, &visible)?;
+            if task.task_type() == Some(TaskType::Join) {
+                self.check_join_on(task, &task_path, &visible)?;
+            }
+
+            // Children see their container (a loop body reads `${loop.output.iteration}`)
+            // and each branch sees only itself: a sibling branch of a fork or decision
+            // may not have run yet. Tasks after the container see every branch.
+            visible.insert(task.task_reference_name.clone());
+            defined.push(task.task_reference_name.clone());
+            let mut inner = Vec::new();
+            for (list_path, list) in child_lists(task, &task_path) {
+                inner.extend(self.walk_list(list, &list_path, visible.clone())?);
+            }
+            visible.extend(inner.iter().cloned());
+            defined.extend(inner);
+        }
+        Ok(defined)
+    }
+
+    /// `name` and `taskReferenceName` present; the reference unique in the definition.
+    fn check_identity(&mut self, task: &WorkflowTask, path: &str) -> Result<(), DslError> {
+        if task.name.trim().is_empty() {
+            return Err(DslError::new(
+                join(path, "name"),
+                "the task name must not be empty",
+            ));
+        }
+        let reference = &task.task_reference_name;
+        let ref_path = join(path, "taskReferenceName");
+        if reference.trim().is_empty() {
+            return Err(DslError::new(
+                ref_path,
+                "the taskReferenceName must not be empty",
+            ));
+        }
+        if let Some(first) = self.seen.get(reference) {
+            return Err(DslError::new(
+                ref_path.clone(),
+                format!(
+                    "taskReferenceName {} is used twice, at {first} and at {ref_path}; \
+                     references must be unique in a definition",
+                    Value::String(reference.clone())
+                ),
+            ));
+        }
+        self.seen.insert(reference.clone(), ref_path);
+        Ok(())
+    }
+
+    /// Every `${ref...}` in `inputParameters` must name a reference visible here.
+    fn check_task_expressions(
+        &self,
+        task: &WorkflowTask,
+        path: &str,
+        visible: &HashSet<String>,
+    ) -> Result<(), DslError> {
+        let own = task.task_reference_name.as_str();
+        check_expressions(
+            &task.input_parameters,
+            &join(path, "inputParameters"),
+            |root| visible.contains(root),
+            |r| {
+                if r.root == own {
+                    format!(
+                        "{} refers to this task itself; a task's input can only use \
+                         workflow data and tasks that run before it",
+                        r.expression
+                    )
+                } else if self.all_refs.contains(&r.root) {
+                    format!(
+                        "{} refers to task {}, which does not run before this task \
+                         (only earlier tasks, enclosing tasks, and branches that have \
+                         joined can be referenced)",
+                        r.expression,
+                        Value::String(r.root.clone())
+                    )
+                } else {
+                    unknown_ref_message(r)
+                }
+            },
+        )
+    }
+
+    /// A JOIN waits for tasks of the branches before it.
+    fn check_join_on(
+        &self,
+        task: &WorkflowTask,
+        path: &str,
+        visible: &HashSet<String>,
+    ) -> Result<(), DslError> {
+        let join_path = join(path, "joinOn");
+        let refs = match task.extra.get("joinOn") {
+            None | Some(Value::Null) => return Ok(()),
+            Some(Value::Array(refs)) => refs,
+            Some(other) => {
+                return Err(DslError::new(
+                    join_path,
+                    format!(
+                        "expected an array of taskReferenceNames, found {}",
+                        kind(other)
+                    ),
+                ))
+            }
+        };
+        for (k, r) in refs.iter().enumerate() {
+            let item_path = format!("{join_path}[{k}]");
+            let Some(r) = r.as_str() else {
+                return Err(DslError::new(
+                    item_path,
+                    format!("expected a taskReferenceName, found {}", kind(r)),
+                ));
+            };
+            if visible.contains(r) {
+                continue;
+            }
+            let why = if self.all_refs.contains(r) {
+                "does not come before this JOIN"
+            } else {
+                "is not a taskReferenceName of this definition"
+            };
+            return Err(DslError::new(
+                item_path,
+                format!("JOIN waits on {}, which {why}", Value::String(r.to_owned())),
+            ));
+        }
+        Ok(())
+    }
+}
+
+fn unknown_ref_message(r: &expr::Reference) -> String {
+    format!(
+        "{} refers to {}, which is neither \"{}\" nor a taskReferenceName of this definition",
+        r.expression,
+        Value::String(r.root.clone()),
+        expr::WORKFLOW_ROOT
+    )
+}
+
+/// Walks a template; every expression root must be `workflow`, `CPEWF_TASK_ID`, or
+/// accepted by `allowed`. The error is at the path of the string holding it.
+fn check_expressions(
+    template: &Map<String, Value>,
+    path: &str,
+    allowed: impl Fn(&str) -> bool,
+    message: impl Fn(&expr::Reference) -> String,
+) -> Result<(), DslError> {
+    fn walk(
+        v: &Value,
+        path: &str,
+        check: &dyn Fn(&str, &str) -> Result<(), DslError>,
+    ) -> Result<(), DslError> {
+        match v {
+            Value::String(s) => check(s, path),
+            Value::Array(items) => items
+                .iter()
+                .enumerate()
+                .try_for_each(|(i, item)| walk(item, &format!("{path}[{i}]"), check)),
+            Value::Object(map) => map
+                .iter()
+                .try_for_each(|(k, item)| walk(item, &join(path, k), check)),
+            _ => Ok(()),
+        }
+    }
+    let check = |s: &str, path: &str| -> Result<(), DslError> {
+        for r in expr::references_in_str(s) {
+            let builtin = r.root == expr::WORKFLOW_ROOT || r.root == expr::TASK_ID_VARIABLE;
+            if !builtin && !allowed(&r.root) {
+                return Err(DslError::new(path, message(&r)));
+            }
+        }
+        Ok(())
+    };
+    template
+        .iter()
+        .try_for_each(|(k, v)| walk(v, &join(path, k), &check))
+}
+
+/// Per-type structure, following Conductor's `WorkflowTaskTypeConstraint` where it is
+/// cheap and does not need task definitions (e.g. HTTP may take `http_request` from
+/// its TaskDef's input template, so it is not checked here).
+fn check_structure(
+    task: &WorkflowTask,
+    path: &str,
+    next: Option<&WorkflowTask>,
+) -> Result<(), DslError> {
+    let Some(t) = task.task_type() else {
+        return Ok(());
+    };
+    check_child_fields(task, t, path)?;
+    let field = |name: &str| join(path, name);
+    let input = |name: &str| join(&join(path, "inputParameters"), name);
+    let ty = t.as_str();
+    match t {
+        TaskType::Decision | TaskType::Switch => {
+            if t == TaskType::Decision
+                && non_empty_str(task.extra.get("caseValueParam")).is_none()
+                && non_empty_str(task.extra.get("caseExpression")).is_none()
+            {
+                return Err(DslError::new(
+                    field("caseValueParam"),
+                    "a DECISION task needs caseValueParam or caseExpression",
+                ));
+            }
+            if t == TaskType::Switch {
+                let Some(evaluator) = non_empty_str(task.extra.get("evaluatorType")) else {
+                    return Err(DslError::new(
+                        field("evaluatorType"),
+                        format!(
+                            "a SWITCH task needs an evaluatorType ({})",
+                            EVALUATOR_TYPES.join(", ")
+                        ),
+                    ));
+                };
+                if !EVALUATOR_TYPES.contains(&evaluator) {
+                    return Err(DslError::new(
+                        field("evaluatorType"),
+                        format!(
+                            "unknown evaluatorType {}; supported: {}",
+                            Value::String(evaluator.to_owned()),
+                            EVALUATOR_TYPES.join(", ")
+                        ),
+                    ));
+                }
+                if non_empty_str(task.extra.get("expression")).is_none() {
+                    return Err(DslError::new(
+                        field("expression"),
+                        "a SWITCH task needs an expression",
+                    ));
+                }
+            }
+            let has_cases = task.decision_cases.as_ref().is_some_and(|c| !c.is_empty());
+            let has_default = task.default_case.as_ref().is_some_and(|d| !d.is_empty());
+            if !has_cases && !has_default {
+                return Err(DslError::new(
+                    field("decisionCases"),
+                    format!("a {ty} task needs decisionCases or a defaultCase"),
+                ));
+            }
+        }
+        TaskType::DoWhile => {
+            if non_empty_str(task.extra.get("loopCondition")).is_none() {
+                return Err(DslError::new(
+                    field("loopCondition"),
+                    "a DO_WHILE task needs a loopCondition",
+                ));
+            }
+            if task.loop_over.as_ref().is_none_or(Vec::is_empty) {
+                return Err(DslError::new(
+                    field("loopOver"),
+                    "a DO_WHILE task needs at least one task in loopOver",
+                ));
+            }
+        }
+        TaskType::ForkJoin | TaskType::ForkJoinDynamic => {
+            if t == TaskType::ForkJoin && task.fork_tasks.as_ref().is_none_or(Vec::is_empty) {
+                return Err(DslError::new(
+                    field("forkTasks"),
+                    "a FORK_JOIN task needs at least one branch in forkTasks",
+                ));
+            }
+            if t == TaskType::ForkJoinDynamic {
+                check_dynamic_fork(task, path)?;
+            }
+            // Conductor's fork mappers fail the run when the fork is not followed by the
+            // JOIN that collects its branches; say so at registration instead.
+            if next.and_then(WorkflowTask::task_type) != Some(TaskType::Join) {
+                return Err(DslError::new(
+                    path,
+                    format!("a {ty} task must be followed by a JOIN task"),
+                ));
+            }
+        }
+        TaskType::SubWorkflow => check_sub_workflow(task, path)?,
+        TaskType::Terminate => {
+            if task.optional {
+                return Err(DslError::new(
+                    field("optional"),
+                    "a TERMINATE task cannot be optional",
+                ));
+            }
+            let status = task.input_parameters.get("terminationStatus");
+            let ok = status
+                .and_then(Value::as_str)
+                .is_some_and(|s| TERMINATION_STATUSES.contains(&s) || expr::has_expression(s));
+            if !ok {
+                return Err(DslError::new(
+                    input("terminationStatus"),
+                    format!(
+                        "a TERMINATE task needs inputParameters.terminationStatus set to \
+                         one of {}",
+                        TERMINATION_STATUSES.join(", ")
+                    ),
+                ));
+            }
+        }
+        TaskType::Wait => {
+            let set = |k: &str| {
+                task.input_parameters.get(k).is_some_and(|v| {
+                    !v.is_null() && v.as_str().is_none_or(|s| !s.trim().is_empty())
+                })
+            };
+            if set("duration") && set("until") {
+                return Err(DslError::new(
+                    input("until"),
+                    "a WAIT task takes either duration or until, not both",
+                ));
+            }
+        }
+        TaskType::Inline => {
+            for key in ["evaluatorType", "expression"] {
+                if non_empty_str(task.input_parameters.get(key)).is_none() {
+                    return Err(DslError::new(
+                        input(key),
+                        format!("an INLINE task needs inputParameters.{key}"),
+                    ));
+                }
+            }
+        }
+        TaskType::Simple | TaskType::Http | TaskType::Join | TaskType::SetVariable => {}
+    }
+    Ok(())
+}
+
+/// Nested task lists only where the type uses them: Conductor ignores, say, a
+/// `loopOver` on a SIMPLE task, while Weft's model walks every list it is given, so
+/// such a definition would mean something else here. Empty lists (which Conductor's
+/// own exports contain on every task) are fine.
+fn check_child_fields(task: &WorkflowTask, t: TaskType, path: &str) -> Result<(), DslError> {
+    let is_switch = matches!(t, TaskType::Decision | TaskType::Switch);
+    let misplaced = [
+        (
+            "decisionCases",
+            !is_switch && task.decision_cases.as_ref().is_some_and(|c| !c.is_empty()),
+            "DECISION and SWITCH",
+        ),
+        (
+            "defaultCase",
+            !is_switch && task.default_case.as_ref().is_some_and(|d| !d.is_empty()),
+            "DECISION and SWITCH",
+        ),
+        (
+            "forkTasks",
+            t != TaskType::ForkJoin && task.fork_tasks.as_ref().is_some_and(|f| !f.is_empty()),
+            "FORK_JOIN",
+        ),
+        (
+            "loopOver",
+            t != TaskType::DoWhile && task.loop_over.as_ref().is_some_and(|l| !l.is_empty()),
+            "DO_WHILE",
+        ),
+    ];
+    for (name, bad, owner) in misplaced {
+        if bad {
+            return Err(DslError::new(
+                join(path, name),
+                format!("{name} is only used by {owner} tasks, not {}", t.as_str()),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// FORK_JOIN_DYNAMIC: `dynamicForkTasksParam` with `dynamicForkTasksInputParamName`, or
+/// the older `dynamicForkJoinTasksParam`, not both (Conductor's rule).
+fn check_dynamic_fork(task: &WorkflowTask, path: &str) -> Result<(), DslError> {
+    let has = |k: &str| non_empty_str(task.extra.get(k)).is_some();
+    let legacy = has("dynamicForkJoinTasksParam");
+    let modern = has("dynamicForkTasksParam") || has("dynamicForkTasksInputParamName");
+    if legacy && modern {
+        return Err(DslError::new(
+            join(path, "dynamicForkJoinTasksParam"),
+            "use either dynamicForkJoinTasksParam or dynamicForkTasksParam with \
+             dynamicForkTasksInputParamName, not both",
+        ));
+    }
+    if legacy {
+        return Ok(());
+    }
+    for key in ["dynamicForkTasksParam", "dynamicForkTasksInputParamName"] {
+        if !has(key) {
+            return Err(DslError::new(
+                join(path, key),
+                format!("a FORK_JOIN_DYNAMIC task needs {key}"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// SUB_WORKFLOW: `subWorkflowParam` with a `name`, or an inline `workflowDefinition`,
+/// which is then validated as a definition of its own.
+fn check_sub_workflow(task: &WorkflowTask, path: &str) -> Result<(), DslError> {
+    let param_path = join(path, "subWorkflowParam");
+    let param = match task.extra.get("subWorkflowParam") {
+        Some(Value::Object(p)) => p,
+        None | Some(Value::Null) => {
+            return Err(DslError::new(
+                param_path,
+                "a SUB_WORKFLOW task needs subWorkflowParam with the child workflow's name",
+            ))
+        }
+        Some(other) => {
+            return Err(DslError::new(
+                param_path,
+                format!("expected an object, found {}", kind(other)),
+            ))
+        }
+    };
+    match param.get("workflowDefinition") {
+        // A string is an expression computing the definition at run time.
+        None | Some(Value::Null) | Some(Value::String(_)) => {}
+        Some(inline) => {
+            let inline_path = join(&param_path, "workflowDefinition");
+            parse_definition(inline).map_err(|e| e.under(&inline_path))?;
+            return Ok(());
+        }
+    }
+    if non_empty_str(param.get("name")).is_none() {
+        return Err(DslError::new(
+            join(&param_path, "name"),
+            "a SUB_WORKFLOW task needs subWorkflowParam.name (or an inline \
+             subWorkflowParam.workflowDefinition)",
+        ));
+    }
+    Ok(())
+}
+
+/// The trimmed string when `v` is a non-blank JSON string.
+fn non_empty_str(v: Option<&Value>) -> Option<&str> {
+    v.and_then(Value::as_str)
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+}
+
+/// `base.key`, or `key` at the root.
+fn join(base: &str, key: &str) -> String {
+    if base.is_empty() {
+        key.to_owned()
+    } else {
+        format!("{base}.{key}")
+    }
+}
+
+/// A JSON type's name with its article, for messages.
+fn kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// The JSON types serde needs for the typed fields of the model.
+#[derive(Clone, Copy)]
+enum Shape {
+    /// A string.
+    Str,
+    /// A string or null.
+    OptStr,
+    /// An integer that fits `i32`.
+    I32,
+    /// An integer that fits `i64`.
+    I64,
+    /// A boolean.
+    Bool,
+    /// An object.
+    Obj,
+    /// An array of strings.
+    StrArray,
+    /// An array of tasks.
+    Tasks,
+    /// An array of tasks, or null.
+    OptTasks,
+    /// An object of arrays of tasks, or null.
+    OptCases,
+    /// An array of arrays of tasks, or null.
+    OptForks,
+}
+
+const DEF_FIELDS: [(&str, Shape); 9] = [
+    ("name", Shape::Str),
+    ("version", Shape::I32),
+    ("description", Shape::OptStr),
+    ("tasks", Shape::Tasks),
+    ("inputParameters", Shape::StrArray),
+    ("outputParameters", Shape::Obj),
+    ("timeoutSeconds", Shape::I64),
+    ("failureWorkflow", Shape::OptStr),
+    ("variables", Shape::Obj),
+];
+
+const TASK_FIELDS: [(&str, Shape); 9] = [
+    ("name", Shape::Str),
+    ("taskReferenceName", Shape::Str),
+    ("type", Shape::Str),
+    ("inputParameters", Shape::Obj),
+    ("optional", Shape::Bool),
+    ("decisionCases", Shape::OptCases),
+    ("defaultCase", Shape::OptTasks),
+    ("forkTasks", Shape::OptForks),
+    ("loopOver", Shape::OptTasks),
+];
+
+/// Finds the field serde refused, for a precise path (serde's own error has none).
+fn locate_shape_error(def: &Map<String, Value>) -> Option<DslError> {
+    check_fields(def, "", &DEF_FIELDS).err()
+}
+
+fn check_fields(
+    obj: &Map<String, Value>,
+    path: &str,
+    fields: &[(&str, Shape)],
+) -> Result<(), DslError> {
+    for (name, shape) in fields {
+        if let Some(v) = obj.get(*name) {
+            check_shape(v, &join(path, name), *shape)?;
+        }
+    }
+    Ok(())
+}
+
+fn check_shape(v: &Value, path: &str, shape: Shape) -> Result<(), DslError> {
+    let wrong = |expected: &str| {
+        Err(DslError::new(
+            path,
+            format!("expected {expected}, found {}", kind(v)),
+        ))
+    };
+    let tasks = |items: &Vec<Value>, path: &str| -> Result<(), DslError> {
+        for (i, item) in items.iter().enumerate() {
+            let item_path = format!("{path}[{i}]");
+            match item {
+                Value::Object(task) => check_fields(task, &item_path, &TASK_FIELDS)?,
+                other => {
+                    return Err(DslError::new(
+                        item_path,
+                        format!("expected a task object, found {}", kind(other)),
+                    ))
+                }
+            }
+        }
+        Ok(())
+    };
+    match (shape, v) {
+        (Shape::Str, Value::String(_))
+        | (Shape::OptStr, Value::String(_) | Value::Null)
+        | (Shape::Bool, Value::Bool(_))
+        | (Shape::Obj, Value::Object(_))
+        | (Shape::OptTasks | Shape::OptCases | Shape::OptForks, Value::Null) => Ok(()),
+        (Shape::Str, _) => wrong("a string"),
+        (Shape::OptStr, _) => wrong("a string"),
+        (Shape::Bool, _) => wrong("a boolean"),
+        (Shape::Obj, _) => wrong("an object"),
+        (Shape::I32, _) => match v.as_i64() {
+            Some(n) if i32::try_from(n).is_ok() => Ok(()),
+            _ => wrong("an integer"),
+        },
+        (Shape::I64, _) => match v.as_i64() {
+            Some(_) => Ok(()),
+            None => wrong("an integer"),
+        },
+        (Shape::StrArray, Value::Array(items)) => {
+            for (i, item) in items.iter().enumerate() {
+                if !item.is_string() {
+                    return Err(DslError::new(
+                        format!("{path}[{i}]"),
+                        format!("expected a string, found {}", kind(item)),
+                    ));
+                }
+            }
+            Ok(())
+        }
+        (Shape::StrArray, _) => wrong("an array of strings"),
+        (Shape::Tasks | Shape::OptTasks, Value::Array(items)) => tasks(items, path),
+        (Shape::Tasks | Shape::OptTasks, _) => wrong("an array of tasks"),
+        (Shape::OptCases, Value::Object(cases)) => {
+            for (case, list) in cases {
+                let case_path = join(path, case);
+                match list {
+                    Value::Array(items) => tasks(items, &case_path)?,
+                    other => {
+                        return Err(DslError::new(
+                            case_path,
+                            format!("expected an array of tasks, found {}", kind(other)),
+                        ))
+                    }
+                }
+            }
+            Ok(())
+        }
+        (Shape::OptCases, _) => wrong("an object mapping each case to an array of tasks"),
+        (Shape::OptForks, Value::Array(branches)) => {
+            for (j, branch) in branches.iter().enumerate() {
+                let branch_path = format!("{path}[{j}]");
+                match branch {
+                    Value::Array(items) => tasks(items, &branch_path)?,
+                    other => {
+                        return Err(DslError::new(
+                            branch_path,
+                            format!(
+                                "expected an array of tasks (one branch), found {}",
+                                kind(other)
+                            ),
+                        ))
+                    }
+                }
+            }
+            Ok(())
+        }
+        (Shape::OptForks, _) => wrong("an array of branches, each an array of tasks"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn simple(reference: &str, input: Value) -> Value {
+        json!({"name": "work", "taskReferenceName": reference, "type": "SIMPLE",
+               "inputParameters": input})
+    }
+
+    fn wf(tasks: Value) -> Value {
+        json!({"name": "w", "version": 1, "tasks": tasks})
+    }
+
+    /// The error of an invalid definition.
+    fn err(def: Value) -> DslError {
+        match parse_definition(&def) {
+            Ok(_) => panic!("expected an error for {def}"),
+            Err(e) => e,
+        }
+    }
+
+    fn assert_err(def: Value, path: &str, needle: &str) {
+        let e = err(def);
+        assert_eq!(e.path, path, "{e}");
+        assert!(
+            e.message.contains(needle),
+            "{e:?} should mention {needle:?}"
+        );
+    }
+
+    #[test]
+    fn a_plain_definition_is_valid() {
+        let def = parse_definition(&wf(json!([
+            simple(
+                "a",
+                json!({"x": "${workflow.input.x}", "id": "${CPEWF_TASK_ID}"})
+            ),
+            simple(
+                "b",
+                json!({"y": "${a.output.y}", "l": ["${a.output.z[0].w}"]})
+            )
+        ])))
+        .unwrap();
+        assert_eq!(def.tasks.len(), 2);
+        check_executable(&def).unwrap();
+    }
+
+    #[test]
+    fn not_an_object() {
+        assert_err(json!([1]), "", "JSON object");
+        assert_err(json!("x"), "", "JSON object");
+    }
+
+    #[test]
+    fn name_missing_or_empty() {
+        assert_err(
+            json!({"tasks": [simple("a", json!({}))]}),
+            "name",
+            "required",
+        );
+        assert_err(
+            json!({"name": null, "tasks": [simple("a", json!({}))]}),
+            "name",
+            "required",
+        );
+        assert_err(
+            json!({"name": " ", "tasks": [simple("a", json!({}))]}),
+            "name",
+            "empty",
+        );
+        assert_err(
+            json!({"name": 5, "tasks": [simple("a", json!({}))]}),
+            "name",
+            "expected a string",
+        );
+    }
+
+    #[test]
+    fn tasks_missing_empty_or_malformed() {
+        assert_err(json!({"name": "w"}), "tasks", "required");
+        assert_err(
+            json!({"name": "w", "tasks": []}),
+            "tasks",
+            "must not be empty",
+        );
+        assert_err(
+            json!({"name": "w", "tasks": {"a": 1}}),
+            "tasks",
+            "array of tasks",
+        );
+        assert_err(
+            wf(json!([simple("a", json!({})), 3])),
+            "tasks[1]",
+            "task object",
+        );
+        assert_err(
+            wf(json!([{"name": "a", "taskReferenceName": "a", "inputParameters": []}])),
+            "tasks[0].inputParameters",
+            "expected an object",
+        );
+        assert_err(
+            wf(
+                json!([{"name": "s", "taskReferenceName": "s", "type": "SWITCH",
+                       "decisionCases": {"x": [{"name": 1}]}}]),
+            ),
+            "tasks[0].decisionCases.x[0].name",
+            "expected a string",
+        );
+        assert_err(
+            wf(
+                json!([{"name": "f", "taskReferenceName": "f", "type": "FORK_JOIN",
+                       "forkTasks": [[], 7]}]),
+            ),
+            "tasks[0].forkTasks[1]",
+            "one branch",
+        );
+        assert_err(
+            json!({"name": "w", "version": "one", "tasks": [simple("a", json!({}))]}),
+            "version",
+            "integer",
+        );
+        assert_err(
+            json!({"name": "w", "outputParameters": [], "tasks": [simple("a", json!({}))]}),
+            "outputParameters",
+            "object",
+        );
+        assert_err(
+            json!({"name": "w", "inputParameters": ["a", 2], "tasks": [simple("a", json!({}))]}),
+            "inputParameters[1]",
+            "string",
+        );
+    }
+
+    #[test]
+    fn validate_alone_checks_name_and_tasks() {
+        let mut def = parse_definition(&wf(json!([simple("a", json!({}))]))).unwrap();
+        def.tasks.clear();
+        assert_eq!(validate(&def).unwrap_err().path, "tasks");
+        def.name.clear();
+        assert_eq!(validate(&def).unwrap_err().path, "name");
+    }
+
+    #[test]
+    fn task_name_and_reference_required() {
+        assert_err(
+            wf(json!([{"name": "", "taskReferenceName": "a"}])),
+            "tasks[0].name",
+            "name must not be empty",
+        );
+        assert_err(
+            wf(json!([simple("a", json!({})), {"name": "b"}])),
+            "tasks[1].taskReferenceName",
+            "must not be empty",
+        );
+    }
+
+    #[test]
+    fn unknown_type_names_the_type_and_the_supported_ones() {
+        let e = err(wf(json!([
+            simple("a", json!({})),
+            {"name": "l", "taskReferenceName": "l", "type": "LAMBDA"}
+        ])));
+        assert_eq!(e.path, "tasks[1].type");
+        assert!(e
+            .message
+            .starts_with("unknown task type \"LAMBDA\"; supported: SIMPLE, HTTP,"));
+        for t in [
+            "JSON_JQ_TRANSFORM",
+            "EVENT",
+            "START_WORKFLOW",
+            "DYNAMIC",
+            "KAFKA_PUBLISH",
+        ] {
+            assert_err(
+                wf(json!([{"name": "x", "taskReferenceName": "x", "type": t}])),
+                "tasks[0].type",
+                t,
+            );
+        }
+    }
+
+    #[test]
+    fn unknown_type_is_found_inside_containers_before_other_errors() {
+        // The empty name at tasks[0] comes first in the document, but the unknown type
+        // is what the user needs to hear about.
+        assert_err(
+            wf(json!([
+                {"name": "", "taskReferenceName": "a"},
+                {"name": "d", "taskReferenceName": "d", "type": "DECISION",
+                 "caseValueParam": "c",
+                 "decisionCases": {"yes": [{"name": "j", "taskReferenceName": "j",
+                                            "type": "JSON_JQ_TRANSFORM"}]}}
+            ])),
+            "tasks[1].decisionCases.yes[0].type",
+            "JSON_JQ_TRANSFORM",
+        );
+    }
+
+    #[test]
+    fn duplicate_reference_names_both_paths() {
+        let e = err(wf(json!([
+            simple("a", json!({})),
+            {"name": "d", "taskReferenceName": "d", "type": "SWITCH",
+             "evaluatorType": "value-param", "expression": "c",
+             "decisionCases": {"yes": [simple("a", json!({}))]}}
+        ])));
+        assert_eq!(e.path, "tasks[1].decisionCases.yes[0].taskReferenceName");
+        assert!(e.message.contains("tasks[0].taskReferenceName"), "{e}");
+        assert!(
+            e.message
+                .contains("tasks[1].decisionCases.yes[0].taskReferenceName"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn references_must_come_earlier() {
+        // Unknown ref.
+        assert_err(
+            wf(json!([simple("a", json!({"text": "${nope.output.x}"}))])),
+            "tasks[0].inputParameters.text",
+            "neither \"workflow\" nor a taskReferenceName",
+        );
+        // Later ref.
+        assert_err(
+            wf(json!([
+                simple("a", json!({"text": "hi ${b.output.x}"})),
+                simple("b", json!({}))
+            ])),
+            "tasks[0].inputParameters.text",
+            "does not run before this task",
+        );
+        // Self ref.
+        assert_err(
+            wf(json!([simple("a", json!({"t": "${a.output}"}))])),
+            "tasks[0].inputParameters.t",
+            "itself",
+        );
+        // Deep inside maps, arrays and nested expressions.
+        assert_err(
+            wf(json!([simple(
+                "a",
+                json!({"m": {"l": [1, {"x": "${zz.output}"}]}})
+            )])),
+            "tasks[0].inputParameters.m.l[1].x",
+            "\"zz\"",
+        );
+        assert_err(
+            wf(json!([simple(
+                "a",
+                json!({"n": "${workflow.input.${q.output.k}}"})
+            )])),
+            "tasks[0].inputParameters.n",
+            "\"q\"",
+        );
+        // Escaped expressions are text.
+        parse_definition(&wf(json!([simple("a", json!({"t": "$${nope.x}"}))]))).unwrap();
+    }
+
+    #[test]
+    fn branch_scoping() {
+        let fork = |second_branch_input: Value, after: Value| {
+            wf(json!([
+                simple("pre", json!({})),
+                {"name": "f", "taskReferenceName": "f", "type": "FORK_JOIN",
+                 "forkTasks": [[simple("a", json!({"p": "${pre.output}", "f": "${f.input}"}))],
+                               [simple("b", second_branch_input)]]},
+                {"name": "j", "taskReferenceName": "j", "type": "JOIN", "joinOn": ["a", "b"]},
+                after
+            ]))
+        };
+        parse_definition(&fork(
+            json!({}),
+            simple("z", json!({"x": "${a.output}", "y": "${j.output.b}"})),
+        ))
+        .unwrap();
+        assert_err(
+            fork(json!({"x": "${a.output.x}"}), simple("z", json!({}))),
+            "tasks[1].forkTasks[1][0].inputParameters.x",
+            "does not run before",
+        );
+
+        let decision = |yes_input: Value| {
+            wf(json!([
+                {"name": "d", "taskReferenceName": "d", "type": "DECISION",
+                 "caseValueParam": "c", "inputParameters": {"c": "${workflow.input.c}"},
+                 "decisionCases": {"no": [simple("n", json!({}))],
+                                   "yes": [simple("y", yes_input)]},
+                 "defaultCase": [simple("other", json!({}))]},
+                simple("after", json!({"n": "${n.output}", "y": "${y.output}",
+                                       "o": "${other.output}"}))
+            ]))
+        };
+        parse_definition(&decision(json!({"d": "${d.input.c}"}))).unwrap();
+        assert_err(
+            decision(json!({"n": "${n.output}"})),
+            "tasks[0].decisionCases.yes[0].inputParameters.n",
+            "does not run before",
+        );
+    }
+
+    #[test]
+    fn loop_body_sees_the_loop_and_earlier_body_tasks() {
+        let def = |second: Value| {
+            wf(json!([{
+                "name": "l", "taskReferenceName": "loop-1", "type": "DO_WHILE",
+                "loopCondition": "$.loop-1['iteration'] < 3",
+                "loopOver": [
+                    simple("first", json!({"i": "${loop-1.output.iteration}",
+                                           "j": "${loop-1['iteration']}"})),
+                    simple("second", second)
+                ]
+            }]))
+        };
+        parse_definition(&def(json!({"f": "${first.output}"}))).unwrap();
+        assert_err(
+            def(json!({"s": "${second.output}"})),
+            "tasks[0].loopOver[1].inputParameters.s",
+            "itself",
+        );
+        assert_err(
+            wf(json!([{
+                "name": "l", "taskReferenceName": "l", "type": "DO_WHILE",
+                "loopCondition": "true",
+                "loopOver": [simple("first", json!({"x": "${second.output}"})),
+                             simple("second", json!({}))]
+            }])),
+            "tasks[0].loopOver[0].inputParameters.x",
+            "does not run before",
+        );
+    }
+
+    #[test]
+    fn workflow_output_may_use_any_ref_but_not_unknown_ones() {
+        let def = |out: Value| {
+            json!({"name": "w", "tasks": [{
+                "name": "d", "taskReferenceName": "d", "type": "SWITCH",
+                "evaluatorType": "javascript", "expression": "$.x > 1",
+                "decisionCases": {"a": [simple("inner", json!({}))]}}],
+                "outputParameters": out})
+        };
+        parse_definition(&def(
+            json!({"r": "${inner.output.x}", "w": "${workflow.input}"}),
+        ))
+        .unwrap();
+        assert_err(
+            def(json!({"result": "${ghost.output}"})),
+            "outputParameters.result",
+            "\"ghost\"",
+        );
+    }
+
+    #[test]
+    fn decision_and_switch_structure() {
+        let base = |extra: Value| {
+            let mut t = json!({"name": "s", "taskReferenceName": "s"});
+            if let (Some(t), Some(extra)) = (t.as_object_mut(), extra.as_object()) {
+                t.extend(extra.clone());
+            }
+            wf(json!([t]))
+        };
+        assert_err(
+            base(json!({"type": "SWITCH", "evaluatorType": "value-param", "expression": "c"})),
+            "tasks[0].decisionCases",
+            "decisionCases or a defaultCase",
+        );
+        assert_err(
+            base(
+                json!({"type": "SWITCH", "evaluatorType": "value-param", "expression": "c",
+                        "decisionCases": {}, "defaultCase": []}),
+            ),
+            "tasks[0].decisionCases",
+            "decisionCases or a defaultCase",
+        );
+        parse_definition(&base(
+            json!({"type": "SWITCH", "evaluatorType": "value-param",
+                                      "expression": "c",
+                                      "defaultCase": [simple("x", json!({}))]}),
+        ))
+        .unwrap();
+        assert_err(
+            base(json!({"type": "SWITCH", "expression": "c",
+                        "defaultCase": [simple("x", json!({}))]})),
+            "tasks[0].evaluatorType",
+            "evaluatorType",
+        );
+        assert_err(
+            base(
+                json!({"type": "SWITCH", "evaluatorType": "python", "expression": "c",
+                        "defaultCase": [simple("x", json!({}))]}),
+            ),
+            "tasks[0].evaluatorType",
+            "\"python\"",
+        );
+        assert_err(
+            base(json!({"type": "SWITCH", "evaluatorType": "javascript",
+                        "defaultCase": [simple("x", json!({}))]})),
+            "tasks[0].expression",
+            "expression",
+        );
+        assert_err(
+            base(json!({"type": "DECISION", "decisionCases": {"a": []}})),
+            "tasks[0].caseValueParam",
+            "caseValueParam or caseExpression",
+        );
+        parse_definition(&base(json!({"type": "DECISION", "caseExpression": "1",
+                                      "decisionCases": {"a": []}})))
+        .unwrap();
+    }
+
+    #[test]
+    fn loop_fork_and_join_structure() {
+        assert_err(
+            wf(
+                json!([{"name": "l", "taskReferenceName": "l", "type": "DO_WHILE",
+                       "loopOver": [simple("a", json!({}))]}]),
+            ),
+            "tasks[0].loopCondition",
+            "loopCondition",
+        );
+        assert_err(
+            wf(
+                json!([{"name": "l", "taskReferenceName": "l", "type": "DO_WHILE",
+                       "loopCondition": "false", "loopOver": []}]),
+            ),
+            "tasks[0].loopOver",
+            "loopOver",
+        );
+        assert_err(
+            wf(
+                json!([{"name": "f", "taskReferenceName": "f", "type": "FORK_JOIN"},
+                      {"name": "j", "taskReferenceName": "j", "type": "JOIN"}]),
+            ),
+            "tasks[0].forkTasks",
+            "forkTasks",
+        );
+        assert_err(
+            wf(
+                json!([{"name": "f", "taskReferenceName": "f", "type": "FORK_JOIN",
+                       "forkTasks": [[simple("a", json!({}))]]},
+                      simple("b", json!({}))]),
+            ),
+            "tasks[0]",
+            "followed by a JOIN",
+        );
+        let join_on = |refs: Value| {
+            wf(
+                json!([{"name": "f", "taskReferenceName": "f", "type": "FORK_JOIN",
+                       "forkTasks": [[simple("a", json!({}))], [simple("b", json!({}))]]},
+                      {"name": "j", "taskReferenceName": "j", "type": "JOIN", "joinOn": refs},
+                      simple("later", json!({}))]),
+            )
+        };
+        parse_definition(&join_on(json!(["a", "b"]))).unwrap();
+        assert_err(
+            join_on(json!(["a", "ghost"])),
+            "tasks[1].joinOn[1]",
+            "not a taskReferenceName",
+        );
+        assert_err(
+            join_on(json!(["later"])),
+            "tasks[1].joinOn[0]",
+            "does not come before",
+        );
+        assert_err(join_on(json!("a")), "tasks[1].joinOn", "array");
+        assert_err(
+            join_on(json!([1])),
+            "tasks[1].joinOn[0]",
+            "taskReferenceName",
+        );
+    }
+
+    #[test]
+    fn dynamic_fork_structure() {
+        let def = |fields: Value| {
+            let mut t = json!({"name": "f", "taskReferenceName": "f",
+                               "type": "FORK_JOIN_DYNAMIC"});
+            if let (Some(t), Some(fields)) = (t.as_object_mut(), fields.as_object()) {
+                t.extend(fields.clone());
+            }
+            wf(json!([t, {"name": "j", "taskReferenceName": "j", "type": "JOIN"}]))
+        };
+        parse_definition(&def(json!({"dynamicForkTasksParam": "tasks",
+                                     "dynamicForkTasksInputParamName": "inputs"})))
+        .unwrap();
+        parse_definition(&def(json!({"dynamicForkJoinTasksParam": "tasks"}))).unwrap();
+        assert_err(
+            def(json!({"dynamicForkTasksParam": "tasks"})),
+            "tasks[0].dynamicForkTasksInputParamName",
+            "dynamicForkTasksInputParamName",
+        );
+        assert_err(
+            def(json!({"dynamicForkJoinTasksParam": "t", "dynamicForkTasksParam": "x"})),
+            "tasks[0].dynamicForkJoinTasksParam",
+            "not both",
+        );
+    }
+
+    #[test]
+    fn sub_workflow_structure() {
+        let def = |param: Value| {
+            wf(
+                json!([{"name": "s", "taskReferenceName": "s", "type": "SUB_WORKFLOW",
+                       "subWorkflowParam": param}]),
+            )
+        };
+        parse_definition(&def(json!({"name": "child", "version": 1}))).unwrap();
+        parse_definition(&def(json!({"name": "${workflow.input.child}"}))).unwrap();
+        assert_err(
+            def(Value::Null),
+            "tasks[0].subWorkflowParam",
+            "subWorkflowParam",
+        );
+        assert_err(
+            def(json!({"version": 2})),
+            "tasks[0].subWorkflowParam.name",
+            "name",
+        );
+        parse_definition(&def(
+            json!({"workflowDefinition": wf(json!([simple("c", json!({}))]))}),
+        ))
+        .unwrap();
+        assert_err(
+            def(json!({"workflowDefinition":
+                       wf(json!([{"name": "c", "taskReferenceName": "c", "type": "LAMBDA"}]))})),
+            "tasks[0].subWorkflowParam.workflowDefinition.tasks[0].type",
+            "LAMBDA",
+        );
+    }
+
+    #[test]
+    fn terminate_wait_and_inline_structure() {
+        let one = |t: Value| wf(json!([t]));
+        parse_definition(&one(
+            json!({"name": "t", "taskReferenceName": "t", "type": "TERMINATE",
+                                     "inputParameters": {"terminationStatus": "COMPLETED"}}),
+        ))
+        .unwrap();
+        assert_err(
+            one(
+                json!({"name": "t", "taskReferenceName": "t", "type": "TERMINATE",
+                       "inputParameters": {"terminationStatus": "DONE"}}),
+            ),
+            "tasks[0].inputParameters.terminationStatus",
+            "COMPLETED, FAILED, TERMINATED",
+        );
+        assert_err(
+            one(
+                json!({"name": "t", "taskReferenceName": "t", "type": "TERMINATE",
+                       "optional": true,
+                       "inputParameters": {"terminationStatus": "FAILED"}}),
+            ),
+            "tasks[0].optional",
+            "cannot be optional",
+        );
+        assert_err(
+            one(
+                json!({"name": "w", "taskReferenceName": "w", "type": "WAIT",
+                       "inputParameters": {"duration": "1s", "until": "2030-01-01 00:00"}}),
+            ),
+            "tasks[0].inputParameters.until",
+            "not both",
+        );
+        assert_err(
+            one(
+                json!({"name": "i", "taskReferenceName": "i", "type": "INLINE",
+                       "inputParameters": {"evaluatorType": "javascript"}}),
+            ),
+            "tasks[0].inputParameters.expression",
+            "expression",
+        );
+    }
+
+    #[test]
+    fn child_lists_only_on_their_types() {
+        // Empty lists are what Conductor exports on every task.
+        parse_definition(&wf(json!([{"name": "a", "taskReferenceName": "a",
+                                     "decisionCases": {}, "defaultCase": [],
+                                     "forkTasks": [], "loopOver": []}])))
+        .unwrap();
+        assert_err(
+            wf(json!([{"name": "a", "taskReferenceName": "a",
+                       "loopOver": [simple("b", json!({}))]}])),
+            "tasks[0].loopOver",
+            "only used by DO_WHILE",
+        );
+    }
+
+    #[test]
+    fn check_executable_names_the_type() {
+        let def = parse_definition(&wf(json!([
+            simple("a", json!({})),
+            {"name": "s", "taskReferenceName": "s", "type": "SWITCH",
+             "evaluatorType": "value-param", "expression": "c",
+             "decisionCases": {"x": [simple("b", json!({}))]}}
+        ])))
+        .unwrap();
+        let e = check_executable(&def).unwrap_err();
+        assert_eq!(e.path, "tasks[1].type");
+        assert_eq!(e.message, "task type SWITCH is not supported yet");
+    }
+
+    #[test]
+    fn error_display_is_path_then_message() {
+        let e = DslError::new("tasks[0].type", "bad");
+        assert_eq!(e.to_string(), "tasks[0].type: bad");
+    }
+
+    // --- Conductor's own samples -------------------------------------------------------
+
+    /// Files in the samples folder that are not workflow definitions at all.
+    const NOT_DEFINITIONS: [&str; 1] = [
+        // An event handler (`event`, `condition`, `actions`): Conductor registers it at
+        // /api/event, not as a workflow; Weft has no event handlers.
+        "sqs-complete-wait-event-handler.json",
+    ];
+
+    /// Every `type` in a raw definition's tree, read independently of the model.
+    fn raw_types(tasks: &Value, out: &mut Vec<String>) {
+        for t in tasks.as_array().into_iter().flatten() {
+            out.push(
+                t.get("type")
+                    .and_then(Value::as_str)
+                    .unwrap_or("SIMPLE")
+                    .to_owned(),
+            );
+            for case in t
+                .get("decisionCases")
+                .and_then(Value::as_object)
+                .into_iter()
+                .flatten()
+            {
+                raw_types(case.1, out);
+            }
+            for key in ["defaultCase", "loopOver"] {
+                if let Some(list) = t.get(key) {
+                    raw_types(list, out);
+                }
+            }
+            for branch in t
+                .get("forkTasks")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
+                raw_types(branch, out);
+            }
+        }
+    }
+
+    /// Follows a path like `tasks[1].loopOver[0].type` in a raw document.
+    fn at_path<'a>(doc: &'a Value, path: &str) -> Option<&'a Value> {
+        let mut v = doc;
+        for part in path.split('.') {
+            let (key, indices) = match part.find('[') {
+                Some(i) => (&part[..i], &part[i..]),
+                None => (part, ""),
+            };
+            v = v.get(key)?;
+            for idx in indices.split('[').skip(1) {
+                v = v.get(idx.trim_end_matches(']').parse::<usize>().ok()?)?;
+            }
+        }
+        Some(v)
+    }
+
+    fn check_sample(file: &str, def: &Value) -> bool {
+        let mut types = Vec::new();
+        raw_types(def.get("tasks").unwrap_or(&Value::Null), &mut types);
+        let known = types.iter().all(|t| TaskType::parse(t).is_some());
+        match parse_definition(def) {
+            Ok(parsed) => {
+                assert!(known, "{file}: accepted despite unknown types {types:?}");
+                assert_eq!(parsed.name, def["name"].as_str().unwrap_or_default());
+            }
+            Err(e) => {
+                assert!(!known, "{file}: only known types, but refused: {e}");
+                assert!(e.path.ends_with(".type"), "{file}: {e}");
+                let named = at_path(def, &e.path)
+                    .and_then(Value::as_str)
+                    .unwrap_or_default();
+                assert!(
+                    TaskType::parse(named).is_none(),
+                    "{file}: {e} points at {named}"
+                );
+                assert!(e.message.contains(&format!("\"{named}\"")), "{file}: {e}");
+            }
+        }
+        known
+    }
+
+    #[test]
+    fn conductor_samples() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/conductor-samples");
+        let mut files: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|x| x == "json"))
+            .collect();
+        files.sort();
+        let (mut valid, mut refused, mut skipped) = (0, 0, 0);
+        for path in files {
+            let file = path.file_name().unwrap().to_string_lossy().into_owned();
+            let doc: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+            if NOT_DEFINITIONS.contains(&file.as_str()) {
+                // Keep the skip honest: it is really not a definition, and the validator
+                // still refuses it cleanly rather than panicking.
+                assert!(doc.get("tasks").is_none(), "{file} looks like a definition");
+                assert_eq!(parse_definition(&doc).unwrap_err().path, "tasks");
+                skipped += 1;
+                continue;
+            }
+            // A list of definitions (what PUT /api/metadata/workflow takes): each one.
+            let defs = match &doc {
+                Value::Array(items) => items.clone(),
+                other => vec![other.clone()],
+            };
+            for def in &defs {
+                if check_sample(&file, def) {
+                    valid += 1;
+                } else {
+                    refused += 1;
+                }
+            }
+        }
+        assert_eq!(skipped, NOT_DEFINITIONS.len());
+        // Guards against the folder silently going missing or changing wholesale.
+        assert!(valid >= 23, "only {valid} samples validated");
+        assert!(refused >= 16, "only {refused} samples refused");
+    }
+
+    #[test]
+    fn never_panics_on_odd_input() {
+        for doc in [
+            Value::Null,
+            json!(1),
+            json!({}),
+            json!({"name": "w", "tasks": [null]}),
+            json!({"name": "w", "tasks": [{"type": null}]}),
+            json!({"name": "w", "tasks": [{"name": "a", "taskReferenceName": "a",
+                                          "inputParameters": {"x": "${${${}}}"}}]}),
+            json!({"name": "w", "tasks": [{"name": "a", "taskReferenceName": "a",
+                                          "inputParameters": {"x": "${a[}"}}]}),
+            json!({"name": "w", "tasks": [{"name": "a", "taskReferenceName": "a",
+                                          "type": "SUB_WORKFLOW",
+                                          "subWorkflowParam": {"workflowDefinition": 3}}]}),
+            json!({"name": "w", "version": 1e20, "tasks": []}),
+        ] {
+            let _ = parse_definition(&doc);
+        }
+    }
 }

@@ -88,8 +88,10 @@ async fn create_database(options: &PgConnectOptions) -> Result<()> {
     let quoted = format!("\"{}\"", name.replace('"', "\"\""));
     match sqlx::query(&format!("CREATE DATABASE {quoted}")).execute(&mut admin).await {
         Ok(_) => tracing::info!(database = %name, "created database"),
-        // 42P04: a concurrent starter created it first.
-        Err(sqlx::Error::Database(db)) if db.code().as_deref() == Some("42P04") => {}
+        // A concurrent starter created it first: 42P04 (duplicate database), or 23505
+        // when both inserts race on pg_database's unique index.
+        Err(sqlx::Error::Database(db))
+            if matches!(db.code().as_deref(), Some("42P04") | Some("23505")) => {}
         Err(e) => return Err(e.into()),
     }
     Ok(())

@@ -38,6 +38,9 @@ impl OutboxMessage {
     }
 }
 
+/// `(id, exchange, routing_key, body, traceparent)` as read back by the sweeper.
+type OutboxRow = (i64, String, String, Vec<u8>, Option<String>);
+
 /// Inserts `messages` inside the caller's transaction; sets their ids.
 pub async fn insert(conn: &mut PgConnection, messages: &mut [OutboxMessage]) -> Result<()> {
     if messages.is_empty() {
@@ -96,7 +99,7 @@ impl Store {
     /// `SKIP LOCKED` lets several sweepers run without publishing a row twice at once.
     pub async fn sweep_outbox(&self, bus: &Bus, older_than: Duration, limit: i64) -> Result<usize> {
         let mut tx = self.pool.begin().await?;
-        let rows: Vec<(i64, String, String, Vec<u8>, Option<String>)> = sqlx::query_as(
+        let rows: Vec<OutboxRow> = sqlx::query_as(
             "SELECT id, exchange, routing_key, body, traceparent FROM outbox
              WHERE created_at < now() - make_interval(secs => $1)
              ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED",

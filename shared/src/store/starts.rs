@@ -102,7 +102,7 @@ impl Store {
                 .map(StartOutcome::Existing)
                 .ok_or(Error::Store(sqlx::Error::RowNotFound));
         }
-        outbox::insert(&mut *tx, messages).await?;
+        outbox::insert(&mut tx, messages).await?;
         tx.commit().await?;
         Ok(StartOutcome::Accepted)
     }

@@ -38,6 +38,23 @@ impl ActivityError {
     }
 }
 
+impl ActivityError {
+    /// A handler task that did not return: a panic (or an abort) is a retryable failure.
+    pub(super) fn from_join_error(e: tokio::task::JoinError) -> Self {
+        if !e.is_panic() {
+            return Self::retryable("handler cancelled");
+        }
+        let payload = e.into_panic();
+        let message = payload
+            .downcast_ref::<&str>()
+            .map(|s| (*s).to_owned())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "non-string panic payload".to_owned());
+        tracing::error!(panic = %message, "activity handler panicked");
+        Self::retryable(format!("handler panicked: {message}"))
+    }
+}
+
 impl From<anyhow::Error> for ActivityError {
     /// Retryable; the reason is the error with its chain of causes.
     fn from(e: anyhow::Error) -> Self {
@@ -78,6 +95,16 @@ mod tests {
         assert_eq!(e.reason, "calling the bank: root");
         assert_eq!(ActivityError::from("x"), ActivityError::retryable("x"));
         assert_eq!(ActivityError::from(String::from("y")).reason, "y");
+    }
+
+    #[tokio::test]
+    async fn a_panic_becomes_a_retryable_failure_with_its_message() {
+        let joined = tokio::spawn(async { panic!("at the {}", "disco") }).await;
+        let e = ActivityError::from_join_error(joined.unwrap_err());
+        assert_eq!(
+            e,
+            ActivityError::retryable("handler panicked: at the disco")
+        );
     }
 
     #[test]

@@ -7,8 +7,8 @@ use std::time::Duration;
 use chrono::Utc;
 use futures_util::future::{join_all, select_all};
 use tokio::sync::Semaphore;
-use tokio::task::JoinError;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::AbortOnDropHandle;
 use tracing::Instrument;
 
 use super::builder::BoxedHandler;
@@ -181,6 +181,12 @@ impl Shared {
                 return Disposition::DeadLetter(format!("not an activity task: {e}"));
             }
         };
+        if task.reply_to.is_empty() {
+            self.stats.incr(Counter::DeadLettered);
+            tracing::warn!(queue = %delivery.queue, task_id = %task.task_id,
+                "activity task without replyTo; dead-lettering it");
+            return Disposition::DeadLetter("activity task has an empty replyTo".into());
+        }
         if task.task_name != task_name {
             tracing::warn!(queue = %delivery.queue, task_name = %task.task_name,
                 "activity task on another task's queue; running this queue's handler");
@@ -218,11 +224,14 @@ impl Shared {
         let (task_id, run_id, attempt) = (task.task_id, task.run_id, task.attempt);
         let workflow_id = task.workflow_id.clone();
         let reply_to = task.reply_to.clone();
-        let mut running = tokio::spawn(async move { handler(task).await }.in_current_span());
+        // Aborted if this future is dropped (the bus gave up on it), so no handler outlives
+        // its delivery.
+        let running = AbortOnDropHandle::new(tokio::spawn(
+            async move { handler(task).await }.in_current_span(),
+        ));
         let outcome = tokio::select! {
-            joined = &mut running => joined,
+            joined = running => joined,
             _ = self.abandon.cancelled() => {
-                running.abort();
                 self.stats.incr(Counter::Requeued);
                 tracing::warn!("activity abandoned at shutdown; it goes back to its queue");
                 return Disposition::Requeue;
@@ -230,8 +239,13 @@ impl Shared {
         };
         let worker_id = Some(self.worker_id.clone());
         let elapsed_ms = clock.elapsed().as_millis();
-        let (command, counter) = match outcome.unwrap_or_else(|e| Err(join_failure(e, &self.stats)))
-        {
+        let outcome = outcome.unwrap_or_else(|e| {
+            if e.is_panic() {
+                self.stats.incr(Counter::Panicked);
+            }
+            Err(ActivityError::from_join_error(e))
+        });
+        let (command, counter) = match outcome {
             Ok(output) => {
                 tracing::debug!(elapsed_ms, "activity completed");
                 let done = ActivityCompleted {
@@ -280,20 +294,4 @@ impl Shared {
             }
         }
     }
-}
-
-/// A handler task that did not return: a panic (or an abort) is a retryable failure.
-fn join_failure(e: JoinError, stats: &Stats) -> ActivityError {
-    if !e.is_panic() {
-        return ActivityError::retryable("handler cancelled");
-    }
-    stats.incr(Counter::Panicked);
-    let payload = e.into_panic();
-    let message = payload
-        .downcast_ref::<&str>()
-        .map(|s| (*s).to_owned())
-        .or_else(|| payload.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "non-string panic payload".to_owned());
-    tracing::error!(panic = %message, "activity handler panicked");
-    ActivityError::retryable(format!("handler panicked: {message}"))
 }

@@ -100,7 +100,9 @@ impl StartRequest {
     /// Conductor refuses priorities outside 0–99.
     pub fn check_priority(&self) -> Result<(), ApiError> {
         match self.priority {
-            Some(p) if !(0..=99).contains(&p) => Err(invalid("priority", "must be between 0 and 99")),
+            Some(p) if !(0..=99).contains(&p) => {
+                Err(invalid("priority", "must be between 0 and 99"))
+            }
             _ => Ok(()),
         }
     }
@@ -116,14 +118,18 @@ async fn resolve(state: &AppState, request: &StartRequest) -> Result<WorkflowDef
         return Ok(def);
     }
     let Some(name) = request.name.as_deref() else {
-        return Err(invalid("name", "a workflow name (or an inline workflowDef) is required"));
+        return Err(invalid(
+            "name",
+            "a workflow name (or an inline workflowDef) is required",
+        ));
     };
     let stored = state
         .store
         .get_definition(name, request.version)
         .await?
         .ok_or_else(|| not_found(name, request.version))?;
-    let def = dsl::parse_definition(&stored.definition).map_err(|e| ApiError::definition(e, None))?;
+    let def =
+        dsl::parse_definition(&stored.definition).map_err(|e| ApiError::definition(e, None))?;
     check_executable(&def).map_err(|e| ApiError::definition(e, None))?;
     Ok(def)
 }
@@ -171,7 +177,12 @@ pub async fn start(state: &AppState, request: StartRequest) -> Result<String, Ap
 
     // The start is committed: from here on a failure only delays it (the sweeper
     // re-publishes the outbox row), so it is logged and the id is answered.
-    match tokio::time::timeout(PUBLISH_TIMEOUT, state.store.publish_outbox(&state.bus, &messages)).await {
+    match tokio::time::timeout(
+        PUBLISH_TIMEOUT,
+        state.store.publish_outbox(&state.bus, &messages),
+    )
+    .await
+    {
         Ok(Ok(())) => {}
         Ok(Err(e)) => {
             tracing::warn!(%workflow_id, error = %e, "start command not published; the outbox sweeper will")

@@ -1,0 +1,217 @@
+//! `weft-bench` — benchmark W1: the `greet` workflow (three SIMPLE activities on the
+//! example worker) against the real services, spawned as processes in a fresh
+//! database and namespace. Build in release first (`scripts/bench` does).
+//!
+//! 1. Throughput: `--runs` starts (default 2,000) issued with `--concurrency` requests
+//!    in flight (default 64), from the first start to the last COMPLETED run.
+//! 2. Latency: `--latency-runs` (default 200) sequential runs, start → COMPLETED.
+//!
+//! Completion is observed in the database (`runs.status`), which costs the services
+//! nothing. Prints a markdown block with the figures, the machine and the command.
+
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use futures_util::StreamExt as _;
+use sqlx::PgPool;
+use weft_e2e::{greet, Client, Suite, TestEnv};
+
+#[derive(Debug)]
+struct Args {
+    runs: usize,
+    concurrency: usize,
+    latency_runs: usize,
+}
+
+fn parse_args() -> anyhow::Result<Args> {
+    let mut args = Args {
+        runs: 2000,
+        concurrency: 64,
+        latency_runs: 200,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(flag) = it.next() {
+        let mut value = |name: &str| -> anyhow::Result<usize> {
+            it.next()
+                .with_context(|| format!("{name} needs a value"))?
+                .parse()
+                .with_context(|| format!("{name} wants a number"))
+        };
+        match flag.as_str() {
+            "--runs" => args.runs = value("--runs")?,
+            "--concurrency" => args.concurrency = value("--concurrency")?.max(1),
+            "--latency-runs" => args.latency_runs = value("--latency-runs")?,
+            _ => anyhow::bail!(
+                "unknown argument {flag:?}; usage: weft-bench [--runs N] [--concurrency C] \
+                 [--latency-runs M]"
+            ),
+        }
+    }
+    Ok(args)
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = parse_args()?;
+    let mut suite = Suite::start(TestEnv::new().await?).await?;
+    eprintln!("suite up (logs in {})", suite.log_dir().display());
+    let result = bench(&suite, &args).await;
+    if let Err(e) = &result {
+        eprintln!("benchmark failed: {e:#}\nprocesses:\n{}", suite.describe());
+    }
+    suite.stop_all().await?;
+    let report = result?;
+    println!("{report}");
+    Ok(())
+}
+
+async fn bench(suite: &Suite, args: &Args) -> anyhow::Result<String> {
+    let client = suite.client();
+    let pool = suite.env().pool();
+    client.register(&greet::definition()).await?;
+
+    eprintln!("warm-up: 20 runs");
+    let warm = start_many(client, 20, args.concurrency).await?;
+    wait_completed(pool, warm.len() as i64, Duration::from_secs(120)).await?;
+
+    eprintln!(
+        "throughput: {} runs, {} in flight",
+        args.runs, args.concurrency
+    );
+    let before = count(pool, "COMPLETED").await?;
+    let t0 = Instant::now();
+    let starts = start_many(client, args.runs, args.concurrency).await?;
+    let accepted = t0.elapsed();
+    wait_completed(pool, before + starts.len() as i64, Duration::from_secs(600)).await?;
+    let total = t0.elapsed();
+    let per_sec = args.runs as f64 / total.as_secs_f64();
+    let sample = client.get(&starts[starts.len() / 2]).await?;
+    greet::check_run(&sample, "B", 3).map_err(anyhow::Error::msg)?;
+
+    eprintln!("latency: {} sequential runs", args.latency_runs);
+    let mut latencies = Vec::with_capacity(args.latency_runs);
+    for i in 0..args.latency_runs {
+        let t = Instant::now();
+        let id = client.start("greet", greet::input("B", 3)).await?;
+        wait_one(pool, &id, Duration::from_secs(60))
+            .await
+            .with_context(|| format!("latency run {i}"))?;
+        latencies.push(t.elapsed());
+    }
+    latencies.sort_unstable();
+
+    let argv: Vec<String> = std::env::args().skip(1).collect();
+    Ok(format!(
+        "### W1: greet (3 SIMPLE activities, example worker), services as processes\n\n\
+         | measure | result |\n\
+         |---|---|\n\
+         | throughput ({runs} runs, {conc} starts in flight) | {per_sec:.1} workflows/s \
+         ({total:.2?} first start to last COMPLETED; starts accepted in {accepted:.2?}) |\n\
+         | latency ({lat} sequential runs, start to COMPLETED) | p50 {p50:.1?}, \
+         p99 {p99:.1?}, max {max:.1?} |\n\
+         | machine | {machine} |\n\
+         | command | `scripts/bench{argv}` |\n",
+        runs = args.runs,
+        conc = args.concurrency,
+        lat = latencies.len(),
+        p50 = percentile(&latencies, 50.0),
+        p99 = percentile(&latencies, 99.0),
+        max = latencies.last().copied().unwrap_or_default(),
+        machine = machine(),
+        argv = argv.iter().map(|a| format!(" {a}")).collect::<String>(),
+    ))
+}
+
+/// Starts `n` greet runs with at most `concurrency` requests in flight.
+async fn start_many(client: &Client, n: usize, concurrency: usize) -> anyhow::Result<Vec<String>> {
+    futures_util::stream::iter(0..n)
+        .map(|_| client.start("greet", greet::input("B", 3)))
+        .buffer_unordered(concurrency)
+        .collect::<Vec<_>>()
+        .await
+        .into_iter()
+        .collect()
+}
+
+async fn count(pool: &PgPool, status: &str) -> anyhow::Result<i64> {
+    Ok(
+        sqlx::query_scalar("SELECT count(*) FROM runs WHERE status = $1")
+            .bind(status)
+            .fetch_one(pool)
+            .await?,
+    )
+}
+
+/// Waits until `target` runs are COMPLETED; fails on a failed run or after `timeout`.
+async fn wait_completed(pool: &PgPool, target: i64, timeout: Duration) -> anyhow::Result<()> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let done = count(pool, "COMPLETED").await?;
+        if done >= target {
+            return Ok(());
+        }
+        let failed = count(pool, "FAILED").await?;
+        anyhow::ensure!(failed == 0, "{failed} runs FAILED");
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "only {done} of {target} runs COMPLETED after {timeout:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Polls one run's status tightly until COMPLETED.
+async fn wait_one(pool: &PgPool, workflow_id: &str, timeout: Duration) -> anyhow::Result<()> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let status: Option<String> =
+            sqlx::query_scalar("SELECT status FROM runs WHERE workflow_id = $1 AND is_current")
+                .bind(workflow_id)
+                .fetch_optional(pool)
+                .await?;
+        match status.as_deref() {
+            Some("COMPLETED") => return Ok(()),
+            Some(s @ ("FAILED" | "TIMED_OUT" | "TERMINATED")) => {
+                anyhow::bail!("run {workflow_id} ended {s}")
+            }
+            _ => {}
+        }
+        anyhow::ensure!(Instant::now() < deadline, "run {workflow_id} not COMPLETED");
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+}
+
+/// The `p`th percentile (nearest rank) of sorted `xs`.
+fn percentile(xs: &[Duration], p: f64) -> Duration {
+    if xs.is_empty() {
+        return Duration::ZERO;
+    }
+    let rank = ((p / 100.0) * xs.len() as f64).ceil() as usize;
+    xs[rank.clamp(1, xs.len()) - 1]
+}
+
+/// `nproc N, M GiB RAM, <cpu model>` from /proc.
+fn machine() -> String {
+    let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let mem_kb: u64 = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| {
+            m.lines()
+                .find(|l| l.starts_with("MemTotal:"))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+        })
+        .unwrap_or(0);
+    let model = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|c| {
+            c.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, v)| v.trim().to_owned())
+        })
+        .unwrap_or_else(|| "unknown CPU".into());
+    format!(
+        "nproc {cpus}, {:.1} GiB RAM, {model}",
+        mem_kb as f64 / 1024.0 / 1024.0
+    )
+}

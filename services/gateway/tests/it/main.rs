@@ -1,0 +1,8 @@
+//! The gateway's integration tests, against the real PostgreSQL and RabbitMQ.
+
+mod definitions;
+mod reads;
+mod requests;
+mod server;
+mod starts;
+mod utils;

@@ -1,0 +1,299 @@
+//! Starting workflows: validation, the committed start, the command on its shard queue,
+//! idempotency, and reading a start the decider has not applied yet.
+
+use axum::http::StatusCode;
+use serde_json::{json, Value};
+use weft::messages::Command;
+
+use crate::utils::{next_delivery, simple_def, TestEnv};
+
+async fn count_starts(env: &TestEnv) -> i64 {
+    sqlx::query_scalar("SELECT count(*) FROM workflow_starts")
+        .fetch_one(env.store.pool())
+        .await
+        .expect("count starts")
+}
+
+#[tokio::test]
+async fn start_of_unknown_definition_is_404_naming_it() {
+    let env = TestEnv::new().await;
+    let body = env
+        .post("/api/workflow", &json!({"name": "ghost", "input": {}}))
+        .await
+        .error(StatusCode::NOT_FOUND);
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("ghost"),
+        "{body}"
+    );
+    env.register(&simple_def("ghost", 1)).await;
+    let body = env
+        .post("/api/workflow/ghost?version=2", &json!({}))
+        .await
+        .error(StatusCode::NOT_FOUND);
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("version 2"),
+        "{body}"
+    );
+    assert_eq!(count_starts(&env).await, 0);
+    env.finish().await;
+}
+
+#[tokio::test]
+async fn start_commits_the_start_and_publishes_start_workflow_to_the_shard_queue() {
+    let env = TestEnv::new().await;
+    let mut commands = env.consume_commands();
+    env.register(&simple_def("greeting", 1)).await;
+    env.register(&simple_def("greeting", 2)).await;
+
+    let traceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+    let r = env
+        .send_with(
+            axum::http::Method::POST,
+            "/api/workflow",
+            Some(
+                json!({"name": "greeting", "input": {"who": "Ada"}, "correlationId": "order-7"})
+                    .to_string()
+                    .into_bytes(),
+            ),
+            &[("traceparent", traceparent)],
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text());
+    assert!(r.content_type.starts_with("text/plain"), "{r:?}");
+    let id = r.text();
+    assert!(uuid::Uuid::parse_str(&id).is_ok(), "{id}");
+
+    let row: (String, i32, Value, Option<String>) = sqlx::query_as(
+        "SELECT workflow_name, workflow_version, input, correlation_id
+         FROM workflow_starts WHERE workflow_id = $1",
+    )
+    .bind(&id)
+    .fetch_one(env.store.pool())
+    .await
+    .expect("the start row");
+    assert_eq!(
+        row,
+        (
+            "greeting".into(),
+            2,
+            json!({"who": "Ada"}),
+            Some("order-7".into())
+        )
+    );
+
+    let delivery = next_delivery(&mut commands, 10)
+        .await
+        .expect("the StartWorkflow command arrives");
+    let shard = weft::ids::shard_of(&id, crate::utils::SHARDS);
+    assert_eq!(delivery.queue, env.bus.names().command_queue(shard));
+    assert_eq!(delivery.envelope.workflow_id, id);
+    assert_eq!(delivery.envelope.kind, "StartWorkflow");
+    let Command::StartWorkflow(start) = delivery.envelope.decode::<Command>().expect("decodes")
+    else {
+        panic!("not a StartWorkflow: {:?}", delivery.envelope);
+    };
+    assert_eq!(start.definition.name, "greeting");
+    assert_eq!(
+        start.definition.version, 2,
+        "latest version when none is given"
+    );
+    assert_eq!(start.input, json!({"who": "Ada"}));
+    assert_eq!(start.correlation_id.as_deref(), Some("order-7"));
+
+    // Published and confirmed: the outbox row is gone.
+    let left: i64 = sqlx::query_scalar("SELECT count(*) FROM outbox")
+        .fetch_one(env.store.pool())
+        .await
+        .expect("count outbox");
+    assert_eq!(left, 0);
+    env.finish().await;
+}
+
+#[tokio::test]
+async fn start_by_name_takes_version_and_correlation_id_from_the_query() {
+    let env = TestEnv::new().await;
+    let mut commands = env.consume_commands();
+    env.register(&simple_def("named", 1)).await;
+    env.register(&simple_def("named", 2)).await;
+    let r = env
+        .post(
+            "/api/workflow/named?version=1&correlationId=c-1",
+            &json!({"who": "Bo"}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text());
+    let id = r.text();
+    let delivery = next_delivery(&mut commands, 10).await.expect("a command");
+    let Ok(Command::StartWorkflow(start)) = delivery.envelope.decode::<Command>() else {
+        panic!("not a StartWorkflow");
+    };
+    assert_eq!(delivery.envelope.workflow_id, id);
+    assert_eq!(start.definition.version, 1);
+    assert_eq!(start.correlation_id.as_deref(), Some("c-1"));
+    assert_eq!(start.input, json!({"who": "Bo"}));
+    env.finish().await;
+}
+
+#[tokio::test]
+async fn inline_definition_starts_without_being_registered() {
+    let env = TestEnv::new().await;
+    let id = env
+        .start(&json!({"name": "adhoc", "workflowDef": simple_def("adhoc", 5), "input": {}}))
+        .await;
+    let wf = env.get(&format!("/api/workflow/{id}")).await.json();
+    assert_eq!(wf["workflowName"], "adhoc");
+    assert_eq!(wf["workflowVersion"], 5);
+    env.get("/api/metadata/workflow/adhoc")
+        .await
+        .error(StatusCode::NOT_FOUND);
+
+    let mut bad = simple_def("adhoc", 1);
+    bad["tasks"][0]["type"] = json!("TELEPORT");
+    let body = env
+        .post("/api/workflow", &json!({"workflowDef": bad}))
+        .await
+        .error(StatusCode::BAD_REQUEST);
+    assert_eq!(body["path"], "workflowDef.tasks[0].type", "{body}");
+    env.finish().await;
+}
+
+#[tokio::test]
+async fn same_idempotency_key_twice_starts_one_run() {
+    let env = TestEnv::new().await;
+    env.register(&simple_def("once", 1)).await;
+    let request = json!({"name": "once", "input": {}, "idempotencyKey": "order-42"});
+    let first = env.start(&request).await;
+    let second = env.start(&request).await;
+    assert_eq!(first, second);
+    let other = env
+        .start(&json!({"name": "once", "input": {}, "idempotencyKey": "order-43"}))
+        .await;
+    assert_ne!(first, other);
+    assert_eq!(count_starts(&env).await, 2);
+    env.finish().await;
+}
+
+#[tokio::test]
+async fn concurrent_starts_with_one_idempotency_key_start_one_run() {
+    let env = TestEnv::new().await;
+    let mut commands = env.consume_commands();
+    env.register(&simple_def("race", 1)).await;
+    let request = json!({"name": "race", "input": {}, "idempotencyKey": "same-key"});
+    let ids = futures_util::future::join_all((0..8).map(|_| env.start(&request))).await;
+    assert!(ids.iter().all(|id| id == &ids[0]), "{ids:?}");
+    assert_eq!(count_starts(&env).await, 1);
+
+    let delivery = next_delivery(&mut commands, 10).await.expect("one command");
+    assert_eq!(delivery.envelope.workflow_id, ids[0]);
+    assert!(
+        next_delivery(&mut commands, 1).await.is_none(),
+        "only one StartWorkflow is published"
+    );
+    env.finish().await;
+}
+
+#[tokio::test]
+async fn accepted_start_not_yet_applied_reads_as_running_queuing() {
+    let env = TestEnv::new().await;
+    env.register(&simple_def("waiting", 1)).await;
+    let id = env
+        .start(&json!({"name": "waiting", "input": {"n": 1}, "correlationId": "c"}))
+        .await;
+    let wf = env.get(&format!("/api/workflow/{id}")).await;
+    assert_eq!(wf.status, StatusCode::OK, "{}", wf.text());
+    let wf = wf.json();
+    assert_eq!(wf["workflowId"], id.as_str());
+    assert_eq!(wf["status"], "RUNNING");
+    assert_eq!(wf["subStatus"], "QUEUING");
+    assert_eq!(wf["tasks"], json!([]));
+    assert_eq!(wf["input"], json!({"n": 1}));
+    assert_eq!(wf["correlationId"], "c");
+    assert!(
+        wf["startTime"].as_i64().unwrap_or_default() > 1_600_000_000_000,
+        "{wf}"
+    );
+
+    let status = env.get(&format!("/api/workflow/{id}/status")).await.json();
+    assert_eq!(status["status"], "RUNNING");
+    assert_eq!(status["subStatus"], "QUEUING");
+    let history = env.get(&format!("/api/workflow/{id}/history")).await.json();
+    assert_eq!(history, json!({"events": [], "next": null}));
+    env.finish().await;
+}
+
+#[tokio::test]
+async fn definition_with_a_switch_is_refused_as_not_supported_yet() {
+    let env = TestEnv::new().await;
+    let def = json!({
+        "name": "branchy", "version": 1,
+        "tasks": [
+            {"name": "first", "taskReferenceName": "first", "type": "SIMPLE"},
+            {"name": "pick", "taskReferenceName": "pick", "type": "SWITCH",
+             "evaluatorType": "value-param", "expression": "kind",
+             "inputParameters": {"kind": "${workflow.input.kind}"},
+             "decisionCases": {"a": [{"name": "a", "taskReferenceName": "a", "type": "SIMPLE"}]},
+             "defaultCase": []}
+        ]
+    });
+    env.register(&def).await;
+    let body = env
+        .post("/api/workflow", &json!({"name": "branchy", "input": {}}))
+        .await
+        .error(StatusCode::BAD_REQUEST);
+    assert_eq!(body["path"], "tasks[1].type", "{body}");
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("not supported yet"),
+        "{body}"
+    );
+    assert_eq!(count_starts(&env).await, 0);
+    env.finish().await;
+}
+
+#[tokio::test]
+async fn start_command_joins_the_callers_trace() {
+    use opentelemetry::trace::TracerProvider as _;
+    use tracing_subscriber::layer::SubscriberExt as _;
+
+    // A subscriber with the OpenTelemetry bridge for this test's thread only (the test
+    // runtime is single-threaded, so the request runs here), without log output.
+    let provider = opentelemetry_sdk::trace::SdkTracerProvider::builder().build();
+    let subscriber = tracing_subscriber::registry()
+        .with(tracing_opentelemetry::layer().with_tracer(provider.tracer("gateway-tests")));
+    let _scope = tracing::subscriber::set_default(subscriber);
+
+    let env = TestEnv::new().await;
+    let mut commands = env.consume_commands();
+    env.register(&simple_def("traced", 1)).await;
+    let trace_id = "0af7651916cd43dd8448eb211c80319c";
+    let r = env
+        .send_with(
+            axum::http::Method::POST,
+            "/api/workflow/traced",
+            Some(b"{}".to_vec()),
+            &[("traceparent", &format!("00-{trace_id}-b7ad6b7169203331-01"))],
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text());
+
+    let delivery = next_delivery(&mut commands, 10).await.expect("a command");
+    let header = delivery.traceparent.clone().unwrap_or_default();
+    assert!(header.contains(trace_id), "AMQP traceparent {header:?}");
+    let Ok(Command::StartWorkflow(start)) = delivery.envelope.decode::<Command>() else {
+        panic!("not a StartWorkflow");
+    };
+    let kept = start.traceparent.unwrap_or_default();
+    assert!(
+        kept.contains(trace_id),
+        "StartWorkflow.traceparent {kept:?}"
+    );
+    env.finish().await;
+}

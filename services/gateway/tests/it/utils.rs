@@ -1,0 +1,303 @@
+//! Test harness: a fresh PostgreSQL database and a random bus namespace per test, the
+//! gateway's router in-process, and small HTTP helpers.
+//!
+//! The real PostgreSQL and RabbitMQ are used (`WEFT_TEST_PG_URL`, default
+//! `postgres://postgres@127.0.0.1:5432`; `WEFT_TEST_AMQP_URL`, default the local broker).
+
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::http::{header, Method, Request, StatusCode};
+use axum::Router;
+use serde_json::Value;
+use sqlx::{Connection, PgConnection};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use tower::ServiceExt;
+use weft::admin::Metrics;
+use weft::bus::{Bus, ConsumeOptions, Delivery, Disposition};
+use weft::store::Store;
+use weft::topology::Names;
+use weft_gateway::AppState;
+
+/// Command shards in tests: few, so declaring them is quick.
+pub const SHARDS: u16 = 4;
+
+/// The server part of the PostgreSQL URL (no database).
+pub fn pg_server() -> String {
+    std::env::var("WEFT_TEST_PG_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432".into())
+}
+
+/// The broker URL.
+pub fn amqp_url() -> String {
+    std::env::var("WEFT_TEST_AMQP_URL")
+        .unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:5672/%2f".into())
+}
+
+fn random_suffix() -> String {
+    uuid::Uuid::new_v4().simple().to_string()[..12].to_owned()
+}
+
+/// A database of its own; dropped when the value is dropped.
+pub struct TestDb {
+    /// Its name.
+    pub name: String,
+    /// Its URL.
+    pub url: String,
+}
+
+impl TestDb {
+    /// Creates `gw_<random>`.
+    pub async fn create() -> Self {
+        let name = format!("gw_{}", random_suffix());
+        let mut admin = PgConnection::connect(&format!("{}/postgres", pg_server()))
+            .await
+            .expect("connect to the postgres database");
+        sqlx::query(&format!("CREATE DATABASE {name}"))
+            .execute(&mut admin)
+            .await
+            .expect("create the test database");
+        let url = format!("{}/{name}", pg_server());
+        Self { name, url }
+    }
+}
+
+impl Drop for TestDb {
+    fn drop(&mut self) {
+        // Drop runs outside async (and maybe during a panic): use a runtime of its own on
+        // a plain thread. FORCE ends the pool's connections still open.
+        let name = self.name.clone();
+        let done = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("a runtime");
+            rt.block_on(async {
+                let mut admin = PgConnection::connect(&format!("{}/postgres", pg_server())).await?;
+                sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+                    .execute(&mut admin)
+                    .await
+                    .map(|_| ())
+            })
+        })
+        .join();
+        if !matches!(done, Ok(Ok(()))) {
+            eprintln!("could not drop test database {}", self.name);
+        }
+    }
+}
+
+/// One test's world: database, bus namespace, router.
+pub struct TestEnv {
+    /// The gateway's routes.
+    pub router: Router,
+    /// The store the router uses (to insert and inspect rows).
+    pub store: Store,
+    /// The bus the router publishes on.
+    pub bus: Bus,
+    shutdown: CancellationToken,
+    consumers: CancellationToken,
+    // Declared last so the database is dropped after everything else.
+    _db: TestDb,
+}
+
+/// A response, read whole.
+#[derive(Debug)]
+pub struct Reply {
+    /// Status code.
+    pub status: StatusCode,
+    /// `Content-Type`, if any.
+    pub content_type: String,
+    /// The raw body.
+    pub body: Vec<u8>,
+}
+
+impl Reply {
+    /// The body as JSON; panics with the body when it is not.
+    pub fn json(&self) -> Value {
+        serde_json::from_slice(&self.body)
+            .unwrap_or_else(|e| panic!("{e}: body is not JSON: {}", self.text()))
+    }
+
+    /// The body as text.
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+
+    /// Asserts a JSON error answer with `status` and returns its body.
+    pub fn error(&self, status: StatusCode) -> Value {
+        assert_eq!(self.status, status, "body: {}", self.text());
+        assert!(
+            self.content_type.starts_with("application/json"),
+            "{self:?}"
+        );
+        let body = self.json();
+        assert!(body["code"].is_string(), "{body}");
+        assert!(body["message"].is_string(), "{body}");
+        body
+    }
+}
+
+impl TestEnv {
+    /// A world with the default body limit.
+    pub async fn new() -> Self {
+        Self::with_max_body(weft::Config::default().max_body_bytes).await
+    }
+
+    /// A world whose gateway accepts bodies of at most `max_body_bytes`.
+    pub async fn with_max_body(max_body_bytes: usize) -> Self {
+        let db = TestDb::create().await;
+        let shutdown = CancellationToken::new();
+        let store = Store::connect(&db.url, 5, &shutdown)
+            .await
+            .expect("connect and migrate");
+        let names = Names::new(&format!("gwt-{}", random_suffix()), SHARDS);
+        let bus = Bus::connect(&amqp_url(), names, shutdown.clone())
+            .await
+            .expect("connect to the broker");
+        let state = AppState::new(store.clone(), bus.clone(), max_body_bytes, Metrics::new());
+        Self {
+            router: weft_gateway::router(state),
+            store,
+            bus,
+            shutdown,
+            consumers: CancellationToken::new(),
+            _db: db,
+        }
+    }
+
+    /// Sends one request; `body` is sent as is.
+    pub async fn send(&self, method: Method, uri: &str, body: Option<Vec<u8>>) -> Reply {
+        self.send_with(method, uri, body, &[]).await
+    }
+
+    /// Sends one request with extra headers.
+    pub async fn send_with(
+        &self,
+        method: Method,
+        uri: &str,
+        body: Option<Vec<u8>>,
+        headers: &[(&str, &str)],
+    ) -> Reply {
+        let mut req = Request::builder().method(method).uri(uri);
+        if body.is_some() {
+            req = req.header(header::CONTENT_TYPE, "application/json");
+        }
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        let req = req
+            .body(body.map_or_else(Body::empty, Body::from))
+            .expect("a request");
+        let res = self.router.clone().oneshot(req).await.expect("infallible");
+        let status = res.status();
+        let content_type = res
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_owned();
+        let body = axum::body::to_bytes(res.into_body(), usize::MAX)
+            .await
+            .expect("read the body")
+            .to_vec();
+        Reply {
+            status,
+            content_type,
+            body,
+        }
+    }
+
+    /// `GET uri`.
+    pub async fn get(&self, uri: &str) -> Reply {
+        self.send(Method::GET, uri, None).await
+    }
+
+    /// `POST uri` with a JSON body.
+    pub async fn post(&self, uri: &str, body: &Value) -> Reply {
+        self.send(Method::POST, uri, Some(body.to_string().into_bytes()))
+            .await
+    }
+
+    /// `PUT uri` with a JSON body.
+    pub async fn put(&self, uri: &str, body: &Value) -> Reply {
+        self.send(Method::PUT, uri, Some(body.to_string().into_bytes()))
+            .await
+    }
+
+    /// Registers `def`, asserting success.
+    pub async fn register(&self, def: &Value) {
+        let r = self.post("/api/metadata/workflow", def).await;
+        assert_eq!(r.status, StatusCode::OK, "register: {}", r.text());
+    }
+
+    /// Starts a workflow with `request`, asserting success; returns the workflow id.
+    pub async fn start(&self, request: &Value) -> String {
+        let r = self.post("/api/workflow", request).await;
+        assert_eq!(r.status, StatusCode::OK, "start: {}", r.text());
+        assert!(r.content_type.starts_with("text/plain"), "{r:?}");
+        r.text()
+    }
+
+    /// Consumes every command shard of the namespace; deliveries arrive on the channel
+    /// (and are acknowledged).
+    pub fn consume_commands(&self) -> mpsc::UnboundedReceiver<Delivery> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        for k in 0..SHARDS {
+            let tx = tx.clone();
+            let opts = ConsumeOptions {
+                prefetch: 16,
+                concurrency: 1,
+            };
+            self.bus.consume(
+                &self.bus.names().command_queue(k),
+                opts,
+                move |d| {
+                    let tx = tx.clone();
+                    async move {
+                        let _ = tx.send(d);
+                        Disposition::Ack
+                    }
+                },
+                self.consumers.clone(),
+            );
+        }
+        rx
+    }
+
+    /// Removes the namespace's queues and exchanges; the database goes with `self`.
+    pub async fn finish(self) {
+        self.consumers.cancel();
+        if let Err(e) = self.bus.teardown(&[]).await {
+            eprintln!("bus teardown: {e}");
+        }
+        self.shutdown.cancel();
+    }
+}
+
+/// Waits at most `secs` for the next delivery.
+pub async fn next_delivery(
+    rx: &mut mpsc::UnboundedReceiver<Delivery>,
+    secs: u64,
+) -> Option<Delivery> {
+    tokio::time::timeout(Duration::from_secs(secs), rx.recv())
+        .await
+        .ok()
+        .flatten()
+}
+
+/// A minimal valid definition with one SIMPLE task.
+pub fn simple_def(name: &str, version: i32) -> Value {
+    serde_json::json!({
+        "name": name,
+        "version": version,
+        "schemaVersion": 2,
+        "tasks": [{
+            "name": "greet",
+            "taskReferenceName": "greet_ref",
+            "type": "SIMPLE",
+            "inputParameters": {"who": "${workflow.input.who}"}
+        }]
+    })
+}

@@ -1,0 +1,708 @@
+//! The bus against a real RabbitMQ. Each test has its own namespace and tears it down.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures_util::StreamExt;
+use lapin::options::{BasicAckOptions, BasicConsumeOptions, QueueDeclareOptions};
+use lapin::types::{AMQPValue, FieldTable};
+use lapin::{Connection, ConnectionProperties};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+use weft::bus::{Bus, ConsumeOptions, Delivery, Disposition};
+use weft::topology::Names;
+use weft::{Envelope, Error};
+
+const URL: &str = "amqp://guest:guest@127.0.0.1:5672/%2f";
+/// Generous bound for anything a test waits on.
+const WAIT: Duration = Duration::from_secs(20);
+const TRACEPARENT: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+
+/// A bus on a fresh namespace with two command shards.
+async fn bus() -> Bus {
+    let ns = format!("t{}", Uuid::new_v4().simple());
+    bus_on(&ns).await
+}
+
+async fn bus_on(ns: &str) -> Bus {
+    Bus::connect(URL, Names::new(ns, 2), CancellationToken::new())
+        .await
+        .unwrap()
+}
+
+fn envelope(workflow_id: &str, n: u64) -> Envelope {
+    Envelope {
+        id: Uuid::now_v7(),
+        kind: "Test".into(),
+        version: 1,
+        workflow_id: workflow_id.into(),
+        run_id: None,
+        time: chrono::Utc::now(),
+        payload: serde_json::json!({ "n": n }),
+    }
+}
+
+fn n_of(d: &Delivery) -> u64 {
+    d.envelope.payload["n"].as_u64().unwrap()
+}
+
+/// A handler that forwards every delivery to the returned receiver and acks it.
+fn forwarding() -> (
+    impl Fn(Delivery) -> std::future::Ready<Disposition> + Send + Sync + 'static,
+    mpsc::UnboundedReceiver<Delivery>,
+) {
+    let (tx, rx) = mpsc::unbounded_channel();
+    let handler = move |d: Delivery| {
+        let _ = tx.send(d);
+        std::future::ready(Disposition::Ack)
+    };
+    (handler, rx)
+}
+
+async fn recv<T>(rx: &mut mpsc::UnboundedReceiver<T>) -> T {
+    tokio::time::timeout(WAIT, rx.recv())
+        .await
+        .expect("timed out waiting for a message")
+        .expect("channel closed")
+}
+
+fn opts(prefetch: u16, concurrency: usize) -> ConsumeOptions {
+    ConsumeOptions {
+        prefetch,
+        concurrency,
+    }
+}
+
+/// A plain lapin connection, to look at queues from outside the bus.
+async fn raw() -> Connection {
+    Connection::connect(URL, ConnectionProperties::default())
+        .await
+        .unwrap()
+}
+
+/// Takes one message off `queue` with a plain lapin consumer.
+async fn take_one(queue: &str) -> lapin::message::Delivery {
+    let conn = raw().await;
+    let ch = conn.create_channel().await.unwrap();
+    let mut consumer = ch
+        .basic_consume(
+            queue.into(),
+            "".into(),
+            BasicConsumeOptions::default(),
+            FieldTable::default(),
+        )
+        .await
+        .unwrap();
+    let d = tokio::time::timeout(WAIT, consumer.next())
+        .await
+        .expect("timed out waiting on the raw consumer")
+        .unwrap()
+        .unwrap();
+    d.acker.ack(BasicAckOptions::default()).await.unwrap();
+    d
+}
+
+/// Ready messages in `queue`, waiting until it equals `want` (or the bound passes).
+async fn ready_count(queue: &str, want: u32) -> u32 {
+    let conn = raw().await;
+    let ch = conn.create_channel().await.unwrap();
+    let passive = QueueDeclareOptions {
+        passive: true,
+        ..QueueDeclareOptions::default()
+    };
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let q = ch
+            .queue_declare(queue.into(), passive, FieldTable::default())
+            .await
+            .unwrap();
+        if q.message_count() == want || Instant::now() > deadline {
+            return q.message_count();
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn header(d: &lapin::message::Delivery, name: &str) -> Option<String> {
+    match d.properties.headers().as_ref()?.inner().get(name)? {
+        AMQPValue::LongString(s) => Some(String::from_utf8_lossy(s.as_bytes()).into_owned()),
+        _ => None,
+    }
+}
+
+#[tokio::test]
+async fn published_envelope_round_trips_with_its_traceparent() {
+    let bus = bus().await;
+    let names = bus.names().clone();
+    bus.declare_activity_queue("greet").await.unwrap();
+    let sent = envelope("wf-1", 7);
+    bus.publish_bytes(
+        &names.activity_exchange(),
+        "greet",
+        &sent.to_bytes().unwrap(),
+        Some(TRACEPARENT),
+    )
+    .await
+    .unwrap();
+
+    let stop = CancellationToken::new();
+    let (handler, mut rx) = forwarding();
+    let queue = names.activity_queue("greet");
+    let task = bus.consume(&queue, opts(8, 1), handler, stop.clone());
+    let got = recv(&mut rx).await;
+    assert_eq!(got.envelope, sent);
+    assert_eq!(got.traceparent.as_deref(), Some(TRACEPARENT));
+    assert!(!got.redelivered);
+    assert_eq!(got.queue, queue);
+
+    // publish() without a current span carries no traceparent but the same envelope.
+    let second = envelope("wf-1", 8);
+    bus.publish(&names.activity_exchange(), "greet", &second)
+        .await
+        .unwrap();
+    assert_eq!(recv(&mut rx).await.envelope, second);
+
+    stop.cancel();
+    task.await.unwrap();
+    bus.teardown(&[]).await.unwrap();
+}
+
+#[tokio::test]
+async fn commands_are_routed_to_their_workflow_shard() {
+    let bus = bus().await;
+    let names = bus.names().clone();
+    let stop = CancellationToken::new();
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let mut tasks = Vec::new();
+    for k in 0..names.shards() {
+        let tx = tx.clone();
+        let handler = move |d: Delivery| {
+            let _ = tx.send((k, d));
+            std::future::ready(Disposition::Ack)
+        };
+        tasks.push(bus.consume(&names.command_queue(k), opts(8, 1), handler, stop.clone()));
+    }
+    for wf in ["alpha", "beta", "gamma", "delta"] {
+        let sent = envelope(wf, 1);
+        bus.publish_command(&sent).await.unwrap();
+        let (shard, got) = recv(&mut rx).await;
+        assert_eq!(got.envelope, sent);
+        assert_eq!(Names::shard_key(shard), names.command_key_for(wf));
+    }
+    stop.cancel();
+    for t in tasks {
+        t.await.unwrap();
+    }
+    bus.teardown(&[]).await.unwrap();
+}
+
+#[tokio::test]
+async fn undecodable_body_is_dead_lettered_with_its_reason_and_the_consumer_goes_on() {
+    let bus = bus().await;
+    let names = bus.names().clone();
+    bus.declare_activity_queue("poison").await.unwrap();
+    let queue = names.activity_queue("poison");
+    let exchange = names.activity_exchange();
+    bus.publish_bytes(&exchange, "poison", b"{not an envelope", None)
+        .await
+        .unwrap();
+    let good = envelope("wf-2", 1);
+    bus.publish(&exchange, "poison", &good).await.unwrap();
+
+    let stop = CancellationToken::new();
+    let (handler, mut rx) = forwarding();
+    let task = bus.consume(&queue, opts(8, 1), handler, stop.clone());
+    assert_eq!(recv(&mut rx).await.envelope, good);
+
+    let dead = take_one(&Names::dlq(&queue)).await;
+    assert_eq!(dead.data, b"{not an envelope");
+    let reason = header(&dead, "x-weft-dead-reason").unwrap();
+    assert!(reason.contains("envelope"), "{reason}");
+    assert_eq!(header(&dead, "x-weft-original-queue"), Some(queue.clone()));
+    assert_eq!(ready_count(&queue, 0).await, 0);
+
+    stop.cancel();
+    task.await.unwrap();
+    bus.teardown(&[]).await.unwrap();
+}
+
+#[tokio::test]
+async fn dead_letter_disposition_moves_the_message_to_the_dlq_with_the_reason() {
+    let bus = bus().await;
+    let names = bus.names().clone();
+    bus.declare_activity_queue("refuse").await.unwrap();
+    let queue = names.activity_queue("refuse");
+    let sent = envelope("wf-3", 1);
+    bus.publish_bytes(
+        &names.activity_exchange(),
+        "refuse",
+        &sent.to_bytes().unwrap(),
+        Some(TRACEPARENT),
+    )
+    .await
+    .unwrap();
+
+    let stop = CancellationToken::new();
+    let handler = |_d: Delivery| async { Disposition::DeadLetter("unknown task type".into()) };
+    let task = bus.consume(&queue, opts(8, 1), handler, stop.clone());
+    let dead = take_one(&Names::dlq(&queue)).await;
+    assert_eq!(Envelope::from_bytes(&dead.data).unwrap(), sent);
+    assert_eq!(
+        header(&dead, "x-weft-dead-reason").as_deref(),
+        Some("unknown task type")
+    );
+    assert_eq!(header(&dead, "traceparent").as_deref(), Some(TRACEPARENT));
+    assert_eq!(ready_count(&queue, 0).await, 0);
+
+    stop.cancel();
+    task.await.unwrap();
+    bus.teardown(&[]).await.unwrap();
+}
+
+#[tokio::test]
+async fn requeued_message_comes_back_marked_redelivered() {
+    let bus = bus().await;
+    let names = bus.names().clone();
+    bus.declare_activity_queue("again").await.unwrap();
+    let sent = envelope("wf-4", 1);
+    bus.publish(&names.activity_exchange(), "again", &sent)
+        .await
+        .unwrap();
+
+    let stop = CancellationToken::new();
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let seen = Arc::new(AtomicUsize::new(0));
+    let handler = move |d: Delivery| {
+        let first = seen.fetch_add(1, Ordering::SeqCst) == 0;
+        let _ = tx.send(d);
+        async move {
+            if first {
+                Disposition::Requeue
+            } else {
+                Disposition::Ack
+            }
+        }
+    };
+    let queue = names.activity_queue("again");
+    let task = bus.consume(&queue, opts(8, 1), handler, stop.clone());
+    let first = recv(&mut rx).await;
+    let second = recv(&mut rx).await;
+    assert_eq!(first.envelope, sent);
+    assert!(!first.redelivered);
+    assert_eq!(second.envelope, sent);
+    assert!(second.redelivered);
+
+    stop.cancel();
+    task.await.unwrap();
+    assert_eq!(ready_count(&queue, 0).await, 0);
+    bus.teardown(&[]).await.unwrap();
+}
+
+#[tokio::test]
+async fn concurrency_one_handles_messages_one_at_a_time_in_queue_order() {
+    let bus = bus().await;
+    let names = bus.names().clone();
+    bus.declare_activity_queue("ordered").await.unwrap();
+    const N: u64 = 200;
+    for n in 0..N {
+        bus.publish(&names.activity_exchange(), "ordered", &envelope("wf-5", n))
+            .await
+            .unwrap();
+    }
+
+    let stop = CancellationToken::new();
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let running = Arc::new(AtomicUsize::new(0));
+    let most = Arc::new(AtomicUsize::new(0));
+    let handler = {
+        let (running, most) = (running.clone(), most.clone());
+        move |d: Delivery| {
+            let (running, most, tx) = (running.clone(), most.clone(), tx.clone());
+            async move {
+                let now = running.fetch_add(1, Ordering::SeqCst) + 1;
+                most.fetch_max(now, Ordering::SeqCst);
+                // Later messages finish faster: any overlap would reorder them.
+                tokio::time::sleep(Duration::from_micros(200 * (N - n_of(&d)))).await;
+                let _ = tx.send(n_of(&d));
+                running.fetch_sub(1, Ordering::SeqCst);
+                Disposition::Ack
+            }
+        }
+    };
+    let queue = names.activity_queue("ordered");
+    let task = bus.consume(&queue, opts(50, 1), handler, stop.clone());
+    let mut got = Vec::new();
+    for _ in 0..N {
+        got.push(recv(&mut rx).await);
+    }
+    assert_eq!(got, (0..N).collect::<Vec<_>>());
+    assert_eq!(most.load(Ordering::SeqCst), 1);
+
+    stop.cancel();
+    task.await.unwrap();
+    bus.teardown(&[]).await.unwrap();
+}
+
+#[tokio::test]
+async fn higher_concurrency_runs_handlers_side_by_side() {
+    let bus = bus().await;
+    let names = bus.names().clone();
+    bus.declare_activity_queue("parallel").await.unwrap();
+    for n in 0..20 {
+        bus.publish(&names.activity_exchange(), "parallel", &envelope("wf-6", n))
+            .await
+            .unwrap();
+    }
+    let stop = CancellationToken::new();
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let running = Arc::new(AtomicUsize::new(0));
+    let most = Arc::new(AtomicUsize::new(0));
+    let handler = {
+        let (running, most) = (running.clone(), most.clone());
+        move |d: Delivery| {
+            let (running, most, tx) = (running.clone(), most.clone(), tx.clone());
+            async move {
+                let now = running.fetch_add(1, Ordering::SeqCst) + 1;
+                most.fetch_max(now, Ordering::SeqCst);
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                running.fetch_sub(1, Ordering::SeqCst);
+                let _ = tx.send(n_of(&d));
+                Disposition::Ack
+            }
+        }
+    };
+    let task = bus.consume(
+        &names.activity_queue("parallel"),
+        opts(20, 4),
+        handler,
+        stop.clone(),
+    );
+    for _ in 0..20 {
+        recv(&mut rx).await;
+    }
+    assert_eq!(most.load(Ordering::SeqCst), 4);
+    stop.cancel();
+    task.await.unwrap();
+    bus.teardown(&[]).await.unwrap();
+}
+
+#[tokio::test]
+async fn consume_batches_hands_over_what_is_buffered_in_order() {
+    let bus = bus().await;
+    let names = bus.names().clone();
+    bus.declare_activity_queue("batched").await.unwrap();
+    let exchange = names.activity_exchange();
+    const N: u64 = 60;
+    for n in 0..N {
+        bus.publish(&exchange, "batched", &envelope("wf-7", n))
+            .await
+            .unwrap();
+    }
+    // A poison message in the middle is dead-lettered, never handed to the handler.
+    bus.publish_bytes(&exchange, "batched", b"garbage", None)
+        .await
+        .unwrap();
+
+    let stop = CancellationToken::new();
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let handler = move |batch: Vec<Delivery>| {
+        let ns: Vec<u64> = batch.iter().map(n_of).collect();
+        let _ = tx.send(ns);
+        let acks = vec![Disposition::Ack; batch.len()];
+        async move {
+            // Give the broker time to buffer the next batch.
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            acks
+        }
+    };
+    let queue = names.activity_queue("batched");
+    let task = bus.consume_batches(&queue, 100, 25, handler, stop.clone());
+    let mut got = Vec::new();
+    let mut sizes = Vec::new();
+    while got.len() < N as usize {
+        let batch = recv(&mut rx).await;
+        sizes.push(batch.len());
+        got.extend(batch);
+    }
+    assert_eq!(got, (0..N).collect::<Vec<_>>());
+    assert!(sizes.iter().all(|&s| (1..=25).contains(&s)), "{sizes:?}");
+    assert!(sizes.iter().any(|&s| s > 1), "{sizes:?}");
+    let dead = take_one(&Names::dlq(&queue)).await;
+    assert_eq!(dead.data, b"garbage");
+    assert_eq!(ready_count(&queue, 0).await, 0);
+
+    stop.cancel();
+    task.await.unwrap();
+    bus.teardown(&[]).await.unwrap();
+}
+
+#[tokio::test]
+async fn declaring_the_topology_twice_works() {
+    let ns = format!("t{}", Uuid::new_v4().simple());
+    let first = bus_on(&ns).await;
+    let second = bus_on(&ns).await;
+    first.declare_activity_queue("shared").await.unwrap();
+    second.declare_activity_queue("shared").await.unwrap();
+    second.declare_activity_queue("shared").await.unwrap(); // cached
+
+    let names = first.names().clone();
+    let stop = CancellationToken::new();
+    let (handler, mut rx) = forwarding();
+    let task = second.consume(
+        &names.activity_queue("shared"),
+        opts(8, 1),
+        handler,
+        stop.clone(),
+    );
+    let sent = envelope("wf-8", 1);
+    first
+        .publish(&names.activity_exchange(), "shared", &sent)
+        .await
+        .unwrap();
+    assert_eq!(recv(&mut rx).await.envelope, sent);
+
+    stop.cancel();
+    task.await.unwrap();
+    first.teardown(&[]).await.unwrap();
+    second.teardown(&[]).await.unwrap();
+}
+
+/// Publishes `n` and waits until the consumer behind `rx` has it.
+async fn publish_and_see(bus: &Bus, n: u64, rx: &mut mpsc::UnboundedReceiver<Delivery>) {
+    let names = bus.names();
+    bus.publish(&names.activity_exchange(), "resilient", &envelope("wf-9", n))
+        .await
+        .unwrap();
+    loop {
+        // A message may come twice around a reconnect (redelivery); skip older ones.
+        if n_of(&recv(rx).await) == n {
+            return;
+        }
+    }
+}
+
+#[tokio::test]
+async fn publishing_and_consuming_resume_after_a_client_side_disconnect() {
+    let bus = bus().await;
+    bus.declare_activity_queue("resilient").await.unwrap();
+    let stop = CancellationToken::new();
+    let (handler, mut rx) = forwarding();
+    let queue = bus.names().activity_queue("resilient");
+    let task = bus.consume(&queue, opts(8, 1), handler, stop.clone());
+    publish_and_see(&bus, 1, &mut rx).await;
+
+    bus.force_disconnect().await;
+    assert!(!bus.is_connected());
+    publish_and_see(&bus, 2, &mut rx).await;
+    assert!(bus.is_connected());
+
+    stop.cancel();
+    task.await.unwrap();
+    bus.teardown(&[]).await.unwrap();
+}
+
+/// Asks the broker to close the connection named `name` (as an operator would).
+async fn close_from_broker(name: &str) {
+    let out = tokio::process::Command::new("rabbitmqctl")
+        .args(["list_connections", "-q", "--no-table-headers", "pid", "client_properties"])
+        .output()
+        .await
+        .unwrap();
+    let listing = String::from_utf8_lossy(&out.stdout);
+    let line = listing
+        .lines()
+        .find(|l| l.contains(name))
+        .unwrap_or_else(|| panic!("connection {name} not listed:\n{listing}"));
+    let pid = line.split_whitespace().next().unwrap();
+    let status = tokio::process::Command::new("rabbitmqctl")
+        .args(["close_connection", pid, "test"])
+        .status()
+        .await
+        .unwrap();
+    assert!(status.success());
+}
+
+#[tokio::test]
+async fn publishing_and_consuming_resume_after_the_broker_closes_the_connection() {
+    let bus = bus().await;
+    bus.declare_activity_queue("resilient").await.unwrap();
+    let stop = CancellationToken::new();
+    let (handler, mut rx) = forwarding();
+    let queue = bus.names().activity_queue("resilient");
+    let task = bus.consume(&queue, opts(8, 1), handler, stop.clone());
+    publish_and_see(&bus, 1, &mut rx).await;
+
+    close_from_broker(bus.connection_name()).await;
+    let deadline = Instant::now() + WAIT;
+    while bus.is_connected() && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(!bus.is_connected(), "the close never reached the client");
+    publish_and_see(&bus, 2, &mut rx).await;
+    publish_and_see(&bus, 3, &mut rx).await;
+
+    stop.cancel();
+    task.await.unwrap();
+    bus.teardown(&[]).await.unwrap();
+}
+
+#[tokio::test]
+async fn shutdown_finishes_the_running_handler_and_leaves_the_rest_queued() {
+    let bus = bus().await;
+    let names = bus.names().clone();
+    bus.declare_activity_queue("drain").await.unwrap();
+    for n in 0..3 {
+        bus.publish(&names.activity_exchange(), "drain", &envelope("wf-10", n))
+            .await
+            .unwrap();
+    }
+    let stop = CancellationToken::new();
+    let (started_tx, mut started) = mpsc::unbounded_channel();
+    let release = Arc::new(tokio::sync::Notify::new());
+    let handler = {
+        let release = release.clone();
+        move |d: Delivery| {
+            let _ = started_tx.send(n_of(&d));
+            let release = release.clone();
+            async move {
+                release.notified().await;
+                Disposition::Ack
+            }
+        }
+    };
+    let queue = names.activity_queue("drain");
+    let task = bus.consume(&queue, opts(10, 1), handler, stop.clone());
+    assert_eq!(recv(&mut started).await, 0);
+    stop.cancel();
+    tokio::task::yield_now().await;
+    release.notify_one();
+    tokio::time::timeout(WAIT, task).await.unwrap().unwrap();
+    // The first was finished and acked; the two buffered ones went back to the queue.
+    assert_eq!(ready_count(&queue, 2).await, 2);
+    assert!(started.try_recv().is_err());
+    bus.teardown(&[]).await.unwrap();
+}
+
+#[tokio::test]
+async fn connect_gives_up_when_shutdown_fires() {
+    let stop = CancellationToken::new();
+    let names = Names::new("unreachable", 1);
+    let connecting = Bus::connect("amqp://guest:guest@127.0.0.1:1/%2f", names, stop.clone());
+    let canceller = async {
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        stop.cancel();
+    };
+    let (res, ()) = tokio::join!(connecting, canceller);
+    assert!(matches!(res, Err(Error::ShuttingDown)), "{res:?}");
+}
+
+#[tokio::test]
+async fn many_concurrent_publishes_are_all_confirmed() {
+    let bus = bus().await;
+    let names = bus.names().clone();
+    bus.declare_activity_queue("load").await.unwrap();
+    const TASKS: u64 = 50;
+    const EACH: u64 = 60;
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for t in 0..TASKS {
+        let (bus, exchange) = (bus.clone(), names.activity_exchange());
+        tasks.push(tokio::spawn(async move {
+            for i in 0..EACH {
+                bus.publish(&exchange, "load", &envelope("wf-11", t * EACH + i))
+                    .await
+                    .unwrap();
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let total = TASKS * EACH;
+    let rate = total as f64 / started.elapsed().as_secs_f64();
+    eprintln!("{total} confirmed publishes at {rate:.0}/s");
+    let queue = names.activity_queue("load");
+    assert_eq!(ready_count(&queue, total as u32).await, total as u32);
+    bus.teardown(&[]).await.unwrap();
+}
+
+#[tokio::test]
+async fn teardown_removes_the_namespace() {
+    let bus = bus().await;
+    let names = bus.names().clone();
+    bus.declare_activity_queue("gone").await.unwrap();
+    let extra = format!("{}.listener", names.namespace());
+    bus.declare_queue(&extra, &[(&names.events_exchange(), "workflow.*")])
+        .await
+        .unwrap();
+    bus.teardown(&[]).await.unwrap();
+    // Missing queues are fine on a second teardown.
+    bus.teardown(&[format!("{}.never", names.namespace())])
+        .await
+        .unwrap();
+
+    let conn = raw().await;
+    let passive = QueueDeclareOptions {
+        passive: true,
+        ..QueueDeclareOptions::default()
+    };
+    for queue in [
+        names.command_queue(0),
+        Names::dlq(&names.command_queue(1)),
+        names.heartbeat_queue(),
+        names.activity_queue("gone"),
+        extra,
+    ] {
+        let ch = conn.create_channel().await.unwrap();
+        let res = ch
+            .queue_declare(queue.as_str().into(), passive, FieldTable::default())
+            .await;
+        assert!(res.is_err(), "{queue} still exists");
+    }
+}
+
+/// Shared with handlers that collect what they saw.
+type Seen = Arc<Mutex<Vec<u64>>>;
+
+#[tokio::test]
+async fn a_panicking_handler_dead_letters_its_message_and_the_consumer_goes_on() {
+    let bus = bus().await;
+    let names = bus.names().clone();
+    bus.declare_activity_queue("panics").await.unwrap();
+    for n in 0..2 {
+        bus.publish(&names.activity_exchange(), "panics", &envelope("wf-12", n))
+            .await
+            .unwrap();
+    }
+    let stop = CancellationToken::new();
+    let seen: Seen = Arc::default();
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let handler = {
+        let seen = seen.clone();
+        move |d: Delivery| {
+            let n = n_of(&d);
+            seen.lock().unwrap().push(n);
+            let tx = tx.clone();
+            async move {
+                if n == 0 {
+                    panic!("boom");
+                }
+                let _ = tx.send(n);
+                Disposition::Ack
+            }
+        }
+    };
+    let queue = names.activity_queue("panics");
+    let task = bus.consume(&queue, opts(8, 1), handler, stop.clone());
+    assert_eq!(recv(&mut rx).await, 1);
+    let dead = take_one(&Names::dlq(&queue)).await;
+    let reason = header(&dead, "x-weft-dead-reason").unwrap();
+    assert!(reason.contains("boom"), "{reason}");
+    assert_eq!(*seen.lock().unwrap(), vec![0, 1]);
+
+    stop.cancel();
+    task.await.unwrap();
+    bus.teardown(&[]).await.unwrap();
+}
