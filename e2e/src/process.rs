@@ -258,9 +258,9 @@ impl Proc {
     pub fn failure(&self, what: &str) -> anyhow::Error {
         let status = self.exited.map(|s| format!(" ({s})")).unwrap_or_default();
         anyhow::anyhow!(
-            "{} (pid {:?}) {what}{status}; log: {}\n--- last lines of the log ---\n{}",
+            "{} (pid {}) {what}{status}; log: {}\n--- last lines of the log ---\n{}",
             self.service.binary(),
-            self.pid,
+            self.pid.map_or("-".into(), |p| p.to_string()),
             self.log_path.display(),
             tail(&self.log_path, 30)
         )

@@ -110,7 +110,10 @@ impl Config {
     }
 }
 
-fn parse<T: std::str::FromStr>(get: &impl Fn(&str) -> Option<String>, key: &str) -> Result<Option<T>>
+fn parse<T: std::str::FromStr>(
+    get: &impl Fn(&str) -> Option<String>,
+    key: &str,
+) -> Result<Option<T>>
 where
     T::Err: std::fmt::Display,
 {

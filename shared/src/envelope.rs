@@ -49,9 +49,9 @@ impl Envelope {
             run_id,
             time: Utc::now(),
             payload: match serde_json::to_value(payload)? {
-                serde_json::Value::Object(mut tagged) => tagged
-                    .remove("payload")
-                    .unwrap_or(serde_json::Value::Null),
+                serde_json::Value::Object(mut tagged) => {
+                    tagged.remove("payload").unwrap_or(serde_json::Value::Null)
+                }
                 other => other,
             },
         })

@@ -47,10 +47,7 @@ pub async fn connect(
             if !bus.is_connected() {
                 return Err("RabbitMQ connection is down".to_owned());
             }
-            store
-                .ping()
-                .await
-                .map_err(|e| format!("PostgreSQL: {e}"))
+            store.ping().await.map_err(|e| format!("PostgreSQL: {e}"))
         }
     });
     let addr = config.admin_addr.unwrap_or(default_admin);

@@ -25,7 +25,8 @@ pub fn apply_command(state: &RunState, command: &Command) -> Applied {
             "workflow {} already has run {}",
             state.workflow_id, state.run_id
         )),
-        Command::ActivityCompleted(c) => match check_attempt(state, c.run_id, c.task_id, c.attempt) {
+        Command::ActivityCompleted(c) => match check_attempt(state, c.run_id, c.task_id, c.attempt)
+        {
             Err(why) => Applied::Ignored(why),
             Ok(task_ref) => Applied::Events(vec![completed(task_ref, c)]),
         },
@@ -44,7 +45,10 @@ fn check_attempt(
     attempt: i32,
 ) -> Result<String, String> {
     if run_id != state.run_id {
-        return Err(format!("result for run {run_id}, current run is {}", state.run_id));
+        return Err(format!(
+            "result for run {run_id}, current run is {}",
+            state.run_id
+        ));
     }
     if state.status != RunStatus::Running {
         return Err(format!("run is {}", state.status.as_str()));
@@ -53,10 +57,17 @@ fn check_attempt(
         .task(task_id)
         .ok_or_else(|| format!("unknown task {task_id}"))?;
     if task.attempt != attempt {
-        return Err(format!("attempt {attempt} is not current ({})", task.attempt));
+        return Err(format!(
+            "attempt {attempt} is not current ({})",
+            task.attempt
+        ));
     }
     if !task.status.is_pending() {
-        return Err(format!("task {} is already {}", task.task_ref, task.status.as_str()));
+        return Err(format!(
+            "task {} is already {}",
+            task.task_ref,
+            task.status.as_str()
+        ));
     }
     Ok(task.task_ref.clone())
 }
@@ -123,15 +134,24 @@ mod tests {
     fn duplicate_result_is_ignored() {
         let h = one_task().completed("a", json!({}));
         let state = h.state();
-        assert!(matches!(apply_command(&state, &result(&state, 1)), Applied::Ignored(_)));
+        assert!(matches!(
+            apply_command(&state, &result(&state, 1)),
+            Applied::Ignored(_)
+        ));
     }
 
     #[test]
     fn stale_attempt_and_foreign_run_are_ignored() {
         let state = one_task().state();
-        assert!(matches!(apply_command(&state, &result(&state, 2)), Applied::Ignored(_)));
+        assert!(matches!(
+            apply_command(&state, &result(&state, 2)),
+            Applied::Ignored(_)
+        ));
         let mut other = state.clone();
         other.run_id = Uuid::from_u128(99);
-        assert!(matches!(apply_command(&other, &result(&state, 1)), Applied::Ignored(_)));
+        assert!(matches!(
+            apply_command(&other, &result(&state, 1)),
+            Applied::Ignored(_)
+        ));
     }
 }

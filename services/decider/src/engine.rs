@@ -157,7 +157,9 @@ impl Shard {
                 None => batch.new_runs.push(w.state.record()),
                 Some(v) => batch.updated_runs.push((w.state.record(), v)),
             }
-            batch.events.extend(w.events[w.first_new_event..].iter().cloned());
+            batch
+                .events
+                .extend(w.events[w.first_new_event..].iter().cloned());
             batch.tasks.extend(
                 w.state
                     .tasks
@@ -250,6 +252,7 @@ impl Shard {
             for d in decisions {
                 let event = match d {
                     Decision::ScheduleTask {
+                        task_id,
                         task_ref,
                         task_type,
                         task_name,
@@ -257,7 +260,7 @@ impl Shard {
                         attempt,
                     } => {
                         let scheduled = TaskScheduled {
-                            task_id: weft::ids::new_id(),
+                            task_id,
                             task_ref,
                             task_type,
                             task_name,
@@ -265,7 +268,9 @@ impl Shard {
                             attempt,
                             input,
                         };
-                        self.bus.declare_activity_queue(&scheduled.task_name).await?;
+                        self.bus
+                            .declare_activity_queue(&scheduled.task_name)
+                            .await?;
                         w.outbox.push(self.activity_message(&w.state, &scheduled)?);
                         Event::TaskScheduled(scheduled)
                     }
@@ -289,7 +294,11 @@ impl Shard {
         )))
     }
 
-    fn activity_message(&self, state: &RunState, s: &TaskScheduled) -> Result<OutboxMessage, Error> {
+    fn activity_message(
+        &self,
+        state: &RunState,
+        s: &TaskScheduled,
+    ) -> Result<OutboxMessage, Error> {
         let names = self.bus.names();
         let task = ActivityMessage::ActivityTask(ActivityTask {
             task_id: s.task_id,

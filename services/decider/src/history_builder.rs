@@ -5,9 +5,7 @@ use chrono::{TimeZone, Utc};
 use serde_json::Value;
 use uuid::Uuid;
 use weft::dsl::WorkflowDef;
-use weft::messages::{
-    Event, TaskCompleted, TaskFailed, TaskScheduled, WorkflowStarted,
-};
+use weft::messages::{Event, TaskCompleted, TaskFailed, TaskScheduled, WorkflowStarted};
 use weft::store::runs::StoredEvent;
 
 use crate::state::RunState;

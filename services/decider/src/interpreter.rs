@@ -12,6 +12,9 @@ use crate::state::{RunState, RunStatus, TaskStatus};
 pub enum Decision {
     /// Publish an activity task.
     ScheduleTask {
+        /// The new task's id, derived from the run and its position, so that replaying
+        /// a history yields the very same decision.
+        task_id: uuid::Uuid,
         /// Reference name.
         task_ref: String,
         /// Type (`SIMPLE`).
@@ -56,11 +59,17 @@ pub fn decide(state: &RunState) -> Vec<Decision> {
         }
         match state.latest(&task.task_reference_name) {
             None => {
-                let input = expr::resolve(
-                    &Value::Object(task.input_parameters.clone()),
-                    &state.expression_context(),
-                );
+                let task_id = task_id_for(state, &task.task_reference_name, 1);
+                let mut context = state.expression_context();
+                if let Value::Object(map) = &mut context {
+                    map.insert(
+                        expr::TASK_ID_VARIABLE.to_owned(),
+                        Value::String(task_id.to_string()),
+                    );
+                }
+                let input = expr::resolve(&Value::Object(task.input_parameters.clone()), &context);
                 return vec![Decision::ScheduleTask {
+                    task_id,
                     task_ref: task.task_reference_name.clone(),
                     task_type: kind.map_or("SIMPLE", TaskType::as_str).to_owned(),
                     task_name: task.name.clone(),
@@ -87,6 +96,13 @@ pub fn decide(state: &RunState) -> Vec<Decision> {
     vec![Decision::CompleteWorkflow {
         output: workflow_output(state),
     }]
+}
+
+/// The id of the task scheduled next for `task_ref`: a name-based UUID in the run's
+/// namespace over (position, ref, attempt).
+fn task_id_for(state: &RunState, task_ref: &str, attempt: i32) -> uuid::Uuid {
+    let name = format!("{}/{task_ref}/{attempt}", state.tasks.len());
+    uuid::Uuid::new_v5(&state.run_id, name.as_bytes())
 }
 
 /// `outputParameters` resolved; without them, Conductor's rule: the last task's output.
@@ -131,6 +147,7 @@ mod tests {
         assert_eq!(
             decide(&h.state()),
             vec![Decision::ScheduleTask {
+                task_id: task_id_for(&h.state(), "n", 1),
                 task_ref: "n".into(),
                 task_type: "SIMPLE".into(),
                 task_name: "make_name".into(),
@@ -138,6 +155,19 @@ mod tests {
                 attempt: 1,
             }]
         );
+    }
+
+    #[test]
+    fn task_id_is_visible_to_inputs_as_cpewf_task_id() {
+        let def = json!({"name": "w", "tasks": [{"name": "a", "taskReferenceName": "a",
+            "inputParameters": {"me": "${CPEWF_TASK_ID}"}}]});
+        let h = HistoryBuilder::started(def, json!({}));
+        match &decide(&h.state())[..] {
+            [Decision::ScheduleTask { task_id, input, .. }] => {
+                assert_eq!(input["me"], json!(task_id.to_string()));
+            }
+            other => panic!("unexpected decisions {other:?}"),
+        }
     }
 
     #[test]
@@ -154,7 +184,9 @@ mod tests {
             .scheduled("s", "shout", json!({"text": "Ada Weft"}))
             .completed("s", json!({"text": "ADA WEFT"}));
         match &decide(&h.state())[..] {
-            [Decision::ScheduleTask { task_ref, input, .. }] => {
+            [Decision::ScheduleTask {
+                task_ref, input, ..
+            }] => {
                 assert_eq!(task_ref, "c");
                 assert_eq!(input, &json!({"text": "ADA WEFT", "n": 3}));
             }
@@ -187,7 +219,9 @@ mod tests {
             .completed("a", json!({"x": 1}));
         assert_eq!(
             decide(&h.state()),
-            vec![Decision::CompleteWorkflow { output: json!({"x": 1}) }]
+            vec![Decision::CompleteWorkflow {
+                output: json!({"x": 1})
+            }]
         );
     }
 
@@ -197,7 +231,10 @@ mod tests {
             .scheduled("n", "make_name", json!({}))
             .failed("n", "boom");
         match &decide(&h.state())[..] {
-            [Decision::FailWorkflow { reason, failed_task_refs }] => {
+            [Decision::FailWorkflow {
+                reason,
+                failed_task_refs,
+            }] => {
                 assert!(reason.contains("boom"), "{reason}");
                 assert_eq!(failed_task_refs, &vec!["n".to_string()]);
             }

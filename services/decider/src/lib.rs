@@ -21,10 +21,8 @@ use tokio_util::sync::CancellationToken;
 use weft::Config;
 
 /// The decider's admin port when `WEFT_ADMIN_ADDR` is unset.
-pub const DEFAULT_ADMIN_ADDR: SocketAddr = SocketAddr::new(
-    std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST),
-    9091,
-);
+pub const DEFAULT_ADMIN_ADDR: SocketAddr =
+    SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 9091);
 
 /// Runs the decider until `shutdown`; in-flight batches finish and are acknowledged,
 /// nothing unfinished is.

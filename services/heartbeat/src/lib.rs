@@ -9,10 +9,8 @@ use tokio_util::sync::CancellationToken;
 use weft::Config;
 
 /// The heartbeat service's admin port when `WEFT_ADMIN_ADDR` is unset.
-pub const DEFAULT_ADMIN_ADDR: SocketAddr = SocketAddr::new(
-    std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST),
-    9093,
-);
+pub const DEFAULT_ADMIN_ADDR: SocketAddr =
+    SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 9093);
 
 /// Runs the heartbeat service until `shutdown`.
 pub async fn run(config: Config, shutdown: CancellationToken) -> weft::Result<()> {

@@ -11,15 +11,18 @@ use tokio_util::sync::CancellationToken;
 use weft::Config;
 
 /// The history service's admin port when `WEFT_ADMIN_ADDR` is unset.
-pub const DEFAULT_ADMIN_ADDR: SocketAddr = SocketAddr::new(
-    std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST),
-    9092,
-);
+pub const DEFAULT_ADMIN_ADDR: SocketAddr =
+    SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 9092);
 
 /// Runs the history service until `shutdown`.
 pub async fn run(config: Config, shutdown: CancellationToken) -> weft::Result<()> {
     let deps = weft::runtime::connect(&config, DEFAULT_ADMIN_ADDR, 4, &shutdown).await?;
-    let sweeper = sweeper::Sweeper::new(deps.store.clone(), deps.bus.clone(), &deps.metrics, config.outbox_sweep_after);
+    let sweeper = sweeper::Sweeper::new(
+        deps.store.clone(),
+        deps.bus.clone(),
+        &deps.metrics,
+        config.outbox_sweep_after,
+    );
     sweeper.run(shutdown).await;
     Ok(())
 }

@@ -40,7 +40,11 @@ impl Sweeper {
     pub async fn run(&self, shutdown: CancellationToken) {
         let idle = (self.older_than / 4).clamp(Duration::from_millis(50), Duration::from_secs(1));
         loop {
-            let wait = match self.store.sweep_outbox(&self.bus, self.older_than, BATCH).await {
+            let wait = match self
+                .store
+                .sweep_outbox(&self.bus, self.older_than, BATCH)
+                .await
+            {
                 Ok(n) => {
                     if n > 0 {
                         self.republished.inc_by(n as u64);

@@ -26,7 +26,9 @@ pub(crate) async fn run<F, Fut>(
     Fut: Future<Output = Vec<Disposition>> + Send + 'static,
 {
     consume::supervise(&link, &queue, &shutdown, |session| {
-        session_loop(&link, session, &queue, prefetch, max_batch, &handler, &shutdown)
+        session_loop(
+            &link, session, &queue, prefetch, max_batch, &handler, &shutdown,
+        )
     })
     .await;
 }

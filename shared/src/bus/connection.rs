@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use lapin::{Connection, ConnectionProperties};
 use tokio_util::sync::CancellationToken;
@@ -20,6 +20,10 @@ use crate::{Error, Result};
 
 /// One connection attempt (TCP, handshake, declarations) may take this long.
 const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// Callers arriving within this long of a failed attempt share its failure instead of
+/// each hammering a broker that is down.
+const FAILURE_MEMORY: Duration = Duration::from_millis(50);
 
 /// AMQP reply code for a connection closed on purpose by an operator.
 const CONNECTION_FORCED: u16 = 320;
@@ -72,7 +76,8 @@ pub(crate) struct Link {
     url: String,
     current: RwLock<Option<Arc<Session>>>,
     /// Held while (re)connecting so that concurrent callers make one attempt, not many.
-    reconnect: tokio::sync::Mutex<()>,
+    /// Guarded by the lock: when the last attempt failed, and why.
+    reconnect: tokio::sync::Mutex<Option<(Instant, String)>>,
     declared: Mutex<Declared>,
 }
 
@@ -98,7 +103,7 @@ impl Link {
             connection_name,
             url: url.to_owned(),
             current: RwLock::new(None),
-            reconnect: tokio::sync::Mutex::new(()),
+            reconnect: tokio::sync::Mutex::new(None),
             declared: Mutex::new(Declared::new()),
         }
     }
@@ -123,19 +128,31 @@ impl Link {
         if let Some(s) = self.current().filter(|s| s.is_up()) {
             return Ok(s);
         }
-        let _guard = self.reconnect.lock().await;
+        let mut last_failure = self.reconnect.lock().await;
         // Someone else may have reconnected while we waited for the lock.
         if let Some(s) = self.current().filter(|s| s.is_up()) {
             return Ok(s);
         }
-        let session = tokio::time::timeout(ATTEMPT_TIMEOUT, self.open())
+        if let Some((at, why)) = last_failure.as_ref() {
+            if at.elapsed() < FAILURE_MEMORY {
+                return Err(Failure::Transient(Error::Bus(why.clone())));
+            }
+        }
+        let opened = tokio::time::timeout(ATTEMPT_TIMEOUT, self.open())
             .await
-            .map_err(|_| {
-                Failure::Transient(Error::Bus(format!(
+            .unwrap_or_else(|_| {
+                Err(Failure::Transient(Error::Bus(format!(
                     "connecting to the broker took longer than {ATTEMPT_TIMEOUT:?}"
-                )))
-            })??;
-        let session = Arc::new(session);
+                ))))
+            });
+        let session = match opened {
+            Ok(session) => Arc::new(session),
+            Err(failure) => {
+                *last_failure = Some((Instant::now(), failure.to_string()));
+                return Err(failure);
+            }
+        };
+        *last_failure = None;
         let old = self
             .current
             .write()

@@ -79,6 +79,10 @@ pub(crate) async fn supervise<S, Fut>(
     S: FnMut(Arc<Session>) -> Fut,
     Fut: Future<Output = lapin::Result<Ended>>,
 {
+    if let Err(e) = super::check_name("queue", queue) {
+        tracing::error!(error = %e, "cannot consume");
+        return;
+    }
     let mut backoff = Backoff::new();
     loop {
         let Ok(session) = link.session_wait_with(shutdown, false).await else {

@@ -10,6 +10,7 @@ use lapin::options::{
 use lapin::types::{AMQPValue, FieldTable, LongString};
 use lapin::{Channel, Connection, ExchangeKind};
 
+use super::check_name;
 use super::connection::{Declared, Link};
 use crate::topology::Names;
 use crate::Result;
@@ -89,7 +90,11 @@ async fn declare_queue(
 }
 
 /// Declares the core topology of `names`, then the queues in `declared`.
-pub(crate) async fn core(conn: &Connection, names: &Names, declared: &Declared) -> lapin::Result<()> {
+pub(crate) async fn core(
+    conn: &Connection,
+    names: &Names,
+    declared: &Declared,
+) -> lapin::Result<()> {
     let ch = conn.create_channel().await?;
     declare_exchange(&ch, &names.commands_exchange(), ExchangeKind::Direct).await?;
     declare_exchange(&ch, &names.activity_exchange(), ExchangeKind::Direct).await?;
@@ -119,6 +124,11 @@ impl Link {
         queue: &str,
         bindings: Vec<(String, String)>,
     ) -> Result<()> {
+        check_name("queue", &Names::dlq(queue))?;
+        for (exchange, key) in &bindings {
+            check_name("exchange", exchange)?;
+            check_name("routing key", key)?;
+        }
         let missing: Vec<(String, String)> = match self.declared().get(queue) {
             Some(have) => bindings.into_iter().filter(|b| !have.contains(b)).collect(),
             None => bindings,
@@ -146,6 +156,8 @@ impl Link {
         queues.push(names.heartbeat_queue());
         queues.extend(self.declared().keys().cloned());
         queues.extend(extra_queues.iter().cloned());
+        // A name too long to declare was never declared.
+        queues.retain(|q| check_name("queue", &Names::dlq(q)).is_ok());
         queues.sort();
         queues.dedup();
 

@@ -7,7 +7,7 @@ use std::panic::AssertUnwindSafe;
 use futures_util::FutureExt;
 use lapin::message::Delivery as RawDelivery;
 use lapin::options::{BasicAckOptions, BasicNackOptions};
-use lapin::types::{AMQPValue, FieldTable, LongString};
+use lapin::types::{AMQPValue, LongString};
 use lapin::BasicProperties;
 
 use super::connection::Link;
@@ -49,7 +49,7 @@ pub(crate) async fn guarded<Fut: Future>(fut: Fut) -> Result<Fut::Output, String
 
 /// Copies `raw` to `<queue>.dlq` with the reason and origin in its headers (confirmed).
 async fn dead_letter(link: &Link, queue: &str, raw: &RawDelivery, reason: &str) -> Result<()> {
-    let mut headers = raw.properties.headers().clone().unwrap_or_else(FieldTable::default);
+    let mut headers = raw.properties.headers().clone().unwrap_or_default();
     headers.insert(
         DEAD_REASON_HEADER.into(),
         AMQPValue::LongString(LongString::from(reason)),

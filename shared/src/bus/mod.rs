@@ -5,9 +5,9 @@
 //! Every queue Weft declares has a dead-letter queue `<queue>.dlq`; poison messages land
 //! there with the reason in the `x-weft-dead-reason` header and never block their queue.
 //!
-//! Layout: [`connection`] keeps the live connection, [`declare`] the topology (the one
-//! place queue arguments are built), [`publish`] confirmed publishing, [`consume`] and
-//! [`batch`] the consumer loops, [`dispose`] what happens to a delivery once handled.
+//! Layout: `connection` keeps the live connection, `declare` the topology (the one place
+//! queue arguments are built), `publish` confirmed publishing, `consume` and `batch` the
+//! consumer loops, `dispose` what happens to a delivery once handled.
 
 mod backoff;
 mod batch;
@@ -24,7 +24,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::topology::Names;
-use crate::{Envelope, Result};
+use crate::{Envelope, Error, Result};
 
 use connection::Link;
 
@@ -34,6 +34,19 @@ pub const DEAD_REASON_HEADER: &str = "x-weft-dead-reason";
 pub const ORIGINAL_QUEUE_HEADER: &str = "x-weft-original-queue";
 /// AMQP header carrying the W3C trace context.
 pub const TRACEPARENT_HEADER: &str = "traceparent";
+
+/// AMQP names (exchanges, queues, routing keys) are short strings of at most 255 bytes.
+const MAX_NAME_LEN: usize = 255;
+
+/// Refuses a name the broker could not carry (lapin would panic on it).
+pub(crate) fn check_name(what: &str, name: &str) -> Result<()> {
+    if name.len() > MAX_NAME_LEN {
+        return Err(Error::Bus(format!(
+            "{what} {name:?} is longer than {MAX_NAME_LEN} bytes"
+        )));
+    }
+    Ok(())
+}
 
 /// A cheap-to-clone handle on the broker connection.
 #[derive(Clone, Debug)]
@@ -81,6 +94,14 @@ impl Bus {
     /// [`crate::Error::Bus`] when the broker refuses the topology (e.g. a queue exists with
     /// other arguments), which retrying cannot fix.
     pub async fn connect(url: &str, names: Names, shutdown: CancellationToken) -> Result<Self> {
+        let longest = [
+            Names::dlq(&names.command_queue(names.shards().saturating_sub(1))),
+            Names::dlq(&names.heartbeat_queue()),
+            names.commands_exchange(),
+        ];
+        for name in &longest {
+            check_name("name", name).map_err(|e| Error::Config(format!("namespace: {e}")))?;
+        }
         let link = Arc::new(Link::new(url, names));
         link.session_wait(&shutdown).await?;
         Ok(Self { link })
@@ -118,7 +139,12 @@ impl Bus {
     }
 
     /// Publishes a persistent message and waits for the broker's confirm.
-    pub async fn publish(&self, exchange: &str, routing_key: &str, envelope: &Envelope) -> Result<()> {
+    pub async fn publish(
+        &self,
+        exchange: &str,
+        routing_key: &str,
+        envelope: &Envelope,
+    ) -> Result<()> {
         let body = envelope.to_bytes()?;
         let traceparent = crate::telemetry::current_traceparent();
         let props = publish::properties(Some(envelope.id), traceparent.as_deref());
@@ -141,7 +167,8 @@ impl Bus {
     pub async fn publish_command(&self, envelope: &Envelope) -> Result<()> {
         let names = self.names();
         let key = names.command_key_for(&envelope.workflow_id);
-        self.publish(&names.commands_exchange(), &key, envelope).await
+        self.publish(&names.commands_exchange(), &key, envelope)
+            .await
     }
 
     /// Consumes `queue` until `shutdown`.

@@ -16,7 +16,7 @@ use uuid::Uuid;
 
 use super::backoff::Backoff;
 use super::connection::{Failure, Link};
-use super::TRACEPARENT_HEADER;
+use super::{check_name, TRACEPARENT_HEADER};
 use crate::{Error, Result};
 
 /// Confirm channels per connection.
@@ -124,6 +124,8 @@ impl Link {
         body: &[u8],
         props: BasicProperties,
     ) -> Result<()> {
+        check_name("exchange", exchange)?;
+        check_name("routing key", routing_key)?;
         let mut backoff = Backoff::new();
         let mut channel_failures = 0;
         let mut last = String::new();

@@ -26,7 +26,11 @@ static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
 
 impl Store {
     /// Connects (retrying with back-off until `shutdown`) and applies pending migrations.
-    pub async fn connect(url: &str, max_connections: u32, shutdown: &CancellationToken) -> Result<Self> {
+    pub async fn connect(
+        url: &str,
+        max_connections: u32,
+        shutdown: &CancellationToken,
+    ) -> Result<Self> {
         let options: PgConnectOptions = url
             .parse()
             .map_err(|e| Error::Config(format!("WEFT_DATABASE_URL: {e}")))?;
@@ -86,7 +90,10 @@ async fn create_database(options: &PgConnectOptions) -> Result<()> {
     let name = options.get_database().unwrap_or("weft").to_owned();
     let mut admin = options.clone().database("postgres").connect().await?;
     let quoted = format!("\"{}\"", name.replace('"', "\"\""));
-    match sqlx::query(&format!("CREATE DATABASE {quoted}")).execute(&mut admin).await {
+    match sqlx::query(&format!("CREATE DATABASE {quoted}"))
+        .execute(&mut admin)
+        .await
+    {
         Ok(_) => tracing::info!(database = %name, "created database"),
         // A concurrent starter created it first: 42P04 (duplicate database), or 23505
         // when both inserts race on pg_database's unique index.

@@ -27,7 +27,12 @@ pub struct OutboxMessage {
 
 impl OutboxMessage {
     /// Encodes `envelope` for `exchange`/`routing_key`.
-    pub fn new(exchange: String, routing_key: String, envelope: &Envelope, traceparent: Option<String>) -> Result<Self> {
+    pub fn new(
+        exchange: String,
+        routing_key: String,
+        envelope: &Envelope,
+        traceparent: Option<String>,
+    ) -> Result<Self> {
         Ok(Self {
             id: 0,
             exchange,
@@ -75,7 +80,12 @@ impl Store {
             return Ok(());
         }
         let publishes = messages.iter().map(|m| {
-            bus.publish_bytes(&m.exchange, &m.routing_key, &m.body, m.traceparent.as_deref())
+            bus.publish_bytes(
+                &m.exchange,
+                &m.routing_key,
+                &m.body,
+                m.traceparent.as_deref(),
+            )
         });
         let results = futures_util::future::join_all(publishes).await;
         let sent: Vec<i64> = messages
@@ -110,7 +120,8 @@ impl Store {
         .await?;
         let mut sent = Vec::with_capacity(rows.len());
         for (id, exchange, key, body, trace) in &rows {
-            bus.publish_bytes(exchange, key, body, trace.as_deref()).await?;
+            bus.publish_bytes(exchange, key, body, trace.as_deref())
+                .await?;
             sent.push(*id);
         }
         sqlx::query("DELETE FROM outbox WHERE id = ANY($1)")

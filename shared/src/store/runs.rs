@@ -129,11 +129,15 @@ impl CommitBatch {
 
 impl Store {
     /// Loads the current run of `workflow_id`: its version and full history, oldest first.
-    pub async fn load_current_run(&self, workflow_id: &str) -> Result<Option<(i64, Vec<StoredEvent>)>> {
-        let row = sqlx::query("SELECT run_id, version FROM runs WHERE workflow_id = $1 AND is_current")
-            .bind(workflow_id)
-            .fetch_optional(&self.pool)
-            .await?;
+    pub async fn load_current_run(
+        &self,
+        workflow_id: &str,
+    ) -> Result<Option<(i64, Vec<StoredEvent>)>> {
+        let row =
+            sqlx::query("SELECT run_id, version FROM runs WHERE workflow_id = $1 AND is_current")
+                .bind(workflow_id)
+                .fetch_optional(&self.pool)
+                .await?;
         let Some(row) = row else { return Ok(None) };
         let run_id: Uuid = row.try_get("run_id")?;
         let version: i64 = row.try_get("version")?;

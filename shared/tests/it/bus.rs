@@ -472,9 +472,13 @@ async fn declaring_the_topology_twice_works() {
 /// Publishes `n` and waits until the consumer behind `rx` has it.
 async fn publish_and_see(bus: &Bus, n: u64, rx: &mut mpsc::UnboundedReceiver<Delivery>) {
     let names = bus.names();
-    bus.publish(&names.activity_exchange(), "resilient", &envelope("wf-9", n))
-        .await
-        .unwrap();
+    bus.publish(
+        &names.activity_exchange(),
+        "resilient",
+        &envelope("wf-9", n),
+    )
+    .await
+    .unwrap();
     loop {
         // A message may come twice around a reconnect (redelivery); skip older ones.
         if n_of(&recv(rx).await) == n {
@@ -506,7 +510,13 @@ async fn publishing_and_consuming_resume_after_a_client_side_disconnect() {
 /// Asks the broker to close the connection named `name` (as an operator would).
 async fn close_from_broker(name: &str) {
     let out = tokio::process::Command::new("rabbitmqctl")
-        .args(["list_connections", "-q", "--no-table-headers", "pid", "client_properties"])
+        .args([
+            "list_connections",
+            "-q",
+            "--no-table-headers",
+            "pid",
+            "client_properties",
+        ])
         .output()
         .await
         .unwrap();
@@ -705,4 +715,77 @@ async fn a_panicking_handler_dead_letters_its_message_and_the_consumer_goes_on()
     stop.cancel();
     task.await.unwrap();
     bus.teardown(&[]).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_broker_level_reject_lands_in_the_dlq() {
+    let bus = bus().await;
+    let names = bus.names().clone();
+    bus.declare_activity_queue("rejected").await.unwrap();
+    let sent = envelope("wf-13", 1);
+    bus.publish(&names.activity_exchange(), "rejected", &sent)
+        .await
+        .unwrap();
+
+    let queue = names.activity_queue("rejected");
+    let conn = raw().await;
+    let ch = conn.create_channel().await.unwrap();
+    let mut consumer = ch
+        .basic_consume(
+            queue.as_str().into(),
+            "".into(),
+            BasicConsumeOptions::default(),
+            FieldTable::default(),
+        )
+        .await
+        .unwrap();
+    let d = tokio::time::timeout(WAIT, consumer.next())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    d.acker
+        .nack(lapin::options::BasicNackOptions::default())
+        .await
+        .unwrap();
+    let dead = take_one(&Names::dlq(&queue)).await;
+    assert_eq!(Envelope::from_bytes(&dead.data).unwrap(), sent);
+    bus.teardown(&[]).await.unwrap();
+}
+
+#[tokio::test]
+async fn connect_refuses_a_queue_declared_with_other_arguments() {
+    let ns = format!("t{}", Uuid::new_v4().simple());
+    let names = Names::new(&ns, 1);
+    let conn = raw().await;
+    let ch = conn.create_channel().await.unwrap();
+    let durable = QueueDeclareOptions {
+        durable: true,
+        ..QueueDeclareOptions::default()
+    };
+    ch.queue_declare(
+        names.heartbeat_queue().as_str().into(),
+        durable,
+        FieldTable::default(),
+    )
+    .await
+    .unwrap();
+
+    let res = tokio::time::timeout(
+        WAIT,
+        Bus::connect(URL, names.clone(), CancellationToken::new()),
+    )
+    .await
+    .expect("connect kept retrying a refused topology");
+    let err = res.unwrap_err().to_string();
+    assert!(err.contains("PRECONDITION_FAILED"), "{err}");
+
+    // Clean up with a bus on a compatible namespace view: drop the odd queue first.
+    ch.queue_delete(
+        names.heartbeat_queue().as_str().into(),
+        lapin::options::QueueDeleteOptions::default(),
+    )
+    .await
+    .unwrap();
+    bus_on(&ns).await.teardown(&[]).await.unwrap();
 }
