@@ -86,7 +86,8 @@ CREATE INDEX tasks_by_run ON tasks (run_id, seq);
 -- Messages committed with the state change that caused them, published after commit;
 -- rows left behind by a crash are re-published by the history service's sweeper.
 CREATE TABLE outbox (
-    id          BIGSERIAL   PRIMARY KEY,
+    -- UUIDv7, made by the writer: time-ordered, and known without a round trip.
+    id          UUID        PRIMARY KEY,
     exchange    TEXT        NOT NULL,
     routing_key TEXT        NOT NULL,
     body        BYTEA       NOT NULL,
@@ -94,3 +95,17 @@ CREATE TABLE outbox (
     created_at  TIMESTAMPTZ NOT NULL DEFAULT now()
 );
 CREATE INDEX outbox_by_created ON outbox (created_at);
+
+-- The decider's commit is one statement (data-modifying CTEs); this aborts it, and so
+-- every write of the batch, when fewer runs matched their expected version than were
+-- updated: another writer moved one of them.
+CREATE FUNCTION weft_check_versions(updated BIGINT, expected BIGINT) RETURNS BOOLEAN
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF updated <> expected THEN
+        RAISE EXCEPTION 'run version moved: % of % runs matched', updated, expected
+            USING ERRCODE = 'WFT01';
+    END IF;
+    RETURN TRUE;
+END
+$$;

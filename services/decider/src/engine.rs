@@ -5,7 +5,10 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+use tokio_util::task::TaskTracker;
+use tracing::Instrument as _;
 
 use chrono::Utc;
 use uuid::Uuid;
@@ -21,6 +24,7 @@ use weft::{Envelope, Error};
 
 use crate::apply::{apply_command, Applied};
 use crate::interpreter::{decide, Decision};
+use crate::metrics::DeciderMetrics;
 use crate::state::{RunState, RunStatus};
 
 /// Runs kept in memory per shard; beyond this the cache is cleared (runs reload from
@@ -36,6 +40,8 @@ pub struct Shard {
     store: Store,
     bus: Bus,
     cache: Mutex<HashMap<String, RunState>>,
+    publishers: TaskTracker,
+    metrics: DeciderMetrics,
 }
 
 /// A run being changed by the current batch.
@@ -50,17 +56,22 @@ struct Working {
 }
 
 impl Shard {
-    /// A shard with an empty cache.
-    pub fn new(store: Store, bus: Bus) -> Self {
+    /// A shard with an empty cache. Outbox publishes run on `publishers`, which the
+    /// caller waits for at shutdown.
+    pub fn new(store: Store, bus: Bus, publishers: TaskTracker, metrics: DeciderMetrics) -> Self {
         Self {
             store,
             bus,
             cache: Mutex::new(HashMap::new()),
+            publishers,
+            metrics,
         }
     }
 
     /// Processes a batch; returns one disposition per delivery, in order.
     pub async fn handle_batch(&self, deliveries: Vec<Delivery>) -> Vec<Disposition> {
+        self.metrics.commands.inc_by(deliveries.len() as u64);
+        self.metrics.batch_size.observe(deliveries.len() as f64);
         let commands: Vec<Result<Command, String>> = deliveries
             .iter()
             .map(|d| d.envelope.decode::<Command>().map_err(|e| e.to_string()))
@@ -73,6 +84,7 @@ impl Shard {
                     let conflict = matches!(e, Error::VersionConflict { .. })
                         || matches!(&e, Error::Store(sqlx::Error::Database(db)) if db.is_unique_violation());
                     if conflict && attempt < MAX_ATTEMPTS {
+                        self.metrics.conflicts.inc();
                         tracing::info!(error = %e, attempt, "concurrent writer detected; reloading and retrying");
                         continue;
                     }
@@ -113,39 +125,10 @@ impl Shard {
                 command = %delivery.envelope.kind
             );
             weft::telemetry::set_parent(&span, delivery.traceparent.as_deref());
-            let _enter = span.enter();
-            let wf = delivery.envelope.workflow_id.clone();
-            if !working.contains_key(&wf) {
-                if let Some(w) = self.load(&wf).await? {
-                    working.insert(wf.clone(), w);
-                    order.push(wf.clone());
-                }
-            }
-            match (working.get_mut(&wf), command) {
-                (None, Command::StartWorkflow(start)) => {
-                    let w = self.start_run(&wf, start, delivery.traceparent.clone())?;
-                    working.insert(wf.clone(), w);
-                    order.push(wf.clone());
-                }
-                (None, _) => {
-                    tracing::warn!(workflow_id = %wf, "command for an unknown workflow ignored");
-                    continue;
-                }
-                (Some(w), command) => match apply_command(&w.state, command) {
-                    Applied::Ignored(why) => {
-                        tracing::info!(workflow_id = %wf, reason = %why, "command ignored");
-                        continue;
-                    }
-                    Applied::Events(events) => {
-                        for e in events {
-                            append(w, e)?;
-                        }
-                    }
-                },
-            }
-            if let Some(w) = working.get_mut(&wf) {
-                self.run_interpreter(w).await?;
-            }
+            // `instrument`, not `span.enter()`: the guard must not live across awaits.
+            self.apply_one(&mut working, &mut order, delivery, command)
+                .instrument(span)
+                .await?;
         }
         let mut batch = CommitBatch::default();
         for wf in &order {
@@ -172,11 +155,66 @@ impl Shard {
         if batch.is_empty() {
             return Ok(());
         }
-        self.store.commit(&mut batch).await?;
+        let started = Instant::now();
+        self.store.commit(&batch).await?;
+        self.metrics
+            .commit_seconds
+            .observe(started.elapsed().as_secs_f64());
         self.remember(working, &order);
-        if let Err(e) = self.store.publish_outbox(&self.bus, &batch.outbox).await {
-            // Committed: the history service's sweeper publishes what is left.
-            tracing::warn!(error = %e, "outbox publish failed; left for the sweeper");
+        // The effect is committed, so the commands may be acknowledged now; publishing
+        // goes on beside the next batch instead of holding up the shard. Should it fail
+        // (or the process die first), the rows stay for the history service's sweeper.
+        let (store, bus, outbox) = (self.store.clone(), self.bus.clone(), batch.outbox);
+        let publish_seconds = self.metrics.publish_seconds.clone();
+        self.publishers.spawn(async move {
+            match store.publish_outbox(&bus, &outbox).await {
+                Ok(()) => publish_seconds.observe(started.elapsed().as_secs_f64()),
+                Err(e) => tracing::warn!(error = %e, "outbox publish failed; left for the sweeper"),
+            }
+        });
+        Ok(())
+    }
+
+    /// Applies one command to its run (loading or creating it) and runs the interpreter.
+    async fn apply_one(
+        &self,
+        working: &mut HashMap<String, Working>,
+        order: &mut Vec<String>,
+        delivery: &Delivery,
+        command: &Command,
+    ) -> Result<(), Error> {
+        let wf = delivery.envelope.workflow_id.clone();
+        if !working.contains_key(&wf) {
+            if let Some(w) = self.load(&wf).await? {
+                working.insert(wf.clone(), w);
+                order.push(wf.clone());
+            }
+        }
+        match (working.get_mut(&wf), command) {
+            (None, Command::StartWorkflow(start)) => {
+                let w = self.start_run(&wf, start, delivery.traceparent.clone())?;
+                working.insert(wf.clone(), w);
+                order.push(wf.clone());
+            }
+            (None, _) => {
+                tracing::warn!(workflow_id = %wf, "command for an unknown workflow ignored");
+                return Ok(());
+            }
+            (Some(w), command) => match apply_command(&w.state, command) {
+                Applied::Ignored(why) => {
+                    self.metrics.ignored.inc();
+                    tracing::info!(workflow_id = %wf, reason = %why, "command ignored");
+                    return Ok(());
+                }
+                Applied::Events(events) => {
+                    for e in events {
+                        append(w, e)?;
+                    }
+                }
+            },
+        }
+        if let Some(w) = working.get_mut(&wf) {
+            self.run_interpreter(w).await?;
         }
         Ok(())
     }

@@ -9,6 +9,7 @@
 pub mod apply;
 pub mod engine;
 pub mod interpreter;
+pub mod metrics;
 pub mod state;
 
 #[cfg(test)]
@@ -18,6 +19,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 use weft::Config;
 
 /// The decider's admin port when `WEFT_ADMIN_ADDR` is unset.
@@ -30,9 +32,16 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> weft::Result<()
     let deps = weft::runtime::connect(&config, DEFAULT_ADMIN_ADDR, 8, &shutdown).await?;
     let names = deps.bus.names().clone();
     let batch = usize::from(config.prefetch);
+    let publishers = TaskTracker::new();
+    let metrics = metrics::DeciderMetrics::new(&deps.metrics);
     let mut consumers = Vec::new();
     for k in 0..names.shards() {
-        let shard = Arc::new(engine::Shard::new(deps.store.clone(), deps.bus.clone()));
+        let shard = Arc::new(engine::Shard::new(
+            deps.store.clone(),
+            deps.bus.clone(),
+            publishers.clone(),
+            metrics.clone(),
+        ));
         consumers.push(deps.bus.consume_batches(
             &names.command_queue(k),
             config.prefetch,
@@ -48,6 +57,15 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> weft::Result<()
     shutdown.cancelled().await;
     for c in consumers {
         let _ = c.await;
+    }
+    // Committed messages still being published: give them the grace period; whatever
+    // is left stays in the outbox for the sweeper.
+    publishers.close();
+    if tokio::time::timeout(config.shutdown_grace, publishers.wait())
+        .await
+        .is_err()
+    {
+        tracing::warn!("outbox publishes still running at shutdown; left for the sweeper");
     }
     tracing::info!("decider stopped");
     Ok(())

@@ -20,6 +20,8 @@ use crate::{Error, Result};
 #[derive(Clone, Debug)]
 pub struct Store {
     pool: PgPool,
+    /// Deletes published outbox rows in the background, in batches.
+    janitor: outbox::Janitor,
 }
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
@@ -58,12 +60,25 @@ impl Store {
             }
         };
         MIGRATOR.run(&pool).await?;
-        Ok(Self { pool })
+        // Deleting published outbox rows need not wait for the WAL flush: losing such a
+        // delete in a database crash only means a duplicate publish by the sweeper, and
+        // consumers are idempotent.
+        let relaxed = PgPoolOptions::new()
+            .max_connections(1)
+            .acquire_timeout(Duration::from_secs(10))
+            .connect_lazy_with(options.options([("synchronous_commit", "off")]));
+        Ok(Self {
+            pool,
+            janitor: outbox::Janitor::spawn(relaxed),
+        })
     }
 
-    /// Wraps an existing pool (tests); does not migrate.
+    /// Wraps an existing pool (tests); does not migrate. Needs a Tokio runtime.
     pub fn from_pool(pool: PgPool) -> Self {
-        Self { pool }
+        Self {
+            janitor: outbox::Janitor::spawn(pool.clone()),
+            pool,
+        }
     }
 
     /// The connection pool.

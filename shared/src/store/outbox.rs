@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use sqlx::PgConnection;
+use uuid::Uuid;
 
 use super::Store;
 use crate::bus::Bus;
@@ -13,8 +14,8 @@ use crate::{Envelope, Result};
 /// A message waiting in the outbox.
 #[derive(Debug, Clone)]
 pub struct OutboxMessage {
-    /// Row id (0 before insertion).
-    pub id: i64,
+    /// Row id (UUIDv7, made here so that no round trip is needed to learn it).
+    pub id: Uuid,
     /// Target exchange.
     pub exchange: String,
     /// Routing key.
@@ -34,7 +35,7 @@ impl OutboxMessage {
         traceparent: Option<String>,
     ) -> Result<Self> {
         Ok(Self {
-            id: 0,
+            id: crate::ids::new_id(),
             exchange,
             routing_key,
             body: envelope.to_bytes()?,
@@ -44,37 +45,80 @@ impl OutboxMessage {
 }
 
 /// `(id, exchange, routing_key, body, traceparent)` as read back by the sweeper.
-type OutboxRow = (i64, String, String, Vec<u8>, Option<String>);
+type OutboxRow = (Uuid, String, String, Vec<u8>, Option<String>);
 
-/// Inserts `messages` inside the caller's transaction; sets their ids.
-pub async fn insert(conn: &mut PgConnection, messages: &mut [OutboxMessage]) -> Result<()> {
+/// Inserts `messages` inside the caller's transaction.
+pub async fn insert(conn: &mut PgConnection, messages: &[OutboxMessage]) -> Result<()> {
     if messages.is_empty() {
         return Ok(());
     }
+    let ids: Vec<Uuid> = messages.iter().map(|m| m.id).collect();
     let exchanges: Vec<&str> = messages.iter().map(|m| m.exchange.as_str()).collect();
     let keys: Vec<&str> = messages.iter().map(|m| m.routing_key.as_str()).collect();
     let bodies: Vec<&[u8]> = messages.iter().map(|m| m.body.as_slice()).collect();
     let traces: Vec<Option<&str>> = messages.iter().map(|m| m.traceparent.as_deref()).collect();
-    let ids: Vec<i64> = sqlx::query_scalar(
-        "INSERT INTO outbox (exchange, routing_key, body, traceparent)
-         SELECT * FROM UNNEST($1::text[], $2::text[], $3::bytea[], $4::text[])
-         RETURNING id",
+    sqlx::query(
+        "INSERT INTO outbox (id, exchange, routing_key, body, traceparent)
+         SELECT * FROM UNNEST($1::uuid[], $2::text[], $3::text[], $4::bytea[], $5::text[])",
     )
+    .bind(&ids)
     .bind(&exchanges)
     .bind(&keys)
     .bind(&bodies)
     .bind(&traces)
-    .fetch_all(&mut *conn)
+    .execute(&mut *conn)
     .await?;
-    for (m, id) in messages.iter_mut().zip(ids) {
-        m.id = id;
-    }
     Ok(())
 }
 
+/// Most ids a janitor deletes in one statement.
+const JANITOR_BATCH: usize = 10_000;
+
+/// Deletes the rows of published outbox messages, many per statement, off the hot path.
+/// A row whose delete is lost (crash, database error) is published once more by the
+/// sweeper; consumers are idempotent, so that costs a duplicate, never a wrong state.
+#[derive(Debug, Clone)]
+pub(crate) struct Janitor {
+    tx: tokio::sync::mpsc::UnboundedSender<Vec<Uuid>>,
+}
+
+impl Janitor {
+    /// Starts the janitor task on `pool`; it ends when every handle is dropped.
+    pub(crate) fn spawn(pool: sqlx::PgPool) -> Self {
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Vec<Uuid>>();
+        tokio::spawn(async move {
+            while let Some(mut ids) = rx.recv().await {
+                while ids.len() < JANITOR_BATCH {
+                    match rx.try_recv() {
+                        Ok(more) => ids.extend(more),
+                        Err(_) => break,
+                    }
+                }
+                let deleted = sqlx::query("DELETE FROM outbox WHERE id = ANY($1)")
+                    .bind(&ids)
+                    .execute(&pool)
+                    .await;
+                if let Err(e) = deleted {
+                    tracing::warn!(error = %e, count = ids.len(), "outbox cleanup failed; the sweeper will re-publish those rows");
+                }
+            }
+        });
+        Self { tx }
+    }
+
+    /// Queues the rows of published messages for deletion.
+    pub(crate) fn forget(&self, ids: Vec<Uuid>) {
+        if !ids.is_empty() {
+            // Only fails when the runtime is shutting down: the sweeper covers that.
+            let _ = self.tx.send(ids);
+        }
+    }
+}
+
 impl Store {
-    /// Publishes committed outbox messages (confirmed) and deletes their rows.
-    /// Messages are published concurrently; a failure leaves the rows for the sweeper.
+    /// Publishes committed outbox messages (confirmed); their rows are then deleted in
+    /// the background. Messages are published concurrently; a failure leaves the rows
+    /// for the sweeper.
     pub async fn publish_outbox(&self, bus: &Bus, messages: &[OutboxMessage]) -> Result<()> {
         if messages.is_empty() {
             return Ok(());
@@ -88,18 +132,13 @@ impl Store {
             )
         });
         let results = futures_util::future::join_all(publishes).await;
-        let sent: Vec<i64> = messages
+        let sent: Vec<Uuid> = messages
             .iter()
             .zip(&results)
             .filter(|(_, r)| r.is_ok())
             .map(|(m, _)| m.id)
             .collect();
-        if !sent.is_empty() {
-            sqlx::query("DELETE FROM outbox WHERE id = ANY($1)")
-                .bind(&sent)
-                .execute(&self.pool)
-                .await?;
-        }
+        self.janitor.forget(sent);
         results.into_iter().collect::<Result<Vec<()>>>()?;
         Ok(())
     }

@@ -4,10 +4,10 @@
 
 use chrono::{DateTime, Utc};
 use serde_json::Value;
-use sqlx::{PgConnection, Row};
+use sqlx::Row;
 use uuid::Uuid;
 
-use super::outbox::{self, OutboxMessage};
+use super::outbox::OutboxMessage;
 use super::Store;
 use crate::messages::Event;
 use crate::{Error, Result};
@@ -162,145 +162,158 @@ impl Store {
         Ok(Some((version, events)))
     }
 
-    /// Commits `batch` atomically. Returns [`Error::VersionConflict`] (and writes
-    /// nothing) when another writer moved one of the updated runs.
-    pub async fn commit(&self, batch: &mut CommitBatch) -> Result<()> {
-        let mut tx = self.pool.begin().await?;
-        insert_runs(&mut tx, &batch.new_runs).await?;
-        update_runs(&mut tx, &batch.updated_runs).await?;
-        insert_events(&mut tx, &batch.events).await?;
-        upsert_tasks(&mut tx, &batch.tasks).await?;
-        outbox::insert(&mut tx, &mut batch.outbox).await?;
-        tx.commit().await?;
-        Ok(())
-    }
-}
-
-async fn insert_runs(conn: &mut PgConnection, runs: &[RunRecord]) -> Result<()> {
-    for r in runs {
-        sqlx::query(
-            "INSERT INTO runs (run_id, workflow_id, workflow_name, workflow_version, status,
-                sub_status, input, output, variables, correlation_id, parent_workflow_id, reason,
-                failed_task_refs, start_time, end_time, update_time, version, is_current)
-             VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17,TRUE)",
-        )
-        .bind(r.run_id)
-        .bind(&r.workflow_id)
-        .bind(&r.workflow_name)
-        .bind(r.workflow_version)
-        .bind(&r.status)
-        .bind(&r.sub_status)
-        .bind(&r.input)
-        .bind(&r.output)
-        .bind(&r.variables)
-        .bind(&r.correlation_id)
-        .bind(&r.parent_workflow_id)
-        .bind(&r.reason)
-        .bind(&r.failed_task_refs)
-        .bind(r.start_time)
-        .bind(r.end_time)
-        .bind(r.update_time)
-        .bind(r.version)
-        .execute(&mut *conn)
-        .await?;
-    }
-    Ok(())
-}
-
-async fn update_runs(conn: &mut PgConnection, runs: &[(RunRecord, i64)]) -> Result<()> {
-    for (r, expected) in runs {
-        let done = sqlx::query(
-            "UPDATE runs SET status = $3, sub_status = $4, output = $5, variables = $6,
-                reason = $7, failed_task_refs = $8, end_time = $9, update_time = $10, version = $11
-             WHERE run_id = $1 AND version = $2",
-        )
-        .bind(r.run_id)
-        .bind(expected)
-        .bind(&r.status)
-        .bind(&r.sub_status)
-        .bind(&r.output)
-        .bind(&r.variables)
-        .bind(&r.reason)
-        .bind(&r.failed_task_refs)
-        .bind(r.end_time)
-        .bind(r.update_time)
-        .bind(r.version)
-        .execute(&mut *conn)
-        .await?;
-        if done.rows_affected() != 1 {
-            return Err(Error::VersionConflict {
-                run_id: r.run_id,
-                expected: *expected,
-            });
+    /// Commits `batch` atomically, in ONE statement (one round trip): data-modifying
+    /// CTEs write the runs, events, tasks and outbox rows, and `weft_check_versions`
+    /// aborts the whole statement when an updated run's version moved. Returns
+    /// [`Error::VersionConflict`] then, and a unique violation when a new run collides
+    /// with an existing current run; nothing is written in either case.
+    pub async fn commit(&self, batch: &CommitBatch) -> Result<()> {
+        macro_rules! col {
+            ($items:expr, $f:expr) => {
+                $items.iter().map($f).collect::<Vec<_>>()
+            };
+        }
+        let new = &batch.new_runs;
+        let upd = &batch.updated_runs;
+        let ev = &batch.events;
+        let tk = &batch.tasks;
+        let ob = &batch.outbox;
+        let refs = |r: &RunRecord| Value::from(r.failed_task_refs.clone());
+        let result = sqlx::query(COMMIT_SQL)
+            // new runs: $1..$17
+            .bind(col!(new, |r| r.run_id))
+            .bind(col!(new, |r| r.workflow_id.as_str()))
+            .bind(col!(new, |r| r.workflow_name.as_str()))
+            .bind(col!(new, |r| r.workflow_version))
+            .bind(col!(new, |r| r.status.as_str()))
+            .bind(col!(new, |r| r.sub_status.as_str()))
+            .bind(col!(new, |r| r.input.clone()))
+            .bind(col!(new, |r| r.output.clone()))
+            .bind(col!(new, |r| r.variables.clone()))
+            .bind(col!(new, |r| r.correlation_id.as_deref()))
+            .bind(col!(new, |r| r.parent_workflow_id.as_deref()))
+            .bind(col!(new, |r| r.reason.as_deref()))
+            .bind(col!(new, refs))
+            .bind(col!(new, |r| r.start_time))
+            .bind(col!(new, |r| r.end_time))
+            .bind(col!(new, |r| r.update_time))
+            .bind(col!(new, |r| r.version))
+            // updated runs: $18..$28
+            .bind(col!(upd, |(r, _)| r.run_id))
+            .bind(col!(upd, |(_, expected)| *expected))
+            .bind(col!(upd, |(r, _)| r.status.as_str()))
+            .bind(col!(upd, |(r, _)| r.sub_status.as_str()))
+            .bind(col!(upd, |(r, _)| r.output.clone()))
+            .bind(col!(upd, |(r, _)| r.variables.clone()))
+            .bind(col!(upd, |(r, _)| r.reason.as_deref()))
+            .bind(col!(upd, |(r, _)| refs(r)))
+            .bind(col!(upd, |(r, _)| r.end_time))
+            .bind(col!(upd, |(r, _)| r.update_time))
+            .bind(col!(upd, |(r, _)| r.version))
+            // events: $29..$33
+            .bind(col!(ev, |e| e.run_id))
+            .bind(col!(ev, |e| e.event_id))
+            .bind(col!(ev, |e| e.event.kind()))
+            .bind(col!(ev, |e| e.time))
+            .bind(col!(ev, |e| e.event.attributes()))
+            // tasks: $34..$51
+            .bind(col!(tk, |t| t.task_id))
+            .bind(col!(tk, |t| t.run_id))
+            .bind(col!(tk, |t| t.workflow_id.as_str()))
+            .bind(col!(tk, |t| t.task_ref.as_str()))
+            .bind(col!(tk, |t| t.task_type.as_str()))
+            .bind(col!(tk, |t| t.task_name.as_str()))
+            .bind(col!(tk, |t| t.seq))
+            .bind(col!(tk, |t| t.iteration))
+            .bind(col!(tk, |t| t.attempt))
+            .bind(col!(tk, |t| t.status.as_str()))
+            .bind(col!(tk, |t| t.input.clone()))
+            .bind(col!(tk, |t| t.output.clone()))
+            .bind(col!(tk, |t| t.reason.as_deref()))
+            .bind(col!(tk, |t| t.worker_id.as_deref()))
+            .bind(col!(tk, |t| t.scheduled_time))
+            .bind(col!(tk, |t| t.start_time))
+            .bind(col!(tk, |t| t.end_time))
+            .bind(col!(tk, |t| t.update_time))
+            // outbox: $52..$56
+            .bind(col!(ob, |m| m.id))
+            .bind(col!(ob, |m| m.exchange.as_str()))
+            .bind(col!(ob, |m| m.routing_key.as_str()))
+            .bind(col!(ob, |m| m.body.as_slice()))
+            .bind(col!(ob, |m| m.traceparent.as_deref()))
+            // $57: how many updates must match
+            .bind(upd.len() as i64)
+            .execute(&self.pool)
+            .await;
+        match result {
+            Ok(_) => Ok(()),
+            Err(sqlx::Error::Database(db)) if db.code().as_deref() == Some(VERSION_MOVED) => {
+                Err(Error::VersionConflict {
+                    run_id: upd.first().map(|(r, _)| r.run_id).unwrap_or_default(),
+                    expected: upd.first().map(|(_, v)| *v).unwrap_or_default(),
+                })
+            }
+            Err(e) => Err(e.into()),
         }
     }
-    Ok(())
 }
 
-async fn insert_events(conn: &mut PgConnection, events: &[StoredEvent]) -> Result<()> {
-    if events.is_empty() {
-        return Ok(());
-    }
-    let run_ids: Vec<Uuid> = events.iter().map(|e| e.run_id).collect();
-    let ids: Vec<i64> = events.iter().map(|e| e.event_id).collect();
-    let kinds: Vec<&str> = events.iter().map(|e| e.event.kind()).collect();
-    let times: Vec<DateTime<Utc>> = events.iter().map(|e| e.time).collect();
-    let attrs: Vec<Value> = events.iter().map(|e| e.event.attributes()).collect();
-    sqlx::query(
-        "INSERT INTO history_events (run_id, event_id, type, time, attributes)
-         SELECT * FROM UNNEST($1::uuid[], $2::bigint[], $3::text[], $4::timestamptz[], $5::jsonb[])",
-    )
-    .bind(&run_ids)
-    .bind(&ids)
-    .bind(&kinds)
-    .bind(&times)
-    .bind(&attrs)
-    .execute(&mut *conn)
-    .await?;
-    Ok(())
-}
+/// SQLSTATE raised by `weft_check_versions` (migration 0001).
+const VERSION_MOVED: &str = "WFT01";
 
-async fn upsert_tasks(conn: &mut PgConnection, tasks: &[TaskRecord]) -> Result<()> {
-    if tasks.is_empty() {
-        return Ok(());
-    }
-    macro_rules! col {
-        ($f:expr) => {
-            tasks.iter().map($f).collect::<Vec<_>>()
-        };
-    }
-    sqlx::query(
-        "INSERT INTO tasks (task_id, run_id, workflow_id, task_ref, task_type, task_name, seq,
-            iteration, attempt, status, input, output, reason, worker_id, scheduled_time,
-            start_time, end_time, update_time)
-         SELECT * FROM UNNEST($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::text[],
-            $6::text[], $7::int[], $8::int[], $9::int[], $10::text[], $11::jsonb[], $12::jsonb[],
-            $13::text[], $14::text[], $15::timestamptz[], $16::timestamptz[], $17::timestamptz[],
-            $18::timestamptz[])
-         ON CONFLICT (task_id) DO UPDATE SET status = EXCLUDED.status, output = EXCLUDED.output,
-            reason = EXCLUDED.reason, worker_id = EXCLUDED.worker_id,
-            start_time = EXCLUDED.start_time, end_time = EXCLUDED.end_time,
-            update_time = EXCLUDED.update_time, attempt = EXCLUDED.attempt",
-    )
-    .bind(col!(|t| t.task_id))
-    .bind(col!(|t| t.run_id))
-    .bind(col!(|t| t.workflow_id.as_str()))
-    .bind(col!(|t| t.task_ref.as_str()))
-    .bind(col!(|t| t.task_type.as_str()))
-    .bind(col!(|t| t.task_name.as_str()))
-    .bind(col!(|t| t.seq))
-    .bind(col!(|t| t.iteration))
-    .bind(col!(|t| t.attempt))
-    .bind(col!(|t| t.status.as_str()))
-    .bind(col!(|t| t.input.clone()))
-    .bind(col!(|t| t.output.clone()))
-    .bind(col!(|t| t.reason.as_deref()))
-    .bind(col!(|t| t.worker_id.as_deref()))
-    .bind(col!(|t| t.scheduled_time))
-    .bind(col!(|t| t.start_time))
-    .bind(col!(|t| t.end_time))
-    .bind(col!(|t| t.update_time))
-    .execute(&mut *conn)
-    .await?;
-    Ok(())
-}
+/// The decider's whole commit as one statement; see [`Store::commit`].
+const COMMIT_SQL: &str = r#"
+WITH new_runs AS (
+    INSERT INTO runs (run_id, workflow_id, workflow_name, workflow_version, status, sub_status,
+        input, output, variables, correlation_id, parent_workflow_id, reason, failed_task_refs,
+        start_time, end_time, update_time, version, is_current)
+    SELECT n.run_id, n.workflow_id, n.workflow_name, n.workflow_version, n.status, n.sub_status,
+        n.input, n.output, n.variables, n.correlation_id, n.parent_workflow_id, n.reason,
+        ARRAY(SELECT jsonb_array_elements_text(n.failed)), n.start_time, n.end_time,
+        n.update_time, n.version, TRUE
+    FROM UNNEST($1::uuid[], $2::text[], $3::text[], $4::int[], $5::text[], $6::text[],
+        $7::jsonb[], $8::jsonb[], $9::jsonb[], $10::text[], $11::text[], $12::text[],
+        $13::jsonb[], $14::timestamptz[], $15::timestamptz[], $16::timestamptz[], $17::bigint[])
+        AS n(run_id, workflow_id, workflow_name, workflow_version, status, sub_status, input,
+             output, variables, correlation_id, parent_workflow_id, reason, failed, start_time,
+             end_time, update_time, version)
+    RETURNING 1
+), updated_runs AS (
+    UPDATE runs r SET status = u.status, sub_status = u.sub_status, output = u.output,
+        variables = u.variables, reason = u.reason,
+        failed_task_refs = ARRAY(SELECT jsonb_array_elements_text(u.failed)),
+        end_time = u.end_time, update_time = u.update_time, version = u.version
+    FROM UNNEST($18::uuid[], $19::bigint[], $20::text[], $21::text[], $22::jsonb[],
+        $23::jsonb[], $24::text[], $25::jsonb[], $26::timestamptz[], $27::timestamptz[],
+        $28::bigint[])
+        AS u(run_id, expected, status, sub_status, output, variables, reason, failed, end_time,
+             update_time, version)
+    WHERE r.run_id = u.run_id AND r.version = u.expected
+    RETURNING 1
+), events AS (
+    INSERT INTO history_events (run_id, event_id, type, time, attributes)
+    SELECT * FROM UNNEST($29::uuid[], $30::bigint[], $31::text[], $32::timestamptz[],
+        $33::jsonb[])
+    RETURNING 1
+), task_rows AS (
+    INSERT INTO tasks (task_id, run_id, workflow_id, task_ref, task_type, task_name, seq,
+        iteration, attempt, status, input, output, reason, worker_id, scheduled_time,
+        start_time, end_time, update_time)
+    SELECT * FROM UNNEST($34::uuid[], $35::uuid[], $36::text[], $37::text[], $38::text[],
+        $39::text[], $40::int[], $41::int[], $42::int[], $43::text[], $44::jsonb[],
+        $45::jsonb[], $46::text[], $47::text[], $48::timestamptz[], $49::timestamptz[],
+        $50::timestamptz[], $51::timestamptz[])
+    ON CONFLICT (task_id) DO UPDATE SET status = EXCLUDED.status, output = EXCLUDED.output,
+        reason = EXCLUDED.reason, worker_id = EXCLUDED.worker_id,
+        start_time = EXCLUDED.start_time, end_time = EXCLUDED.end_time,
+        update_time = EXCLUDED.update_time, attempt = EXCLUDED.attempt
+    RETURNING 1
+), outbox_rows AS (
+    INSERT INTO outbox (id, exchange, routing_key, body, traceparent)
+    SELECT * FROM UNNEST($52::uuid[], $53::text[], $54::text[], $55::bytea[], $56::text[])
+    RETURNING 1
+)
+SELECT weft_check_versions((SELECT count(*) FROM updated_runs), $57),
+    (SELECT count(*) FROM new_runs), (SELECT count(*) FROM events),
+    (SELECT count(*) FROM task_rows), (SELECT count(*) FROM outbox_rows)
+"#;

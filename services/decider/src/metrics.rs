@@ -1,0 +1,54 @@
+//! The decider's metrics (rendered on `/metrics`).
+
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use weft::admin::Metrics;
+
+/// Counters and histograms shared by every shard of one decider.
+#[derive(Clone, Debug)]
+pub struct DeciderMetrics {
+    /// Commands taken from the shard queues.
+    pub commands: Counter,
+    /// Commands that no longer applied (duplicates, stale attempts, finished runs).
+    pub ignored: Counter,
+    /// Commands per committed transaction (group commit).
+    pub batch_size: Histogram,
+    /// Duration of the commit transaction.
+    pub commit_seconds: Histogram,
+    /// Duration from commit to confirmed publish of a batch's outbox.
+    pub publish_seconds: Histogram,
+    /// Transactions retried after a version conflict.
+    pub conflicts: Counter,
+}
+
+impl DeciderMetrics {
+    /// Registers the decider's metrics in `registry`.
+    pub fn new(registry: &Metrics) -> Self {
+        Self {
+            commands: registry.counter("weft_decider_commands", "Commands received"),
+            ignored: registry.counter(
+                "weft_decider_commands_ignored",
+                "Commands that no longer applied",
+            ),
+            batch_size: registry.histogram(
+                "weft_decider_batch_size",
+                "Commands per transaction",
+                exponential_buckets(1.0, 2.0, 9),
+            ),
+            commit_seconds: registry.histogram(
+                "weft_decider_commit_seconds",
+                "Commit transaction duration",
+                exponential_buckets(0.0001, 2.0, 16),
+            ),
+            publish_seconds: registry.histogram(
+                "weft_decider_outbox_publish_seconds",
+                "Confirmed publish of a batch's outbox",
+                exponential_buckets(0.0001, 2.0, 16),
+            ),
+            conflicts: registry.counter(
+                "weft_decider_version_conflicts",
+                "Batches retried after a version conflict",
+            ),
+        }
+    }
+}
