@@ -75,10 +75,13 @@ pub async fn connect(
 
 /// The whole of a service binary's `main`: telemetry, configuration from the
 /// environment, SIGINT/SIGTERM handling, then `run`; maps the outcome to an exit code.
-pub async fn main<F, Fut>(service: &str, run: F) -> std::process::ExitCode
+/// An error caused by shutdown arriving first (anywhere in its source chain) is a clean
+/// exit.
+pub async fn main<F, Fut, E>(service: &str, run: F) -> std::process::ExitCode
 where
     F: FnOnce(Config, CancellationToken) -> Fut,
-    Fut: std::future::Future<Output = Result<()>>,
+    Fut: std::future::Future<Output = std::result::Result<(), E>>,
+    E: std::error::Error + 'static,
 {
     use std::process::ExitCode;
     let _telemetry = match crate::telemetry::init(service) {
@@ -97,13 +100,50 @@ where
     };
     let shutdown = crate::shutdown::on_signals();
     match run(config, shutdown).await {
-        Ok(()) | Err(crate::Error::ShuttingDown) => {
+        Ok(()) => {
             tracing::info!("{service} stopped");
+            ExitCode::SUCCESS
+        }
+        Err(e) if caused_by_shutdown(&e) => {
+            tracing::info!("{service} stopped before it was connected");
             ExitCode::SUCCESS
         }
         Err(e) => {
             tracing::error!(error = %e, "{service} failed");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// Whether `e` or one of its sources is [`crate::Error::ShuttingDown`].
+fn caused_by_shutdown(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut next = Some(e);
+    while let Some(err) = next {
+        if matches!(
+            err.downcast_ref::<crate::Error>(),
+            Some(crate::Error::ShuttingDown)
+        ) {
+            return true;
+        }
+        next = err.source();
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("wrapped")]
+    struct Wrapper(#[source] crate::Error);
+
+    #[test]
+    fn shutdown_is_found_anywhere_in_the_source_chain() {
+        assert!(caused_by_shutdown(&crate::Error::ShuttingDown));
+        assert!(caused_by_shutdown(&Wrapper(crate::Error::ShuttingDown)));
+        assert!(!caused_by_shutdown(&Wrapper(crate::Error::Bus(
+            "down".into()
+        ))));
     }
 }

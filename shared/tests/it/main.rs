@@ -2,3 +2,4 @@
 //! `amqp://guest:guest@127.0.0.1:5672/%2f`). One binary keeps link time down.
 
 mod bus;
+mod worker;
