@@ -22,6 +22,8 @@ pub enum Service {
     Heartbeat,
     /// `weft-worker-example`: `make_name`, `shout`, `count`.
     Worker,
+    /// `weft-http-worker`: the built-in worker of Conductor `HTTP` tasks.
+    HttpWorker,
 }
 
 impl Service {
@@ -34,12 +36,13 @@ impl Service {
     ];
 
     /// Every program, in start order.
-    pub const ALL: [Service; 5] = [
+    pub const ALL: [Service; 6] = [
         Service::Gateway,
         Service::Decider,
         Service::History,
         Service::Heartbeat,
         Service::Worker,
+        Service::HttpWorker,
     ];
 
     /// The binary's file name.
@@ -50,6 +53,7 @@ impl Service {
             Service::History => "weft-history",
             Service::Heartbeat => "weft-heartbeat",
             Service::Worker => "weft-worker-example",
+            Service::HttpWorker => "weft-http-worker",
         }
     }
 
@@ -61,14 +65,15 @@ impl Service {
             Service::History => "history",
             Service::Heartbeat => "heartbeat",
             Service::Worker => "worker",
+            Service::HttpWorker => "http-worker",
         }
     }
 
     /// Whether the program answers `/readyz` (on `WEFT_HTTP_ADDR` for the gateway, on
-    /// `WEFT_ADMIN_ADDR` for the other services). The example worker does not: it is
-    /// taken as started once it is running.
+    /// `WEFT_ADMIN_ADDR` for the other services). The workers (example and HTTP) do
+    /// not: they are taken as started once they are running.
     pub fn has_readyz(self) -> bool {
-        self != Service::Worker
+        !matches!(self, Service::Worker | Service::HttpWorker)
     }
 }
 

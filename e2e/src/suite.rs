@@ -17,6 +17,9 @@ use crate::process::{bin_dir, binary_path, Proc, Service};
 const READY_TIMEOUT: Duration = Duration::from_secs(90);
 /// How long a process may take to exit after SIGTERM.
 const TERM_GRACE: Duration = Duration::from_secs(20);
+/// The task name (and activity queue) `weft-http-worker` serves; the decider publishes
+/// every `HTTP` task there.
+const HTTP_TASK_NAME: &str = "HTTP";
 
 /// Identifies one process of a [`Suite`]; stays valid across [`Suite::restart`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -65,7 +68,7 @@ impl Suite {
         })
     }
 
-    /// The four services and the example worker, each ready.
+    /// The four services, the example worker and the HTTP worker, each ready.
     pub async fn start(env: TestEnv) -> anyhow::Result<Self> {
         Self::start_with(env, &Service::ALL).await
     }
@@ -206,6 +209,13 @@ impl Suite {
             _ => free_port()?,
         };
         let binary = binary_path(&self.bin_dir, service)?;
+        if service == Service::HttpWorker {
+            // Its activity queue is deleted with the environment's other queues.
+            let queue = self.env.names().activity_queue(HTTP_TASK_NAME);
+            if !self.env.activity_queues.contains(&queue) {
+                self.env.activity_queues.push(queue);
+            }
+        }
         Proc::spawn(
             service,
             &binary,

@@ -161,6 +161,10 @@ pub enum Event {
     WorkflowCompleted(WorkflowCompleted),
     /// The run failed.
     WorkflowFailed(WorkflowFailed),
+    /// Workflow variables changed (SET_VARIABLE).
+    VariablesUpdated(VariablesUpdated),
+    /// The run was terminated (TERMINATE task, or an operator).
+    WorkflowTerminated(WorkflowTerminated),
 }
 
 impl Event {
@@ -173,6 +177,8 @@ impl Event {
             Event::TaskFailed(_) => "TaskFailed",
             Event::WorkflowCompleted(_) => "WorkflowCompleted",
             Event::WorkflowFailed(_) => "WorkflowFailed",
+            Event::VariablesUpdated(_) => "VariablesUpdated",
+            Event::WorkflowTerminated(_) => "WorkflowTerminated",
         }
     }
 
@@ -289,6 +295,25 @@ pub struct WorkflowFailed {
     pub reason: String,
     /// The tasks whose failure failed the run.
     pub failed_task_refs: Vec<String>,
+}
+
+/// Attributes of [`Event::VariablesUpdated`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct VariablesUpdated {
+    /// The variables set (merged over the existing ones).
+    pub variables: serde_json::Map<String, Value>,
+}
+
+/// Attributes of [`Event::WorkflowTerminated`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkflowTerminated {
+    /// Why.
+    pub reason: String,
+    /// The output the run ends with.
+    #[serde(default)]
+    pub output: Value,
 }
 
 #[cfg(test)]

@@ -4,6 +4,7 @@
 //! Build the binaries first: `cargo build --workspace --bins` (or `scripts/test`).
 
 mod bad_input;
+mod constructs;
 mod crash;
 mod greet;
 mod poison;

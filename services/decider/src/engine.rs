@@ -13,9 +13,9 @@ use tracing::Instrument as _;
 use chrono::Utc;
 use uuid::Uuid;
 use weft::bus::{Bus, Delivery, Disposition};
+use weft::dsl::TaskType;
 use weft::messages::{
-    ActivityMessage, ActivityTask, Command, Event, StartWorkflow, TaskScheduled, WorkflowCompleted,
-    WorkflowFailed, WorkflowStarted,
+    ActivityMessage, ActivityTask, Command, Event, StartWorkflow, TaskScheduled, WorkflowStarted,
 };
 use weft::store::outbox::OutboxMessage;
 use weft::store::runs::{CommitBatch, StoredEvent};
@@ -23,7 +23,7 @@ use weft::store::Store;
 use weft::{Envelope, Error};
 
 use crate::apply::{apply_command, Applied};
-use crate::interpreter::{decide, Decision};
+use crate::interpreter::{decide, events_for, Decision};
 use crate::metrics::DeciderMetrics;
 use crate::state::{RunState, RunStatus};
 
@@ -288,48 +288,31 @@ impl Shard {
                 return Ok(());
             }
             for d in decisions {
-                let event = match d {
-                    Decision::ScheduleTask {
-                        task_id,
-                        task_ref,
-                        task_type,
-                        task_name,
-                        input,
-                        attempt,
-                    } => {
-                        let scheduled = TaskScheduled {
-                            task_id,
-                            task_ref,
-                            task_type,
-                            task_name,
-                            seq: w.state.tasks.len() as i32,
-                            attempt,
-                            input,
-                        };
-                        self.bus
-                            .declare_activity_queue(&scheduled.task_name)
-                            .await?;
-                        w.outbox.push(self.activity_message(&w.state, &scheduled)?);
-                        Event::TaskScheduled(scheduled)
-                    }
-                    Decision::CompleteWorkflow { output } => {
-                        Event::WorkflowCompleted(WorkflowCompleted { output })
-                    }
-                    Decision::FailWorkflow {
-                        reason,
-                        failed_task_refs,
-                    } => Event::WorkflowFailed(WorkflowFailed {
-                        reason,
-                        failed_task_refs,
-                    }),
-                };
-                append(w, event)?;
+                for event in self.events_of(w, d).await? {
+                    append(w, event)?;
+                }
             }
         }
         Err(Error::Decode(format!(
             "run {} produced decisions for {MAX_DECISION_ROUNDS} rounds",
             w.state.run_id
         )))
+    }
+
+    /// The events a decision becomes; an activity also gets its queue declared and its
+    /// outbox message.
+    async fn events_of(&self, w: &mut Working, decision: Decision) -> Result<Vec<Event>, Error> {
+        let is_activity = matches!(decision, Decision::ScheduleTask { .. });
+        let events = events_for(decision, w.state.tasks.len() as i32);
+        if is_activity {
+            if let Some(Event::TaskScheduled(scheduled)) = events.first() {
+                self.bus
+                    .declare_activity_queue(activity_queue_key(scheduled))
+                    .await?;
+                w.outbox.push(self.activity_message(&w.state, scheduled)?);
+            }
+        }
+        Ok(events)
     }
 
     fn activity_message(
@@ -353,7 +336,7 @@ impl Shard {
         let envelope = Envelope::new(&state.workflow_id, Some(state.run_id), &task)?;
         OutboxMessage::new(
             names.activity_exchange(),
-            s.task_name.clone(),
+            activity_queue_key(s).to_owned(),
             &envelope,
             weft::telemetry::current_traceparent(),
         )
@@ -385,6 +368,16 @@ impl Shard {
         for d in deliveries {
             cache.remove(&d.envelope.workflow_id);
         }
+    }
+}
+
+/// The activity queue (routing key) of a scheduled task: HTTP tasks go to the built-in
+/// HTTP worker's queue `HTTP` whatever their name; other activities to their name.
+fn activity_queue_key(s: &TaskScheduled) -> &str {
+    if s.task_type == TaskType::Http.as_str() {
+        TaskType::Http.as_str()
+    } else {
+        &s.task_name
     }
 }
 

@@ -14,6 +14,8 @@ pub mod state;
 
 #[cfg(test)]
 mod history_builder;
+#[cfg(test)]
+mod sim;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

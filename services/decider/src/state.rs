@@ -17,6 +17,8 @@ pub enum RunStatus {
     Completed,
     /// Finished with a failure.
     Failed,
+    /// Ended by a TERMINATE task or an operator.
+    Terminated,
 }
 
 impl RunStatus {
@@ -26,6 +28,7 @@ impl RunStatus {
             RunStatus::Running => "RUNNING",
             RunStatus::Completed => "COMPLETED",
             RunStatus::Failed => "FAILED",
+            RunStatus::Terminated => "TERMINATED",
         }
     }
 }
@@ -117,6 +120,8 @@ pub struct RunState {
     pub traceparent: Option<String>,
     /// Status.
     pub status: RunStatus,
+    /// Workflow variables (the definition's, updated by SET_VARIABLE).
+    pub variables: Map<String, Value>,
     /// Output once completed.
     pub output: Option<Value>,
     /// Failure reason.
@@ -169,6 +174,7 @@ impl RunState {
             parent_workflow_id: started.parent_workflow_id.clone(),
             traceparent: started.traceparent.clone(),
             status: RunStatus::Running,
+            variables: started.definition.variables.clone(),
             output: None,
             reason: None,
             failed_task_refs: Vec::new(),
@@ -241,6 +247,17 @@ impl RunState {
                 self.failed_task_refs.clone_from(&f.failed_task_refs);
                 self.end_time = Some(at);
             }
+            Event::VariablesUpdated(v) => {
+                for (k, val) in &v.variables {
+                    self.variables.insert(k.clone(), val.clone());
+                }
+            }
+            Event::WorkflowTerminated(t) => {
+                self.status = RunStatus::Terminated;
+                self.reason = Some(t.reason.clone());
+                self.output = Some(t.output.clone());
+                self.end_time = Some(at);
+            }
         }
         self.version = e.event_id;
         self.update_time = at;
@@ -261,10 +278,7 @@ impl RunState {
     }
 
     fn is_optional(&self, task_ref: &str) -> bool {
-        self.definition
-            .tasks
-            .iter()
-            .any(|t| t.task_reference_name == task_ref && t.optional)
+        find_task(&self.definition.tasks, task_ref).is_some_and(|t| t.optional)
     }
 
     /// The newest task with `task_ref`.
@@ -290,7 +304,7 @@ impl RunState {
             "workflow".into(),
             json!({
                 "input": self.input,
-                "variables": Value::Object(self.definition.variables.clone()),
+                "variables": Value::Object(self.variables.clone()),
                 "workflowId": self.workflow_id,
                 "runId": self.run_id,
                 "correlationId": self.correlation_id,
@@ -306,6 +320,7 @@ impl RunState {
         match self.status {
             RunStatus::Completed => "COMPLETED",
             RunStatus::Failed => "FAILED",
+            RunStatus::Terminated => "TERMINATED",
             RunStatus::Running => {
                 if self.tasks.iter().any(|t| t.status.is_pending()) {
                     "QUEUING"
@@ -327,7 +342,7 @@ impl RunState {
             sub_status: self.sub_status().to_owned(),
             input: self.input.clone(),
             output: self.output.clone(),
-            variables: Value::Object(self.definition.variables.clone()),
+            variables: Value::Object(self.variables.clone()),
             correlation_id: self.correlation_id.clone(),
             parent_workflow_id: self.parent_workflow_id.clone(),
             reason: self.reason.clone(),
@@ -362,4 +377,21 @@ impl RunState {
             update_time: t.update_time,
         }
     }
+}
+
+/// The node of `tasks` (searched depth-first through branches and loop bodies) whose
+/// reference name is `task_ref`.
+pub fn find_task<'a>(
+    tasks: &'a [weft::dsl::WorkflowTask],
+    task_ref: &str,
+) -> Option<&'a weft::dsl::WorkflowTask> {
+    tasks.iter().find_map(|t| {
+        if t.task_reference_name == task_ref {
+            Some(t)
+        } else {
+            t.children()
+                .into_iter()
+                .find_map(|list| find_task(list, task_ref))
+        }
+    })
 }

@@ -1,9 +1,11 @@
 //! The history service (DESIGN.md §2): keeper of the event log. In this version it
 //! re-publishes outbox rows that a crashed decider or gateway committed but did not
-//! publish (the sweeper). Reads (status, history pages) are served by the gateway from
+//! publish (the sweeper) and publishes durable timers when they are due (the timer
+//! firer). Reads (status, history pages) are served by the gateway from
 //! the same store.
 
 pub mod sweeper;
+pub mod timers;
 
 use std::net::SocketAddr;
 
@@ -23,6 +25,8 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> weft::Result<()
         &deps.metrics,
         config.outbox_sweep_after,
     );
-    sweeper.run(shutdown).await;
+    let firer = timers::TimerFirer::new(deps.store.clone(), deps.bus.clone(), &deps.metrics);
+    // Both loops end at shutdown.
+    tokio::join!(sweeper.run(shutdown.clone()), firer.run(shutdown));
     Ok(())
 }

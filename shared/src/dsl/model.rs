@@ -166,7 +166,22 @@ impl TaskType {
 
     /// Whether the decider can execute this type today.
     pub fn is_executable(self) -> bool {
-        matches!(self, TaskType::Simple)
+        matches!(
+            self,
+            TaskType::Simple
+                | TaskType::Http
+                | TaskType::Decision
+                | TaskType::Switch
+                | TaskType::ForkJoin
+                | TaskType::Join
+                | TaskType::SetVariable
+                | TaskType::Terminate
+        )
+    }
+
+    /// Whether a worker executes this type (the decider publishes it to an activity queue).
+    pub fn is_activity(self) -> bool {
+        matches!(self, TaskType::Simple | TaskType::Http)
     }
 }
 

@@ -1440,14 +1440,13 @@ mod tests {
     fn check_executable_names_the_type() {
         let def = parse_definition(&wf(json!([
             simple("a", json!({})),
-            {"name": "s", "taskReferenceName": "s", "type": "SWITCH",
-             "evaluatorType": "value-param", "expression": "c",
-             "decisionCases": {"x": [simple("b", json!({}))]}}
+            {"name": "s", "taskReferenceName": "s", "type": "DO_WHILE",
+             "loopCondition": "false", "loopOver": [simple("b", json!({}))]}
         ])))
         .unwrap();
         let e = check_executable(&def).unwrap_err();
         assert_eq!(e.path, "tasks[1].type");
-        assert_eq!(e.message, "task type SWITCH is not supported yet");
+        assert_eq!(e.message, "task type DO_WHILE is not supported yet");
     }
 
     #[test]

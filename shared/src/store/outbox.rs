@@ -115,6 +115,22 @@ impl Janitor {
     }
 }
 
+/// A pre-encoded message: `(exchange, routing_key, body, traceparent)`.
+pub(super) type Outgoing<'a> = (&'a str, &'a str, &'a [u8], Option<&'a str>);
+
+/// Publishes `messages` concurrently (persistent, confirmed); one result per message, in
+/// order, so that the caller forgets exactly the rows that were confirmed. Shared by the
+/// outbox and the timers.
+pub(super) async fn publish_all<'a>(
+    bus: &Bus,
+    messages: impl IntoIterator<Item = Outgoing<'a>>,
+) -> Vec<Result<()>> {
+    let publishes = messages
+        .into_iter()
+        .map(|(exchange, key, body, trace)| bus.publish_bytes(exchange, key, body, trace));
+    futures_util::future::join_all(publishes).await
+}
+
 impl Store {
     /// Publishes committed outbox messages (confirmed); their rows are then deleted in
     /// the background. Messages are published concurrently; a failure leaves the rows
@@ -123,15 +139,18 @@ impl Store {
         if messages.is_empty() {
             return Ok(());
         }
-        let publishes = messages.iter().map(|m| {
-            bus.publish_bytes(
-                &m.exchange,
-                &m.routing_key,
-                &m.body,
-                m.traceparent.as_deref(),
-            )
-        });
-        let results = futures_util::future::join_all(publishes).await;
+        let results = publish_all(
+            bus,
+            messages.iter().map(|m| {
+                (
+                    m.exchange.as_str(),
+                    m.routing_key.as_str(),
+                    m.body.as_slice(),
+                    m.traceparent.as_deref(),
+                )
+            }),
+        )
+        .await;
         let sent: Vec<Uuid> = messages
             .iter()
             .zip(&results)

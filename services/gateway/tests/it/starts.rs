@@ -236,17 +236,15 @@ async fn accepted_start_not_yet_applied_reads_as_running_queuing() {
 }
 
 #[tokio::test]
-async fn definition_with_a_switch_is_refused_as_not_supported_yet() {
+async fn definition_with_a_loop_is_refused_as_not_supported_yet() {
     let env = TestEnv::new().await;
     let def = json!({
         "name": "branchy", "version": 1,
         "tasks": [
             {"name": "first", "taskReferenceName": "first", "type": "SIMPLE"},
-            {"name": "pick", "taskReferenceName": "pick", "type": "SWITCH",
-             "evaluatorType": "value-param", "expression": "kind",
-             "inputParameters": {"kind": "${workflow.input.kind}"},
-             "decisionCases": {"a": [{"name": "a", "taskReferenceName": "a", "type": "SIMPLE"}]},
-             "defaultCase": []}
+            {"name": "pick", "taskReferenceName": "pick", "type": "DO_WHILE",
+             "loopCondition": "$.pick['iteration'] < 2",
+             "loopOver": [{"name": "a", "taskReferenceName": "a", "type": "SIMPLE"}]}
         ]
     });
     env.register(&def).await;
@@ -277,6 +275,9 @@ async fn start_command_joins_the_callers_trace() {
     let subscriber = tracing_subscriber::registry()
         .with(tracing_opentelemetry::layer().with_tracer(provider.tracer("gateway-tests")));
     let _scope = tracing::subscriber::set_default(subscriber);
+    // Callsites first hit by a parallel test's thread (which has no subscriber) cached
+    // "never"; recompute their interest now that this thread's subscriber exists.
+    tracing::callsite::rebuild_interest_cache();
 
     let env = TestEnv::new().await;
     let mut commands = env.consume_commands();

@@ -1,0 +1,150 @@
+//! Control-flow constructs (SWITCH, FORK_JOIN/JOIN, SET_VARIABLE, TERMINATE, retries)
+//! executed by the real decider, with the example worker running the activities.
+
+use serde_json::{json, Value};
+use weft_e2e::{Suite, TestEnv};
+
+use crate::RUN_TIMEOUT;
+
+fn branches() -> Value {
+    json!({"name": "branches", "version": 1, "tasks": [
+        {"name": "sv", "taskReferenceName": "sv", "type": "SET_VARIABLE",
+         "inputParameters": {"who": "${workflow.input.first}"}},
+        {"name": "pick", "taskReferenceName": "pick", "type": "SWITCH",
+         "evaluatorType": "value-param", "expression": "loud",
+         "inputParameters": {"loud": "${workflow.input.loud}"},
+         "decisionCases": {"yes": [
+             {"name": "shout", "taskReferenceName": "s1", "type": "SIMPLE",
+              "inputParameters": {"text": "${workflow.variables.who}"}}]},
+         "defaultCase": [
+             {"name": "make_name", "taskReferenceName": "m1", "type": "SIMPLE",
+              "inputParameters": {"first": "${workflow.variables.who}"}}]},
+        {"name": "f", "taskReferenceName": "f", "type": "FORK_JOIN", "forkTasks": [
+            [{"name": "make_name", "taskReferenceName": "fa", "type": "SIMPLE",
+              "inputParameters": {"first": "${workflow.input.first}"}},
+             {"name": "shout", "taskReferenceName": "fa2", "type": "SIMPLE",
+              "inputParameters": {"text": "${fa.output.name}"}}],
+            [{"name": "count", "taskReferenceName": "fb", "type": "SIMPLE",
+              "inputParameters": {"text": "x", "n": 2}}]]},
+        {"name": "j", "taskReferenceName": "j", "type": "JOIN", "joinOn": ["fa2", "fb"]}],
+     "outputParameters": {"picked": "${pick.output.selectedCase}", "joined": "${j.output}",
+                          "loud": "${s1.output.text}", "plain": "${m1.output.name}"}})
+}
+
+fn statuses(wf: &Value) -> Vec<(String, String)> {
+    wf["tasks"]
+        .as_array()
+        .map(|tasks| {
+            tasks
+                .iter()
+                .map(|t| {
+                    (
+                        t["referenceTaskName"]
+                            .as_str()
+                            .unwrap_or_default()
+                            .to_owned(),
+                        t["status"].as_str().unwrap_or_default().to_owned(),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn switch_fork_join_and_variables_run_over_the_real_services() {
+    let suite = Suite::start(TestEnv::new().await.unwrap()).await.unwrap();
+    let client = suite.client();
+    client.register(&branches()).await.unwrap();
+
+    let loud = client
+        .start("branches", json!({"first": "Ada", "loud": "yes"}))
+        .await
+        .unwrap();
+    let quiet = client
+        .start("branches", json!({"first": "Bo", "loud": "no"}))
+        .await
+        .unwrap();
+
+    let wf = client
+        .wait_for_status(&loud, &["COMPLETED"], RUN_TIMEOUT)
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}\n{}", suite.describe()));
+    assert_eq!(wf["output"]["picked"], json!("yes"));
+    assert_eq!(wf["output"]["loud"], json!("ADA"));
+    assert_eq!(
+        wf["output"]["plain"],
+        Value::Null,
+        "the default case did not run"
+    );
+    assert_eq!(
+        wf["output"]["joined"],
+        json!({"fa2": {"text": "ADA WEFT"}, "fb": {"result": "x x2"}})
+    );
+    assert_eq!(wf["variables"], json!({"who": "Ada"}));
+    let tasks = statuses(&wf);
+    assert!(tasks.iter().all(|(_, s)| s == "COMPLETED"), "{tasks:?}");
+    let refs: Vec<&str> = tasks.iter().map(|(r, _)| r.as_str()).collect();
+    assert!(!refs.contains(&"m1"), "{refs:?}");
+    assert_eq!(refs.last(), Some(&"j"), "the join comes last: {refs:?}");
+
+    let wf = client
+        .wait_for_status(&quiet, &["COMPLETED"], RUN_TIMEOUT)
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}\n{}", suite.describe()));
+    assert_eq!(wf["output"]["picked"], json!("no"));
+    assert_eq!(wf["output"]["plain"], json!("Bo Weft"));
+    assert_eq!(wf["output"]["loud"], Value::Null);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn terminate_task_and_exhausted_retries_end_the_run_as_declared() {
+    let suite = Suite::start(TestEnv::new().await.unwrap()).await.unwrap();
+    let client = suite.client();
+    client
+        .register(&json!({"name": "stop_early", "version": 1, "tasks": [
+            {"name": "make_name", "taskReferenceName": "n", "type": "SIMPLE",
+             "inputParameters": {"first": "${workflow.input.first}"}},
+            {"name": "t", "taskReferenceName": "t", "type": "TERMINATE",
+             "inputParameters": {"terminationStatus": "TERMINATED",
+                                 "terminationReason": "seen ${n.output.name}",
+                                 "workflowOutput": {"name": "${n.output.name}"}}},
+            {"name": "shout", "taskReferenceName": "never", "type": "SIMPLE"}]}))
+        .await
+        .unwrap();
+    // The example worker reports `count` without `n` as a terminal failure, so the
+    // run fails after the first attempt whatever retryCount allows.
+    client
+        .register(&json!({"name": "doomed", "version": 1, "tasks": [
+            {"name": "count", "taskReferenceName": "c", "type": "SIMPLE", "retryCount": 2,
+             "inputParameters": {"text": "x"}}]}))
+        .await
+        .unwrap();
+
+    let stopped = client
+        .start("stop_early", json!({"first": "Ada"}))
+        .await
+        .unwrap();
+    let doomed = client.start("doomed", json!({})).await.unwrap();
+
+    let wf = client
+        .wait_for_status(&stopped, &["TERMINATED"], RUN_TIMEOUT)
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}\n{}", suite.describe()));
+    assert_eq!(wf["subStatus"], json!("TERMINATED"));
+    assert_eq!(wf["reasonForIncompletion"], json!("seen Ada Weft"));
+    assert_eq!(wf["output"], json!({"name": "Ada Weft"}));
+    let refs: Vec<String> = statuses(&wf).into_iter().map(|(r, _)| r).collect();
+    assert_eq!(refs, vec!["n", "t"]);
+
+    let wf = client
+        .wait_for_status(&doomed, &["FAILED"], RUN_TIMEOUT)
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}\n{}", suite.describe()));
+    assert_eq!(wf["failedReferenceTaskNames"], json!(["c"]));
+    let tasks = statuses(&wf);
+    assert_eq!(
+        tasks,
+        vec![("c".to_owned(), "FAILED_WITH_TERMINAL_ERROR".to_owned())]
+    );
+}

@@ -1,0 +1,209 @@
+//! Control-flow constructs over simulated runs.
+
+use serde_json::json;
+
+use crate::sim::Sim;
+use crate::state::RunStatus;
+
+fn simple(r: &str) -> serde_json::Value {
+    json!({"name": r, "taskReferenceName": r, "type": "SIMPLE"})
+}
+
+#[test]
+fn switch_value_param_runs_the_selected_case_then_continues() {
+    let def = json!({"name": "w", "tasks": [
+        {"name": "sw", "taskReferenceName": "sw", "type": "SWITCH",
+         "evaluatorType": "value-param", "expression": "kind",
+         "inputParameters": {"kind": "${workflow.input.kind}"},
+         "decisionCases": {"a": [simple("a1")], "b": [simple("b1")]},
+         "defaultCase": [simple("d1")]},
+        simple("after")]});
+    let mut sim = Sim::start(def, json!({"kind": "b"}));
+    assert_eq!(sim.pending(), vec!["b1"]);
+    let sw = sim.state.latest("sw").unwrap();
+    assert_eq!(
+        sw.output,
+        Some(json!({"evaluationResult": ["b"], "selectedCase": "b"}))
+    );
+    sim.complete("b1", json!({}));
+    assert_eq!(sim.pending(), vec!["after"]);
+    sim.complete("after", json!({"x": 1}));
+    assert_eq!(sim.state.status, RunStatus::Completed);
+    assert!(
+        sim.state.latest("a1").is_none(),
+        "the branch not taken never runs"
+    );
+}
+
+#[test]
+fn switch_without_matching_case_takes_the_default_or_continues() {
+    let with_default = json!({"name": "w", "tasks": [
+        {"name": "sw", "taskReferenceName": "sw", "type": "SWITCH",
+         "evaluatorType": "value-param", "expression": "kind",
+         "inputParameters": {"kind": "zzz"},
+         "decisionCases": {"a": [simple("a1")]}, "defaultCase": [simple("d1")]}]});
+    assert_eq!(Sim::start(with_default, json!({})).pending(), vec!["d1"]);
+
+    let without_default = json!({"name": "w", "tasks": [
+        {"name": "sw", "taskReferenceName": "sw", "type": "SWITCH",
+         "evaluatorType": "value-param", "expression": "kind",
+         "inputParameters": {"kind": "zzz"}, "decisionCases": {"a": [simple("a1")]}},
+        simple("after")]});
+    assert_eq!(
+        Sim::start(without_default, json!({})).pending(),
+        vec!["after"]
+    );
+}
+
+#[test]
+fn decision_with_case_value_param_records_case_output() {
+    let def = json!({"name": "w", "tasks": [
+        {"name": "d", "taskReferenceName": "d", "type": "DECISION", "caseValueParam": "n",
+         "inputParameters": {"n": "${workflow.input.n}"},
+         "decisionCases": {"2": [simple("two")]}, "defaultCase": [simple("other")]}]});
+    let sim = Sim::start(def, json!({"n": 2}));
+    assert_eq!(
+        sim.pending(),
+        vec!["two"],
+        "numbers compare as strings, as in Conductor"
+    );
+    assert_eq!(
+        sim.state.latest("d").unwrap().output,
+        Some(json!({"caseOutput": ["2"]}))
+    );
+}
+
+#[test]
+fn fork_runs_branches_side_by_side_and_join_waits_for_all() {
+    let def = json!({"name": "w", "tasks": [
+        {"name": "f", "taskReferenceName": "f", "type": "FORK_JOIN",
+         "forkTasks": [[simple("a"), simple("a2")], [simple("b")]]},
+        {"name": "j", "taskReferenceName": "j", "type": "JOIN", "joinOn": ["a2", "b"]},
+        simple("after")]});
+    let mut sim = Sim::start(def, json!({}));
+    assert_eq!(sim.pending(), vec!["a", "b"]);
+    sim.complete("b", json!({"b": 1}));
+    assert_eq!(sim.pending(), vec!["a"]);
+    sim.complete("a", json!({}));
+    assert_eq!(
+        sim.pending(),
+        vec!["a2"],
+        "a branch goes on while the other is done"
+    );
+    assert!(sim.state.latest("j").is_none(), "the join waits");
+    sim.complete("a2", json!({"a2": 2}));
+    assert_eq!(
+        sim.state.latest("j").unwrap().output,
+        Some(json!({"a2": {"a2": 2}, "b": {"b": 1}}))
+    );
+    assert_eq!(sim.pending(), vec!["after"]);
+}
+
+#[test]
+fn nested_forks_work() {
+    let def = json!({"name": "w", "tasks": [
+        {"name": "f", "taskReferenceName": "f", "type": "FORK_JOIN", "forkTasks": [
+            [{"name": "g", "taskReferenceName": "g", "type": "FORK_JOIN",
+              "forkTasks": [[simple("x")], [simple("y")]]},
+             {"name": "gj", "taskReferenceName": "gj", "type": "JOIN", "joinOn": ["x", "y"]}],
+            [simple("z")]]},
+        {"name": "j", "taskReferenceName": "j", "type": "JOIN", "joinOn": ["gj", "z"]}]});
+    let mut sim = Sim::start(def, json!({}));
+    let mut pending = sim.pending();
+    pending.sort();
+    assert_eq!(pending, vec!["x", "y", "z"]);
+    sim.complete("x", json!({})).complete("z", json!({}));
+    assert!(sim.state.latest("gj").is_none());
+    sim.complete("y", json!({}));
+    assert_eq!(sim.state.status, RunStatus::Completed);
+}
+
+#[test]
+fn failing_branch_fails_the_run() {
+    let def = json!({"name": "w", "tasks": [
+        {"name": "f", "taskReferenceName": "f", "type": "FORK_JOIN",
+         "forkTasks": [[simple("a")], [simple("b")]]},
+        {"name": "j", "taskReferenceName": "j", "type": "JOIN", "joinOn": ["a", "b"]}]});
+    let mut sim = Sim::start(def, json!({}));
+    sim.fail("a", "boom");
+    assert_eq!(sim.state.status, RunStatus::Failed);
+    assert_eq!(sim.state.failed_task_refs, vec!["a".to_string()]);
+}
+
+#[test]
+fn set_variable_is_visible_to_later_tasks_and_the_run() {
+    let def = json!({"name": "w", "tasks": [
+        {"name": "sv", "taskReferenceName": "sv", "type": "SET_VARIABLE",
+         "inputParameters": {"greeting": "hi ${workflow.input.who}"}},
+        {"name": "a", "taskReferenceName": "a", "type": "SIMPLE",
+         "inputParameters": {"g": "${workflow.variables.greeting}"}}]});
+    let sim = Sim::start(def, json!({"who": "Ada"}));
+    assert_eq!(sim.state.variables["greeting"], json!("hi Ada"));
+    assert_eq!(sim.state.latest("a").unwrap().input, json!({"g": "hi Ada"}));
+}
+
+#[test]
+fn terminate_ends_the_run_with_its_status_and_output() {
+    let def = |status: &str| {
+        json!({"name": "w", "tasks": [
+            {"name": "t", "taskReferenceName": "t", "type": "TERMINATE",
+             "inputParameters": {"terminationStatus": status, "terminationReason": "enough",
+                                 "workflowOutput": {"done": true}}},
+            simple("never")]})
+    };
+    let completed = Sim::start(def("COMPLETED"), json!({}));
+    assert_eq!(completed.state.status, RunStatus::Completed);
+    assert_eq!(completed.state.output, Some(json!({"done": true})));
+    let failed = Sim::start(def("FAILED"), json!({}));
+    assert_eq!(failed.state.status, RunStatus::Failed);
+    assert_eq!(failed.state.reason.as_deref(), Some("enough"));
+    let terminated = Sim::start(def("TERMINATED"), json!({}));
+    assert_eq!(terminated.state.status, RunStatus::Terminated);
+    assert!(terminated.state.latest("never").is_none());
+}
+
+#[test]
+fn failed_activity_is_retried_up_to_retry_count() {
+    let def = json!({"name": "w", "tasks": [
+        {"name": "a", "taskReferenceName": "a", "type": "SIMPLE", "retryCount": 2}]});
+    let mut sim = Sim::start(def, json!({}));
+    sim.fail("a", "flaky").fail("a", "flaky");
+    assert_eq!(sim.pending(), vec!["a"]);
+    assert_eq!(sim.state.latest("a").unwrap().attempt, 3);
+    sim.fail("a", "still flaky");
+    assert_eq!(sim.state.status, RunStatus::Failed);
+    let attempts: Vec<i32> = sim.state.tasks.iter().map(|t| t.attempt).collect();
+    assert_eq!(attempts, vec![1, 2, 3]);
+}
+
+#[test]
+fn http_tasks_are_activities() {
+    let def = json!({"name": "w", "tasks": [
+        {"name": "call", "taskReferenceName": "call", "type": "HTTP",
+         "inputParameters": {"http_request": {"uri": "http://x/${workflow.input.p}", "method": "GET"}}}]});
+    let sim = Sim::start(def, json!({"p": "q"}));
+    assert_eq!(sim.pending(), vec!["call"]);
+    let t = sim.state.latest("call").unwrap();
+    assert_eq!(t.task_type, "HTTP");
+    assert_eq!(t.input["http_request"]["uri"], json!("http://x/q"));
+}
+
+#[test]
+fn system_tasks_are_recorded_in_history_order() {
+    let def = json!({"name": "w", "tasks": [
+        {"name": "f", "taskReferenceName": "f", "type": "FORK_JOIN",
+         "forkTasks": [[simple("a")], [simple("b")]]},
+        {"name": "j", "taskReferenceName": "j", "type": "JOIN", "joinOn": ["a", "b"]}]});
+    let mut sim = Sim::start(def, json!({}));
+    sim.complete("a", json!({})).complete("b", json!({}));
+    let trail: Vec<(String, &str)> = sim.trail().into_iter().map(|(r, _, s)| (r, s)).collect();
+    assert_eq!(
+        trail,
+        vec![
+            ("f".to_string(), "COMPLETED"),
+            ("a".to_string(), "COMPLETED"),
+            ("b".to_string(), "COMPLETED"),
+            ("j".to_string(), "COMPLETED"),
+        ]
+    );
+}

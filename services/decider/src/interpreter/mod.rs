@@ -1,0 +1,184 @@
+//! The DSL interpreter: a pure function of a run's state (the fold of its history and
+//! its frozen definition) to the decisions that move it forward. No I/O, no clock, no
+//! randomness: the same history always yields the same decisions (ids are name-based
+//! UUIDs of the run and the task's position; a branch taken is recorded in the
+//! switch task's output, so a script is evaluated once, not on every replay).
+//!
+//! The definition is walked as a tree (`walk.rs`): a list of tasks runs in order; a
+//! SWITCH/DECISION runs the branch it selected; a FORK_JOIN runs its branches side by
+//! side and is done when all are; JOIN, SET_VARIABLE and TERMINATE are executed by the
+//! decider itself and complete at once.
+
+mod branch;
+mod walk;
+
+#[cfg(test)]
+mod constructs_tests;
+#[cfg(test)]
+mod tests;
+
+use serde_json::{Map, Value};
+use uuid::Uuid;
+use weft::messages::{
+    Event, TaskCompleted, TaskScheduled, VariablesUpdated, WorkflowCompleted, WorkflowFailed,
+    WorkflowTerminated,
+};
+
+use crate::state::{RunState, RunStatus};
+
+/// What the decider concludes from a run's state.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Decision {
+    /// Publish an activity task to a worker.
+    ScheduleTask {
+        /// The new task's id, derived from the run and its position, so that replaying
+        /// a history yields the very same decision.
+        task_id: Uuid,
+        /// Reference name.
+        task_ref: String,
+        /// Type (`SIMPLE`, `HTTP`).
+        task_type: String,
+        /// Definition name.
+        task_name: String,
+        /// Resolved input.
+        input: Value,
+        /// Attempt number, from 1.
+        attempt: i32,
+    },
+    /// Record a task the decider executes itself (SWITCH, FORK_JOIN, JOIN, SET_VARIABLE,
+    /// TERMINATE) as scheduled and completed at once.
+    CompleteSystemTask {
+        /// Id, as for scheduled tasks.
+        task_id: Uuid,
+        /// Reference name.
+        task_ref: String,
+        /// Type.
+        task_type: String,
+        /// Definition name.
+        task_name: String,
+        /// Resolved input.
+        input: Value,
+        /// Output.
+        output: Value,
+        /// Workflow variables set by the task (SET_VARIABLE).
+        variables: Option<Map<String, Value>>,
+    },
+    /// Finish the run successfully.
+    CompleteWorkflow {
+        /// Shaped output.
+        output: Value,
+    },
+    /// Finish the run with a failure.
+    FailWorkflow {
+        /// Why.
+        reason: String,
+        /// Tasks to blame.
+        failed_task_refs: Vec<String>,
+    },
+    /// End the run as TERMINATED (a TERMINATE task).
+    TerminateWorkflow {
+        /// Why.
+        reason: String,
+        /// The output the run ends with.
+        output: Value,
+    },
+}
+
+/// Decides the next steps of `state`.
+pub fn decide(state: &RunState) -> Vec<Decision> {
+    if state.status != RunStatus::Running {
+        return Vec::new();
+    }
+    match walk::Walker::new(state).list(&state.definition.tasks) {
+        walk::Flow::Done => vec![Decision::CompleteWorkflow {
+            output: workflow_output(state),
+        }],
+        walk::Flow::Waiting(decisions) | walk::Flow::Stop(decisions) => decisions,
+    }
+}
+
+/// `outputParameters` resolved; without them, Conductor's rule: the last task's output.
+pub(crate) fn workflow_output(state: &RunState) -> Value {
+    let def = &state.definition;
+    if def.output_parameters.is_empty() {
+        return state
+            .tasks
+            .last()
+            .and_then(|t| t.output.clone())
+            .unwrap_or_else(|| Value::Object(Map::new()));
+    }
+    weft::dsl::expr::resolve(
+        &Value::Object(def.output_parameters.clone()),
+        &state.expression_context(),
+    )
+}
+
+/// The history events a decision becomes; `seq` is the run's next task position.
+pub fn events_for(decision: Decision, seq: i32) -> Vec<Event> {
+    match decision {
+        Decision::ScheduleTask {
+            task_id,
+            task_ref,
+            task_type,
+            task_name,
+            input,
+            attempt,
+        } => vec![Event::TaskScheduled(TaskScheduled {
+            task_id,
+            task_ref,
+            task_type,
+            task_name,
+            seq,
+            attempt,
+            input,
+        })],
+        Decision::CompleteSystemTask {
+            task_id,
+            task_ref,
+            task_type,
+            task_name,
+            input,
+            output,
+            variables,
+        } => {
+            let mut events = vec![
+                Event::TaskScheduled(TaskScheduled {
+                    task_id,
+                    task_ref: task_ref.clone(),
+                    task_type,
+                    task_name,
+                    seq,
+                    attempt: 1,
+                    input,
+                }),
+                Event::TaskCompleted(TaskCompleted {
+                    task_id,
+                    task_ref,
+                    output,
+                    worker_id: None,
+                    started_at: None,
+                }),
+            ];
+            if let Some(variables) = variables {
+                events.push(Event::VariablesUpdated(VariablesUpdated { variables }));
+            }
+            events
+        }
+        Decision::CompleteWorkflow { output } => {
+            vec![Event::WorkflowCompleted(WorkflowCompleted { output })]
+        }
+        Decision::FailWorkflow {
+            reason,
+            failed_task_refs,
+        } => vec![Event::WorkflowFailed(WorkflowFailed {
+            reason,
+            failed_task_refs,
+        })],
+        Decision::TerminateWorkflow { reason, output } => {
+            vec![Event::WorkflowTerminated(WorkflowTerminated {
+                reason,
+                output,
+            })]
+        }
+    }
+}

@@ -1,0 +1,169 @@
+//! The interpreter over canned histories (no database, no broker).
+use serde_json::json;
+
+use serde_json::Value;
+
+use super::walk::task_id_for;
+use super::*;
+use crate::history_builder::HistoryBuilder;
+use crate::state::RunStatus;
+
+fn greet() -> Value {
+    json!({"name": "greet", "version": 1,
+     "tasks": [
+      {"name": "make_name", "taskReferenceName": "n", "type": "SIMPLE", "inputParameters": {"first": "${workflow.input.first}"}},
+      {"name": "shout", "taskReferenceName": "s", "type": "SIMPLE", "inputParameters": {"text": "${n.output.name}"}},
+      {"name": "count", "taskReferenceName": "c", "type": "SIMPLE", "inputParameters": {"text": "${s.output.text}", "n": "${workflow.input.n}"}}],
+     "outputParameters": {"result": "${c.output.result}", "name": "${n.output.name}"}})
+}
+
+fn input() -> Value {
+    json!({"first": "Ada", "n": 3})
+}
+
+#[test]
+fn fresh_run_schedules_the_first_task_with_resolved_input() {
+    let h = HistoryBuilder::started(greet(), input());
+    assert_eq!(
+        decide(&h.state()),
+        vec![Decision::ScheduleTask {
+            task_id: task_id_for(&h.state(), "n", 1),
+            task_ref: "n".into(),
+            task_type: "SIMPLE".into(),
+            task_name: "make_name".into(),
+            input: json!({"first": "Ada"}),
+            attempt: 1,
+        }]
+    );
+}
+
+#[test]
+fn task_id_is_visible_to_inputs_as_cpewf_task_id() {
+    let def = json!({"name": "w", "tasks": [{"name": "a", "taskReferenceName": "a",
+        "inputParameters": {"me": "${CPEWF_TASK_ID}"}}]});
+    let h = HistoryBuilder::started(def, json!({}));
+    match &decide(&h.state())[..] {
+        [Decision::ScheduleTask { task_id, input, .. }] => {
+            assert_eq!(input["me"], json!(task_id.to_string()));
+        }
+        other => panic!("unexpected decisions {other:?}"),
+    }
+}
+
+#[test]
+fn pending_task_means_no_decision() {
+    let h = HistoryBuilder::started(greet(), input()).scheduled("n", "make_name", json!({}));
+    assert!(decide(&h.state()).is_empty());
+}
+
+#[test]
+fn completed_task_feeds_the_next_one_keeping_json_types() {
+    let h = HistoryBuilder::started(greet(), input())
+        .scheduled("n", "make_name", json!({"first": "Ada"}))
+        .completed("n", json!({"name": "Ada Weft"}))
+        .scheduled("s", "shout", json!({"text": "Ada Weft"}))
+        .completed("s", json!({"text": "ADA WEFT"}));
+    match &decide(&h.state())[..] {
+        [Decision::ScheduleTask {
+            task_ref, input, ..
+        }] => {
+            assert_eq!(task_ref, "c");
+            assert_eq!(input, &json!({"text": "ADA WEFT", "n": 3}));
+        }
+        other => panic!("unexpected decisions {other:?}"),
+    }
+}
+
+#[test]
+fn last_completion_completes_the_run_with_shaped_output() {
+    let h = HistoryBuilder::started(greet(), input())
+        .scheduled("n", "make_name", json!({}))
+        .completed("n", json!({"name": "Ada Weft"}))
+        .scheduled("s", "shout", json!({}))
+        .completed("s", json!({"text": "ADA WEFT"}))
+        .scheduled("c", "count", json!({}))
+        .completed("c", json!({"result": "ADA WEFT x3"}));
+    assert_eq!(
+        decide(&h.state()),
+        vec![Decision::CompleteWorkflow {
+            output: json!({"result": "ADA WEFT x3", "name": "Ada Weft"})
+        }]
+    );
+}
+
+#[test]
+fn without_output_parameters_the_last_task_output_is_the_run_output() {
+    let def = json!({"name": "one", "tasks": [{"name": "a", "taskReferenceName": "a"}]});
+    let h = HistoryBuilder::started(def, json!({}))
+        .scheduled("a", "a", json!({}))
+        .completed("a", json!({"x": 1}));
+    assert_eq!(
+        decide(&h.state()),
+        vec![Decision::CompleteWorkflow {
+            output: json!({"x": 1})
+        }]
+    );
+}
+
+#[test]
+fn failed_task_fails_the_run_naming_it() {
+    let h = HistoryBuilder::started(greet(), input())
+        .scheduled("n", "make_name", json!({}))
+        .failed("n", "boom");
+    match &decide(&h.state())[..] {
+        [Decision::FailWorkflow {
+            reason,
+            failed_task_refs,
+        }] => {
+            assert!(reason.contains("boom"), "{reason}");
+            assert_eq!(failed_task_refs, &vec!["n".to_string()]);
+        }
+        other => panic!("unexpected decisions {other:?}"),
+    }
+}
+
+#[test]
+fn failed_optional_task_lets_the_run_go_on() {
+    let def = json!({"name": "opt", "tasks": [
+        {"name": "a", "taskReferenceName": "a", "optional": true},
+        {"name": "b", "taskReferenceName": "b"}]});
+    let h = HistoryBuilder::started(def, json!({}))
+        .scheduled("a", "a", json!({}))
+        .failed("a", "flaky");
+    match &decide(&h.state())[..] {
+        [Decision::ScheduleTask { task_ref, .. }] => assert_eq!(task_ref, "b"),
+        other => panic!("unexpected decisions {other:?}"),
+    }
+}
+
+#[test]
+fn unsupported_task_type_fails_the_run_with_a_clear_reason() {
+    let def = json!({"name": "sw", "tasks": [
+        {"name": "x", "taskReferenceName": "x", "type": "DO_WHILE"}]});
+    let h = HistoryBuilder::started(def, json!({}));
+    match &decide(&h.state())[..] {
+        [Decision::FailWorkflow { reason, .. }] => {
+            assert!(reason.contains("not supported yet"), "{reason}")
+        }
+        other => panic!("unexpected decisions {other:?}"),
+    }
+}
+
+#[test]
+fn finished_run_decides_nothing() {
+    let h = HistoryBuilder::started(greet(), input())
+        .scheduled("n", "make_name", json!({}))
+        .failed("n", "boom");
+    let mut state = h.state();
+    state.status = RunStatus::Failed;
+    assert!(decide(&state).is_empty());
+}
+
+#[test]
+fn replaying_a_history_gives_the_same_decisions() {
+    let h = HistoryBuilder::started(greet(), input())
+        .scheduled("n", "make_name", json!({}))
+        .completed("n", json!({"name": "Ada Weft"}));
+    assert_eq!(decide(&h.state()), decide(&h.state()));
+    assert_eq!(h.events().len(), 3);
+}

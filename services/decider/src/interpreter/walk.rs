@@ -1,0 +1,290 @@
+//! Walking the definition tree against the run's tasks.
+
+use serde_json::{json, Map, Value};
+use uuid::Uuid;
+use weft::dsl::{expr, TaskType, WorkflowTask};
+
+use super::{branch, workflow_output, Decision};
+use crate::state::{RunState, TaskState, TaskStatus};
+
+/// Where a list (or a task) stands.
+#[derive(Debug)]
+pub(super) enum Flow {
+    /// Finished: the walk goes on with what follows.
+    Done,
+    /// Not finished; these decisions move it forward (none while it waits for workers).
+    Waiting(Vec<Decision>),
+    /// The run ends with these decisions (a failure, or a TERMINATE task).
+    Stop(Vec<Decision>),
+}
+
+/// Walks one run's definition.
+pub(super) struct Walker<'a> {
+    state: &'a RunState,
+}
+
+impl<'a> Walker<'a> {
+    pub(super) fn new(state: &'a RunState) -> Self {
+        Self { state }
+    }
+
+    /// A list of tasks, in order.
+    pub(super) fn list(&self, tasks: &[WorkflowTask]) -> Flow {
+        for task in tasks {
+            match self.task(task) {
+                Flow::Done => continue,
+                other => return other,
+            }
+        }
+        Flow::Done
+    }
+
+    fn task(&self, task: &WorkflowTask) -> Flow {
+        let Some(kind) = task.task_type().filter(|k| k.is_executable()) else {
+            return fail(
+                task,
+                format!(
+                    "task {:?}: task type {} is not supported yet",
+                    task.task_reference_name, task.kind
+                ),
+            );
+        };
+        let latest = self.state.latest(&task.task_reference_name);
+        match kind {
+            TaskType::Simple | TaskType::Http => self.activity(task, kind, latest),
+            TaskType::Decision | TaskType::Switch => self.switch(task, kind, latest),
+            TaskType::ForkJoin => self.fork(task, latest),
+            TaskType::Join => self.system(task, kind, latest, |w| (w.join_output(task), None)),
+            TaskType::SetVariable => self.system(task, kind, latest, |w| {
+                let input = w.input(task, 1);
+                let vars = input.as_object().cloned().unwrap_or_default();
+                (json!({}), Some(vars))
+            }),
+            TaskType::Terminate => self.terminate(task, latest),
+            _ => fail(
+                task,
+                format!("task type {} is not supported yet", task.kind),
+            ),
+        }
+    }
+
+    /// SIMPLE and HTTP: scheduled on a worker queue; retried per `retryCount`.
+    fn activity(&self, task: &WorkflowTask, kind: TaskType, latest: Option<&TaskState>) -> Flow {
+        let attempt = match latest {
+            None => 1,
+            Some(t) => match t.status {
+                TaskStatus::Scheduled => return Flow::Waiting(Vec::new()),
+                TaskStatus::Completed | TaskStatus::CompletedWithErrors => return Flow::Done,
+                TaskStatus::Failed if t.attempt <= retry_count(task) => t.attempt + 1,
+                TaskStatus::Failed | TaskStatus::FailedWithTerminalError => {
+                    return fail(
+                        task,
+                        format!(
+                            "task {:?} failed: {}",
+                            t.task_ref,
+                            t.reason.as_deref().unwrap_or("no reason given")
+                        ),
+                    )
+                }
+            },
+        };
+        Flow::Waiting(vec![Decision::ScheduleTask {
+            task_id: self.task_id(task, attempt),
+            task_ref: task.task_reference_name.clone(),
+            task_type: kind.as_str().to_owned(),
+            task_name: task.name.clone(),
+            input: self.input(task, attempt),
+            attempt,
+        }])
+    }
+
+    /// DECISION and SWITCH: choose the case once (recorded in the output), then run it.
+    fn switch(&self, task: &WorkflowTask, kind: TaskType, latest: Option<&TaskState>) -> Flow {
+        let Some(done) = latest else {
+            let input = self.input(task, 1);
+            let case = match branch::select_case(task, kind, &input) {
+                Ok(case) => case,
+                Err(why) => {
+                    return fail(task, format!("task {:?}: {why}", task.task_reference_name))
+                }
+            };
+            let output = match kind {
+                TaskType::Decision => json!({ "caseOutput": [case] }),
+                _ => json!({ "evaluationResult": [case], "selectedCase": case }),
+            };
+            return Flow::Waiting(vec![self.complete(task, kind, input, output, None)]);
+        };
+        let output = done.output.clone().unwrap_or(Value::Null);
+        let case = output
+            .get("selectedCase")
+            .or_else(|| output.get("caseOutput").and_then(|c| c.get(0)))
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        self.list(branch::case_tasks(task, case))
+    }
+
+    /// FORK_JOIN: completes at once, then its branches run side by side.
+    fn fork(&self, task: &WorkflowTask, latest: Option<&TaskState>) -> Flow {
+        if latest.is_none() {
+            let input = self.input(task, 1);
+            return Flow::Waiting(vec![self.complete(
+                task,
+                TaskType::ForkJoin,
+                input,
+                json!({}),
+                None,
+            )]);
+        }
+        let mut decisions = Vec::new();
+        let mut all_done = true;
+        for branch in task.fork_tasks.iter().flatten() {
+            match self.list(branch) {
+                Flow::Done => {}
+                Flow::Waiting(d) => {
+                    all_done = false;
+                    decisions.extend(d);
+                }
+                stop @ Flow::Stop(_) => return stop,
+            }
+        }
+        if all_done {
+            Flow::Done
+        } else {
+            Flow::Waiting(decisions)
+        }
+    }
+
+    /// TERMINATE: ends the run with `terminationStatus`, `terminationReason`, `workflowOutput`.
+    fn terminate(&self, task: &WorkflowTask, latest: Option<&TaskState>) -> Flow {
+        if latest.is_some() {
+            return Flow::Done;
+        }
+        let input = self.input(task, 1);
+        let status = input["terminationStatus"]
+            .as_str()
+            .unwrap_or("TERMINATED")
+            .to_owned();
+        let reason = input["terminationReason"]
+            .as_str()
+            .map(str::to_owned)
+            .unwrap_or_else(|| format!("terminated by task {:?}", task.task_reference_name));
+        let output = match input.get("workflowOutput") {
+            Some(o) if !o.is_null() => o.clone(),
+            _ => workflow_output(self.state),
+        };
+        let record = self.complete(
+            task,
+            TaskType::Terminate,
+            input,
+            json!({ "output": output }),
+            None,
+        );
+        let end = match status.as_str() {
+            "COMPLETED" => Decision::CompleteWorkflow { output },
+            "FAILED" => Decision::FailWorkflow {
+                reason,
+                failed_task_refs: vec![task.task_reference_name.clone()],
+            },
+            _ => Decision::TerminateWorkflow { reason, output },
+        };
+        Flow::Stop(vec![record, end])
+    }
+
+    /// A task the decider executes itself: once reached it completes with `run`'s output.
+    fn system(
+        &self,
+        task: &WorkflowTask,
+        kind: TaskType,
+        latest: Option<&TaskState>,
+        run: impl FnOnce(&Self) -> (Value, Option<Map<String, Value>>),
+    ) -> Flow {
+        if latest.is_some() {
+            return Flow::Done;
+        }
+        let (output, variables) = run(self);
+        let input = self.input(task, 1);
+        Flow::Waiting(vec![self.complete(task, kind, input, output, variables)])
+    }
+
+    fn complete(
+        &self,
+        task: &WorkflowTask,
+        kind: TaskType,
+        input: Value,
+        output: Value,
+        variables: Option<Map<String, Value>>,
+    ) -> Decision {
+        Decision::CompleteSystemTask {
+            task_id: self.task_id(task, 1),
+            task_ref: task.task_reference_name.clone(),
+            task_type: kind.as_str().to_owned(),
+            task_name: task.name.clone(),
+            input,
+            output,
+            variables,
+        }
+    }
+
+    /// JOIN's output: each joined task's output under its ref.
+    fn join_output(&self, task: &WorkflowTask) -> Value {
+        let refs: Vec<String> = task
+            .extra
+            .get("joinOn")
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(|r| r.as_str().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let mut out = Map::new();
+        for r in refs {
+            let value = self
+                .state
+                .latest(&r)
+                .and_then(|t| t.output.clone())
+                .unwrap_or(Value::Null);
+            out.insert(r, value);
+        }
+        Value::Object(out)
+    }
+
+    /// The task's input, resolved against the run (with `CPEWF_TASK_ID`).
+    fn input(&self, task: &WorkflowTask, attempt: i32) -> Value {
+        let mut context = self.state.expression_context();
+        if let Value::Object(map) = &mut context {
+            map.insert(
+                expr::TASK_ID_VARIABLE.to_owned(),
+                Value::String(self.task_id(task, attempt).to_string()),
+            );
+        }
+        expr::resolve(&Value::Object(task.input_parameters.clone()), &context)
+    }
+
+    /// A name-based UUID in the run's namespace over (position, ref, attempt).
+    fn task_id(&self, task: &WorkflowTask, attempt: i32) -> Uuid {
+        task_id_for(self.state, &task.task_reference_name, attempt)
+    }
+}
+
+/// The id of the task scheduled next for `task_ref`.
+pub(crate) fn task_id_for(state: &RunState, task_ref: &str, attempt: i32) -> Uuid {
+    let name = format!("{}/{task_ref}/{attempt}", state.tasks.len());
+    Uuid::new_v5(&state.run_id, name.as_bytes())
+}
+
+/// Retries allowed after the first attempt: the task's `retryCount` (0 when absent —
+/// task definitions with their defaults are not registered yet).
+fn retry_count(task: &WorkflowTask) -> i32 {
+    task.extra
+        .get("retryCount")
+        .and_then(Value::as_i64)
+        .map_or(0, |n| n.clamp(0, 1_000) as i32)
+}
+
+fn fail(task: &WorkflowTask, reason: String) -> Flow {
+    Flow::Stop(vec![Decision::FailWorkflow {
+        reason,
+        failed_task_refs: vec![task.task_reference_name.clone()],
+    }])
+}

@@ -1,0 +1,114 @@
+//! A deterministic run simulator for interpreter tests: it plays the engine (decisions
+//! become events, as `events_for` says) and the workers (complete or fail a pending
+//! activity), with no database or broker.
+
+use chrono::{TimeZone, Utc};
+use serde_json::Value;
+use weft::messages::{Event, TaskCompleted, TaskFailed};
+use weft::store::runs::StoredEvent;
+
+use crate::history_builder::HistoryBuilder;
+use crate::interpreter::{decide, events_for};
+use crate::state::{RunState, TaskStatus};
+
+/// One simulated run.
+pub struct Sim {
+    pub state: RunState,
+}
+
+impl Sim {
+    /// Starts `definition` with `input` and lets the interpreter run.
+    pub fn start(definition: Value, input: Value) -> Self {
+        let mut sim = Self {
+            state: HistoryBuilder::started(definition, input).state(),
+        };
+        sim.settle();
+        sim
+    }
+
+    fn append(&mut self, event: Event) {
+        let stored = StoredEvent {
+            run_id: self.state.run_id,
+            event_id: self.state.version + 1,
+            time: Utc
+                .timestamp_opt(1_700_000_000 + self.state.version, 0)
+                .unwrap(),
+            event,
+        };
+        self.state.apply(&stored).unwrap();
+    }
+
+    /// Applies decisions until there are none.
+    pub fn settle(&mut self) {
+        for _ in 0..1_000 {
+            let decisions = decide(&self.state);
+            if decisions.is_empty() {
+                return;
+            }
+            for d in decisions {
+                for e in events_for(d, self.state.tasks.len() as i32) {
+                    self.append(e);
+                }
+            }
+        }
+        panic!("the interpreter did not settle");
+    }
+
+    /// Refs of activities waiting for a worker, in schedule order.
+    pub fn pending(&self) -> Vec<String> {
+        self.state
+            .tasks
+            .iter()
+            .filter(|t| t.status == TaskStatus::Scheduled)
+            .map(|t| t.task_ref.clone())
+            .collect()
+    }
+
+    fn pending_id(&self, task_ref: &str) -> uuid::Uuid {
+        self.state
+            .tasks
+            .iter()
+            .find(|t| t.task_ref == task_ref && t.status == TaskStatus::Scheduled)
+            .unwrap_or_else(|| panic!("{task_ref} is not pending; pending: {:?}", self.pending()))
+            .task_id
+    }
+
+    /// A worker completes `task_ref` with `output`.
+    pub fn complete(&mut self, task_ref: &str, output: Value) -> &mut Self {
+        let task_id = self.pending_id(task_ref);
+        self.append(Event::TaskCompleted(TaskCompleted {
+            task_id,
+            task_ref: task_ref.to_owned(),
+            output,
+            worker_id: None,
+            started_at: None,
+        }));
+        self.settle();
+        self
+    }
+
+    /// A worker fails `task_ref`.
+    pub fn fail(&mut self, task_ref: &str, reason: &str) -> &mut Self {
+        let task_id = self.pending_id(task_ref);
+        self.append(Event::TaskFailed(TaskFailed {
+            task_id,
+            task_ref: task_ref.to_owned(),
+            reason: reason.to_owned(),
+            terminal: false,
+            output: Value::Null,
+            worker_id: None,
+            started_at: None,
+        }));
+        self.settle();
+        self
+    }
+
+    /// `(ref, type, status)` of every task, in schedule order.
+    pub fn trail(&self) -> Vec<(String, String, &'static str)> {
+        self.state
+            .tasks
+            .iter()
+            .map(|t| (t.task_ref.clone(), t.task_type.clone(), t.status.as_str()))
+            .collect()
+    }
+}

@@ -1,0 +1,7 @@
+//! `weft-http-worker`: configuration, telemetry and signals around
+//! [`weft_http_worker::run`].
+
+#[tokio::main]
+async fn main() -> std::process::ExitCode {
+    weft::runtime::main("weft-http-worker", weft_http_worker::run).await
+}

@@ -1,0 +1,255 @@
+//! Durable timers: a delayed outbox. A writer (the decider) inserts a timer row in the
+//! same transaction as the events that need it (retry back-off, WAIT durations,
+//! timeouts); the row carries an already-encoded message and the time it is due. The
+//! history service publishes each row once `fire_at` has passed — by the database's
+//! clock, one clock for every replica (DESIGN.md §3.6) — then deletes it.
+//!
+//! Publish and delete share one transaction whose `FOR UPDATE SKIP LOCKED` keeps
+//! several firers off the same rows. A crash after the publish and before the commit
+//! leaves the row, which is published again later: a duplicate, which idempotent
+//! consumers absorb; a row is never lost and never published before it is due.
+
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, Utc};
+use sqlx::PgConnection;
+use uuid::Uuid;
+
+use super::outbox::publish_all;
+use super::Store;
+use crate::bus::Bus;
+use crate::topology::Names;
+use crate::{Envelope, Error, Result};
+
+/// The firer's query: due rows, oldest first, skipping rows another firer holds.
+/// `now()` is the database's clock. Public so that a test can check its plan (it must
+/// read the `fire_at` index, so its cost grows with the due timers only).
+pub const DUE_TIMERS_QUERY: &str =
+    "SELECT id, fire_at, exchange, routing_key, body, traceparent, now() AS db_now
+     FROM timers WHERE fire_at <= now()
+     ORDER BY fire_at LIMIT $1 FOR UPDATE SKIP LOCKED";
+
+/// A message to publish at (not before) `fire_at`.
+#[derive(Debug, Clone)]
+pub struct TimerRecord {
+    /// Row id (UUIDv7, made by the writer).
+    pub id: Uuid,
+    /// The workflow the timer belongs to.
+    pub workflow_id: String,
+    /// The run it belongs to, if any; [`cancel_for_run`] removes a run's timers.
+    pub run_id: Option<Uuid>,
+    /// When it is due.
+    pub fire_at: DateTime<Utc>,
+    /// Target exchange.
+    pub exchange: String,
+    /// Routing key.
+    pub routing_key: String,
+    /// Encoded envelope.
+    pub body: Vec<u8>,
+    /// W3C trace context to carry along.
+    pub traceparent: Option<String>,
+}
+
+impl TimerRecord {
+    /// Encodes `envelope` for `exchange`/`routing_key`, due at `fire_at`.
+    pub fn new(
+        workflow_id: impl Into<String>,
+        run_id: Option<Uuid>,
+        fire_at: DateTime<Utc>,
+        exchange: impl Into<String>,
+        routing_key: impl Into<String>,
+        envelope: &Envelope,
+        traceparent: Option<String>,
+    ) -> Result<Self> {
+        Ok(Self {
+            id: crate::ids::new_id(),
+            workflow_id: workflow_id.into(),
+            run_id,
+            fire_at,
+            exchange: exchange.into(),
+            routing_key: routing_key.into(),
+            body: envelope.to_bytes()?,
+            traceparent,
+        })
+    }
+
+    /// A command for the decider, due at `fire_at`: published to the commands exchange
+    /// with the shard key of the envelope's workflow (its workflow and run ids are the
+    /// timer's).
+    pub fn command(
+        names: &Names,
+        fire_at: DateTime<Utc>,
+        envelope: &Envelope,
+        traceparent: Option<String>,
+    ) -> Result<Self> {
+        Self::new(
+            envelope.workflow_id.clone(),
+            envelope.run_id,
+            fire_at,
+            names.commands_exchange(),
+            names.command_key_for(&envelope.workflow_id),
+            envelope,
+            traceparent,
+        )
+    }
+}
+
+/// Inserts `timers` (one statement) inside the caller's transaction.
+pub async fn insert(conn: &mut PgConnection, timers: &[TimerRecord]) -> Result<()> {
+    if timers.is_empty() {
+        return Ok(());
+    }
+    let ids: Vec<Uuid> = timers.iter().map(|t| t.id).collect();
+    let workflows: Vec<&str> = timers.iter().map(|t| t.workflow_id.as_str()).collect();
+    let runs: Vec<Option<Uuid>> = timers.iter().map(|t| t.run_id).collect();
+    let fire_ats: Vec<DateTime<Utc>> = timers.iter().map(|t| t.fire_at).collect();
+    let exchanges: Vec<&str> = timers.iter().map(|t| t.exchange.as_str()).collect();
+    let keys: Vec<&str> = timers.iter().map(|t| t.routing_key.as_str()).collect();
+    let bodies: Vec<&[u8]> = timers.iter().map(|t| t.body.as_slice()).collect();
+    let traces: Vec<Option<&str>> = timers.iter().map(|t| t.traceparent.as_deref()).collect();
+    sqlx::query(
+        "INSERT INTO timers
+             (id, workflow_id, run_id, fire_at, exchange, routing_key, body, traceparent)
+         SELECT * FROM UNNEST($1::uuid[], $2::text[], $3::uuid[], $4::timestamptz[],
+                              $5::text[], $6::text[], $7::bytea[], $8::text[])",
+    )
+    .bind(&ids)
+    .bind(&workflows)
+    .bind(&runs)
+    .bind(&fire_ats)
+    .bind(&exchanges)
+    .bind(&keys)
+    .bind(&bodies)
+    .bind(&traces)
+    .execute(&mut *conn)
+    .await?;
+    Ok(())
+}
+
+/// Deletes every pending timer of `run_id` (inside the caller's transaction, or on its
+/// own); returns how many there were. A timer being published at that moment is locked
+/// by its firer: the delete waits for it, then finds nothing left to delete.
+pub async fn cancel_for_run(conn: &mut PgConnection, run_id: Uuid) -> Result<u64> {
+    let done = sqlx::query("DELETE FROM timers WHERE run_id = $1")
+        .bind(run_id)
+        .execute(&mut *conn)
+        .await?;
+    Ok(done.rows_affected())
+}
+
+/// What one firing round did.
+#[derive(Debug, Default)]
+pub struct FireReport {
+    /// For each published timer: how late its publish was confirmed, i.e. the database's
+    /// clock when the round selected it minus `fire_at`, plus the round's elapsed time.
+    pub lateness: Vec<Duration>,
+    /// Timers whose publish failed, with the error; their rows stay and fire later.
+    pub failed: Vec<(Uuid, Error)>,
+}
+
+impl FireReport {
+    /// Timers published (and deleted) in this round.
+    pub fn fired(&self) -> usize {
+        self.lateness.len()
+    }
+}
+
+/// A due row as selected by [`DUE_TIMERS_QUERY`].
+#[derive(sqlx::FromRow)]
+struct DueTimer {
+    id: Uuid,
+    fire_at: DateTime<Utc>,
+    exchange: String,
+    routing_key: String,
+    body: Vec<u8>,
+    traceparent: Option<String>,
+    db_now: DateTime<Utc>,
+}
+
+impl Store {
+    /// Publishes up to `limit` due timers (confirmed, concurrently) and deletes the
+    /// published ones, in one transaction; returns how many were published.
+    ///
+    /// If a publish fails, the others are still deleted and committed, the failed rows
+    /// stay for a later round, and the first error is returned.
+    pub async fn fire_due_timers(&self, bus: &Bus, limit: i64) -> Result<usize> {
+        let report = self.fire_timers(bus, limit).await?;
+        match report.failed.into_iter().next() {
+            Some((_, e)) => Err(e),
+            None => Ok(report.lateness.len()),
+        }
+    }
+
+    /// [`Store::fire_due_timers`], reporting each timer's lateness and each failure
+    /// instead of the first error (for the firer's metrics and logs).
+    pub async fn fire_timers(&self, bus: &Bus, limit: i64) -> Result<FireReport> {
+        // Measured from before the transaction starts, so lateness is never understated:
+        // `now()` in the query is the transaction's start.
+        let started = Instant::now();
+        let mut tx = self.pool.begin().await?;
+        let due: Vec<DueTimer> = sqlx::query_as(DUE_TIMERS_QUERY)
+            .bind(limit)
+            .fetch_all(&mut *tx)
+            .await?;
+        if due.is_empty() {
+            tx.commit().await?;
+            return Ok(FireReport::default());
+        }
+        let results = publish_all(
+            bus,
+            due.iter().map(|t| {
+                (
+                    t.exchange.as_str(),
+                    t.routing_key.as_str(),
+                    t.body.as_slice(),
+                    t.traceparent.as_deref(),
+                )
+            }),
+        )
+        .await;
+        let elapsed = started.elapsed();
+        let mut report = FireReport::default();
+        let mut sent = Vec::with_capacity(due.len());
+        for (timer, result) in due.iter().zip(results) {
+            match result {
+                Ok(()) => {
+                    sent.push(timer.id);
+                    let overdue = (timer.db_now - timer.fire_at).to_std().unwrap_or_default();
+                    report.lateness.push(overdue + elapsed);
+                }
+                Err(e) => report.failed.push((timer.id, e)),
+            }
+        }
+        if !sent.is_empty() {
+            sqlx::query("DELETE FROM timers WHERE id = ANY($1)")
+                .bind(&sent)
+                .execute(&mut *tx)
+                .await?;
+        }
+        tx.commit().await?;
+        Ok(report)
+    }
+
+    /// When the earliest pending timer is due (`None` when there is none), as the
+    /// database stores it. It may already be past.
+    pub async fn next_timer_at(&self) -> Result<Option<DateTime<Utc>>> {
+        let next: Option<DateTime<Utc>> = sqlx::query_scalar("SELECT min(fire_at) FROM timers")
+            .fetch_one(&self.pool)
+            .await?;
+        Ok(next)
+    }
+
+    /// How long until the earliest pending timer is due, by the database's clock
+    /// (`Duration::ZERO` when it is already due; `None` when there is no timer). A firer
+    /// sleeps this long rather than `next_timer_at() - Utc::now()`, so that a skew between
+    /// its clock and the database's can neither make it spin nor oversleep.
+    pub async fn next_timer_in(&self) -> Result<Option<Duration>> {
+        let seconds: Option<f64> = sqlx::query_scalar(
+            "SELECT EXTRACT(EPOCH FROM min(fire_at) - clock_timestamp())::float8 FROM timers",
+        )
+        .fetch_one(&self.pool)
+        .await?;
+        // NaN.max(0.0) is 0.0; an absurdly far timer saturates instead of panicking.
+        Ok(seconds.map(|s| Duration::try_from_secs_f64(s.max(0.0)).unwrap_or(Duration::MAX)))
+    }
+}
