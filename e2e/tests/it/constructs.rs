@@ -148,3 +148,62 @@ async fn terminate_task_and_exhausted_retries_end_the_run_as_declared() {
         vec![("c".to_owned(), "FAILED_WITH_TERMINAL_ERROR".to_owned())]
     );
 }
+
+/// A tiny HTTP service on loopback for the HTTP task to call: `POST /orders/{id}`
+/// echoes the JSON body with the id; `GET /missing` answers 404.
+async fn order_service() -> std::net::SocketAddr {
+    use axum::extract::Path;
+    use axum::routing::post;
+    use axum::Json;
+    let app = axum::Router::new().route(
+        "/orders/{id}",
+        post(
+            |Path(id): Path<String>, Json(body): Json<Value>| async move {
+                Json(json!({"id": id, "received": body}))
+            },
+        ),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    addr
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_task_calls_a_service_and_feeds_the_next_task() {
+    let addr = order_service().await;
+    let suite = Suite::start(TestEnv::new().await.unwrap()).await.unwrap();
+    let client = suite.client();
+    client
+        .register(&json!({"name": "call_out", "version": 1, "tasks": [
+            {"name": "place_order", "taskReferenceName": "order", "type": "HTTP",
+             "inputParameters": {"http_request": {
+                 "uri": format!("http://{addr}/orders/${{workflow.input.id}}"),
+                 "method": "POST", "body": {"qty": "${workflow.input.qty}"}}}},
+            {"name": "shout", "taskReferenceName": "s", "type": "SIMPLE",
+             "inputParameters": {"text": "${order.output.response.body.id}"}},
+            {"name": "missing", "taskReferenceName": "gone", "type": "HTTP", "optional": true,
+             "inputParameters": {"http_request": {"uri": format!("http://{addr}/missing")}}}],
+         "outputParameters": {"status": "${order.output.response.statusCode}",
+                              "echo": "${order.output.response.body.received}",
+                              "shouted": "${s.output.text}"}}))
+        .await
+        .unwrap();
+    let id = client
+        .start("call_out", json!({"id": "a-7", "qty": 3}))
+        .await
+        .unwrap();
+    let wf = client
+        .wait_for_status(&id, &["COMPLETED"], RUN_TIMEOUT)
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}\n{}", suite.describe()));
+    assert_eq!(wf["output"]["status"], json!(200));
+    assert_eq!(wf["output"]["echo"], json!({"qty": 3}));
+    assert_eq!(wf["output"]["shouted"], json!("A-7"));
+    let tasks = statuses(&wf);
+    assert_eq!(
+        tasks.last(),
+        Some(&("gone".to_owned(), "COMPLETED_WITH_ERRORS".to_owned())),
+        "a 404 fails the optional HTTP task, and the run goes on: {tasks:?}"
+    );
+}

@@ -3,6 +3,7 @@
 
 pub mod expr;
 pub mod model;
+pub mod script;
 pub mod validate;
 
 pub use model::{TaskType, WorkflowDef, WorkflowTask};
