@@ -265,7 +265,7 @@ const PRELUDE: &str = r#"(function (global) {
 
 /// Runs the prelude, binds `$`, evaluates the script and converts its value.
 fn run(ctx: &Ctx<'_>, script: &str, input_json: &str) -> Result<Value, Failure> {
-    let setup = |e: rquickjs::Error| classify(ctx, e, Phase::Setup);
+    let setup = |e: rquickjs::Error| classify(ctx, e, Phase::Setup, "");
 
     let replacer: Function = ctx.eval_with_options(PRELUDE, sloppy()).map_err(setup)?;
     // Kept before the script runs, so a script replacing `Function` cannot fool the
@@ -278,7 +278,7 @@ fn run(ctx: &Ctx<'_>, script: &str, input_json: &str) -> Result<Value, Failure> 
         Ok(v) => v,
         Err(rquickjs::Error::Exception) => {
             let exception = ctx.catch();
-            match describe(ctx, &exception) {
+            match describe(ctx, &exception, script) {
                 Thrown::OutOfMemory => return Err(Failure::OutOfMemory),
                 Thrown::Error { name, message } if name == "SyntaxError" => {
                     if message == "return not in a function" {
@@ -286,7 +286,7 @@ fn run(ctx: &Ctx<'_>, script: &str, input_json: &str) -> Result<Value, Failure> 
                         // script as a function body. Nothing of the first attempt ran.
                         let wrapped = format!("(function () {{\n{script}\n}})()");
                         ctx.eval_with_options::<JsValue, _>(wrapped, sloppy())
-                            .map_err(|e| classify(ctx, e, Phase::Script))?
+                            .map_err(|e| classify(ctx, e, Phase::Script, script))?
                     } else if function_ctor.call::<_, JsValue>((script,)).is_ok() {
                         // The script parses, so the SyntaxError was thrown while it ran
                         // (e.g. by `JSON.parse`).
@@ -308,10 +308,10 @@ fn run(ctx: &Ctx<'_>, script: &str, input_json: &str) -> Result<Value, Failure> 
                 }
             }
         }
-        Err(e) => return Err(classify(ctx, e, Phase::Script)),
+        Err(e) => return Err(classify(ctx, e, Phase::Script, script)),
     };
 
-    to_json(ctx, value, replacer)
+    to_json(ctx, value, replacer, script)
 }
 
 /// Converts the script's completion value to JSON.
@@ -319,6 +319,7 @@ fn to_json<'js>(
     ctx: &Ctx<'js>,
     value: JsValue<'js>,
     replacer: Function<'js>,
+    script: &str,
 ) -> Result<Value, Failure> {
     if value.is_undefined() {
         return Ok(Value::Null);
@@ -331,9 +332,9 @@ fn to_json<'js>(
     let text = match ctx.json_stringify_replacer(value, replacer) {
         Ok(Some(s)) => s
             .to_string()
-            .map_err(|e| classify(ctx, e, Phase::Convert))?,
+            .map_err(|e| classify(ctx, e, Phase::Convert, script))?,
         Ok(None) => return Ok(Value::Null),
-        Err(e) => return Err(classify(ctx, e, Phase::Convert)),
+        Err(e) => return Err(classify(ctx, e, Phase::Convert, script)),
     };
     serde_json::from_str(&text).map_err(|e| {
         Failure::Script(ScriptError::NotJson {
@@ -351,10 +352,10 @@ enum Phase {
 }
 
 /// Turns an engine error into a failure, reading the pending exception if there is one.
-fn classify(ctx: &Ctx<'_>, error: rquickjs::Error, phase: Phase) -> Failure {
+fn classify(ctx: &Ctx<'_>, error: rquickjs::Error, phase: Phase, source: &str) -> Failure {
     let text = match error {
         rquickjs::Error::Allocation => return Failure::OutOfMemory,
-        rquickjs::Error::Exception => match describe(ctx, &ctx.catch()) {
+        rquickjs::Error::Exception => match describe(ctx, &ctx.catch(), source) {
             Thrown::OutOfMemory => return Failure::OutOfMemory,
             Thrown::Error { name, message } => join(&name, &message),
             Thrown::Other(text) => text,
@@ -377,7 +378,14 @@ enum Thrown {
     Other(String),
 }
 
-fn describe<'js>(ctx: &Ctx<'js>, thrown: &JsValue<'js>) -> Thrown {
+/// Describes a thrown value; `source` is the user code that may have thrown it.
+fn describe<'js>(ctx: &Ctx<'js>, thrown: &JsValue<'js>, source: &str) -> Thrown {
+    if thrown.is_null() && !source.contains("throw") {
+        // When memory is so exhausted that QuickJS cannot even build its "out of memory"
+        // error, it throws `null` instead. Only a `throw` statement can throw `null` otherwise,
+        // so a script without one that threw `null` ran out of memory.
+        return Thrown::OutOfMemory;
+    }
     if let Some(obj) = thrown.as_object().filter(|o| o.is_error()) {
         let name = text_of(obj, "name").unwrap_or_else(|| "Error".to_owned());
         let message = text_of(obj, "message").unwrap_or_default();
@@ -440,7 +448,8 @@ mod tests {
         assert_eq!(eval("$.value > 1", input.clone()), Ok(json!(true)));
         assert_eq!(eval("$.value < 1", input.clone()), Ok(json!(false)));
         assert_eq!(eval("$.a + 1", input.clone()), Ok(json!(2)));
-        assert_eq!(eval("$.value * 1.5", input.clone()), Ok(json!(3.0)));
+        // JSON has one number type: an integral result reads back as an integer.
+        assert_eq!(eval("$.value * 1.5", input.clone()), Ok(json!(3)));
         assert_eq!(eval("$.value / 4", input.clone()), Ok(json!(0.5)));
         assert_eq!(eval("$.s + $.a", input.clone()), Ok(json!("x1")));
         assert_eq!(
@@ -570,6 +579,10 @@ mod tests {
             Err(ScriptError::Runtime { message }) => assert_eq!(message, "uncaught \"plain\""),
             other => panic!("expected a runtime error, got {other:?}"),
         }
+        match eval("throw null", json!({})) {
+            Err(ScriptError::Runtime { message }) => assert_eq!(message, "uncaught null"),
+            other => panic!("expected a runtime error, got {other:?}"),
+        }
         match eval("throw {code: 7}", json!({})) {
             Err(ScriptError::Runtime { message }) => assert_eq!(message, "uncaught {\"code\":7}"),
             other => panic!("expected a runtime error, got {other:?}"),
@@ -621,6 +634,8 @@ mod tests {
         for script in [
             "'x'.repeat(64 * 1024 * 1024)",
             "var a = []; for (var i = 0; i < 1e8; i++) a.push({i: i}); a.length",
+            "(function () { var a = []; for (;;) a.push([a.length]); })()",
+            "var s = ''; for (;;) s = s + 'ab' + s.length;",
             "new ArrayBuffer(1024 * 1024 * 1024)",
         ] {
             match evaluate(script, &json!({}), limits) {

@@ -225,7 +225,7 @@ async fn a_firer_stopped_before_its_commit_leaves_the_timer_to_another() {
     let mut rx = env.receive().await;
     let now = env.db_now().await;
     let timer = env.timer(1, None, now - ms(10));
-    env.insert(&[timer.clone()]).await;
+    env.insert(std::slice::from_ref(&timer)).await;
 
     // A replica takes the row and publishes it, but dies before committing.
     let mut crashed = env.store.pool().begin().await.expect("begin");
@@ -385,7 +385,7 @@ async fn the_history_service_fires_timers_end_to_end() {
     let fire_at = env.db_now().await + ms(300);
     let timer = TimerRecord::command(&env.names, fire_at, &envelope, None).expect("a timer");
     assert_eq!(timer.run_id, envelope.run_id);
-    env.insert(&[timer.clone()]).await;
+    env.insert(std::slice::from_ref(&timer)).await;
     let shard = weft::ids::shard_of(workflow_id, SHARDS);
     let mut rx = env.consume(&env.names.command_queue(shard));
 
