@@ -235,6 +235,13 @@ pub struct TaskScheduled {
     pub attempt: i32,
     /// Resolved input.
     pub input: Value,
+    /// Loop iteration (from 1) of a task inside a DO_WHILE body; 0 elsewhere.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub iteration: i32,
+}
+
+fn is_zero(n: &i32) -> bool {
+    *n == 0
 }
 
 /// Attributes of [`Event::TaskCompleted`].

@@ -207,3 +207,48 @@ async fn http_task_calls_a_service_and_feeds_the_next_task() {
         "a 404 fails the optional HTTP task, and the run goes on: {tasks:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn do_while_loops_and_a_javascript_switch_picks_the_branch() {
+    let suite = Suite::start(TestEnv::new().await.unwrap()).await.unwrap();
+    let client = suite.client();
+    client
+        .register(&json!({"name": "loops", "version": 1, "tasks": [
+            {"name": "loop", "taskReferenceName": "loop", "type": "DO_WHILE",
+             "loopCondition": "$.loop['iteration'] < $.times",
+             "inputParameters": {"times": "${workflow.input.times}"},
+             "loopOver": [
+                {"name": "count", "taskReferenceName": "c", "type": "SIMPLE",
+                 "inputParameters": {"text": "${workflow.input.text}", "n": 2}}]},
+            {"name": "pick", "taskReferenceName": "pick", "type": "SWITCH",
+             "evaluatorType": "javascript", "expression": "$.iters >= 3 ? 'many' : 'few'",
+             "inputParameters": {"iters": "${loop.output.iteration}"},
+             "decisionCases": {"many": [
+                {"name": "shout", "taskReferenceName": "s", "type": "SIMPLE",
+                 "inputParameters": {"text": "${c.output.result}"}}]}}],
+         "outputParameters": {"iterations": "${loop.output.iteration}",
+                              "picked": "${pick.output.selectedCase}",
+                              "shouted": "${s.output.text}"}}))
+        .await
+        .unwrap();
+    let id = client
+        .start("loops", json!({"times": 3, "text": "hi"}))
+        .await
+        .unwrap();
+    let wf = client
+        .wait_for_status(&id, &["COMPLETED"], RUN_TIMEOUT)
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}\n{}", suite.describe()));
+    assert_eq!(
+        wf["output"],
+        json!({"iterations": 3, "picked": "many", "shouted": "HI X2"})
+    );
+    let iterations: Vec<i64> = wf["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["referenceTaskName"] == "c")
+        .map(|t| t["iteration"].as_i64().unwrap_or_default())
+        .collect();
+    assert_eq!(iterations, vec![1, 2, 3], "one task record per iteration");
+}

@@ -59,6 +59,7 @@ impl HistoryBuilder {
             seq,
             attempt: 1,
             input,
+            iteration: 0,
         }));
         self
     }

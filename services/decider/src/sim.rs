@@ -59,7 +59,7 @@ impl Sim {
         self.state
             .tasks
             .iter()
-            .filter(|t| t.status == TaskStatus::Scheduled)
+            .filter(|t| t.status == TaskStatus::Scheduled && is_activity(&t.task_type))
             .map(|t| t.task_ref.clone())
             .collect()
     }
@@ -68,7 +68,11 @@ impl Sim {
         self.state
             .tasks
             .iter()
-            .find(|t| t.task_ref == task_ref && t.status == TaskStatus::Scheduled)
+            .find(|t| {
+                t.task_ref == task_ref
+                    && t.status == TaskStatus::Scheduled
+                    && is_activity(&t.task_type)
+            })
             .unwrap_or_else(|| panic!("{task_ref} is not pending; pending: {:?}", self.pending()))
             .task_id
     }
@@ -111,4 +115,8 @@ impl Sim {
             .map(|t| (t.task_ref.clone(), t.task_type.clone(), t.status.as_str()))
             .collect()
     }
+}
+
+fn is_activity(task_type: &str) -> bool {
+    weft::dsl::TaskType::parse(task_type).is_some_and(|k| k.is_activity())
 }

@@ -81,6 +81,8 @@ pub struct TaskState {
     pub seq: i32,
     /// Attempt.
     pub attempt: i32,
+    /// Loop iteration (from 1) inside a DO_WHILE body; 0 elsewhere.
+    pub iteration: i32,
     /// Status.
     pub status: TaskStatus,
     /// Input.
@@ -202,6 +204,7 @@ impl RunState {
                 task_name: s.task_name.clone(),
                 seq: s.seq,
                 attempt: s.attempt,
+                iteration: s.iteration,
                 status: TaskStatus::Scheduled,
                 input: s.input.clone(),
                 output: None,
@@ -286,6 +289,14 @@ impl RunState {
         self.tasks.iter().rev().find(|t| t.task_ref == task_ref)
     }
 
+    /// The newest task with `task_ref` in loop iteration `iteration` (0 outside loops).
+    pub fn latest_at(&self, task_ref: &str, iteration: i32) -> Option<&TaskState> {
+        self.tasks
+            .iter()
+            .rev()
+            .find(|t| t.task_ref == task_ref && t.iteration == iteration)
+    }
+
     /// The task with id `task_id`.
     pub fn task(&self, task_id: Uuid) -> Option<&TaskState> {
         self.tasks.iter().rev().find(|t| t.task_id == task_id)
@@ -322,7 +333,11 @@ impl RunState {
             RunStatus::Failed => "FAILED",
             RunStatus::Terminated => "TERMINATED",
             RunStatus::Running => {
-                if self.tasks.iter().any(|t| t.status.is_pending()) {
+                if self
+                    .tasks
+                    .iter()
+                    .any(|t| t.status.is_pending() && t.task_type != "DO_WHILE")
+                {
                     "QUEUING"
                 } else {
                     "RUNNING"
@@ -364,9 +379,14 @@ impl RunState {
             task_type: t.task_type.clone(),
             task_name: t.task_name.clone(),
             seq: t.seq,
-            iteration: 0,
+            iteration: t.iteration,
             attempt: t.attempt,
-            status: t.status.as_str().to_owned(),
+            status: if t.status.is_pending() && t.task_type == "DO_WHILE" {
+                // A loop being iterated is running in the decider, not waiting for a worker.
+                "IN_PROGRESS".to_owned()
+            } else {
+                t.status.as_str().to_owned()
+            },
             input: t.input.clone(),
             output: t.output.clone(),
             reason: t.reason.clone(),

@@ -176,6 +176,7 @@ impl TaskType {
                 | TaskType::Join
                 | TaskType::SetVariable
                 | TaskType::Terminate
+                | TaskType::DoWhile
         )
     }
 

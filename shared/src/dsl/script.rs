@@ -229,21 +229,21 @@ const PRELUDE: &str = r#"(function (global) {
   }
   pin(Math, 'random', unavailable('Math.random()'));
 
-  var NativeDate = Date;
+  var NativeDate = global.Date;
   var P = NativeDate.prototype;
   var localIso = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?$/;
   function asUtc(s) { return (typeof s === 'string' && localIso.test(s)) ? s + 'Z' : s; }
   var clock = unavailable('Reading the clock (Date.now(), Date() or new Date() without arguments)');
-  function SafeDate(year, month, day, hours, minutes, seconds, ms) {
+  function Date(year, month, day, hours, minutes, seconds, ms) {
     if (new.target === undefined || arguments.length === 0) { clock(); }
     if (arguments.length === 1) { return new NativeDate(asUtc(year)); }
     return new NativeDate(NativeDate.UTC.apply(undefined, arguments));
   }
-  SafeDate.prototype = P;
-  pin(SafeDate, 'now', clock);
-  pin(SafeDate, 'UTC', NativeDate.UTC);
-  pin(SafeDate, 'parse', function parse(s) { return NativeDate.parse(asUtc(String(s))); });
-  Object.defineProperty(P, 'constructor', { value: SafeDate, writable: true, enumerable: false, configurable: true });
+  Date.prototype = P;
+  pin(Date, 'now', clock);
+  pin(Date, 'UTC', NativeDate.UTC);
+  pin(Date, 'parse', function parse(s) { return NativeDate.parse(asUtc(String(s))); });
+  Object.defineProperty(P, 'constructor', { value: Date, writable: true, enumerable: false, configurable: true });
   ['FullYear', 'Month', 'Date', 'Day', 'Hours', 'Minutes', 'Seconds', 'Milliseconds'].forEach(function (n) {
     pin(P, 'get' + n, P['getUTC' + n]);
     if (n !== 'Day') { pin(P, 'set' + n, P['setUTC' + n]); }
@@ -252,7 +252,7 @@ const PRELUDE: &str = r#"(function (global) {
   pin(P, 'getTimezoneOffset', function getTimezoneOffset() { return isNaN(this.getTime()) ? NaN : 0; });
   ['toString', 'toDateString', 'toTimeString', 'toLocaleString', 'toLocaleDateString', 'toLocaleTimeString']
     .forEach(function (n) { pin(P, n, P.toUTCString); });
-  Object.defineProperty(global, 'Date', { value: SafeDate, writable: true, enumerable: false, configurable: true });
+  Object.defineProperty(global, 'Date', { value: Date, writable: true, enumerable: false, configurable: true });
 
   return function (key, value) {
     var t = typeof value;
@@ -281,22 +281,31 @@ fn run(ctx: &Ctx<'_>, script: &str, input_json: &str) -> Result<Value, Failure> 
             match describe(ctx, &exception, script) {
                 Thrown::OutOfMemory => return Err(Failure::OutOfMemory),
                 Thrown::Error { name, message } if name == "SyntaxError" => {
-                    if message == "return not in a function" {
-                        // A top-level `return` (Conductor's INLINE examples use it): run the
-                        // script as a function body. Nothing of the first attempt ran.
-                        let wrapped = format!("(function () {{\n{script}\n}})()");
-                        ctx.eval_with_options::<JsValue, _>(wrapped, sloppy())
-                            .map_err(|e| classify(ctx, e, Phase::Script, script))?
-                    } else if function_ctor.call::<_, JsValue>((script,)).is_ok() {
-                        // The script parses, so the SyntaxError was thrown while it ran
-                        // (e.g. by `JSON.parse`).
+                    // Parsing the script as a function body tells a parse error from a
+                    // SyntaxError thrown while it ran (e.g. by `JSON.parse`).
+                    let parses = function_ctor.call::<_, JsValue>((script,)).is_ok();
+                    if !parses {
+                        let body_error = match describe(ctx, &ctx.catch(), "") {
+                            Thrown::Error { message, .. } => message,
+                            _ => message.clone(),
+                        };
+                        let message = if message == "return not in a function" {
+                            body_error
+                        } else {
+                            message
+                        };
+                        return Err(Failure::Script(ScriptError::Syntax { message }));
+                    }
+                    if message != "return not in a function" {
                         return Err(Failure::Script(ScriptError::Runtime {
                             message: format!("{name}: {message}"),
                         }));
-                    } else {
-                        let _ = ctx.catch();
-                        return Err(Failure::Script(ScriptError::Syntax { message }));
                     }
+                    // A top-level `return` (Conductor's INLINE examples use it): run the script
+                    // as a function body. Nothing of the first attempt ran.
+                    let wrapped = format!("(function () {{\n{script}\n}})()");
+                    ctx.eval_with_options::<JsValue, _>(wrapped, sloppy())
+                        .map_err(|e| classify(ctx, e, Phase::Script, script))?
                 }
                 Thrown::Error { name, message } => {
                     return Err(Failure::Script(ScriptError::Runtime {

@@ -1440,13 +1440,12 @@ mod tests {
     fn check_executable_names_the_type() {
         let def = parse_definition(&wf(json!([
             simple("a", json!({})),
-            {"name": "s", "taskReferenceName": "s", "type": "DO_WHILE",
-             "loopCondition": "false", "loopOver": [simple("b", json!({}))]}
+            {"name": "s", "taskReferenceName": "s", "type": "WAIT"}
         ])))
         .unwrap();
         let e = check_executable(&def).unwrap_err();
         assert_eq!(e.path, "tasks[1].type");
-        assert_eq!(e.message, "task type DO_WHILE is not supported yet");
+        assert_eq!(e.message, "task type WAIT is not supported yet");
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! Choosing the case of a DECISION or SWITCH task.
 
 use serde_json::Value;
-use weft::dsl::{TaskType, WorkflowTask};
+use weft::dsl::{script, TaskType, WorkflowTask};
 
 /// The case value selected by `task` given its resolved `input`, as Conductor computes
 /// it: DECISION reads `caseValueParam` (or evaluates `caseExpression`); SWITCH reads
@@ -22,17 +22,17 @@ pub(super) fn select_case(
             .get(text("caseValueParam"))
             .cloned()
             .unwrap_or(Value::Null),
-        TaskType::Decision => script(text("caseExpression"), input)?,
+        TaskType::Decision => run_script(text("caseExpression"), input)?,
         _ => match text("evaluatorType") {
             "value-param" => input
                 .get(text("expression"))
                 .cloned()
                 .unwrap_or(Value::Null),
-            "javascript" | "graaljs" => script(text("expression"), input)?,
+            "javascript" | "graaljs" => run_script(text("expression"), input)?,
             other => return Err(format!("unknown evaluatorType {other:?}")),
         },
     };
-    Ok(case_string(&value))
+    Ok(script::switch_case_key(&value))
 }
 
 /// The tasks of the case named `case`: its `decisionCases` entry, else `defaultCase`,
@@ -45,15 +45,7 @@ pub(super) fn case_tasks<'t>(task: &'t WorkflowTask, case: &str) -> &'t [Workflo
         .map_or(&[], Vec::as_slice)
 }
 
-/// Conductor compares cases as strings: `String.valueOf(value)`.
-fn case_string(value: &Value) -> String {
-    match value {
-        Value::String(s) => s.clone(),
-        other => other.to_string(),
-    }
-}
-
-fn script(expression: &str, input: &Value) -> Result<Value, String> {
-    let _ = (expression, input);
-    Err("javascript evaluation is not supported yet".to_owned())
+/// Evaluates a case expression over the task's input (bound to `$`, as in Conductor).
+fn run_script(expression: &str, input: &Value) -> Result<Value, String> {
+    script::evaluate(expression, input, script::Limits::default()).map_err(|e| e.to_string())
 }

@@ -207,3 +207,106 @@ fn system_tasks_are_recorded_in_history_order() {
         ]
     );
 }
+
+fn counting_loop(condition: &str) -> serde_json::Value {
+    json!({"name": "w", "tasks": [
+        {"name": "loop", "taskReferenceName": "loop", "type": "DO_WHILE",
+         "loopCondition": condition,
+         "inputParameters": {"limit": "${workflow.input.limit}"},
+         "loopOver": [
+            {"name": "step", "taskReferenceName": "step", "type": "SIMPLE",
+             "inputParameters": {"prev": "${step.output.n}"}}]},
+        simple("after")]})
+}
+
+#[test]
+fn do_while_runs_the_body_until_the_condition_is_false() {
+    let mut sim = Sim::start(
+        counting_loop("$.loop['iteration'] < $.limit"),
+        json!({"limit": 3}),
+    );
+    for i in 1..=3 {
+        assert_eq!(sim.pending(), vec!["step"], "iteration {i}");
+        let step = sim.state.latest("step").unwrap();
+        assert_eq!(step.iteration, i);
+        sim.complete("step", json!({"n": i}));
+    }
+    assert_eq!(sim.pending(), vec!["after"]);
+    let out = sim.state.latest("loop").unwrap().output.clone().unwrap();
+    assert_eq!(out["iteration"], json!(3));
+    assert_eq!(out["2"], json!({"step": {"n": 2}}));
+    let iterations: Vec<i32> = sim
+        .state
+        .tasks
+        .iter()
+        .filter(|t| t.task_ref == "step")
+        .map(|t| t.iteration)
+        .collect();
+    assert_eq!(iterations, vec![1, 2, 3]);
+    assert_eq!(
+        sim.state
+            .tasks
+            .iter()
+            .filter(|t| t.task_ref == "step")
+            .nth(1)
+            .unwrap()
+            .input,
+        json!({"prev": 1}),
+        "the body sees the previous iteration's output"
+    );
+}
+
+#[test]
+fn do_while_condition_sees_body_outputs() {
+    let mut sim = Sim::start(counting_loop("$.step.output.more == true"), json!({}));
+    sim.complete("step", json!({"more": true}));
+    sim.complete("step", json!({"more": false}));
+    assert_eq!(sim.pending(), vec!["after"]);
+    assert_eq!(
+        sim.state.latest("loop").unwrap().output.clone().unwrap()["iteration"],
+        json!(2)
+    );
+}
+
+#[test]
+fn do_while_keep_last_n_bounds_the_output() {
+    let def = json!({"name": "w", "tasks": [
+        {"name": "loop", "taskReferenceName": "loop", "type": "DO_WHILE",
+         "loopCondition": "$.loop['iteration'] < 4", "inputParameters": {"keepLastN": 2},
+         "loopOver": [simple("step")]}]});
+    let mut sim = Sim::start(def, json!({}));
+    for _ in 0..4 {
+        sim.complete("step", json!({}));
+    }
+    let out = sim.state.latest("loop").unwrap().output.clone().unwrap();
+    assert!(out.get("1").is_none() && out.get("2").is_none(), "{out}");
+    assert!(out.get("3").is_some() && out.get("4").is_some(), "{out}");
+    assert_eq!(sim.state.status, RunStatus::Completed);
+}
+
+#[test]
+fn do_while_with_a_broken_condition_fails_with_the_reason() {
+    let mut sim = Sim::start(counting_loop("$.nope.deeper > 1"), json!({}));
+    sim.complete("step", json!({}));
+    assert_eq!(sim.state.status, RunStatus::Failed);
+    let reason = sim.state.reason.clone().unwrap_or_default();
+    assert!(reason.contains("loopCondition"), "{reason}");
+    assert_eq!(
+        sim.state.latest("loop").unwrap().status.as_str(),
+        "FAILED_WITH_TERMINAL_ERROR"
+    );
+}
+
+#[test]
+fn switch_with_a_javascript_expression_picks_its_case() {
+    let def = json!({"name": "w", "tasks": [
+        {"name": "sw", "taskReferenceName": "sw", "type": "SWITCH",
+         "evaluatorType": "javascript", "expression": "$.n > 10 ? 'big' : 'small'",
+         "inputParameters": {"n": "${workflow.input.n}"},
+         "decisionCases": {"big": [simple("b")], "small": [simple("s")]}}]});
+    assert_eq!(
+        Sim::start(def.clone(), json!({"n": 42})).pending(),
+        vec!["b"]
+    );
+    assert_eq!(Sim::start(def, json!({"n": 1})).pending(), vec!["s"]);
+}

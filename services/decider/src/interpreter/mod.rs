@@ -10,6 +10,7 @@
 //! decider itself and complete at once.
 
 mod branch;
+mod looping;
 mod walk;
 
 #[cfg(test)]
@@ -20,8 +21,8 @@ mod tests;
 use serde_json::{Map, Value};
 use uuid::Uuid;
 use weft::messages::{
-    Event, TaskCompleted, TaskScheduled, VariablesUpdated, WorkflowCompleted, WorkflowFailed,
-    WorkflowTerminated,
+    Event, TaskCompleted, TaskFailed, TaskScheduled, VariablesUpdated, WorkflowCompleted,
+    WorkflowFailed, WorkflowTerminated,
 };
 
 use crate::state::{RunState, RunStatus};
@@ -44,6 +45,41 @@ pub enum Decision {
         input: Value,
         /// Attempt number, from 1.
         attempt: i32,
+        /// Loop iteration (0 outside DO_WHILE bodies).
+        iteration: i32,
+    },
+    /// Record a task the decider runs itself over several rounds (DO_WHILE) as started.
+    StartSystemTask {
+        /// Id, as for scheduled tasks.
+        task_id: Uuid,
+        /// Reference name.
+        task_ref: String,
+        /// Type.
+        task_type: String,
+        /// Definition name.
+        task_name: String,
+        /// Resolved input.
+        input: Value,
+        /// Loop iteration (0 outside DO_WHILE bodies).
+        iteration: i32,
+    },
+    /// Complete a task started with [`Decision::StartSystemTask`].
+    CompleteStartedTask {
+        /// The task.
+        task_id: Uuid,
+        /// Reference name.
+        task_ref: String,
+        /// Output.
+        output: Value,
+    },
+    /// Fail a task started with [`Decision::StartSystemTask`] (and with it the run).
+    FailStartedTask {
+        /// The task.
+        task_id: Uuid,
+        /// Reference name.
+        task_ref: String,
+        /// Why.
+        reason: String,
     },
     /// Record a task the decider executes itself (SWITCH, FORK_JOIN, JOIN, SET_VARIABLE,
     /// TERMINATE) as scheduled and completed at once.
@@ -62,6 +98,8 @@ pub enum Decision {
         output: Value,
         /// Workflow variables set by the task (SET_VARIABLE).
         variables: Option<Map<String, Value>>,
+        /// Loop iteration (0 outside DO_WHILE bodies).
+        iteration: i32,
     },
     /// Finish the run successfully.
     CompleteWorkflow {
@@ -123,6 +161,7 @@ pub fn events_for(decision: Decision, seq: i32) -> Vec<Event> {
             task_name,
             input,
             attempt,
+            iteration,
         } => vec![Event::TaskScheduled(TaskScheduled {
             task_id,
             task_ref,
@@ -131,6 +170,48 @@ pub fn events_for(decision: Decision, seq: i32) -> Vec<Event> {
             seq,
             attempt,
             input,
+            iteration,
+        })],
+        Decision::StartSystemTask {
+            task_id,
+            task_ref,
+            task_type,
+            task_name,
+            input,
+            iteration,
+        } => vec![Event::TaskScheduled(TaskScheduled {
+            task_id,
+            task_ref,
+            task_type,
+            task_name,
+            seq,
+            attempt: 1,
+            input,
+            iteration,
+        })],
+        Decision::CompleteStartedTask {
+            task_id,
+            task_ref,
+            output,
+        } => vec![Event::TaskCompleted(TaskCompleted {
+            task_id,
+            task_ref,
+            output,
+            worker_id: None,
+            started_at: None,
+        })],
+        Decision::FailStartedTask {
+            task_id,
+            task_ref,
+            reason,
+        } => vec![Event::TaskFailed(TaskFailed {
+            task_id,
+            task_ref,
+            reason,
+            terminal: true,
+            output: Value::Null,
+            worker_id: None,
+            started_at: None,
         })],
         Decision::CompleteSystemTask {
             task_id,
@@ -140,6 +221,7 @@ pub fn events_for(decision: Decision, seq: i32) -> Vec<Event> {
             input,
             output,
             variables,
+            iteration,
         } => {
             let mut events = vec![
                 Event::TaskScheduled(TaskScheduled {
@@ -150,6 +232,7 @@ pub fn events_for(decision: Decision, seq: i32) -> Vec<Event> {
                     seq,
                     attempt: 1,
                     input,
+                    iteration,
                 }),
                 Event::TaskCompleted(TaskCompleted {
                     task_id,

@@ -33,6 +33,7 @@ fn fresh_run_schedules_the_first_task_with_resolved_input() {
             task_name: "make_name".into(),
             input: json!({"first": "Ada"}),
             attempt: 1,
+            iteration: 0,
         }]
     );
 }
@@ -139,7 +140,7 @@ fn failed_optional_task_lets_the_run_go_on() {
 #[test]
 fn unsupported_task_type_fails_the_run_with_a_clear_reason() {
     let def = json!({"name": "sw", "tasks": [
-        {"name": "x", "taskReferenceName": "x", "type": "DO_WHILE"}]});
+        {"name": "x", "taskReferenceName": "x", "type": "WAIT"}]});
     let h = HistoryBuilder::started(def, json!({}));
     match &decide(&h.state())[..] {
         [Decision::FailWorkflow { reason, .. }] => {

@@ -20,12 +20,25 @@ pub(super) enum Flow {
 
 /// Walks one run's definition.
 pub(super) struct Walker<'a> {
-    state: &'a RunState,
+    pub(super) state: &'a RunState,
+    /// The loop iteration being walked (0 outside DO_WHILE bodies).
+    pub(super) iteration: i32,
 }
 
 impl<'a> Walker<'a> {
     pub(super) fn new(state: &'a RunState) -> Self {
-        Self { state }
+        Self {
+            state,
+            iteration: 0,
+        }
+    }
+
+    /// A walker for iteration `iteration` of a loop body.
+    pub(super) fn at_iteration(&self, iteration: i32) -> Self {
+        Self {
+            state: self.state,
+            iteration,
+        }
     }
 
     /// A list of tasks, in order.
@@ -49,7 +62,9 @@ impl<'a> Walker<'a> {
                 ),
             );
         };
-        let latest = self.state.latest(&task.task_reference_name);
+        let latest = self
+            .state
+            .latest_at(&task.task_reference_name, self.iteration);
         match kind {
             TaskType::Simple | TaskType::Http => self.activity(task, kind, latest),
             TaskType::Decision | TaskType::Switch => self.switch(task, kind, latest),
@@ -61,6 +76,7 @@ impl<'a> Walker<'a> {
                 (json!({}), Some(vars))
             }),
             TaskType::Terminate => self.terminate(task, latest),
+            TaskType::DoWhile => self.do_while(task, latest),
             _ => fail(
                 task,
                 format!("task type {} is not supported yet", task.kind),
@@ -95,6 +111,7 @@ impl<'a> Walker<'a> {
             task_name: task.name.clone(),
             input: self.input(task, attempt),
             attempt,
+            iteration: self.iteration,
         }])
     }
 
@@ -206,7 +223,7 @@ impl<'a> Walker<'a> {
         Flow::Waiting(vec![self.complete(task, kind, input, output, variables)])
     }
 
-    fn complete(
+    pub(super) fn complete(
         &self,
         task: &WorkflowTask,
         kind: TaskType,
@@ -222,6 +239,7 @@ impl<'a> Walker<'a> {
             input,
             output,
             variables,
+            iteration: self.iteration,
         }
     }
 
@@ -250,7 +268,7 @@ impl<'a> Walker<'a> {
     }
 
     /// The task's input, resolved against the run (with `CPEWF_TASK_ID`).
-    fn input(&self, task: &WorkflowTask, attempt: i32) -> Value {
+    pub(super) fn input(&self, task: &WorkflowTask, attempt: i32) -> Value {
         let mut context = self.state.expression_context();
         if let Value::Object(map) = &mut context {
             map.insert(
@@ -262,7 +280,7 @@ impl<'a> Walker<'a> {
     }
 
     /// A name-based UUID in the run's namespace over (position, ref, attempt).
-    fn task_id(&self, task: &WorkflowTask, attempt: i32) -> Uuid {
+    pub(super) fn task_id(&self, task: &WorkflowTask, attempt: i32) -> Uuid {
         task_id_for(self.state, &task.task_reference_name, attempt)
     }
 }
@@ -282,7 +300,7 @@ fn retry_count(task: &WorkflowTask) -> i32 {
         .map_or(0, |n| n.clamp(0, 1_000) as i32)
 }
 
-fn fail(task: &WorkflowTask, reason: String) -> Flow {
+pub(super) fn fail(task: &WorkflowTask, reason: String) -> Flow {
     Flow::Stop(vec![Decision::FailWorkflow {
         reason,
         failed_task_refs: vec![task.task_reference_name.clone()],

@@ -1,0 +1,164 @@
+//! DO_WHILE: the body runs once per iteration; after each, `loopCondition` decides
+//! whether to go again. Body tasks carry their iteration (from 1). The condition is
+//! evaluated once per iteration, when its body is done, and its answer is recorded by
+//! what follows (the next iteration's first tasks, or the loop's completion), so replay
+//! never re-evaluates it.
+
+use serde_json::{json, Map, Value};
+use weft::dsl::{script, TaskType, WorkflowTask};
+
+use super::walk::{Flow, Walker};
+use super::Decision;
+use crate::state::{TaskState, TaskStatus};
+
+/// Iterations a loop may run before it fails instead of looping forever.
+pub(super) const MAX_ITERATIONS: i32 = 1_000;
+
+impl Walker<'_> {
+    pub(super) fn do_while(&self, task: &WorkflowTask, latest: Option<&TaskState>) -> Flow {
+        let Some(looping) = latest else {
+            return Flow::Waiting(vec![Decision::StartSystemTask {
+                task_id: self.task_id(task, 1),
+                task_ref: task.task_reference_name.clone(),
+                task_type: TaskType::DoWhile.as_str().to_owned(),
+                task_name: task.name.clone(),
+                input: self.input(task, 1),
+                iteration: self.iteration,
+            }]);
+        };
+        match looping.status {
+            TaskStatus::Scheduled => {}
+            TaskStatus::Completed | TaskStatus::CompletedWithErrors => return Flow::Done,
+            TaskStatus::Failed | TaskStatus::FailedWithTerminalError => {
+                return super::walk::fail(
+                    task,
+                    format!(
+                        "task {:?} failed: {}",
+                        task.task_reference_name,
+                        looping.reason.as_deref().unwrap_or("no reason given")
+                    ),
+                )
+            }
+        }
+        let body = task.loop_over.as_deref().unwrap_or_default();
+        let refs = subtree_refs(body);
+        let iteration = self.current_iteration(&refs);
+        match self.at_iteration(iteration).list(body) {
+            Flow::Done => {}
+            other => return other,
+        }
+        let output = self.loop_output(task, &refs, iteration);
+        let condition = task
+            .extra
+            .get("loopCondition")
+            .and_then(Value::as_str)
+            .unwrap_or("false");
+        let input = self.condition_input(looping, &output, &refs, iteration);
+        let again = match script::evaluate_condition(condition, &input, script::Limits::default()) {
+            Ok(again) => again,
+            Err(e) => return self.fail_loop(looping, format!("loopCondition: {e}")),
+        };
+        if !again {
+            return Flow::Waiting(vec![Decision::CompleteStartedTask {
+                task_id: looping.task_id,
+                task_ref: looping.task_ref.clone(),
+                output,
+            }]);
+        }
+        if iteration >= MAX_ITERATIONS {
+            return self.fail_loop(
+                looping,
+                format!(
+                    "loop reached its cap of {MAX_ITERATIONS} iterations; loopCondition still true"
+                ),
+            );
+        }
+        self.at_iteration(iteration + 1).list(body)
+    }
+
+    /// The iteration in progress: the highest one any body task was recorded in.
+    fn current_iteration(&self, refs: &[&str]) -> i32 {
+        self.state
+            .tasks
+            .iter()
+            .filter(|t| refs.contains(&t.task_ref.as_str()))
+            .map(|t| t.iteration)
+            .max()
+            .unwrap_or(1)
+            .max(1)
+    }
+
+    /// Conductor's DO_WHILE output: `iteration`, and per iteration (keyed "1", "2", …)
+    /// each body task's output, keeping the last `keepLastN` iterations when set.
+    fn loop_output(&self, task: &WorkflowTask, refs: &[&str], iteration: i32) -> Value {
+        let keep = task
+            .input_parameters
+            .get("keepLastN")
+            .and_then(Value::as_i64)
+            .map_or(i64::from(MAX_ITERATIONS), |n| n.max(1));
+        let mut out = Map::new();
+        out.insert("iteration".into(), json!(iteration));
+        for i in 1..=iteration {
+            if i64::from(iteration - i) >= keep {
+                continue;
+            }
+            let mut per = Map::new();
+            for r in refs {
+                if let Some(t) = self.state.latest_at(r, i) {
+                    per.insert((*r).to_owned(), t.output.clone().unwrap_or(Value::Null));
+                }
+            }
+            out.insert(i.to_string(), Value::Object(per));
+        }
+        Value::Object(out)
+    }
+
+    /// What `$` holds for `loopCondition`: the loop's input, the loop's output under its
+    /// ref (so `$.loop['iteration']` works), and each body task's output of this
+    /// iteration under its ref (also as `$.ref.output`).
+    fn condition_input(
+        &self,
+        looping: &TaskState,
+        output: &Value,
+        refs: &[&str],
+        iteration: i32,
+    ) -> Value {
+        let mut input = looping.input.as_object().cloned().unwrap_or_default();
+        input.insert(looping.task_ref.clone(), output.clone());
+        for r in refs {
+            if let Some(t) = self.state.latest_at(r, iteration) {
+                let out = t.output.clone().unwrap_or(Value::Null);
+                let mut entry = out.as_object().cloned().unwrap_or_default();
+                entry.insert("output".into(), out);
+                input.insert((*r).to_owned(), Value::Object(entry));
+            }
+        }
+        Value::Object(input)
+    }
+
+    fn fail_loop(&self, looping: &TaskState, reason: String) -> Flow {
+        Flow::Stop(vec![
+            Decision::FailStartedTask {
+                task_id: looping.task_id,
+                task_ref: looping.task_ref.clone(),
+                reason: reason.clone(),
+            },
+            Decision::FailWorkflow {
+                reason: format!("task {:?}: {reason}", looping.task_ref),
+                failed_task_refs: vec![looping.task_ref.clone()],
+            },
+        ])
+    }
+}
+
+/// Every reference name in `tasks`, branches and nested bodies included.
+fn subtree_refs(tasks: &[WorkflowTask]) -> Vec<&str> {
+    let mut refs = Vec::new();
+    for t in tasks {
+        refs.push(t.task_reference_name.as_str());
+        for list in t.children() {
+            refs.extend(subtree_refs(list));
+        }
+    }
+    refs
+}
