@@ -177,6 +177,7 @@ impl TaskType {
                 | TaskType::SetVariable
                 | TaskType::Terminate
                 | TaskType::DoWhile
+                | TaskType::Inline
         )
     }
 

@@ -310,3 +310,39 @@ fn switch_with_a_javascript_expression_picks_its_case() {
     );
     assert_eq!(Sim::start(def, json!({"n": 1})).pending(), vec!["s"]);
 }
+
+#[test]
+fn inline_task_evaluates_its_script_once_and_records_the_result() {
+    let def = json!({"name": "w", "tasks": [
+        {"name": "calc", "taskReferenceName": "calc", "type": "INLINE",
+         "inputParameters": {"evaluatorType": "javascript", "a": "${workflow.input.a}",
+                             "expression": "(function(){ return {double: $.a * 2}; })()"}},
+        {"name": "use", "taskReferenceName": "use", "type": "SIMPLE",
+         "inputParameters": {"x": "${calc.output.result.double}"}}]});
+    let sim = Sim::start(def, json!({"a": 21}));
+    assert_eq!(
+        sim.state.latest("calc").unwrap().output,
+        Some(json!({"result": {"double": 42}}))
+    );
+    assert_eq!(sim.state.latest("use").unwrap().input, json!({"x": 42}));
+}
+
+#[test]
+fn inline_task_that_throws_fails_the_run_with_the_message() {
+    let def = json!({"name": "w", "tasks": [
+        {"name": "calc", "taskReferenceName": "calc", "type": "INLINE",
+         "inputParameters": {"evaluatorType": "javascript",
+                             "expression": "throw new Error('no such order')"}}]});
+    let sim = Sim::start(def, json!({}));
+    assert_eq!(sim.state.status, RunStatus::Failed);
+    assert!(sim
+        .state
+        .reason
+        .clone()
+        .unwrap_or_default()
+        .contains("no such order"));
+    assert_eq!(
+        sim.state.latest("calc").unwrap().status.as_str(),
+        "FAILED_WITH_TERMINAL_ERROR"
+    );
+}

@@ -2,7 +2,7 @@
 
 use serde_json::{json, Map, Value};
 use uuid::Uuid;
-use weft::dsl::{expr, TaskType, WorkflowTask};
+use weft::dsl::{expr, script, TaskType, WorkflowTask};
 
 use super::{branch, workflow_output, Decision};
 use crate::state::{RunState, TaskState, TaskStatus};
@@ -77,6 +77,7 @@ impl<'a> Walker<'a> {
             }),
             TaskType::Terminate => self.terminate(task, latest),
             TaskType::DoWhile => self.do_while(task, latest),
+            TaskType::Inline => self.inline(task, latest),
             _ => fail(
                 task,
                 format!("task type {} is not supported yet", task.kind),
@@ -205,6 +206,57 @@ impl<'a> Walker<'a> {
             _ => Decision::TerminateWorkflow { reason, output },
         };
         Flow::Stop(vec![record, end])
+    }
+
+    /// INLINE: evaluates `expression` over its input (bound to `$`); output `{result}`.
+    /// The script runs once; its result (or failure) is recorded.
+    fn inline(&self, task: &WorkflowTask, latest: Option<&TaskState>) -> Flow {
+        if latest.is_some() {
+            return Flow::Done;
+        }
+        let input = self.input(task, 1);
+        let expression = input["expression"].as_str().unwrap_or_default();
+        let evaluator = input["evaluatorType"].as_str().unwrap_or("javascript");
+        let result = match evaluator {
+            "javascript" | "graaljs" => {
+                script::evaluate(expression, &input, script::Limits::default())
+                    .map_err(|e| e.to_string())
+            }
+            "value-param" => Ok(input.get(expression).cloned().unwrap_or(Value::Null)),
+            other => Err(format!("unknown evaluatorType {other:?}")),
+        };
+        match result {
+            Ok(value) => Flow::Waiting(vec![self.complete(
+                task,
+                TaskType::Inline,
+                input,
+                json!({ "result": value }),
+                None,
+            )]),
+            Err(why) => {
+                let task_id = self.task_id(task, 1);
+                let task_ref = task.task_reference_name.clone();
+                Flow::Stop(vec![
+                    Decision::StartSystemTask {
+                        task_id,
+                        task_ref: task_ref.clone(),
+                        task_type: TaskType::Inline.as_str().to_owned(),
+                        task_name: task.name.clone(),
+                        input,
+                        iteration: self.iteration,
+                    },
+                    Decision::FailStartedTask {
+                        task_id,
+                        task_ref: task_ref.clone(),
+                        reason: why.clone(),
+                    },
+                    Decision::FailWorkflow {
+                        reason: format!("task {task_ref:?}: {why}"),
+                        failed_task_refs: vec![task_ref],
+                    },
+                ])
+            }
+        }
     }
 
     /// A task the decider executes itself: once reached it completes with `run`'s output.
