@@ -22,6 +22,8 @@ pub enum Command {
     ActivityCompleted(ActivityCompleted),
     /// A worker's activity attempt failed.
     ActivityFailed(ActivityFailed),
+    /// A named signal for a run (completes the WAIT task whose ref is the name).
+    Signal(Signal),
 }
 
 impl Typed for Command {
@@ -30,6 +32,7 @@ impl Typed for Command {
             Command::StartWorkflow(_) => "StartWorkflow",
             Command::ActivityCompleted(_) => "ActivityCompleted",
             Command::ActivityFailed(_) => "ActivityFailed",
+            Command::Signal(_) => "Signal",
         }
     }
 }
@@ -52,6 +55,17 @@ pub struct StartWorkflow {
     /// W3C trace context of the start request, kept with the run so later decisions join its trace.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub traceparent: Option<String>,
+}
+
+/// A signal sent to a run by an operator or another system.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Signal {
+    /// The signal's name: the ref of the WAIT task it completes.
+    pub name: String,
+    /// Its payload: the WAIT task's output.
+    #[serde(default)]
+    pub payload: Value,
 }
 
 /// A successful activity attempt.
@@ -165,6 +179,8 @@ pub enum Event {
     VariablesUpdated(VariablesUpdated),
     /// The run was terminated (TERMINATE task, or an operator).
     WorkflowTerminated(WorkflowTerminated),
+    /// A signal arrived (kept until a WAIT task with its name consumes it).
+    SignalReceived(Signal),
 }
 
 impl Event {
@@ -179,6 +195,7 @@ impl Event {
             Event::WorkflowFailed(_) => "WorkflowFailed",
             Event::VariablesUpdated(_) => "VariablesUpdated",
             Event::WorkflowTerminated(_) => "WorkflowTerminated",
+            Event::SignalReceived(_) => "SignalReceived",
         }
     }
 

@@ -34,6 +34,14 @@ pub fn apply_command(state: &RunState, command: &Command) -> Applied {
             Err(why) => Applied::Ignored(why),
             Ok(task_ref) => Applied::Events(vec![failed(task_ref, f)]),
         },
+        Command::Signal(signal) if state.status == RunStatus::Running => {
+            Applied::Events(vec![Event::SignalReceived(signal.clone())])
+        }
+        Command::Signal(signal) => Applied::Ignored(format!(
+            "signal {:?} for a run that is {}",
+            signal.name,
+            state.status.as_str()
+        )),
     }
 }
 

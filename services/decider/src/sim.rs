@@ -9,7 +9,7 @@ use weft::store::runs::StoredEvent;
 
 use crate::history_builder::HistoryBuilder;
 use crate::interpreter::{decide, events_for};
-use crate::state::{RunState, TaskStatus};
+use crate::state::{is_activity, RunState, TaskStatus};
 
 /// One simulated run.
 pub struct Sim {
@@ -107,6 +107,16 @@ impl Sim {
         self
     }
 
+    /// A signal `name` with `payload` arrives.
+    pub fn signal(&mut self, name: &str, payload: Value) -> &mut Self {
+        self.append(Event::SignalReceived(weft::messages::Signal {
+            name: name.to_owned(),
+            payload,
+        }));
+        self.settle();
+        self
+    }
+
     /// `(ref, type, status)` of every task, in schedule order.
     pub fn trail(&self) -> Vec<(String, String, &'static str)> {
         self.state
@@ -115,8 +125,4 @@ impl Sim {
             .map(|t| (t.task_ref.clone(), t.task_type.clone(), t.status.as_str()))
             .collect()
     }
-}
-
-fn is_activity(task_type: &str) -> bool {
-    weft::dsl::TaskType::parse(task_type).is_some_and(|k| k.is_activity())
 }

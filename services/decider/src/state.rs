@@ -122,6 +122,8 @@ pub struct RunState {
     pub traceparent: Option<String>,
     /// Status.
     pub status: RunStatus,
+    /// Signals received, in order (`(name, payload)`); WAIT tasks consume them by name.
+    pub signals: Vec<(String, Value)>,
     /// Workflow variables (the definition's, updated by SET_VARIABLE).
     pub variables: Map<String, Value>,
     /// Output once completed.
@@ -177,6 +179,7 @@ impl RunState {
             traceparent: started.traceparent.clone(),
             status: RunStatus::Running,
             variables: started.definition.variables.clone(),
+            signals: Vec::new(),
             output: None,
             reason: None,
             failed_task_refs: Vec::new(),
@@ -254,6 +257,9 @@ impl RunState {
                 for (k, val) in &v.variables {
                     self.variables.insert(k.clone(), val.clone());
                 }
+            }
+            Event::SignalReceived(sig) => {
+                self.signals.push((sig.name.clone(), sig.payload.clone()));
             }
             Event::WorkflowTerminated(t) => {
                 self.status = RunStatus::Terminated;
@@ -336,7 +342,7 @@ impl RunState {
                 if self
                     .tasks
                     .iter()
-                    .any(|t| t.status.is_pending() && t.task_type != "DO_WHILE")
+                    .any(|t| t.status.is_pending() && is_activity(&t.task_type))
                 {
                     "QUEUING"
                 } else {
@@ -381,8 +387,9 @@ impl RunState {
             seq: t.seq,
             iteration: t.iteration,
             attempt: t.attempt,
-            status: if t.status.is_pending() && t.task_type == "DO_WHILE" {
-                // A loop being iterated is running in the decider, not waiting for a worker.
+            status: if t.status.is_pending() && !is_activity(&t.task_type) {
+                // A loop being iterated, a WAIT waiting: in progress in the decider, not
+                // waiting for a worker.
                 "IN_PROGRESS".to_owned()
             } else {
                 t.status.as_str().to_owned()
@@ -414,4 +421,9 @@ pub fn find_task<'a>(
                 .find_map(|list| find_task(list, task_ref))
         }
     })
+}
+
+/// Whether tasks of this type are run by workers (as opposed to the decider).
+pub(crate) fn is_activity(task_type: &str) -> bool {
+    weft::dsl::TaskType::parse(task_type).is_some_and(|k| k.is_activity())
 }

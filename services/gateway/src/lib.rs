@@ -45,6 +45,7 @@ pub fn router(state: AppState) -> Router {
     Router::new()
         .merge(routes::metadata::routes())
         .merge(routes::workflow::routes())
+        .merge(routes::signal::routes())
         .fallback(middleware::no_route)
         .method_not_allowed_fallback(middleware::wrong_method)
         .layer(DefaultBodyLimit::max(state.max_body_bytes))

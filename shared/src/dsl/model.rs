@@ -178,6 +178,7 @@ impl TaskType {
                 | TaskType::Terminate
                 | TaskType::DoWhile
                 | TaskType::Inline
+                | TaskType::Wait
         )
     }
 

@@ -121,12 +121,24 @@ pub fn check_executable(def: &WorkflowDef) -> Result<(), DslError> {
     for_each_task(
         &def.tasks,
         "tasks",
-        &mut |task, path| match task.task_type() {
+        &mut |task, path| {
+            match task.task_type() {
+            Some(TaskType::Wait)
+                if ["duration", "until"]
+                    .iter()
+                    .any(|k| task.input_parameters.contains_key(*k)) =>
+            {
+                Err(DslError::new(
+                    join(path, "inputParameters"),
+                    "a WAIT task with duration or until is not supported yet (a WAIT for a signal is)",
+                ))
+            }
             Some(t) if t.is_executable() => Ok(()),
             _ => Err(DslError::new(
                 join(path, "type"),
                 format!("task type {} is not supported yet", task.kind),
             )),
+        }
         },
     )
 }
@@ -1440,12 +1452,13 @@ mod tests {
     fn check_executable_names_the_type() {
         let def = parse_definition(&wf(json!([
             simple("a", json!({})),
-            {"name": "s", "taskReferenceName": "s", "type": "WAIT"}
+            {"name": "s", "taskReferenceName": "s", "type": "SUB_WORKFLOW",
+             "subWorkflowParam": {"name": "child"}}
         ])))
         .unwrap();
         let e = check_executable(&def).unwrap_err();
         assert_eq!(e.path, "tasks[1].type");
-        assert_eq!(e.message, "task type WAIT is not supported yet");
+        assert_eq!(e.message, "task type SUB_WORKFLOW is not supported yet");
     }
 
     #[test]

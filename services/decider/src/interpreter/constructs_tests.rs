@@ -346,3 +346,67 @@ fn inline_task_that_throws_fails_the_run_with_the_message() {
         "FAILED_WITH_TERMINAL_ERROR"
     );
 }
+
+#[test]
+fn wait_completes_with_the_signal_payload() {
+    let def = json!({"name": "w", "tasks": [
+        {"name": "approval", "taskReferenceName": "approval", "type": "WAIT"},
+        {"name": "a", "taskReferenceName": "a", "type": "SIMPLE",
+         "inputParameters": {"by": "${approval.output.by}"}}]});
+    let mut sim = Sim::start(def, json!({}));
+    assert!(
+        sim.pending().is_empty(),
+        "nothing for workers while waiting"
+    );
+    assert_eq!(
+        sim.state.latest("approval").unwrap().status.as_str(),
+        "SCHEDULED"
+    );
+    sim.signal("other", json!({"by": "nobody"}));
+    assert!(
+        sim.pending().is_empty(),
+        "a signal with another name does not count"
+    );
+    sim.signal("approval", json!({"by": "ada"}));
+    assert_eq!(
+        sim.state.latest("approval").unwrap().output,
+        Some(json!({"by": "ada"}))
+    );
+    assert_eq!(sim.state.latest("a").unwrap().input, json!({"by": "ada"}));
+}
+
+#[test]
+fn a_signal_that_arrives_early_is_kept_until_its_wait_is_reached() {
+    let def = json!({"name": "w", "tasks": [
+        simple("first"),
+        {"name": "approval", "taskReferenceName": "approval", "type": "WAIT"},
+        simple("after")]});
+    let mut sim = Sim::start(def, json!({}));
+    sim.signal("approval", json!({"ok": true}));
+    assert_eq!(sim.pending(), vec!["first"]);
+    sim.complete("first", json!({}));
+    assert_eq!(
+        sim.state.latest("approval").unwrap().output,
+        Some(json!({"ok": true}))
+    );
+    assert_eq!(sim.pending(), vec!["after"]);
+}
+
+#[test]
+fn each_loop_iteration_consumes_its_own_signal() {
+    let def = json!({"name": "w", "tasks": [
+        {"name": "loop", "taskReferenceName": "loop", "type": "DO_WHILE",
+         "loopCondition": "$.loop['iteration'] < 2",
+         "loopOver": [{"name": "tick", "taskReferenceName": "tick", "type": "WAIT"}]}]});
+    let mut sim = Sim::start(def, json!({}));
+    sim.signal("tick", json!({"n": 1}));
+    assert_eq!(
+        sim.state.status,
+        RunStatus::Running,
+        "one signal, one iteration"
+    );
+    sim.signal("tick", json!({"n": 2}));
+    assert_eq!(sim.state.status, RunStatus::Completed);
+    let out = sim.state.latest("loop").unwrap().output.clone().unwrap();
+    assert_eq!(out["2"]["tick"], json!({"n": 2}));
+}

@@ -78,6 +78,7 @@ impl<'a> Walker<'a> {
             TaskType::Terminate => self.terminate(task, latest),
             TaskType::DoWhile => self.do_while(task, latest),
             TaskType::Inline => self.inline(task, latest),
+            TaskType::Wait => self.wait(task, latest),
             _ => fail(
                 task,
                 format!("task type {} is not supported yet", task.kind),
@@ -206,6 +207,57 @@ impl<'a> Walker<'a> {
             _ => Decision::TerminateWorkflow { reason, output },
         };
         Flow::Stop(vec![record, end])
+    }
+
+    /// WAIT (for a signal): completes with the payload of the first signal named after
+    /// its ref that no earlier execution of this ref consumed — one received before the
+    /// WAIT was reached included.
+    fn wait(&self, task: &WorkflowTask, latest: Option<&TaskState>) -> Flow {
+        let task_ref = &task.task_reference_name;
+        let consumed = self
+            .state
+            .tasks
+            .iter()
+            .filter(|t| &t.task_ref == task_ref && t.status == TaskStatus::Completed)
+            .count();
+        let payload = self
+            .state
+            .signals
+            .iter()
+            .filter(|(name, _)| name == task_ref)
+            .nth(consumed)
+            .map(|(_, payload)| match payload {
+                Value::Object(_) => payload.clone(),
+                Value::Null => json!({}),
+                other => json!({ "payload": other }),
+            });
+        match (latest, payload) {
+            (Some(t), _) if t.status != TaskStatus::Scheduled => Flow::Done,
+            (Some(t), Some(output)) => Flow::Waiting(vec![Decision::CompleteStartedTask {
+                task_id: t.task_id,
+                task_ref: t.task_ref.clone(),
+                output,
+            }]),
+            (Some(_), None) => Flow::Waiting(Vec::new()),
+            (None, Some(output)) => {
+                let input = self.input(task, 1);
+                Flow::Waiting(vec![self.complete(
+                    task,
+                    TaskType::Wait,
+                    input,
+                    output,
+                    None,
+                )])
+            }
+            (None, None) => Flow::Waiting(vec![Decision::StartSystemTask {
+                task_id: self.task_id(task, 1),
+                task_ref: task_ref.clone(),
+                task_type: TaskType::Wait.as_str().to_owned(),
+                task_name: task.name.clone(),
+                input: self.input(task, 1),
+                iteration: self.iteration,
+            }]),
+        }
     }
 
     /// INLINE: evaluates `expression` over its input (bound to `$`); output `{result}`.

@@ -1,5 +1,6 @@
 //! The REST routes (API.md), one module per resource.
 
 pub mod metadata;
+pub mod signal;
 mod start;
 pub mod workflow;

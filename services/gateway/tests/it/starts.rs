@@ -236,13 +236,14 @@ async fn accepted_start_not_yet_applied_reads_as_running_queuing() {
 }
 
 #[tokio::test]
-async fn definition_with_a_wait_is_refused_as_not_supported_yet() {
+async fn definition_with_a_sub_workflow_is_refused_as_not_supported_yet() {
     let env = TestEnv::new().await;
     let def = json!({
         "name": "branchy", "version": 1,
         "tasks": [
             {"name": "first", "taskReferenceName": "first", "type": "SIMPLE"},
-            {"name": "pick", "taskReferenceName": "pick", "type": "WAIT"}
+            {"name": "pick", "taskReferenceName": "pick", "type": "SUB_WORKFLOW",
+             "subWorkflowParam": {"name": "child"}}
         ]
     });
     env.register(&def).await;

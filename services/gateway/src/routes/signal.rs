@@ -1,0 +1,88 @@
+//! Signals: `POST /api/workflow/{id}/signal/{name}` (Weft) and Conductor's
+//! `POST /api/tasks/{workflowId}/{taskRef}/{status}`, both completing the WAIT task whose
+//! ref is the name. A signal that arrives before its WAIT is reached is kept by the run.
+
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::routing::post;
+use axum::{Json, Router};
+use serde_json::{json, Value};
+use weft::messages::{Command, Signal};
+use weft::Envelope;
+
+use crate::error::ApiError;
+use crate::extract::{parse_json, Path};
+use crate::state::AppState;
+
+/// The signal routes.
+pub fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/api/workflow/{id}/signal/{name}", post(signal))
+        .route(
+            "/api/tasks/{workflow_id}/{task_ref}/{status}",
+            post(complete_by_ref),
+        )
+}
+
+/// `POST /api/workflow/{id}/signal/{name}`: 202 once the signal is durably queued for
+/// the run (a confirmed publish to its command shard).
+async fn signal(
+    State(state): State<AppState>,
+    Path((id, name)): Path<(String, String)>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    let payload = payload(&body?)?;
+    send(&state, &id, name.clone(), payload).await?;
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(json!({ "workflowId": id, "signal": name })),
+    ))
+}
+
+/// `POST /api/tasks/{workflowId}/{taskRef}/COMPLETED`: Conductor's way to complete a
+/// WAIT (or HUMAN) task by ref; the body is the task's output. Answers 200 like Conductor.
+async fn complete_by_ref(
+    State(state): State<AppState>,
+    Path((id, task_ref, status)): Path<(String, String, String)>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<String, ApiError> {
+    if status != "COMPLETED" {
+        return Err(ApiError::invalid(
+            "invalid_status",
+            "status",
+            format!("completing a task by ref with status {status:?} is not supported yet; use COMPLETED"),
+        ));
+    }
+    let payload = payload(&body?)?;
+    send(&state, &id, task_ref, payload).await?;
+    Ok(id)
+}
+
+/// The signal's payload: any JSON value; an empty body is `{}`.
+fn payload(body: &Bytes) -> Result<Value, ApiError> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        Ok(json!({}))
+    } else {
+        parse_json::<Value>(body)
+    }
+}
+
+/// Publishes the signal after checking that the workflow exists and is not finished.
+async fn send(state: &AppState, id: &str, name: String, payload: Value) -> Result<(), ApiError> {
+    match state.store.current_run(id).await? {
+        Some(run) if run.status != "RUNNING" && run.status != "PAUSED" => {
+            return Err(ApiError::Conflict(format!(
+                "workflow {id} is {}; it takes no more signals",
+                run.status
+            )))
+        }
+        Some(_) => {}
+        None if state.store.get_start(id).await?.is_some() => {}
+        None => return Err(ApiError::NotFound(format!("workflow {id} not found"))),
+    }
+    let envelope = Envelope::new(id, None, &Command::Signal(Signal { name, payload }))?;
+    state.bus.publish_command(&envelope).await?;
+    Ok(())
+}
