@@ -24,6 +24,8 @@ pub enum Command {
     ActivityFailed(ActivityFailed),
     /// A named signal for a run (completes the WAIT task whose ref is the name).
     Signal(Signal),
+    /// A durable timer of the run came due (published by the history service).
+    TimerFired(TimerFired),
 }
 
 impl Typed for Command {
@@ -33,6 +35,7 @@ impl Typed for Command {
             Command::ActivityCompleted(_) => "ActivityCompleted",
             Command::ActivityFailed(_) => "ActivityFailed",
             Command::Signal(_) => "Signal",
+            Command::TimerFired(_) => "TimerFired",
         }
     }
 }
@@ -66,6 +69,16 @@ pub struct Signal {
     /// Its payload: the WAIT task's output.
     #[serde(default)]
     pub payload: Value,
+}
+
+/// A timer came due.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TimerFired {
+    /// The timer (from [`TimerStarted`]).
+    pub timer_id: Uuid,
+    /// The run that started it.
+    pub run_id: Uuid,
 }
 
 /// A successful activity attempt.
@@ -181,6 +194,10 @@ pub enum Event {
     WorkflowTerminated(WorkflowTerminated),
     /// A signal arrived (kept until a WAIT task with its name consumes it).
     SignalReceived(Signal),
+    /// A durable timer was set for a task (a WAIT with `duration` or `until`).
+    TimerStarted(TimerStarted),
+    /// That timer came due.
+    TimerFired(TimerFired),
 }
 
 impl Event {
@@ -196,6 +213,8 @@ impl Event {
             Event::VariablesUpdated(_) => "VariablesUpdated",
             Event::WorkflowTerminated(_) => "WorkflowTerminated",
             Event::SignalReceived(_) => "SignalReceived",
+            Event::TimerStarted(_) => "TimerStarted",
+            Event::TimerFired(_) => "TimerFired",
         }
     }
 
@@ -319,6 +338,18 @@ pub struct WorkflowFailed {
     pub reason: String,
     /// The tasks whose failure failed the run.
     pub failed_task_refs: Vec<String>,
+}
+
+/// Attributes of [`Event::TimerStarted`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TimerStarted {
+    /// The timer.
+    pub timer_id: Uuid,
+    /// The task waiting for it.
+    pub task_id: Uuid,
+    /// When it is due (absolute: compared with the clock, never counted down).
+    pub fire_at: DateTime<Utc>,
 }
 
 /// Attributes of [`Event::VariablesUpdated`].

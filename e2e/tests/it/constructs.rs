@@ -355,3 +355,46 @@ async fn wait_tasks_complete_on_signals_sent_before_or_after_they_are_reached() 
         .unwrap();
     assert_eq!(r.status, 400, "{}", r.text);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wait_with_a_duration_is_woken_by_the_history_services_timer() {
+    let suite = Suite::start(TestEnv::new().await.unwrap()).await.unwrap();
+    let client = suite.client();
+    client
+        .register(&json!({"name": "nap", "version": 1, "tasks": [
+            {"name": "nap", "taskReferenceName": "nap", "type": "WAIT",
+             "inputParameters": {"duration": "1s"}},
+            {"name": "make_name", "taskReferenceName": "n", "type": "SIMPLE",
+             "inputParameters": {"first": "Nap"}}]}))
+        .await
+        .unwrap();
+    let id = client.start("nap", json!({})).await.unwrap();
+    let wf = client
+        .wait_for_status(&id, &["COMPLETED"], RUN_TIMEOUT)
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}\n{}", suite.describe()));
+    let nap = wf["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["referenceTaskName"] == "nap")
+        .cloned()
+        .unwrap();
+    assert_eq!(nap["status"], json!("COMPLETED"));
+    let slept_ms = nap["endTime"].as_i64().unwrap() - nap["scheduledTime"].as_i64().unwrap();
+    assert!(
+        slept_ms >= 1_000,
+        "the WAIT ended before its timer was due: {slept_ms} ms"
+    );
+    let events: Vec<String> = client
+        .history(&id)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.kind)
+        .collect();
+    assert!(
+        events.contains(&"TimerStarted".to_owned()) && events.contains(&"TimerFired".to_owned()),
+        "{events:?}"
+    );
+}

@@ -37,6 +37,25 @@ pub fn apply_command(state: &RunState, command: &Command) -> Applied {
         Command::Signal(signal) if state.status == RunStatus::Running => {
             Applied::Events(vec![Event::SignalReceived(signal.clone())])
         }
+        Command::TimerFired(fired) => {
+            let known = state
+                .timers
+                .iter()
+                .find(|t| t.timer_id == fired.timer_id && !t.fired);
+            match known {
+                _ if fired.run_id != state.run_id => Applied::Ignored(format!(
+                    "timer of run {}, not the current one",
+                    fired.run_id
+                )),
+                _ if state.status != RunStatus::Running => {
+                    Applied::Ignored(format!("timer for a run that is {}", state.status.as_str()))
+                }
+                Some(_) => Applied::Events(vec![Event::TimerFired(fired.clone())]),
+                None => {
+                    Applied::Ignored(format!("timer {} unknown or already fired", fired.timer_id))
+                }
+            }
+        }
         Command::Signal(signal) => Applied::Ignored(format!(
             "signal {:?} for a run that is {}",
             signal.name,

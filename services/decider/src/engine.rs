@@ -15,10 +15,12 @@ use uuid::Uuid;
 use weft::bus::{Bus, Delivery, Disposition};
 use weft::dsl::TaskType;
 use weft::messages::{
-    ActivityMessage, ActivityTask, Command, Event, StartWorkflow, TaskScheduled, WorkflowStarted,
+    ActivityMessage, ActivityTask, Command, Event, StartWorkflow, TaskScheduled, TimerFired,
+    WorkflowStarted,
 };
 use weft::store::outbox::OutboxMessage;
 use weft::store::runs::{CommitBatch, StoredEvent};
+use weft::store::timers::TimerRecord;
 use weft::store::Store;
 use weft::{Envelope, Error};
 
@@ -53,6 +55,7 @@ struct Working {
     events: Vec<StoredEvent>,
     touched: HashSet<Uuid>,
     outbox: Vec<OutboxMessage>,
+    timers: Vec<TimerRecord>,
 }
 
 impl Shard {
@@ -151,6 +154,7 @@ impl Shard {
                     .map(|t| w.state.task_record(t)),
             );
             batch.outbox.extend(w.outbox.iter().cloned());
+            batch.timers.extend(w.timers.iter().cloned());
         }
         if batch.is_empty() {
             return Ok(());
@@ -245,6 +249,7 @@ impl Shard {
             events: Vec::new(),
             touched: HashSet::new(),
             outbox: Vec::new(),
+            timers: Vec::new(),
             state,
         }))
     }
@@ -277,6 +282,7 @@ impl Shard {
             events: vec![first],
             touched: HashSet::new(),
             outbox: Vec::new(),
+            timers: Vec::new(),
         })
     }
 
@@ -303,14 +309,28 @@ impl Shard {
     /// outbox message.
     async fn events_of(&self, w: &mut Working, decision: Decision) -> Result<Vec<Event>, Error> {
         let is_activity = matches!(decision, Decision::ScheduleTask { .. });
-        let events = events_for(decision, w.state.tasks.len() as i32);
-        if is_activity {
-            if let Some(Event::TaskScheduled(scheduled)) = events.first() {
+        let events = events_for(decision, w.state.tasks.len() as i32, Utc::now());
+        match events.first() {
+            Some(Event::TaskScheduled(scheduled)) if is_activity => {
                 self.bus
                     .declare_activity_queue(activity_queue_key(scheduled))
                     .await?;
                 w.outbox.push(self.activity_message(&w.state, scheduled)?);
             }
+            Some(Event::TimerStarted(started)) => {
+                let fired = Command::TimerFired(TimerFired {
+                    timer_id: started.timer_id,
+                    run_id: w.state.run_id,
+                });
+                let envelope = Envelope::new(&w.state.workflow_id, Some(w.state.run_id), &fired)?;
+                w.timers.push(TimerRecord::command(
+                    self.bus.names(),
+                    started.fire_at,
+                    &envelope,
+                    w.state.traceparent.clone(),
+                )?);
+            }
+            _ => {}
         }
         Ok(events)
     }

@@ -38,6 +38,31 @@ impl Sim {
         self.state.apply(&stored).unwrap();
     }
 
+    /// The simulated clock: one second per event.
+    pub fn now(&self) -> chrono::DateTime<Utc> {
+        Utc.timestamp_opt(1_700_000_000 + self.state.version, 0)
+            .unwrap()
+    }
+
+    /// The history service fires every timer of the run that is due by `at`.
+    pub fn fire_timers_due_by(&mut self, at: chrono::DateTime<Utc>) -> &mut Self {
+        let due: Vec<uuid::Uuid> = self
+            .state
+            .timers
+            .iter()
+            .filter(|t| !t.fired && t.fire_at <= at)
+            .map(|t| t.timer_id)
+            .collect();
+        for timer_id in due {
+            self.append(Event::TimerFired(weft::messages::TimerFired {
+                timer_id,
+                run_id: self.state.run_id,
+            }));
+        }
+        self.settle();
+        self
+    }
+
     /// Applies decisions until there are none.
     pub fn settle(&mut self) {
         for _ in 0..1_000 {
@@ -46,7 +71,7 @@ impl Sim {
                 return;
             }
             for d in decisions {
-                for e in events_for(d, self.state.tasks.len() as i32) {
+                for e in events_for(d, self.state.tasks.len() as i32, self.now()) {
                     self.append(e);
                 }
             }

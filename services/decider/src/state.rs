@@ -103,6 +103,19 @@ pub struct TaskState {
     pub update_time: DateTime<Utc>,
 }
 
+/// A durable timer set by a task.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TimerState {
+    /// The timer.
+    pub timer_id: Uuid,
+    /// The task waiting for it.
+    pub task_id: Uuid,
+    /// When it is due.
+    pub fire_at: DateTime<Utc>,
+    /// Whether it came due.
+    pub fired: bool,
+}
+
 /// A run: the fold of its events.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RunState {
@@ -122,6 +135,8 @@ pub struct RunState {
     pub traceparent: Option<String>,
     /// Status.
     pub status: RunStatus,
+    /// Durable timers set by the run's tasks.
+    pub timers: Vec<TimerState>,
     /// Signals received, in order (`(name, payload)`); WAIT tasks consume them by name.
     pub signals: Vec<(String, Value)>,
     /// Workflow variables (the definition's, updated by SET_VARIABLE).
@@ -180,6 +195,7 @@ impl RunState {
             status: RunStatus::Running,
             variables: started.definition.variables.clone(),
             signals: Vec::new(),
+            timers: Vec::new(),
             output: None,
             reason: None,
             failed_task_refs: Vec::new(),
@@ -256,6 +272,17 @@ impl RunState {
             Event::VariablesUpdated(v) => {
                 for (k, val) in &v.variables {
                     self.variables.insert(k.clone(), val.clone());
+                }
+            }
+            Event::TimerStarted(t) => self.timers.push(TimerState {
+                timer_id: t.timer_id,
+                task_id: t.task_id,
+                fire_at: t.fire_at,
+                fired: false,
+            }),
+            Event::TimerFired(f) => {
+                if let Some(t) = self.timers.iter_mut().find(|t| t.timer_id == f.timer_id) {
+                    t.fired = true;
                 }
             }
             Event::SignalReceived(sig) => {

@@ -121,24 +121,12 @@ pub fn check_executable(def: &WorkflowDef) -> Result<(), DslError> {
     for_each_task(
         &def.tasks,
         "tasks",
-        &mut |task, path| {
-            match task.task_type() {
-            Some(TaskType::Wait)
-                if ["duration", "until"]
-                    .iter()
-                    .any(|k| task.input_parameters.contains_key(*k)) =>
-            {
-                Err(DslError::new(
-                    join(path, "inputParameters"),
-                    "a WAIT task with duration or until is not supported yet (a WAIT for a signal is)",
-                ))
-            }
+        &mut |task, path| match task.task_type() {
             Some(t) if t.is_executable() => Ok(()),
             _ => Err(DslError::new(
                 join(path, "type"),
                 format!("task type {} is not supported yet", task.kind),
             )),
-        }
         },
     )
 }

@@ -8,6 +8,7 @@ use sqlx::Row;
 use uuid::Uuid;
 
 use super::outbox::OutboxMessage;
+use super::timers::TimerRecord;
 use super::Store;
 use crate::messages::Event;
 use crate::{Error, Result};
@@ -118,6 +119,8 @@ pub struct CommitBatch {
     pub tasks: Vec<TaskRecord>,
     /// Messages to publish after the commit.
     pub outbox: Vec<OutboxMessage>,
+    /// Durable timers to fire later (by the history service).
+    pub timers: Vec<TimerRecord>,
 }
 
 impl CommitBatch {
@@ -178,6 +181,7 @@ impl Store {
         let ev = &batch.events;
         let tk = &batch.tasks;
         let ob = &batch.outbox;
+        let tm = &batch.timers;
         let refs = |r: &RunRecord| Value::from(r.failed_task_refs.clone());
         let result = sqlx::query(COMMIT_SQL)
             // new runs: $1..$17
@@ -243,6 +247,15 @@ impl Store {
             .bind(col!(ob, |m| m.traceparent.as_deref()))
             // $57: how many updates must match
             .bind(upd.len() as i64)
+            // timers: $58..$65
+            .bind(col!(tm, |t| t.id))
+            .bind(col!(tm, |t| t.workflow_id.as_str()))
+            .bind(col!(tm, |t| t.run_id))
+            .bind(col!(tm, |t| t.fire_at))
+            .bind(col!(tm, |t| t.exchange.as_str()))
+            .bind(col!(tm, |t| t.routing_key.as_str()))
+            .bind(col!(tm, |t| t.body.as_slice()))
+            .bind(col!(tm, |t| t.traceparent.as_deref()))
             .execute(&self.pool)
             .await;
         match result {
@@ -312,8 +325,15 @@ WITH new_runs AS (
     INSERT INTO outbox (id, exchange, routing_key, body, traceparent)
     SELECT * FROM UNNEST($52::uuid[], $53::text[], $54::text[], $55::bytea[], $56::text[])
     RETURNING 1
+), timer_rows AS (
+    INSERT INTO timers (id, workflow_id, run_id, fire_at, exchange, routing_key, body,
+        traceparent)
+    SELECT * FROM UNNEST($58::uuid[], $59::text[], $60::uuid[], $61::timestamptz[],
+        $62::text[], $63::text[], $64::bytea[], $65::text[])
+    RETURNING 1
 )
 SELECT weft_check_versions((SELECT count(*) FROM updated_runs), $57),
     (SELECT count(*) FROM new_runs), (SELECT count(*) FROM events),
-    (SELECT count(*) FROM task_rows), (SELECT count(*) FROM outbox_rows)
+    (SELECT count(*) FROM task_rows), (SELECT count(*) FROM outbox_rows),
+    (SELECT count(*) FROM timer_rows)
 "#;

@@ -410,3 +410,51 @@ fn each_loop_iteration_consumes_its_own_signal() {
     let out = sim.state.latest("loop").unwrap().output.clone().unwrap();
     assert_eq!(out["2"]["tick"], json!({"n": 2}));
 }
+
+#[test]
+fn wait_with_a_duration_completes_when_its_timer_fires() {
+    let def = json!({"name": "w", "tasks": [
+        {"name": "pause", "taskReferenceName": "pause", "type": "WAIT",
+         "inputParameters": {"duration": "${workflow.input.pause}"}},
+        simple("after")]});
+    let mut sim = Sim::start(def, json!({"pause": "2 minutes"}));
+    let timer = sim.state.timers[0].clone();
+    let started = sim.state.latest("pause").unwrap().update_time;
+    // The simulated clock ticks one second per event: the timer is set two minutes after
+    // the decision, one event after the WAIT was recorded.
+    let delay = timer.fire_at - started;
+    assert!(
+        (120..=121).contains(&delay.num_seconds()),
+        "absolute fire time, {delay:?} after the WAIT started"
+    );
+    sim.fire_timers_due_by(timer.fire_at - chrono::Duration::seconds(1));
+    assert!(sim.pending().is_empty(), "not before its time");
+    sim.fire_timers_due_by(timer.fire_at);
+    assert_eq!(sim.pending(), vec!["after"]);
+    assert_eq!(
+        sim.state.latest("pause").unwrap().status.as_str(),
+        "COMPLETED"
+    );
+}
+
+#[test]
+fn wait_until_a_time_and_bad_formats() {
+    let def = |until: &str| {
+        json!({"name": "w", "tasks": [
+            {"name": "p", "taskReferenceName": "p", "type": "WAIT",
+             "inputParameters": {"until": until}}]})
+    };
+    let sim = Sim::start(def("2030-01-01 09:30"), json!({}));
+    assert_eq!(
+        sim.state.timers[0].fire_at.to_rfc3339(),
+        "2030-01-01T09:30:00+00:00"
+    );
+    let bad = Sim::start(def("next tuesday"), json!({}));
+    assert_eq!(bad.state.status, RunStatus::Failed);
+    assert!(bad
+        .state
+        .reason
+        .clone()
+        .unwrap_or_default()
+        .contains("until"));
+}

@@ -11,6 +11,7 @@
 
 mod branch;
 mod looping;
+pub mod waiting;
 mod walk;
 
 #[cfg(test)]
@@ -18,11 +19,12 @@ mod constructs_tests;
 #[cfg(test)]
 mod tests;
 
+use chrono::{DateTime, Utc};
 use serde_json::{Map, Value};
 use uuid::Uuid;
 use weft::messages::{
-    Event, TaskCompleted, TaskFailed, TaskScheduled, VariablesUpdated, WorkflowCompleted,
-    WorkflowFailed, WorkflowTerminated,
+    Event, TaskCompleted, TaskFailed, TaskScheduled, TimerStarted, VariablesUpdated,
+    WorkflowCompleted, WorkflowFailed, WorkflowTerminated,
 };
 
 use crate::state::{RunState, RunStatus};
@@ -47,6 +49,15 @@ pub enum Decision {
         attempt: i32,
         /// Loop iteration (0 outside DO_WHILE bodies).
         iteration: i32,
+    },
+    /// Set a durable timer for a task (a WAIT with `duration` or `until`).
+    StartTimer {
+        /// The timer (name-based on the task, so replay yields the same id).
+        timer_id: Uuid,
+        /// The task waiting for it.
+        task_id: Uuid,
+        /// When it comes due.
+        due: waiting::Due,
     },
     /// Record a task the decider runs itself over several rounds (DO_WHILE) as started.
     StartSystemTask {
@@ -151,9 +162,19 @@ pub(crate) fn workflow_output(state: &RunState) -> Value {
     )
 }
 
-/// The history events a decision becomes; `seq` is the run's next task position.
-pub fn events_for(decision: Decision, seq: i32) -> Vec<Event> {
+/// The history events a decision becomes; `seq` is the run's next task position and
+/// `now` the time the events are written (a relative timer becomes absolute here).
+pub fn events_for(decision: Decision, seq: i32, now: DateTime<Utc>) -> Vec<Event> {
     match decision {
+        Decision::StartTimer {
+            timer_id,
+            task_id,
+            due,
+        } => vec![Event::TimerStarted(TimerStarted {
+            timer_id,
+            task_id,
+            fire_at: due.at(now),
+        })],
         Decision::ScheduleTask {
             task_id,
             task_ref,

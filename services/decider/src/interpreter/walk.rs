@@ -4,6 +4,7 @@ use serde_json::{json, Map, Value};
 use uuid::Uuid;
 use weft::dsl::{expr, script, TaskType, WorkflowTask};
 
+use super::waiting::{self, Due};
 use super::{branch, workflow_output, Decision};
 use crate::state::{RunState, TaskState, TaskStatus};
 
@@ -209,10 +210,50 @@ impl<'a> Walker<'a> {
         Flow::Stop(vec![record, end])
     }
 
-    /// WAIT (for a signal): completes with the payload of the first signal named after
-    /// its ref that no earlier execution of this ref consumed — one received before the
-    /// WAIT was reached included.
+    /// WAIT: with `duration` or `until`, completes when its durable timer fires;
+    /// without, completes with the payload of the first signal named after its ref that
+    /// no earlier execution of this ref consumed (one received before the WAIT was
+    /// reached included).
     fn wait(&self, task: &WorkflowTask, latest: Option<&TaskState>) -> Flow {
+        if let Some(t) = latest {
+            if t.status != TaskStatus::Scheduled {
+                return Flow::Done;
+            }
+        }
+        let input = self.input(task, 1);
+        let due = match wait_due(&input) {
+            Ok(due) => due,
+            Err(why) => return fail(task, format!("task {:?}: {why}", task.task_reference_name)),
+        };
+        if let Some(due) = due {
+            return match latest {
+                None => {
+                    let task_id = self.task_id(task, 1);
+                    Flow::Waiting(vec![
+                        self.start(task, TaskType::Wait, input),
+                        Decision::StartTimer {
+                            timer_id: Uuid::new_v5(&task_id, b"timer"),
+                            task_id,
+                            due,
+                        },
+                    ])
+                }
+                Some(t)
+                    if self
+                        .state
+                        .timers
+                        .iter()
+                        .any(|x| x.task_id == t.task_id && x.fired) =>
+                {
+                    Flow::Waiting(vec![Decision::CompleteStartedTask {
+                        task_id: t.task_id,
+                        task_ref: t.task_ref.clone(),
+                        output: json!({}),
+                    }])
+                }
+                Some(_) => Flow::Waiting(Vec::new()),
+            };
+        }
         let task_ref = &task.task_reference_name;
         let consumed = self
             .state
@@ -232,31 +273,32 @@ impl<'a> Walker<'a> {
                 other => json!({ "payload": other }),
             });
         match (latest, payload) {
-            (Some(t), _) if t.status != TaskStatus::Scheduled => Flow::Done,
             (Some(t), Some(output)) => Flow::Waiting(vec![Decision::CompleteStartedTask {
                 task_id: t.task_id,
                 task_ref: t.task_ref.clone(),
                 output,
             }]),
             (Some(_), None) => Flow::Waiting(Vec::new()),
-            (None, Some(output)) => {
-                let input = self.input(task, 1);
-                Flow::Waiting(vec![self.complete(
-                    task,
-                    TaskType::Wait,
-                    input,
-                    output,
-                    None,
-                )])
-            }
-            (None, None) => Flow::Waiting(vec![Decision::StartSystemTask {
-                task_id: self.task_id(task, 1),
-                task_ref: task_ref.clone(),
-                task_type: TaskType::Wait.as_str().to_owned(),
-                task_name: task.name.clone(),
-                input: self.input(task, 1),
-                iteration: self.iteration,
-            }]),
+            (None, Some(output)) => Flow::Waiting(vec![self.complete(
+                task,
+                TaskType::Wait,
+                input,
+                output,
+                None,
+            )]),
+            (None, None) => Flow::Waiting(vec![self.start(task, TaskType::Wait, input)]),
+        }
+    }
+
+    /// Records `task` as started (in progress in the decider).
+    fn start(&self, task: &WorkflowTask, kind: TaskType, input: Value) -> Decision {
+        Decision::StartSystemTask {
+            task_id: self.task_id(task, 1),
+            task_ref: task.task_reference_name.clone(),
+            task_type: kind.as_str().to_owned(),
+            task_name: task.name.clone(),
+            input,
+            iteration: self.iteration,
         }
     }
 
@@ -409,4 +451,19 @@ pub(super) fn fail(task: &WorkflowTask, reason: String) -> Flow {
         reason,
         failed_task_refs: vec![task.task_reference_name.clone()],
     }])
+}
+
+/// The timer a WAIT sets: from `duration` or `until` in its (resolved) input.
+fn wait_due(input: &Value) -> Result<Option<Due>, String> {
+    let text = |key: &str| {
+        input
+            .get(key)
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+    };
+    match (text("duration"), text("until")) {
+        (Some(d), _) => waiting::parse_duration(d).map(|d| Some(Due::After(d))),
+        (None, Some(u)) => waiting::parse_until(u).map(|t| Some(Due::At(t))),
+        (None, None) => Ok(None),
+    }
 }
