@@ -194,8 +194,12 @@ pub enum Event {
     WorkflowTerminated(WorkflowTerminated),
     /// A signal arrived (kept until a WAIT task with its name consumes it).
     SignalReceived(Signal),
-    /// A durable timer was set for a task (a WAIT with `duration` or `until`).
+    /// A durable timer was set (a WAIT's duration, a retry back-off, a timeout).
     TimerStarted(TimerStarted),
+    /// A task ran out of time (`timeoutSeconds`).
+    TaskTimedOut(TaskTimedOut),
+    /// The run ran out of time (the definition's `timeoutSeconds`).
+    WorkflowTimedOut(WorkflowTimedOut),
     /// That timer came due.
     TimerFired(TimerFired),
 }
@@ -214,6 +218,8 @@ impl Event {
             Event::WorkflowTerminated(_) => "WorkflowTerminated",
             Event::SignalReceived(_) => "SignalReceived",
             Event::TimerStarted(_) => "TimerStarted",
+            Event::TaskTimedOut(_) => "TaskTimedOut",
+            Event::WorkflowTimedOut(_) => "WorkflowTimedOut",
             Event::TimerFired(_) => "TimerFired",
         }
     }
@@ -338,6 +344,26 @@ pub struct WorkflowFailed {
     pub reason: String,
     /// The tasks whose failure failed the run.
     pub failed_task_refs: Vec<String>,
+}
+
+/// Attributes of [`Event::TaskTimedOut`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TaskTimedOut {
+    /// The task.
+    pub task_id: Uuid,
+    /// Its reference name.
+    pub task_ref: String,
+    /// Why, as shown to operators.
+    pub reason: String,
+}
+
+/// Attributes of [`Event::WorkflowTimedOut`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkflowTimedOut {
+    /// Why, as shown to operators.
+    pub reason: String,
 }
 
 /// Attributes of [`Event::TimerStarted`].

@@ -19,6 +19,8 @@ pub enum RunStatus {
     Failed,
     /// Ended by a TERMINATE task or an operator.
     Terminated,
+    /// Ran out of time.
+    TimedOut,
 }
 
 impl RunStatus {
@@ -29,6 +31,7 @@ impl RunStatus {
             RunStatus::Completed => "COMPLETED",
             RunStatus::Failed => "FAILED",
             RunStatus::Terminated => "TERMINATED",
+            RunStatus::TimedOut => "TIMED_OUT",
         }
     }
 }
@@ -46,6 +49,8 @@ pub enum TaskStatus {
     Failed,
     /// Failed, no retry allowed.
     FailedWithTerminalError,
+    /// Ran out of time (`timeoutSeconds`); retried like a failure.
+    TimedOut,
 }
 
 impl TaskStatus {
@@ -57,6 +62,7 @@ impl TaskStatus {
             TaskStatus::CompletedWithErrors => "COMPLETED_WITH_ERRORS",
             TaskStatus::Failed => "FAILED",
             TaskStatus::FailedWithTerminalError => "FAILED_WITH_TERMINAL_ERROR",
+            TaskStatus::TimedOut => "TIMED_OUT",
         }
     }
 
@@ -274,6 +280,18 @@ impl RunState {
                     self.variables.insert(k.clone(), val.clone());
                 }
             }
+            Event::TaskTimedOut(t) => {
+                let task = self.task_mut(e, t.task_id)?;
+                task.status = TaskStatus::TimedOut;
+                task.reason = Some(t.reason.clone());
+                task.end_time = Some(at);
+                task.update_time = at;
+            }
+            Event::WorkflowTimedOut(t) => {
+                self.status = RunStatus::TimedOut;
+                self.reason = Some(t.reason.clone());
+                self.end_time = Some(at);
+            }
             Event::TimerStarted(t) => self.timers.push(TimerState {
                 timer_id: t.timer_id,
                 task_id: t.task_id,
@@ -365,6 +383,7 @@ impl RunState {
             RunStatus::Completed => "COMPLETED",
             RunStatus::Failed => "FAILED",
             RunStatus::Terminated => "TERMINATED",
+            RunStatus::TimedOut => "TIMED_OUT",
             RunStatus::Running => {
                 if self
                     .tasks

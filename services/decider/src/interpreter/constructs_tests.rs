@@ -458,3 +458,95 @@ fn wait_until_a_time_and_bad_formats() {
         .unwrap_or_default()
         .contains("until"));
 }
+
+fn fire_at(sim: &Sim, n: usize) -> chrono::DateTime<chrono::Utc> {
+    sim.state.timers[n].fire_at
+}
+
+#[test]
+fn failed_attempts_wait_out_their_back_off_on_timers() {
+    let def = json!({"name": "w", "tasks": [
+        {"name": "a", "taskReferenceName": "a", "type": "SIMPLE",
+         "taskDefinition": {"retryCount": 2, "retryDelaySeconds": 10,
+                            "retryLogic": "EXPONENTIAL_BACKOFF"}}]});
+    let mut sim = Sim::start(def, json!({}));
+    sim.fail("a", "flaky");
+    assert!(sim.pending().is_empty(), "backing off");
+    let first = fire_at(&sim, 0);
+    sim.fire_timers_due_by(first - chrono::Duration::seconds(1));
+    assert!(sim.pending().is_empty(), "not before the back-off is over");
+    sim.fire_timers_due_by(first);
+    assert_eq!(sim.pending(), vec!["a"]);
+    assert_eq!(sim.state.latest("a").unwrap().attempt, 2);
+    sim.fail("a", "flaky");
+    let failed_at = sim.state.latest("a").unwrap().end_time.unwrap();
+    let second = fire_at(&sim, 1);
+    assert!(
+        (20..=21).contains(&(second - failed_at).num_seconds()),
+        "exponential: 2 × 10 s"
+    );
+    sim.fire_timers_due_by(second);
+    sim.fail("a", "flaky");
+    assert_eq!(sim.state.status, RunStatus::Failed, "retries exhausted");
+}
+
+#[test]
+fn timed_out_attempt_is_retried_and_its_late_result_ignored() {
+    use crate::apply::{apply_command, Applied};
+    use weft::messages::{ActivityCompleted, Command};
+    let def = json!({"name": "w", "tasks": [
+        {"name": "a", "taskReferenceName": "a", "type": "SIMPLE",
+         "taskDefinition": {"retryCount": 1, "retryDelaySeconds": 0,
+                            "timeoutSeconds": 30, "timeoutPolicy": "RETRY"}}]});
+    let mut sim = Sim::start(def, json!({}));
+    let first = sim.state.latest("a").unwrap().clone();
+    sim.fire_timers_due_by(fire_at(&sim, 0));
+    assert_eq!(
+        sim.state.tasks[0].status.as_str(),
+        "TIMED_OUT",
+        "the first attempt timed out"
+    );
+    assert_eq!(sim.state.latest("a").unwrap().attempt, 2);
+    let late = Command::ActivityCompleted(ActivityCompleted {
+        task_id: first.task_id,
+        run_id: sim.state.run_id,
+        attempt: 1,
+        output: json!({}),
+        worker_id: None,
+        started_at: None,
+    });
+    assert!(matches!(
+        apply_command(&sim.state, &late),
+        Applied::Ignored(_)
+    ));
+    sim.fire_timers_due_by(fire_at(&sim, 1));
+    assert_eq!(sim.state.status, RunStatus::TimedOut);
+    assert_eq!(sim.state.sub_status(), "TIMED_OUT");
+}
+
+#[test]
+fn timeout_policy_time_out_wf_ends_the_run_at_once() {
+    let def = json!({"name": "w", "tasks": [
+        {"name": "a", "taskReferenceName": "a", "type": "SIMPLE",
+         "taskDefinition": {"timeoutSeconds": 5}}]});
+    let mut sim = Sim::start(def, json!({}));
+    sim.fire_timers_due_by(fire_at(&sim, 0));
+    assert_eq!(sim.state.status, RunStatus::TimedOut);
+    assert!(sim
+        .state
+        .reason
+        .clone()
+        .unwrap_or_default()
+        .contains("timeoutSeconds"));
+}
+
+#[test]
+fn workflow_timeout_ends_a_run_that_takes_too_long() {
+    let def = json!({"name": "w", "timeoutSeconds": 60, "tasks": [simple("a"), simple("b")]});
+    let mut sim = Sim::start(def, json!({}));
+    sim.complete("a", json!({}));
+    assert_eq!(sim.state.status, RunStatus::Running);
+    sim.fire_timers_due_by(fire_at(&sim, 0));
+    assert_eq!(sim.state.status, RunStatus::TimedOut);
+    assert!(sim.pending().len() <= 1, "nothing new is scheduled");
+}

@@ -29,7 +29,7 @@ impl Walker<'_> {
         match looping.status {
             TaskStatus::Scheduled => {}
             TaskStatus::Completed | TaskStatus::CompletedWithErrors => return Flow::Done,
-            TaskStatus::Failed | TaskStatus::FailedWithTerminalError => {
+            TaskStatus::Failed | TaskStatus::FailedWithTerminalError | TaskStatus::TimedOut => {
                 return super::walk::fail(
                     task,
                     format!(

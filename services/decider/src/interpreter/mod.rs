@@ -11,6 +11,7 @@
 
 mod branch;
 mod looping;
+pub mod policy;
 pub mod waiting;
 mod walk;
 
@@ -23,8 +24,8 @@ use chrono::{DateTime, Utc};
 use serde_json::{Map, Value};
 use uuid::Uuid;
 use weft::messages::{
-    Event, TaskCompleted, TaskFailed, TaskScheduled, TimerStarted, VariablesUpdated,
-    WorkflowCompleted, WorkflowFailed, WorkflowTerminated,
+    Event, TaskCompleted, TaskFailed, TaskScheduled, TaskTimedOut, TimerStarted, VariablesUpdated,
+    WorkflowCompleted, WorkflowFailed, WorkflowTerminated, WorkflowTimedOut,
 };
 
 use crate::state::{RunState, RunStatus};
@@ -58,6 +59,20 @@ pub enum Decision {
         task_id: Uuid,
         /// When it comes due.
         due: waiting::Due,
+    },
+    /// An activity attempt ran out of time.
+    TimeOutTask {
+        /// The task.
+        task_id: Uuid,
+        /// Reference name.
+        task_ref: String,
+        /// Why.
+        reason: String,
+    },
+    /// The run ran out of time.
+    TimeOutWorkflow {
+        /// Why.
+        reason: String,
     },
     /// Record a task the decider runs itself over several rounds (DO_WHILE) as started.
     StartSystemTask {
@@ -138,12 +153,33 @@ pub fn decide(state: &RunState) -> Vec<Decision> {
     if state.status != RunStatus::Running {
         return Vec::new();
     }
-    match walk::Walker::new(state).list(&state.definition.tasks) {
-        walk::Flow::Done => vec![Decision::CompleteWorkflow {
-            output: workflow_output(state),
-        }],
-        walk::Flow::Waiting(decisions) | walk::Flow::Stop(decisions) => decisions,
+    let mut decisions = Vec::new();
+    let timeout = state.definition.timeout_seconds;
+    if timeout > 0 {
+        let timer_id = Uuid::new_v5(&state.run_id, b"workflow-timeout");
+        match state.timers.iter().find(|t| t.timer_id == timer_id) {
+            None => decisions.push(Decision::StartTimer {
+                timer_id,
+                task_id: Uuid::nil(),
+                due: waiting::Due::After(chrono::Duration::seconds(timeout)),
+            }),
+            Some(t) if t.fired => {
+                return vec![Decision::TimeOutWorkflow {
+                    reason: format!(
+                        "the workflow did not finish within its timeoutSeconds ({timeout})"
+                    ),
+                }]
+            }
+            Some(_) => {}
+        }
     }
+    match walk::Walker::new(state).list(&state.definition.tasks) {
+        walk::Flow::Done => decisions.push(Decision::CompleteWorkflow {
+            output: workflow_output(state),
+        }),
+        walk::Flow::Waiting(more) | walk::Flow::Stop(more) => decisions.extend(more),
+    }
+    decisions
 }
 
 /// `outputParameters` resolved; without them, Conductor's rule: the last task's output.
@@ -166,6 +202,18 @@ pub(crate) fn workflow_output(state: &RunState) -> Value {
 /// `now` the time the events are written (a relative timer becomes absolute here).
 pub fn events_for(decision: Decision, seq: i32, now: DateTime<Utc>) -> Vec<Event> {
     match decision {
+        Decision::TimeOutTask {
+            task_id,
+            task_ref,
+            reason,
+        } => vec![Event::TaskTimedOut(TaskTimedOut {
+            task_id,
+            task_ref,
+            reason,
+        })],
+        Decision::TimeOutWorkflow { reason } => {
+            vec![Event::WorkflowTimedOut(WorkflowTimedOut { reason })]
+        }
         Decision::StartTimer {
             timer_id,
             task_id,

@@ -4,6 +4,7 @@ use serde_json::{json, Map, Value};
 use uuid::Uuid;
 use weft::dsl::{expr, script, TaskType, WorkflowTask};
 
+use super::policy::{Policy, TimeoutPolicy};
 use super::waiting::{self, Due};
 use super::{branch, workflow_output, Decision};
 use crate::state::{RunState, TaskState, TaskStatus};
@@ -87,14 +88,43 @@ impl<'a> Walker<'a> {
         }
     }
 
-    /// SIMPLE and HTTP: scheduled on a worker queue; retried per `retryCount`.
+    /// SIMPLE and HTTP: scheduled on a worker queue; timed out per `timeoutSeconds` and
+    /// retried per `retryCount` after the back-off of the task's policy (on a durable
+    /// timer when the delay is not zero).
     fn activity(&self, task: &WorkflowTask, kind: TaskType, latest: Option<&TaskState>) -> Flow {
+        let policy = Policy::of(task);
         let attempt = match latest {
             None => 1,
             Some(t) => match t.status {
-                TaskStatus::Scheduled => return Flow::Waiting(Vec::new()),
+                TaskStatus::Scheduled => return self.running(task, t, &policy),
                 TaskStatus::Completed | TaskStatus::CompletedWithErrors => return Flow::Done,
-                TaskStatus::Failed if t.attempt <= retry_count(task) => t.attempt + 1,
+                TaskStatus::Failed | TaskStatus::TimedOut if t.attempt <= policy.retry_count => {
+                    let delay = policy.retry_delay(t.attempt);
+                    if delay > chrono::Duration::zero() {
+                        let timer_id = Uuid::new_v5(&t.task_id, b"retry");
+                        match self.state.timers.iter().find(|x| x.timer_id == timer_id) {
+                            None => {
+                                return Flow::Waiting(vec![Decision::StartTimer {
+                                    timer_id,
+                                    task_id: t.task_id,
+                                    due: Due::After(delay),
+                                }])
+                            }
+                            Some(x) if !x.fired => return Flow::Waiting(Vec::new()),
+                            Some(_) => {}
+                        }
+                    }
+                    t.attempt + 1
+                }
+                TaskStatus::TimedOut => {
+                    return Flow::Stop(vec![Decision::TimeOutWorkflow {
+                        reason: format!(
+                            "task {:?} timed out: {}",
+                            t.task_ref,
+                            t.reason.as_deref().unwrap_or("no reason given")
+                        ),
+                    }])
+                }
                 TaskStatus::Failed | TaskStatus::FailedWithTerminalError => {
                     return fail(
                         task,
@@ -116,6 +146,43 @@ impl<'a> Walker<'a> {
             attempt,
             iteration: self.iteration,
         }])
+    }
+
+    /// An attempt with a worker: sets its timeout timer, and times it out when it fires.
+    fn running(&self, task: &WorkflowTask, t: &TaskState, policy: &Policy) -> Flow {
+        if policy.timeout_seconds == 0 {
+            return Flow::Waiting(Vec::new());
+        }
+        let timer_id = Uuid::new_v5(&t.task_id, b"timeout");
+        match self.state.timers.iter().find(|x| x.timer_id == timer_id) {
+            None => Flow::Waiting(vec![Decision::StartTimer {
+                timer_id,
+                task_id: t.task_id,
+                due: Due::After(chrono::Duration::seconds(policy.timeout_seconds)),
+            }]),
+            Some(x) if !x.fired => Flow::Waiting(Vec::new()),
+            Some(_) => {
+                let reason = format!(
+                    "attempt {} did not finish within timeoutSeconds ({})",
+                    t.attempt, policy.timeout_seconds
+                );
+                let timed_out = Decision::TimeOutTask {
+                    task_id: t.task_id,
+                    task_ref: task.task_reference_name.clone(),
+                    reason: reason.clone(),
+                };
+                match policy.timeout_policy {
+                    TimeoutPolicy::AlertOnly => Flow::Waiting(Vec::new()),
+                    TimeoutPolicy::Retry => Flow::Waiting(vec![timed_out]),
+                    TimeoutPolicy::TimeOutWorkflow => Flow::Stop(vec![
+                        timed_out,
+                        Decision::TimeOutWorkflow {
+                            reason: format!("task {:?} timed out: {reason}", t.task_ref),
+                        },
+                    ]),
+                }
+            }
+        }
     }
 
     /// DECISION and SWITCH: choose the case once (recorded in the output), then run it.
@@ -435,15 +502,6 @@ impl<'a> Walker<'a> {
 pub(crate) fn task_id_for(state: &RunState, task_ref: &str, attempt: i32) -> Uuid {
     let name = format!("{}/{task_ref}/{attempt}", state.tasks.len());
     Uuid::new_v5(&state.run_id, name.as_bytes())
-}
-
-/// Retries allowed after the first attempt: the task's `retryCount` (0 when absent —
-/// task definitions with their defaults are not registered yet).
-fn retry_count(task: &WorkflowTask) -> i32 {
-    task.extra
-        .get("retryCount")
-        .and_then(Value::as_i64)
-        .map_or(0, |n| n.clamp(0, 1_000) as i32)
 }
 
 pub(super) fn fail(task: &WorkflowTask, reason: String) -> Flow {

@@ -1,0 +1,157 @@
+//! Retry and timeout policies of a task, read from its frozen `taskDefinition` (the
+//! registered TaskDef the gateway embedded at start, or one written inline), with the
+//! workflow task's own `retryCount` taking precedence as in Conductor.
+
+use serde_json::Value;
+use weft::dsl::WorkflowTask;
+
+/// How the delay between attempts grows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RetryLogic {
+    /// `retryDelaySeconds` every time.
+    Fixed,
+    /// `retryDelaySeconds × 2^(attempt−1)`.
+    Exponential,
+    /// `retryDelaySeconds × backoffScaleFactor × attempt`.
+    Linear,
+}
+
+/// What happens when a task runs out of time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TimeoutPolicy {
+    /// The attempt times out and is retried like a failure.
+    Retry,
+    /// The whole run times out.
+    TimeOutWorkflow,
+    /// Nothing but the record: the task keeps waiting.
+    AlertOnly,
+}
+
+/// A task's policies.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Policy {
+    /// Retries after the first attempt.
+    pub retry_count: i32,
+    /// Growth of the delay.
+    pub retry_logic: RetryLogic,
+    /// Base delay between attempts.
+    pub retry_delay_seconds: i64,
+    /// Factor of LINEAR_BACKOFF.
+    pub backoff_scale_factor: i64,
+    /// Time an attempt may take from being scheduled (0 = no limit).
+    pub timeout_seconds: i64,
+    /// What a timeout does.
+    pub timeout_policy: TimeoutPolicy,
+}
+
+/// Bound on any computed retry delay (a day), so a long backoff cannot overflow.
+const MAX_DELAY_SECONDS: i64 = 86_400;
+
+impl Policy {
+    /// The policies of `task`. Without a task definition: no retries (unless the task
+    /// says `retryCount`), no delay, no timeout. With one: Conductor's TaskDef defaults
+    /// for what it leaves out (3 retries, FIXED 60 s, TIME_OUT_WF).
+    pub fn of(task: &WorkflowTask) -> Self {
+        let def = task.extra.get("taskDefinition").filter(|d| d.is_object());
+        let int = |key: &str, default: i64| {
+            def.and_then(|d| d.get(key))
+                .and_then(Value::as_i64)
+                .unwrap_or(default)
+                .max(0)
+        };
+        let text = |key: &str| def.and_then(|d| d.get(key)).and_then(Value::as_str);
+        let defaults = def.is_some();
+        let retry_count = task
+            .extra
+            .get("retryCount")
+            .and_then(Value::as_i64)
+            .unwrap_or_else(|| int("retryCount", if defaults { 3 } else { 0 }))
+            .clamp(0, 1_000) as i32;
+        Self {
+            retry_count,
+            retry_logic: match text("retryLogic") {
+                Some("EXPONENTIAL_BACKOFF") => RetryLogic::Exponential,
+                Some("LINEAR_BACKOFF") => RetryLogic::Linear,
+                _ => RetryLogic::Fixed,
+            },
+            retry_delay_seconds: int("retryDelaySeconds", if defaults { 60 } else { 0 }),
+            backoff_scale_factor: int("backoffScaleFactor", 1).max(1),
+            timeout_seconds: int("timeoutSeconds", 0),
+            timeout_policy: match text("timeoutPolicy") {
+                Some("RETRY") => TimeoutPolicy::Retry,
+                Some("ALERT_ONLY") => TimeoutPolicy::AlertOnly,
+                _ => TimeoutPolicy::TimeOutWorkflow,
+            },
+        }
+    }
+
+    /// The delay before the attempt after `failed_attempt` (from 1).
+    pub fn retry_delay(&self, failed_attempt: i32) -> chrono::Duration {
+        let base = self.retry_delay_seconds;
+        let n = i64::from(failed_attempt.max(1));
+        let seconds = match self.retry_logic {
+            RetryLogic::Fixed => base,
+            RetryLogic::Linear => base
+                .saturating_mul(self.backoff_scale_factor)
+                .saturating_mul(n),
+            RetryLogic::Exponential => base.saturating_mul(1_i64 << (n - 1).min(20)),
+        };
+        chrono::Duration::seconds(seconds.min(MAX_DELAY_SECONDS))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn task(extra: Value) -> WorkflowTask {
+        let mut t = json!({"name": "a", "taskReferenceName": "a"});
+        t.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        serde_json::from_value(t).unwrap()
+    }
+
+    #[test]
+    fn no_task_definition_means_no_retry_and_no_timeout() {
+        let p = Policy::of(&task(json!({})));
+        assert_eq!(
+            (p.retry_count, p.retry_delay_seconds, p.timeout_seconds),
+            (0, 0, 0)
+        );
+    }
+
+    #[test]
+    fn task_definition_defaults_are_conductors_and_retry_count_override_wins() {
+        let p = Policy::of(&task(json!({"taskDefinition": {"name": "a"}})));
+        assert_eq!(p.retry_count, 3);
+        assert_eq!(p.retry_delay(1), chrono::Duration::seconds(60));
+        assert_eq!(p.timeout_policy, TimeoutPolicy::TimeOutWorkflow);
+        let p = Policy::of(&task(
+            json!({"retryCount": 1, "taskDefinition": {"retryCount": 5}}),
+        ));
+        assert_eq!(p.retry_count, 1);
+    }
+
+    #[test]
+    fn backoffs_grow_as_declared() {
+        let def = |logic: &str| {
+            Policy::of(&task(json!({"taskDefinition": {
+                "retryLogic": logic, "retryDelaySeconds": 2, "backoffScaleFactor": 3}})))
+        };
+        let secs = |p: &Policy| {
+            (1..=3)
+                .map(|a| p.retry_delay(a).num_seconds())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(secs(&def("FIXED")), vec![2, 2, 2]);
+        assert_eq!(secs(&def("LINEAR_BACKOFF")), vec![6, 12, 18]);
+        assert_eq!(secs(&def("EXPONENTIAL_BACKOFF")), vec![2, 4, 8]);
+        assert_eq!(
+            def("EXPONENTIAL_BACKOFF").retry_delay(500).num_seconds(),
+            MAX_DELAY_SECONDS
+        );
+    }
+}
