@@ -12,6 +12,7 @@
 mod branch;
 mod looping;
 pub mod policy;
+mod system;
 pub mod waiting;
 mod walk;
 
