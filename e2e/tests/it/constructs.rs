@@ -497,3 +497,46 @@ async fn retries_back_off_on_timers_and_timeouts_end_runs() {
         "{wf}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dynamic_forks_run_what_the_input_lists() {
+    let suite = Suite::start(TestEnv::new().await.unwrap()).await.unwrap();
+    let client = suite.client();
+    client
+        .register(&json!({"name": "fan_out", "version": 1, "tasks": [
+            {"name": "names", "taskReferenceName": "names", "type": "FORK_JOIN_DYNAMIC",
+             "inputParameters": {"forkTaskName": "make_name",
+                                 "forkTaskInputs": "${workflow.input.people}"}},
+            {"name": "join_names", "taskReferenceName": "join_names", "type": "JOIN"},
+            {"name": "mixed", "taskReferenceName": "mixed", "type": "FORK_JOIN_DYNAMIC",
+             "dynamicForkTasksParam": "tasks", "dynamicForkTasksInputParamName": "inputs",
+             "inputParameters": {"tasks": "${workflow.input.tasks}",
+                                 "inputs": "${workflow.input.inputs}"}},
+            {"name": "join_mixed", "taskReferenceName": "join_mixed", "type": "JOIN"}],
+         "outputParameters": {"names": "${join_names.output}", "mixed": "${join_mixed.output}"}}))
+        .await
+        .unwrap();
+    let id = client
+        .start(
+            "fan_out",
+            json!({
+                "people": [{"first": "Ada"}, {"first": "Bo"}],
+                "tasks": [{"name": "shout", "taskReferenceName": "loud", "type": "SIMPLE"},
+                          {"name": "count", "taskReferenceName": "many", "type": "SIMPLE"}],
+                "inputs": {"loud": {"text": "hey"}, "many": {"text": "hey", "n": 2}}
+            }),
+        )
+        .await
+        .unwrap();
+    let wf = client
+        .wait_for_status(&id, &["COMPLETED"], RUN_TIMEOUT)
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}\n{}", suite.describe()));
+    assert_eq!(
+        wf["output"],
+        json!({
+            "names": {"make_name_0": {"name": "Ada Weft"}, "make_name_1": {"name": "Bo Weft"}},
+            "mixed": {"loud": {"text": "HEY"}, "many": {"result": "hey x2"}}
+        })
+    );
+}

@@ -179,6 +179,7 @@ impl TaskType {
                 | TaskType::DoWhile
                 | TaskType::Inline
                 | TaskType::Wait
+                | TaskType::ForkJoinDynamic
         )
     }
 

@@ -609,6 +609,17 @@ fn check_dynamic_fork(task: &WorkflowTask, path: &str) -> Result<(), DslError> {
     if legacy {
         return Ok(());
     }
+    // The newer shape: every branch runs `forkTaskName` over one of `forkTaskInputs`.
+    let same_task = task.input_parameters.contains_key("forkTaskName");
+    if same_task && !modern {
+        if !task.input_parameters.contains_key("forkTaskInputs") {
+            return Err(DslError::new(
+                join(&join(path, "inputParameters"), "forkTaskInputs"),
+                "a FORK_JOIN_DYNAMIC task with forkTaskName needs forkTaskInputs",
+            ));
+        }
+        return Ok(());
+    }
     for key in ["dynamicForkTasksParam", "dynamicForkTasksInputParamName"] {
         if !has(key) {
             return Err(DslError::new(
@@ -1433,6 +1444,25 @@ mod tests {
                        "loopOver": [simple("b", json!({}))]}])),
             "tasks[0].loopOver",
             "only used by DO_WHILE",
+        );
+    }
+
+    #[test]
+    fn dynamic_fork_of_one_task_needs_its_inputs() {
+        let ok = parse_definition(&wf(json!([
+            {"name": "d", "taskReferenceName": "d", "type": "FORK_JOIN_DYNAMIC",
+             "inputParameters": {"forkTaskName": "x", "forkTaskInputs": [{}]}},
+            {"name": "j", "taskReferenceName": "j", "type": "JOIN"}
+        ])));
+        assert!(ok.is_ok(), "{ok:?}");
+        assert_err(
+            wf(json!([
+                {"name": "d", "taskReferenceName": "d", "type": "FORK_JOIN_DYNAMIC",
+                 "inputParameters": {"forkTaskName": "x"}},
+                {"name": "j", "taskReferenceName": "j", "type": "JOIN"}
+            ])),
+            "tasks[0].inputParameters.forkTaskInputs",
+            "needs forkTaskInputs",
         );
     }
 

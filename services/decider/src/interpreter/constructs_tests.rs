@@ -550,3 +550,69 @@ fn workflow_timeout_ends_a_run_that_takes_too_long() {
     assert_eq!(sim.state.status, RunStatus::TimedOut);
     assert!(sim.pending().len() <= 1, "nothing new is scheduled");
 }
+
+#[test]
+fn dynamic_fork_runs_the_tasks_its_input_lists_and_the_join_waits_for_all() {
+    let def = json!({"name": "w", "tasks": [
+        {"name": "dyn", "taskReferenceName": "dyn", "type": "FORK_JOIN_DYNAMIC",
+         "dynamicForkTasksParam": "tasks", "dynamicForkTasksInputParamName": "inputs",
+         "inputParameters": {"tasks": "${workflow.input.tasks}", "inputs": "${workflow.input.inputs}"}},
+        {"name": "join", "taskReferenceName": "join", "type": "JOIN"},
+        simple("after")]});
+    let input = json!({
+        "tasks": [{"name": "x", "taskReferenceName": "x1", "type": "SIMPLE"},
+                  {"name": "y", "taskReferenceName": "y1", "type": "SIMPLE"}],
+        "inputs": {"x1": {"n": 1}, "y1": {"n": 2}}});
+    let mut sim = Sim::start(def, input);
+    assert_eq!(sim.pending(), vec!["x1", "y1"]);
+    assert_eq!(sim.state.latest("y1").unwrap().input, json!({"n": 2}));
+    sim.complete("y1", json!({"y": true}));
+    assert!(sim.state.latest("join").is_none());
+    sim.complete("x1", json!({"x": true}));
+    assert_eq!(
+        sim.state.latest("join").unwrap().output,
+        Some(json!({"x1": {"x": true}, "y1": {"y": true}}))
+    );
+    assert_eq!(sim.pending(), vec!["after"]);
+}
+
+#[test]
+fn dynamic_fork_of_one_task_over_a_list_of_inputs() {
+    let def = json!({"name": "w", "tasks": [
+        {"name": "dyn", "taskReferenceName": "dyn", "type": "FORK_JOIN_DYNAMIC",
+         "inputParameters": {"forkTaskName": "resize", "forkTaskInputs": "${workflow.input.images}"}},
+        {"name": "join", "taskReferenceName": "join", "type": "JOIN"}]});
+    let mut sim = Sim::start(
+        def,
+        json!({"images": [{"id": "a"}, {"id": "b"}, {"id": "c"}]}),
+    );
+    assert_eq!(sim.pending(), vec!["resize_0", "resize_1", "resize_2"]);
+    for r in ["resize_0", "resize_1", "resize_2"] {
+        sim.complete(r, json!({}));
+    }
+    assert_eq!(sim.state.status, RunStatus::Completed);
+}
+
+#[test]
+fn dynamic_fork_with_a_bad_list_fails_the_run_clearly() {
+    let def = |tasks: serde_json::Value| {
+        json!({"name": "w", "tasks": [
+            {"name": "dyn", "taskReferenceName": "dyn", "type": "FORK_JOIN_DYNAMIC",
+             "dynamicForkTasksParam": "tasks", "dynamicForkTasksInputParamName": "inputs",
+             "inputParameters": {"tasks": tasks, "inputs": {}}},
+            {"name": "join", "taskReferenceName": "join", "type": "JOIN"}]})
+    };
+    let not_a_list = Sim::start(def(json!("nope")), json!({}));
+    assert_eq!(not_a_list.state.status, RunStatus::Failed);
+    assert!(not_a_list
+        .state
+        .reason
+        .clone()
+        .unwrap()
+        .contains("must be a list"));
+    let clash = Sim::start(
+        def(json!([{"name": "a", "taskReferenceName": "join", "type": "SIMPLE"}])),
+        json!({}),
+    );
+    assert!(clash.state.reason.clone().unwrap().contains("already used"));
+}

@@ -10,6 +10,7 @@
 //! decider itself and complete at once.
 
 mod branch;
+mod dynamic;
 mod looping;
 pub mod policy;
 mod system;

@@ -45,16 +45,32 @@ impl<'a> Walker<'a> {
 
     /// A list of tasks, in order.
     pub(super) fn list(&self, tasks: &[WorkflowTask]) -> Flow {
+        let mut previous: Option<&WorkflowTask> = None;
         for task in tasks {
-            match self.task(task) {
-                Flow::Done => continue,
+            // A JOIN after a dynamic fork joins every forked task (it has no joinOn).
+            let flow = match (task.task_type(), previous) {
+                (Some(TaskType::Join), Some(fork))
+                    if fork.task_type() == Some(TaskType::ForkJoinDynamic) =>
+                {
+                    let refs = self.forked_refs(fork);
+                    let latest = self
+                        .state
+                        .latest_at(&task.task_reference_name, self.iteration);
+                    self.system(task, TaskType::Join, latest, |w| {
+                        (w.outputs_of(&refs), None)
+                    })
+                }
+                _ => self.task(task),
+            };
+            match flow {
+                Flow::Done => previous = Some(task),
                 other => return other,
             }
         }
         Flow::Done
     }
 
-    fn task(&self, task: &WorkflowTask) -> Flow {
+    pub(super) fn task(&self, task: &WorkflowTask) -> Flow {
         let Some(kind) = task.task_type().filter(|k| k.is_executable()) else {
             return fail(
                 task,
@@ -80,6 +96,7 @@ impl<'a> Walker<'a> {
             TaskType::Terminate => self.terminate(task, latest),
             TaskType::DoWhile => self.do_while(task, latest),
             TaskType::Inline => self.inline(task, latest),
+            TaskType::ForkJoinDynamic => self.dynamic_fork(task, latest),
             TaskType::Wait => self.wait(task, latest),
             _ => fail(
                 task,
@@ -278,7 +295,7 @@ impl<'a> Walker<'a> {
     }
 
     /// A task the decider executes itself: once reached it completes with `run`'s output.
-    fn system(
+    pub(super) fn system(
         &self,
         task: &WorkflowTask,
         kind: TaskType,
@@ -325,14 +342,19 @@ impl<'a> Walker<'a> {
                     .collect()
             })
             .unwrap_or_default();
+        self.outputs_of(&refs)
+    }
+
+    /// `{ref: output}` of the newest task of each ref.
+    pub(super) fn outputs_of(&self, refs: &[String]) -> Value {
         let mut out = Map::new();
         for r in refs {
             let value = self
                 .state
-                .latest(&r)
+                .latest(r)
                 .and_then(|t| t.output.clone())
                 .unwrap_or(Value::Null);
-            out.insert(r, value);
+            out.insert(r.clone(), value);
         }
         Value::Object(out)
     }

@@ -1,0 +1,161 @@
+//! FORK_JOIN_DYNAMIC: the branches come from the task's input at run time, one task per
+//! branch, and are recorded in the fork's output when it is reached, so the walk (and a
+//! replay) afterwards uses exactly the recorded list.
+//!
+//! Two shapes, as Conductor: `dynamicForkTasksParam` names an input holding a list of
+//! workflow tasks and `dynamicForkTasksInputParamName` one holding `{ref: input}`; or
+//! `inputParameters.forkTaskName` (with an optional `forkTaskType`, SIMPLE by default)
+//! and `forkTaskInputs`, a list of inputs, each run by a task `<forkTaskName>_<i>`.
+
+use serde_json::{json, Value};
+use weft::dsl::{TaskType, WorkflowTask};
+
+use super::walk::{fail, Flow, Walker};
+use crate::state::{find_task, TaskState};
+
+/// Most branches one dynamic fork may open.
+const MAX_BRANCHES: usize = 1_000;
+
+impl Walker<'_> {
+    pub(super) fn dynamic_fork(&self, task: &WorkflowTask, latest: Option<&TaskState>) -> Flow {
+        if latest.is_none() {
+            let input = self.input(task, 1);
+            return match self.branches(task, &input) {
+                Ok(branches) => {
+                    let refs: Vec<&str> = branches
+                        .iter()
+                        .map(|b| b.task_reference_name.as_str())
+                        .collect();
+                    let output = json!({ "forkedTasks": refs, "forkedTaskDefs": branches });
+                    Flow::Waiting(vec![self.complete(
+                        task,
+                        TaskType::ForkJoinDynamic,
+                        input,
+                        output,
+                        None,
+                    )])
+                }
+                Err(why) => fail(task, format!("task {:?}: {why}", task.task_reference_name)),
+            };
+        }
+        let mut decisions = Vec::new();
+        let mut all_done = true;
+        for branch in self.recorded_branches(task) {
+            match self.task(&branch) {
+                Flow::Done => {}
+                Flow::Waiting(d) => {
+                    all_done = false;
+                    decisions.extend(d);
+                }
+                stop @ Flow::Stop(_) => return stop,
+            }
+        }
+        if all_done {
+            Flow::Done
+        } else {
+            Flow::Waiting(decisions)
+        }
+    }
+
+    /// The refs a dynamic fork opened (from its recorded output).
+    pub(super) fn forked_refs(&self, fork: &WorkflowTask) -> Vec<String> {
+        self.recorded_branches(fork)
+            .into_iter()
+            .map(|b| b.task_reference_name)
+            .collect()
+    }
+
+    fn recorded_branches(&self, fork: &WorkflowTask) -> Vec<WorkflowTask> {
+        self.state
+            .latest_at(&fork.task_reference_name, self.iteration)
+            .and_then(|t| t.output.as_ref())
+            .and_then(|o| o.get("forkedTaskDefs"))
+            .and_then(|d| serde_json::from_value(d.clone()).ok())
+            .unwrap_or_default()
+    }
+
+    /// The branch tasks, with their inputs in place, checked.
+    fn branches(&self, task: &WorkflowTask, input: &Value) -> Result<Vec<WorkflowTask>, String> {
+        let param = |key: &str| {
+            task.extra
+                .get(key)
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+        };
+        if !param("dynamicForkJoinTasksParam").is_empty() {
+            return Err(
+                "the legacy dynamicForkJoinTasksParam is not supported yet; use \
+                        dynamicForkTasksParam with dynamicForkTasksInputParamName"
+                    .to_owned(),
+            );
+        }
+        let mut branches: Vec<WorkflowTask> = if let Some(name) = input["forkTaskName"].as_str() {
+            let kind = input["forkTaskType"].as_str().unwrap_or("SIMPLE");
+            let inputs = input["forkTaskInputs"]
+                .as_array()
+                .ok_or("inputParameters.forkTaskInputs must be a list of inputs")?;
+            inputs
+                .iter()
+                .enumerate()
+                .map(|(i, one)| {
+                    serde_json::from_value(json!({
+                        "name": name, "taskReferenceName": format!("{name}_{i}"),
+                        "type": kind, "inputParameters": one}))
+                    .map_err(|e| format!("forkTaskInputs[{i}]: {e}"))
+                })
+                .collect::<Result<_, _>>()?
+        } else {
+            let tasks_param = param("dynamicForkTasksParam");
+            let list = input
+                .get(tasks_param)
+                .and_then(Value::as_array)
+                .ok_or_else(|| {
+                    format!("input {tasks_param:?} (dynamicForkTasksParam) must be a list of tasks")
+                })?;
+            let inputs = input.get(param("dynamicForkTasksInputParamName"));
+            list.iter()
+                .enumerate()
+                .map(|(i, raw)| {
+                    let mut t: WorkflowTask = serde_json::from_value(raw.clone())
+                        .map_err(|e| format!("{tasks_param}[{i}]: {e}"))?;
+                    if let Some(Value::Object(own)) =
+                        inputs.and_then(|m| m.get(&t.task_reference_name))
+                    {
+                        t.input_parameters = own.clone();
+                    }
+                    Ok(t)
+                })
+                .collect::<Result<_, String>>()?
+        };
+        if branches.len() > MAX_BRANCHES {
+            return Err(format!(
+                "{} branches; at most {MAX_BRANCHES}",
+                branches.len()
+            ));
+        }
+        let mut seen = std::collections::HashSet::new();
+        for (i, b) in branches.iter_mut().enumerate() {
+            if b.task_reference_name.is_empty() {
+                return Err(format!("forked task {i} has no taskReferenceName"));
+            }
+            if !b.task_type().is_some_and(|k| k.is_activity()) {
+                return Err(format!(
+                    "forked task {:?} is of type {}; dynamic forks run SIMPLE or HTTP tasks",
+                    b.task_reference_name, b.kind
+                ));
+            }
+            let clash = find_task(&self.state.definition.tasks, &b.task_reference_name).is_some()
+                || self
+                    .state
+                    .latest_at(&b.task_reference_name, self.iteration)
+                    .is_some();
+            if clash || !seen.insert(b.task_reference_name.clone()) {
+                return Err(format!(
+                    "forked taskReferenceName {:?} is already used in this run",
+                    b.task_reference_name
+                ));
+            }
+        }
+        Ok(branches)
+    }
+}
