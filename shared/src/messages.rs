@@ -26,6 +26,8 @@ pub enum Command {
     Signal(Signal),
     /// A durable timer of the run came due (published by the history service).
     TimerFired(TimerFired),
+    /// A child run (SUB_WORKFLOW) ended.
+    ChildWorkflowEnded(ChildWorkflowEnded),
 }
 
 impl Typed for Command {
@@ -36,8 +38,21 @@ impl Typed for Command {
             Command::ActivityFailed(_) => "ActivityFailed",
             Command::Signal(_) => "Signal",
             Command::TimerFired(_) => "TimerFired",
+            Command::ChildWorkflowEnded(_) => "ChildWorkflowEnded",
         }
     }
+}
+
+/// Where a child run reports when it ends.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ParentLink {
+    /// The parent's workflow.
+    pub workflow_id: String,
+    /// The parent's run.
+    pub run_id: Uuid,
+    /// The parent's SUB_WORKFLOW task.
+    pub task_id: Uuid,
 }
 
 /// Start a run of `definition` (already resolved and validated by the sender).
@@ -55,6 +70,9 @@ pub struct StartWorkflow {
     /// The parent run's workflow id, for child runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent_workflow_id: Option<String>,
+    /// The parent's run and task, for child runs: told when this run ends.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<ParentLink>,
     /// W3C trace context of the start request, kept with the run so later decisions join its trace.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub traceparent: Option<String>,
@@ -69,6 +87,24 @@ pub struct Signal {
     /// Its payload: the WAIT task's output.
     #[serde(default)]
     pub payload: Value,
+}
+
+/// A child run ended; sent to its parent's shard.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ChildWorkflowEnded {
+    /// The parent's run and task.
+    pub parent: ParentLink,
+    /// The child workflow.
+    pub child_workflow_id: String,
+    /// COMPLETED, FAILED, TERMINATED or TIMED_OUT.
+    pub status: String,
+    /// The child's output.
+    #[serde(default)]
+    pub output: Value,
+    /// Why it did not complete.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 /// A timer came due.
@@ -202,6 +238,8 @@ pub enum Event {
     WorkflowTimedOut(WorkflowTimedOut),
     /// That timer came due.
     TimerFired(TimerFired),
+    /// A SUB_WORKFLOW task started its child run.
+    ChildWorkflowStarted(ChildWorkflowStarted),
 }
 
 impl Event {
@@ -221,6 +259,7 @@ impl Event {
             Event::TaskTimedOut(_) => "TaskTimedOut",
             Event::WorkflowTimedOut(_) => "WorkflowTimedOut",
             Event::TimerFired(_) => "TimerFired",
+            Event::ChildWorkflowStarted(_) => "ChildWorkflowStarted",
         }
     }
 
@@ -254,6 +293,9 @@ pub struct WorkflowStarted {
     /// The parent workflow, for child runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent_workflow_id: Option<String>,
+    /// The parent's run and task, for child runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<ParentLink>,
     /// The start request's trace context.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub traceparent: Option<String>,
@@ -344,6 +386,16 @@ pub struct WorkflowFailed {
     pub reason: String,
     /// The tasks whose failure failed the run.
     pub failed_task_refs: Vec<String>,
+}
+
+/// Attributes of [`Event::ChildWorkflowStarted`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ChildWorkflowStarted {
+    /// The SUB_WORKFLOW task.
+    pub task_id: Uuid,
+    /// The child's workflow id.
+    pub child_workflow_id: String,
 }
 
 /// Attributes of [`Event::TaskTimedOut`].

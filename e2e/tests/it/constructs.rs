@@ -540,3 +540,61 @@ async fn dynamic_forks_run_what_the_input_lists() {
         })
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sub_workflows_run_as_child_runs_and_report_back() {
+    let suite = Suite::start(TestEnv::new().await.unwrap()).await.unwrap();
+    let client = suite.client();
+    let mut child = weft_e2e::greet::definition();
+    child["name"] = json!("greet_child");
+    let mut broken = child.clone();
+    broken["name"] = json!("broken_child");
+    broken["tasks"][2]["inputParameters"] = json!({"text": "${s.output.text}"}); // no `n`
+    client
+        .register(&json!({"name": "family", "version": 1, "tasks": [
+            {"name": "kid", "taskReferenceName": "kid", "type": "SUB_WORKFLOW",
+             "inputParameters": {"first": "${workflow.input.first}", "n": 2},
+             "subWorkflowParam": {"name": "greet_child", "workflowDefinition": child}},
+            {"name": "shout", "taskReferenceName": "s2", "type": "SIMPLE",
+             "inputParameters": {"text": "${kid.output.result}"}}],
+         "outputParameters": {"child": "${kid.output.subWorkflowId}", "loud": "${s2.output.text}"}}))
+        .await
+        .unwrap();
+    client
+        .register(&json!({"name": "broken_family", "version": 1, "tasks": [
+            {"name": "kid", "taskReferenceName": "kid", "type": "SUB_WORKFLOW",
+             "inputParameters": {"first": "x"},
+             "subWorkflowParam": {"name": "broken_child", "workflowDefinition": broken}}]}))
+        .await
+        .unwrap();
+
+    let id = client
+        .start("family", json!({"first": "Ada"}))
+        .await
+        .unwrap();
+    let broken_id = client.start("broken_family", json!({})).await.unwrap();
+
+    let wf = client
+        .wait_for_status(&id, &["COMPLETED"], RUN_TIMEOUT)
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}\n{}", suite.describe()));
+    assert_eq!(wf["output"]["loud"], json!("ADA WEFT X2"));
+    let child_id = wf["output"]["child"].as_str().unwrap().to_owned();
+    let child = client.get(&child_id).await.unwrap();
+    assert_eq!(child["status"], json!("COMPLETED"));
+    assert_eq!(child["parentWorkflowId"], json!(id));
+    assert_eq!(
+        child["output"],
+        json!({"result": "ADA WEFT x2", "name": "Ada Weft"})
+    );
+
+    let wf = client
+        .wait_for_status(&broken_id, &["FAILED"], RUN_TIMEOUT)
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}\n{}", suite.describe()));
+    let reason = wf["reasonForIncompletion"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains("child workflow") && reason.contains("FAILED"),
+        "{reason}"
+    );
+}

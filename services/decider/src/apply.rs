@@ -3,8 +3,10 @@
 //! result for an attempt that is not current, a result after the run ended) is
 //! `Ignored` with the reason, never an error: redelivery must change nothing twice.
 
+use serde_json::{Map, Value};
 use weft::messages::{
-    ActivityCompleted, ActivityFailed, Command, Event, TaskCompleted, TaskFailed,
+    ActivityCompleted, ActivityFailed, ChildWorkflowEnded, Command, Event, TaskCompleted,
+    TaskFailed,
 };
 
 use crate::state::{RunState, RunStatus};
@@ -34,6 +36,7 @@ pub fn apply_command(state: &RunState, command: &Command) -> Applied {
             Err(why) => Applied::Ignored(why),
             Ok(task_ref) => Applied::Events(vec![failed(task_ref, f)]),
         },
+        Command::ChildWorkflowEnded(ended) => child_ended(state, ended),
         Command::Signal(signal) if state.status == RunStatus::Running => {
             Applied::Events(vec![Event::SignalReceived(signal.clone())])
         }
@@ -97,6 +100,63 @@ fn check_attempt(
         ));
     }
     Ok(task.task_ref.clone())
+}
+
+/// A child run ended: its SUB_WORKFLOW task completes with the child's output, or fails
+/// with the child's reason (and is retried per its policy).
+fn child_ended(state: &RunState, ended: &ChildWorkflowEnded) -> Applied {
+    let p = &ended.parent;
+    let task_ref = match check_attempt_of(state, p.run_id, p.task_id) {
+        Ok(task_ref) => task_ref,
+        Err(why) => return Applied::Ignored(why),
+    };
+    let mut output = match &ended.output {
+        Value::Object(map) => map.clone(),
+        Value::Null => Map::new(),
+        other => Map::from_iter([("output".to_owned(), other.clone())]),
+    };
+    output.insert(
+        "subWorkflowId".into(),
+        Value::String(ended.child_workflow_id.clone()),
+    );
+    let event = if ended.status == "COMPLETED" {
+        Event::TaskCompleted(TaskCompleted {
+            task_id: p.task_id,
+            task_ref,
+            output: Value::Object(output),
+            worker_id: None,
+            started_at: None,
+        })
+    } else {
+        Event::TaskFailed(TaskFailed {
+            task_id: p.task_id,
+            task_ref,
+            reason: format!(
+                "child workflow {} ended {}: {}",
+                ended.child_workflow_id,
+                ended.status,
+                ended.reason.as_deref().unwrap_or("no reason given")
+            ),
+            terminal: false,
+            output: Value::Object(output),
+            worker_id: None,
+            started_at: None,
+        })
+    };
+    Applied::Events(vec![event])
+}
+
+/// The ref of the pending task `task_id` of the current run `run_id`.
+fn check_attempt_of(
+    state: &RunState,
+    run_id: uuid::Uuid,
+    task_id: uuid::Uuid,
+) -> Result<String, String> {
+    let attempt = state
+        .task(task_id)
+        .map(|t| t.attempt)
+        .ok_or_else(|| format!("unknown task {task_id}"))?;
+    check_attempt(state, run_id, task_id, attempt)
 }
 
 fn completed(task_ref: String, c: &ActivityCompleted) -> Event {

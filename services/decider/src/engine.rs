@@ -15,8 +15,8 @@ use uuid::Uuid;
 use weft::bus::{Bus, Delivery, Disposition};
 use weft::dsl::TaskType;
 use weft::messages::{
-    ActivityMessage, ActivityTask, Command, Event, StartWorkflow, TaskScheduled, TimerFired,
-    WorkflowStarted,
+    ActivityMessage, ActivityTask, ChildWorkflowEnded, Command, Event, ParentLink, StartWorkflow,
+    TaskScheduled, TimerFired, WorkflowStarted,
 };
 use weft::store::outbox::OutboxMessage;
 use weft::store::runs::{CommitBatch, StoredEvent};
@@ -270,6 +270,7 @@ impl Shard {
                 input: start.input.clone(),
                 correlation_id: start.correlation_id.clone(),
                 parent_workflow_id: start.parent_workflow_id.clone(),
+                parent: start.parent.clone(),
                 traceparent: start.traceparent.clone().or(delivery_trace),
             }),
         };
@@ -309,6 +310,22 @@ impl Shard {
     /// outbox message.
     async fn events_of(&self, w: &mut Working, decision: Decision) -> Result<Vec<Event>, Error> {
         let is_activity = matches!(decision, Decision::ScheduleTask { .. });
+        if let Decision::StartChild {
+            task_id,
+            input,
+            child_workflow_id,
+            definition,
+            ..
+        } = &decision
+        {
+            w.outbox.push(self.child_start(
+                &w.state,
+                *task_id,
+                child_workflow_id,
+                definition,
+                input,
+            )?);
+        }
         let events = events_for(decision, w.state.tasks.len() as i32, Utc::now());
         match events.first() {
             Some(Event::TaskScheduled(scheduled)) if is_activity => {
@@ -316,6 +333,16 @@ impl Shard {
                     .declare_activity_queue(activity_queue_key(scheduled))
                     .await?;
                 w.outbox.push(self.activity_message(&w.state, scheduled)?);
+            }
+            Some(
+                Event::WorkflowCompleted(_)
+                | Event::WorkflowFailed(_)
+                | Event::WorkflowTerminated(_)
+                | Event::WorkflowTimedOut(_),
+            ) => {
+                if let Some(message) = self.child_ended(&w.state, &events[0])? {
+                    w.outbox.push(message);
+                }
             }
             Some(Event::TimerStarted(started)) => {
                 let fired = Command::TimerFired(TimerFired {
@@ -333,6 +360,70 @@ impl Shard {
             _ => {}
         }
         Ok(events)
+    }
+
+    /// The `StartWorkflow` command of a SUB_WORKFLOW's child, to the child's shard.
+    fn child_start(
+        &self,
+        parent: &RunState,
+        task_id: Uuid,
+        child_workflow_id: &str,
+        definition: &weft::dsl::WorkflowDef,
+        input: &serde_json::Value,
+    ) -> Result<OutboxMessage, Error> {
+        let command = Command::StartWorkflow(StartWorkflow {
+            definition: definition.clone(),
+            input: input.clone(),
+            correlation_id: parent.correlation_id.clone(),
+            parent_workflow_id: Some(parent.workflow_id.clone()),
+            parent: Some(ParentLink {
+                workflow_id: parent.workflow_id.clone(),
+                run_id: parent.run_id,
+                task_id,
+            }),
+            traceparent: weft::telemetry::current_traceparent().or(parent.traceparent.clone()),
+        });
+        let envelope = Envelope::new(child_workflow_id, None, &command)?;
+        let names = self.bus.names();
+        OutboxMessage::new(
+            names.commands_exchange(),
+            names.command_key_for(child_workflow_id),
+            &envelope,
+            weft::telemetry::current_traceparent(),
+        )
+    }
+
+    /// When a child run ends: the `ChildWorkflowEnded` command for its parent's shard.
+    fn child_ended(&self, child: &RunState, end: &Event) -> Result<Option<OutboxMessage>, Error> {
+        let Some(parent) = child.parent.clone() else {
+            return Ok(None);
+        };
+        let (status, output, reason) = match end {
+            Event::WorkflowCompleted(c) => ("COMPLETED", c.output.clone(), None),
+            Event::WorkflowFailed(f) => ("FAILED", serde_json::Value::Null, Some(f.reason.clone())),
+            Event::WorkflowTerminated(t) => {
+                ("TERMINATED", t.output.clone(), Some(t.reason.clone()))
+            }
+            Event::WorkflowTimedOut(t) => {
+                ("TIMED_OUT", serde_json::Value::Null, Some(t.reason.clone()))
+            }
+            _ => return Ok(None),
+        };
+        let command = Command::ChildWorkflowEnded(ChildWorkflowEnded {
+            child_workflow_id: child.workflow_id.clone(),
+            status: status.to_owned(),
+            output,
+            reason,
+            parent: parent.clone(),
+        });
+        let envelope = Envelope::new(&parent.workflow_id, Some(parent.run_id), &command)?;
+        let names = self.bus.names();
+        Ok(Some(OutboxMessage::new(
+            names.commands_exchange(),
+            names.command_key_for(&parent.workflow_id),
+            &envelope,
+            weft::telemetry::current_traceparent(),
+        )?))
     }
 
     fn activity_message(

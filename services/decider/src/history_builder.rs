@@ -31,6 +31,7 @@ impl HistoryBuilder {
             input,
             correlation_id: None,
             parent_workflow_id: None,
+            parent: None,
             traceparent: None,
         }));
         b

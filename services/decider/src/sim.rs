@@ -132,6 +132,19 @@ impl Sim {
         self
     }
 
+    /// Applies `command` as the engine would (ignored commands change nothing).
+    pub fn command(&mut self, command: &weft::messages::Command) -> &mut Self {
+        if let crate::apply::Applied::Events(events) =
+            crate::apply::apply_command(&self.state, command)
+        {
+            for e in events {
+                self.append(e);
+            }
+            self.settle();
+        }
+        self
+    }
+
     /// A signal `name` with `payload` arrives.
     pub fn signal(&mut self, name: &str, payload: Value) -> &mut Self {
         self.append(Event::SignalReceived(weft::messages::Signal {

@@ -137,6 +137,8 @@ pub struct RunState {
     pub correlation_id: Option<String>,
     /// Parent workflow.
     pub parent_workflow_id: Option<String>,
+    /// The parent's run and SUB_WORKFLOW task, told when this run ends.
+    pub parent: Option<weft::messages::ParentLink>,
     /// The start request's trace context.
     pub traceparent: Option<String>,
     /// Status.
@@ -197,6 +199,7 @@ impl RunState {
             input: started.input.clone(),
             correlation_id: started.correlation_id.clone(),
             parent_workflow_id: started.parent_workflow_id.clone(),
+            parent: started.parent.clone(),
             traceparent: started.traceparent.clone(),
             status: RunStatus::Running,
             variables: started.definition.variables.clone(),
@@ -279,6 +282,11 @@ impl RunState {
                 for (k, val) in &v.variables {
                     self.variables.insert(k.clone(), val.clone());
                 }
+            }
+            Event::ChildWorkflowStarted(c) => {
+                let task = self.task_mut(e, c.task_id)?;
+                task.output = Some(serde_json::json!({ "subWorkflowId": c.child_workflow_id }));
+                task.update_time = at;
             }
             Event::TaskTimedOut(t) => {
                 let task = self.task_mut(e, t.task_id)?;

@@ -180,6 +180,7 @@ impl TaskType {
                 | TaskType::Inline
                 | TaskType::Wait
                 | TaskType::ForkJoinDynamic
+                | TaskType::SubWorkflow
         )
     }
 

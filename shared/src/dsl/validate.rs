@@ -122,6 +122,15 @@ pub fn check_executable(def: &WorkflowDef) -> Result<(), DslError> {
         &def.tasks,
         "tasks",
         &mut |task, path| match task.task_type() {
+            Some(TaskType::ForkJoinDynamic)
+                if task.extra.contains_key("dynamicForkJoinTasksParam") =>
+            {
+                Err(DslError::new(
+                    join(path, "dynamicForkJoinTasksParam"),
+                    "the legacy dynamicForkJoinTasksParam is not supported yet; use \
+                     dynamicForkTasksParam with dynamicForkTasksInputParamName",
+                ))
+            }
             Some(t) if t.is_executable() => Ok(()),
             _ => Err(DslError::new(
                 join(path, "type"),
@@ -1470,13 +1479,15 @@ mod tests {
     fn check_executable_names_the_type() {
         let def = parse_definition(&wf(json!([
             simple("a", json!({})),
-            {"name": "s", "taskReferenceName": "s", "type": "SUB_WORKFLOW",
-             "subWorkflowParam": {"name": "child"}}
+            {"name": "s", "taskReferenceName": "s", "type": "FORK_JOIN_DYNAMIC",
+             "dynamicForkJoinTasksParam": "tasks",
+             "inputParameters": {"tasks": "${workflow.input.tasks}"}},
+            {"name": "j", "taskReferenceName": "j", "type": "JOIN"}
         ])))
         .unwrap();
         let e = check_executable(&def).unwrap_err();
-        assert_eq!(e.path, "tasks[1].type");
-        assert_eq!(e.message, "task type SUB_WORKFLOW is not supported yet");
+        assert_eq!(e.path, "tasks[1].dynamicForkJoinTasksParam");
+        assert!(e.message.contains("not supported yet"), "{}", e.message);
     }
 
     #[test]

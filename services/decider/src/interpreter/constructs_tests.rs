@@ -616,3 +616,75 @@ fn dynamic_fork_with_a_bad_list_fails_the_run_clearly() {
     );
     assert!(clash.state.reason.clone().unwrap().contains("already used"));
 }
+
+fn child_ended(
+    sim: &Sim,
+    task_ref: &str,
+    status: &str,
+    output: serde_json::Value,
+) -> weft::messages::Command {
+    let t = sim.state.latest(task_ref).unwrap();
+    weft::messages::Command::ChildWorkflowEnded(weft::messages::ChildWorkflowEnded {
+        parent: weft::messages::ParentLink {
+            workflow_id: sim.state.workflow_id.clone(),
+            run_id: sim.state.run_id,
+            task_id: t.task_id,
+        },
+        child_workflow_id: t.output.as_ref().unwrap()["subWorkflowId"]
+            .as_str()
+            .unwrap()
+            .to_owned(),
+        status: status.to_owned(),
+        output,
+        reason: (status != "COMPLETED").then(|| "child broke".to_owned()),
+    })
+}
+
+fn parent_def() -> serde_json::Value {
+    json!({"name": "parent", "tasks": [
+        {"name": "child", "taskReferenceName": "child", "type": "SUB_WORKFLOW",
+         "inputParameters": {"first": "${workflow.input.first}"},
+         "subWorkflowParam": {"name": "kid", "workflowDefinition":
+            {"name": "kid", "version": 1, "tasks": [simple("k1")]}}},
+        {"name": "after", "taskReferenceName": "after", "type": "SIMPLE",
+         "inputParameters": {"got": "${child.output.r}"}}]})
+}
+
+#[test]
+fn sub_workflow_starts_a_child_and_completes_with_its_output() {
+    let mut sim = Sim::start(parent_def(), json!({"first": "Ada"}));
+    let child = sim.state.latest("child").unwrap().clone();
+    assert_eq!(child.task_type, "SUB_WORKFLOW");
+    assert_eq!(child.input, json!({"first": "Ada"}));
+    let child_id = child.output.clone().unwrap()["subWorkflowId"].clone();
+    assert!(child_id.is_string(), "the task shows its child: {child_id}");
+    let ended = child_ended(&sim, "child", "COMPLETED", json!({"r": 7}));
+    sim.command(&ended);
+    assert_eq!(
+        sim.state.latest("child").unwrap().output.clone().unwrap()["r"],
+        json!(7)
+    );
+    assert_eq!(sim.state.latest("after").unwrap().input, json!({"got": 7}));
+    let again = sim.state.clone();
+    sim.command(&ended);
+    assert_eq!(sim.state, again, "a duplicate end changes nothing");
+}
+
+#[test]
+fn failed_child_fails_its_parent_unless_retried() {
+    let mut sim = Sim::start(parent_def(), json!({}));
+    let ended = child_ended(&sim, "child", "FAILED", json!(null));
+    sim.command(&ended);
+    assert_eq!(sim.state.status, RunStatus::Failed);
+    assert!(sim.state.reason.clone().unwrap().contains("child broke"));
+}
+
+#[test]
+fn sub_workflow_without_a_resolved_definition_fails_clearly() {
+    let def = json!({"name": "parent", "tasks": [
+        {"name": "child", "taskReferenceName": "child", "type": "SUB_WORKFLOW",
+         "subWorkflowParam": {"name": "kid"}}]});
+    let sim = Sim::start(def, json!({}));
+    assert_eq!(sim.state.status, RunStatus::Failed);
+    assert!(sim.state.reason.clone().unwrap().contains("not resolved"));
+}

@@ -26,8 +26,9 @@ use chrono::{DateTime, Utc};
 use serde_json::{Map, Value};
 use uuid::Uuid;
 use weft::messages::{
-    Event, TaskCompleted, TaskFailed, TaskScheduled, TaskTimedOut, TimerStarted, VariablesUpdated,
-    WorkflowCompleted, WorkflowFailed, WorkflowTerminated, WorkflowTimedOut,
+    ChildWorkflowStarted, Event, TaskCompleted, TaskFailed, TaskScheduled, TaskTimedOut,
+    TimerStarted, VariablesUpdated, WorkflowCompleted, WorkflowFailed, WorkflowTerminated,
+    WorkflowTimedOut,
 };
 
 use crate::state::{RunState, RunStatus};
@@ -61,6 +62,25 @@ pub enum Decision {
         task_id: Uuid,
         /// When it comes due.
         due: waiting::Due,
+    },
+    /// Start a child run for a SUB_WORKFLOW task.
+    StartChild {
+        /// The SUB_WORKFLOW task's id.
+        task_id: Uuid,
+        /// Reference name.
+        task_ref: String,
+        /// Definition name.
+        task_name: String,
+        /// Resolved input (the child's workflow input).
+        input: Value,
+        /// Attempt number, from 1.
+        attempt: i32,
+        /// Loop iteration (0 outside DO_WHILE bodies).
+        iteration: i32,
+        /// The child's workflow id (name-based on the task, so replay yields the same).
+        child_workflow_id: String,
+        /// The child's definition, frozen in the parent's.
+        definition: Box<weft::dsl::WorkflowDef>,
     },
     /// An activity attempt ran out of time.
     TimeOutTask {
@@ -204,6 +224,31 @@ pub(crate) fn workflow_output(state: &RunState) -> Value {
 /// `now` the time the events are written (a relative timer becomes absolute here).
 pub fn events_for(decision: Decision, seq: i32, now: DateTime<Utc>) -> Vec<Event> {
     match decision {
+        Decision::StartChild {
+            task_id,
+            task_ref,
+            task_name,
+            input,
+            attempt,
+            iteration,
+            child_workflow_id,
+            definition: _,
+        } => vec![
+            Event::TaskScheduled(TaskScheduled {
+                task_id,
+                task_ref,
+                task_type: weft::dsl::TaskType::SubWorkflow.as_str().to_owned(),
+                task_name,
+                seq,
+                attempt,
+                input,
+                iteration,
+            }),
+            Event::ChildWorkflowStarted(ChildWorkflowStarted {
+                task_id,
+                child_workflow_id,
+            }),
+        ],
         Decision::TimeOutTask {
             task_id,
             task_ref,

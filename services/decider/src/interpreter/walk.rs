@@ -84,7 +84,9 @@ impl<'a> Walker<'a> {
             .state
             .latest_at(&task.task_reference_name, self.iteration);
         match kind {
-            TaskType::Simple | TaskType::Http => self.activity(task, kind, latest),
+            TaskType::Simple | TaskType::Http | TaskType::SubWorkflow => {
+                self.activity(task, kind, latest)
+            }
             TaskType::Decision | TaskType::Switch => self.switch(task, kind, latest),
             TaskType::ForkJoin => self.fork(task, latest),
             TaskType::Join => self.system(task, kind, latest, |w| (w.join_output(task), None)),
@@ -98,10 +100,6 @@ impl<'a> Walker<'a> {
             TaskType::Inline => self.inline(task, latest),
             TaskType::ForkJoinDynamic => self.dynamic_fork(task, latest),
             TaskType::Wait => self.wait(task, latest),
-            _ => fail(
-                task,
-                format!("task type {} is not supported yet", task.kind),
-            ),
         }
     }
 
@@ -154,12 +152,29 @@ impl<'a> Walker<'a> {
                 }
             },
         };
+        let task_id = self.task_id(task, attempt);
+        let input = self.input(task, attempt);
+        if kind == TaskType::SubWorkflow {
+            return match child_definition(task) {
+                Ok(definition) => Flow::Waiting(vec![Decision::StartChild {
+                    task_id,
+                    task_ref: task.task_reference_name.clone(),
+                    task_name: task.name.clone(),
+                    input,
+                    attempt,
+                    iteration: self.iteration,
+                    child_workflow_id: Uuid::new_v5(&task_id, b"child").to_string(),
+                    definition: Box::new(definition),
+                }]),
+                Err(why) => fail(task, format!("task {:?}: {why}", task.task_reference_name)),
+            };
+        }
         Flow::Waiting(vec![Decision::ScheduleTask {
-            task_id: self.task_id(task, attempt),
+            task_id,
             task_ref: task.task_reference_name.clone(),
             task_type: kind.as_str().to_owned(),
             task_name: task.name.clone(),
-            input: self.input(task, attempt),
+            input,
             attempt,
             iteration: self.iteration,
         }])
@@ -381,6 +396,25 @@ impl<'a> Walker<'a> {
 pub(crate) fn task_id_for(state: &RunState, task_ref: &str, attempt: i32) -> Uuid {
     let name = format!("{}/{task_ref}/{attempt}", state.tasks.len());
     Uuid::new_v5(&state.run_id, name.as_bytes())
+}
+
+/// A SUB_WORKFLOW's child definition: `subWorkflowParam.workflowDefinition`, written
+/// inline or embedded by the gateway at start from the registered definition.
+fn child_definition(task: &WorkflowTask) -> Result<weft::dsl::WorkflowDef, String> {
+    let param = task.extra.get("subWorkflowParam");
+    let inline = param
+        .and_then(|p| p.get("workflowDefinition"))
+        .filter(|d| d.is_object());
+    match inline {
+        Some(def) => weft::dsl::parse_definition(def).map_err(|e| format!("child definition: {e}")),
+        None => Err(format!(
+            "child definition {:?} was not resolved when the run started",
+            param
+                .and_then(|p| p.get("name"))
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+        )),
+    }
 }
 
 /// Ends the run as FAILED, blaming `task`.

@@ -155,6 +155,7 @@ pub async fn start(state: &AppState, request: StartRequest) -> Result<String, Ap
         input,
         correlation_id: request.correlation_id,
         parent_workflow_id: None,
+        parent: None,
         traceparent: traceparent.clone(),
     });
     let envelope = Envelope::new(&workflow_id, None, &command)?;

@@ -236,14 +236,16 @@ async fn accepted_start_not_yet_applied_reads_as_running_queuing() {
 }
 
 #[tokio::test]
-async fn definition_with_a_sub_workflow_is_refused_as_not_supported_yet() {
+async fn definition_with_a_legacy_dynamic_fork_is_refused_as_not_supported_yet() {
     let env = TestEnv::new().await;
     let def = json!({
         "name": "branchy", "version": 1,
         "tasks": [
             {"name": "first", "taskReferenceName": "first", "type": "SIMPLE"},
-            {"name": "pick", "taskReferenceName": "pick", "type": "SUB_WORKFLOW",
-             "subWorkflowParam": {"name": "child"}}
+            {"name": "pick", "taskReferenceName": "pick", "type": "FORK_JOIN_DYNAMIC",
+             "dynamicForkJoinTasksParam": "tasks",
+             "inputParameters": {"tasks": "${workflow.input.tasks}"}},
+            {"name": "j", "taskReferenceName": "j", "type": "JOIN"}
         ]
     });
     env.register(&def).await;
@@ -251,7 +253,7 @@ async fn definition_with_a_sub_workflow_is_refused_as_not_supported_yet() {
         .post("/api/workflow", &json!({"name": "branchy", "input": {}}))
         .await
         .error(StatusCode::BAD_REQUEST);
-    assert_eq!(body["path"], "tasks[1].type", "{body}");
+    assert_eq!(body["path"], "tasks[1].dynamicForkJoinTasksParam", "{body}");
     assert!(
         body["message"]
             .as_str()
