@@ -14,6 +14,9 @@ use crate::envelope::Typed;
 
 /// Commands consumed by the decider from `weft.commands.<shard>`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+// A start carries its whole definition; messages are decoded one at a time and moved,
+// never kept in bulk, so boxing it would only add noise to every constructor.
+#[allow(clippy::large_enum_variant)]
 #[serde(tag = "type", content = "payload")]
 pub enum Command {
     /// Start a new workflow run.
@@ -210,6 +213,9 @@ pub struct ActivityTask {
 
 /// Events of a run's history (`history_events.type` / `.attributes`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+// A start carries its whole definition; messages are decoded one at a time and moved,
+// never kept in bulk, so boxing it would only add noise to every constructor.
+#[allow(clippy::large_enum_variant)]
 #[serde(tag = "type", content = "attributes")]
 pub enum Event {
     /// The run began.

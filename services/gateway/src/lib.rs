@@ -46,6 +46,7 @@ pub fn router(state: AppState) -> Router {
         .merge(routes::metadata::routes())
         .merge(routes::workflow::routes())
         .merge(routes::signal::routes())
+        .merge(routes::taskdefs::routes())
         .fallback(middleware::no_route)
         .method_not_allowed_fallback(middleware::wrong_method)
         .layer(DefaultBodyLimit::max(state.max_body_bytes))

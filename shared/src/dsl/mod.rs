@@ -4,6 +4,7 @@
 pub mod expr;
 pub mod model;
 pub mod script;
+pub mod taskdef;
 pub mod validate;
 
 pub use model::{TaskType, WorkflowDef, WorkflowTask};

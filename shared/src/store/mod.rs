@@ -7,6 +7,7 @@ pub mod outbox;
 pub mod reads;
 pub mod runs;
 pub mod starts;
+pub mod taskdefs;
 pub mod timers;
 
 use std::time::Duration;

@@ -3,4 +3,5 @@
 pub mod metadata;
 pub mod signal;
 mod start;
+pub mod taskdefs;
 pub mod workflow;

@@ -2,9 +2,11 @@
 //! `StartWorkflow` command together (outbox) before answering, so an answered start is
 //! never lost (DESIGN.md §3.1).
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 use serde_json::{Map, Value};
+use weft::dsl::taskdef::{self, TaskDef};
 use weft::dsl::{self, validate::check_executable, WorkflowDef};
 use weft::messages::{Command, StartWorkflow};
 use weft::store::outbox::OutboxMessage;
@@ -134,10 +136,133 @@ async fn resolve(state: &AppState, request: &StartRequest) -> Result<WorkflowDef
     Ok(def)
 }
 
+/// Freezes the policies of the run: copies the registered TaskDef of every SIMPLE task
+/// without an inline `taskDefinition` into `def` (loaded with one query), so the decider
+/// applies the policies the run started with even if the TaskDef changes later. A task
+/// whose TaskDef is not registered keeps none and runs with the default policies.
+async fn freeze_task_defs(state: &AppState, def: &mut WorkflowDef) -> Result<(), ApiError> {
+    let names: Vec<String> = taskdef::task_def_names(&def.tasks).into_iter().collect();
+    if names.is_empty() {
+        return Ok(());
+    }
+    let mut registered = HashMap::new();
+    for stored in state.store.get_task_defs(&names).await? {
+        // Re-read through the model so the frozen copy has every policy field, defaults
+        // included, whatever version of Weft stored it.
+        let parsed: TaskDef =
+            serde_json::from_value(stored.definition).map_err(weft::Error::from)?;
+        registered.insert(
+            stored.name,
+            serde_json::to_value(&parsed).map_err(weft::Error::from)?,
+        );
+    }
+    taskdef::freeze_task_defs(&mut def.tasks, &registered);
+    Ok(())
+}
+
+/// How deep registered sub-workflows may nest (a definition that names itself would
+/// otherwise expand forever).
+const MAX_SUB_WORKFLOW_DEPTH: usize = 8;
+
+/// Freezes the children of the run: every SUB_WORKFLOW that names a registered definition
+/// (`subWorkflowParam.name`, `version` or the latest) gets it embedded as
+/// `subWorkflowParam.workflowDefinition`, itself frozen the same way (its own children
+/// and task definitions), so a child runs the definition its parent started with.
+async fn freeze_sub_workflows(state: &AppState, def: &mut WorkflowDef) -> Result<(), ApiError> {
+    let mut json = serde_json::to_value(&*def).map_err(weft::Error::from)?;
+    if let Some(tasks) = json.get_mut("tasks") {
+        embed_children(state, tasks, 1).await?;
+    }
+    *def = serde_json::from_value(json).map_err(weft::Error::from)?;
+    Ok(())
+}
+
+/// Walks a task list (as JSON) and embeds the definition of every named sub-workflow.
+fn embed_children<'a>(
+    state: &'a AppState,
+    tasks: &'a mut Value,
+    depth: usize,
+) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), ApiError>> + Send + 'a>> {
+    Box::pin(async move {
+        let Some(list) = tasks.as_array_mut() else {
+            return Ok(());
+        };
+        for task in list {
+            for key in ["decisionCases"] {
+                if let Some(Value::Object(cases)) = task.get_mut(key) {
+                    for branch in cases.values_mut() {
+                        embed_children(state, branch, depth).await?;
+                    }
+                }
+            }
+            for key in ["defaultCase", "loopOver"] {
+                if let Some(branch) = task.get_mut(key) {
+                    embed_children(state, branch, depth).await?;
+                }
+            }
+            if let Some(Value::Array(forks)) = task.get_mut("forkTasks") {
+                for branch in forks {
+                    embed_children(state, branch, depth).await?;
+                }
+            }
+            if task.get("type").and_then(Value::as_str) != Some("SUB_WORKFLOW") {
+                continue;
+            }
+            let Some(param) = task
+                .get_mut("subWorkflowParam")
+                .and_then(Value::as_object_mut)
+            else {
+                continue;
+            };
+            if param
+                .get("workflowDefinition")
+                .is_some_and(Value::is_object)
+            {
+                continue;
+            }
+            let name = param
+                .get("name")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned();
+            if depth > MAX_SUB_WORKFLOW_DEPTH {
+                return Err(invalid(
+                    "subWorkflowParam.name",
+                    &format!(
+                        "sub-workflows nest deeper than {MAX_SUB_WORKFLOW_DEPTH} levels at {name:?}; \
+                         does a definition start itself?"
+                    ),
+                ));
+            }
+            let version = param
+                .get("version")
+                .and_then(Value::as_i64)
+                .and_then(|v| i32::try_from(v).ok());
+            let stored = state
+                .store
+                .get_definition(&name, version)
+                .await?
+                .ok_or_else(|| not_found(&name, version))?;
+            let mut child = dsl::parse_definition(&stored.definition)
+                .map_err(|e| ApiError::definition(e, None))?;
+            check_executable(&child).map_err(|e| ApiError::definition(e, None))?;
+            freeze_task_defs(state, &mut child).await?;
+            let mut child_json = serde_json::to_value(&child).map_err(weft::Error::from)?;
+            if let Some(tasks) = child_json.get_mut("tasks") {
+                embed_children(state, tasks, depth + 1).await?;
+            }
+            param.insert("workflowDefinition".to_owned(), child_json);
+        }
+        Ok(())
+    })
+}
+
 /// Starts a run of the resolved definition and returns its workflow id (the first start's
 /// id when the idempotency key was seen before).
 pub async fn start(state: &AppState, request: StartRequest) -> Result<String, ApiError> {
-    let definition = resolve(state, &request).await?;
+    let mut definition = resolve(state, &request).await?;
+    freeze_task_defs(state, &mut definition).await?;
+    freeze_sub_workflows(state, &mut definition).await?;
     let workflow_id = weft::ids::new_id().to_string();
     let traceparent = weft::telemetry::current_traceparent();
     let input = Value::Object(request.input);

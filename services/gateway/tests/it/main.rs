@@ -5,4 +5,5 @@ mod reads;
 mod requests;
 mod server;
 mod starts;
+mod taskdefs;
 mod utils;
