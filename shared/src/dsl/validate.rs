@@ -480,10 +480,13 @@ fn check_structure(
             }
         }
         TaskType::DoWhile => {
-            if non_empty_str(task.extra.get("loopCondition")).is_none() {
+            // With `items` (iterate a list) the condition is optional, as in Conductor.
+            if non_empty_str(task.extra.get("loopCondition")).is_none()
+                && !task.extra.contains_key("items")
+            {
                 return Err(DslError::new(
                     field("loopCondition"),
-                    "a DO_WHILE task needs a loopCondition",
+                    "a DO_WHILE task needs a loopCondition (or items to iterate over)",
                 ));
             }
             if task.loop_over.as_ref().is_none_or(Vec::is_empty) {

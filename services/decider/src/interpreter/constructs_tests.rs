@@ -688,3 +688,47 @@ fn sub_workflow_without_a_resolved_definition_fails_clearly() {
     assert_eq!(sim.state.status, RunStatus::Failed);
     assert!(sim.state.reason.clone().unwrap().contains("not resolved"));
 }
+
+fn items_loop() -> serde_json::Value {
+    json!({"name": "w", "tasks": [
+        {"name": "loop", "taskReferenceName": "loop", "type": "DO_WHILE",
+         "items": "${workflow.input.list}",
+         "loopOver": [
+            {"name": "each", "taskReferenceName": "each", "type": "SIMPLE",
+             "inputParameters": {"item": "${loop.output.loopItem}",
+                                 "index": "${loop.output.loopIndex}",
+                                 "n": "${loop.output.iteration}"}}]},
+        simple("after")]})
+}
+
+#[test]
+fn do_while_over_items_runs_once_per_item_with_loop_item_and_index() {
+    let mut sim = Sim::start(items_loop(), json!({"list": ["a", "b", "c"]}));
+    for (i, item) in ["a", "b", "c"].iter().enumerate() {
+        assert_eq!(
+            sim.state.latest("each").unwrap().input,
+            json!({"item": item, "index": i, "n": i + 1})
+        );
+        sim.complete("each", json!({"done": item}));
+    }
+    assert_eq!(sim.pending(), vec!["after"]);
+    assert_eq!(
+        sim.state.latest("loop").unwrap().output.clone().unwrap()["3"],
+        json!({"each": {"done": "c"}})
+    );
+}
+
+#[test]
+fn do_while_over_no_items_runs_nothing_and_bad_items_fail() {
+    let sim = Sim::start(items_loop(), json!({"list": []}));
+    assert_eq!(sim.pending(), vec!["after"]);
+    assert!(sim.state.latest("each").is_none());
+    let bad = Sim::start(items_loop(), json!({"list": "abc"}));
+    assert_eq!(bad.state.status, RunStatus::Failed);
+    assert!(bad
+        .state
+        .reason
+        .clone()
+        .unwrap()
+        .contains("items must resolve to a list"));
+}

@@ -15,14 +15,31 @@ use crate::state::{TaskState, TaskStatus};
 pub(super) const MAX_ITERATIONS: i32 = 1_000;
 
 impl Walker<'_> {
-    pub(super) fn do_while(&self, task: &WorkflowTask, latest: Option<&TaskState>) -> Flow {
+    pub(super) fn do_while(&self, task: &'_ WorkflowTask, latest: Option<&'_ TaskState>) -> Flow {
         let Some(looping) = latest else {
+            // `items` is resolved once, when the loop starts, and kept in its input.
+            let mut input = self.input(task, 1);
+            if let Some(items) = task.extra.get("items") {
+                let resolved = weft::dsl::expr::resolve(items, &self.state.expression_context());
+                if !resolved.is_array() {
+                    return super::walk::fail(
+                        task,
+                        format!(
+                            "task {:?}: items must resolve to a list, got {resolved}",
+                            task.task_reference_name
+                        ),
+                    );
+                }
+                if let Value::Object(map) = &mut input {
+                    map.insert("items".into(), resolved);
+                }
+            }
             return Flow::Waiting(vec![Decision::StartSystemTask {
                 task_id: self.task_id(task, 1),
                 task_ref: task.task_reference_name.clone(),
                 task_type: TaskType::DoWhile.as_str().to_owned(),
                 task_name: task.name.clone(),
-                input: self.input(task, 1),
+                input,
                 iteration: self.iteration,
             }]);
         };
@@ -40,10 +57,18 @@ impl Walker<'_> {
                 )
             }
         }
+        let items = looping.input.get("items").and_then(Value::as_array);
+        if items.is_some_and(|i| i.is_empty()) {
+            return Flow::Waiting(vec![Decision::CompleteStartedTask {
+                task_id: looping.task_id,
+                task_ref: looping.task_ref.clone(),
+                output: json!({ "iteration": 0 }),
+            }]);
+        }
         let body = task.loop_over.as_deref().unwrap_or_default();
         let refs = subtree_refs(body);
         let iteration = self.current_iteration(&refs);
-        match self.at_iteration(iteration).list(body) {
+        match self.at_iteration(looping, iteration).list(body) {
             Flow::Done => {}
             other => return other,
         }
@@ -52,11 +77,18 @@ impl Walker<'_> {
             .extra
             .get("loopCondition")
             .and_then(Value::as_str)
-            .unwrap_or("false");
-        let input = self.condition_input(looping, &output, &refs, iteration);
-        let again = match script::evaluate_condition(condition, &input, script::Limits::default()) {
-            Ok(again) => again,
-            Err(e) => return self.fail_loop(looping, format!("loopCondition: {e}")),
+            .filter(|c| !c.trim().is_empty());
+        let more_items = items.is_none_or(|i| (iteration as usize) < i.len());
+        let again = match condition {
+            // With `items` and no condition, the list alone decides.
+            None => items.is_some() && more_items,
+            Some(condition) => {
+                let input = self.condition_input(looping, &output, &refs, iteration);
+                match script::evaluate_condition(condition, &input, script::Limits::default()) {
+                    Ok(again) => again && more_items,
+                    Err(e) => return self.fail_loop(looping, format!("loopCondition: {e}")),
+                }
+            }
         };
         if !again {
             return Flow::Waiting(vec![Decision::CompleteStartedTask {
@@ -73,7 +105,7 @@ impl Walker<'_> {
                 ),
             );
         }
-        self.at_iteration(iteration + 1).list(body)
+        self.at_iteration(looping, iteration + 1).list(body)
     }
 
     /// The iteration in progress: the highest one any body task was recorded in.
@@ -161,4 +193,20 @@ fn subtree_refs(tasks: &[WorkflowTask]) -> Vec<&str> {
         }
     }
     refs
+}
+
+/// What a loop's body sees as the loop's output during iteration `iteration`:
+/// `iteration`, and with `items`, `loopIndex` (from 0) and `loopItem`.
+pub(super) fn progress(looping: &TaskState, iteration: i32) -> Value {
+    let mut out = serde_json::Map::new();
+    out.insert("iteration".into(), json!(iteration));
+    if let Some(items) = looping.input.get("items").and_then(Value::as_array) {
+        let index = (iteration - 1).max(0);
+        out.insert("loopIndex".into(), json!(index));
+        out.insert(
+            "loopItem".into(),
+            items.get(index as usize).cloned().unwrap_or(Value::Null),
+        );
+    }
+    Value::Object(out)
 }

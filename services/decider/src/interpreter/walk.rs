@@ -25,6 +25,9 @@ pub(super) struct Walker<'a> {
     pub(super) state: &'a RunState,
     /// The loop iteration being walked (0 outside DO_WHILE bodies).
     pub(super) iteration: i32,
+    /// Inside a DO_WHILE body: the loop task, whose output expressions of the body see
+    /// as the progress of this walk's iteration (`iteration`, `loopIndex`, `loopItem`).
+    pub(super) looping: Option<&'a TaskState>,
 }
 
 impl<'a> Walker<'a> {
@@ -32,14 +35,16 @@ impl<'a> Walker<'a> {
         Self {
             state,
             iteration: 0,
+            looping: None,
         }
     }
 
-    /// A walker for iteration `iteration` of a loop body.
-    pub(super) fn at_iteration(&self, iteration: i32) -> Self {
+    /// A walker for iteration `iteration` of the body of the loop task `looping`.
+    pub(super) fn at_iteration(&self, looping: &'a TaskState, iteration: i32) -> Self {
         Self {
             state: self.state,
             iteration,
+            looping: Some(looping),
         }
     }
 
@@ -382,6 +387,15 @@ impl<'a> Walker<'a> {
                 expr::TASK_ID_VARIABLE.to_owned(),
                 Value::String(self.task_id(task, attempt).to_string()),
             );
+            if let Some(looping) = self.looping {
+                map.insert(
+                    looping.task_ref.clone(),
+                    json!({
+                        "input": looping.input,
+                        "output": super::looping::progress(looping, self.iteration),
+                    }),
+                );
+            }
         }
         expr::resolve(&Value::Object(task.input_parameters.clone()), &context)
     }
