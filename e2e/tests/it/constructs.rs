@@ -598,3 +598,72 @@ async fn sub_workflows_run_as_child_runs_and_report_back() {
         "{reason}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_run_starts_its_failure_workflow() {
+    let suite = Suite::start(TestEnv::new().await.unwrap()).await.unwrap();
+    let client = suite.client();
+    client
+        .register(&json!({"name": "cleanup", "version": 1, "tasks": [
+            {"name": "make_name", "taskReferenceName": "n", "type": "SIMPLE",
+             "inputParameters": {"first": "${workflow.input.failureStatus}"}}],
+         "outputParameters": {"seen": "${n.output.name}", "failed": "${workflow.input.workflowId}",
+                              "order": "${workflow.input.order}"}}))
+        .await
+        .unwrap();
+    client
+        .register(
+            &json!({"name": "fragile", "version": 1, "failureWorkflow": "cleanup",
+         "tasks": [{"name": "count", "taskReferenceName": "c", "type": "SIMPLE",
+                    "inputParameters": {"text": "x"}}]}),
+        )
+        .await
+        .unwrap();
+    let id = client.start("fragile", json!({"order": 42})).await.unwrap();
+    client
+        .wait_for_status(&id, &["FAILED"], RUN_TIMEOUT)
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}\n{}", suite.describe()));
+    let mut cleanup_id = None;
+    for _ in 0..2_000 {
+        cleanup_id = sqlx::query_scalar::<_, String>(
+            "SELECT workflow_id FROM runs WHERE parent_workflow_id = $1",
+        )
+        .bind(&id)
+        .fetch_optional(suite.env().pool())
+        .await
+        .unwrap();
+        if cleanup_id.is_some() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let cleanup_id = cleanup_id.expect("the failure workflow was started");
+    let wf = client
+        .wait_for_status(&cleanup_id, &["COMPLETED"], RUN_TIMEOUT)
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}\n{}", suite.describe()));
+    assert_eq!(
+        wf["output"],
+        json!({"seen": "FAILED Weft", "failed": id, "order": 42})
+    );
+
+    // A failure workflow that is not registered refuses the start, naming it.
+    client
+        .register(
+            &json!({"name": "fragile2", "version": 1, "failureWorkflow": "nobody",
+         "tasks": [{"name": "count", "taskReferenceName": "c", "type": "SIMPLE"}]}),
+        )
+        .await
+        .unwrap();
+    let r = client
+        .raw(
+            reqwest::Method::POST,
+            "/api/workflow",
+            Some(("application/json", br#"{"name": "fragile2"}"#.to_vec())),
+        )
+        .await
+        .unwrap();
+    assert_eq!(r.status, 404, "{}", r.text);
+    assert!(r.text.contains("nobody"), "{}", r.text);
+}

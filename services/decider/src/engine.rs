@@ -343,6 +343,9 @@ impl Shard {
                 if let Some(message) = self.child_ended(&w.state, &events[0])? {
                     w.outbox.push(message);
                 }
+                if let Some(message) = self.failure_workflow(&w.state, &events[0])? {
+                    w.outbox.push(message);
+                }
             }
             Some(Event::TimerStarted(started)) => {
                 let fired = Command::TimerFired(TimerFired {
@@ -391,6 +394,56 @@ impl Shard {
             &envelope,
             weft::telemetry::current_traceparent(),
         )
+    }
+
+    /// When a run fails or times out and its definition names a `failureWorkflow`
+    /// (frozen at start): that workflow's `StartWorkflow`, with the failed run's input
+    /// plus `workflowId`, `reason`, `failureStatus` and `failureTaskId`, as Conductor does.
+    fn failure_workflow(
+        &self,
+        run: &RunState,
+        end: &Event,
+    ) -> Result<Option<OutboxMessage>, Error> {
+        let (status, reason) = match end {
+            Event::WorkflowFailed(f) => ("FAILED", f.reason.clone()),
+            Event::WorkflowTimedOut(t) => ("TIMED_OUT", t.reason.clone()),
+            _ => return Ok(None),
+        };
+        let Some(definition) = run.definition.extra.get("failureWorkflowDefinition") else {
+            return Ok(None);
+        };
+        let definition: weft::dsl::WorkflowDef = serde_json::from_value(definition.clone())?;
+        let failed_task = run
+            .tasks
+            .iter()
+            .rev()
+            .find(|t| !t.status.is_pending() && t.reason.is_some())
+            .map(|t| t.task_id.to_string());
+        let mut input = run.input.as_object().cloned().unwrap_or_default();
+        input.insert("workflowId".into(), run.workflow_id.clone().into());
+        input.insert("reason".into(), reason.into());
+        input.insert("failureStatus".into(), status.into());
+        input.insert(
+            "failureTaskId".into(),
+            failed_task.map_or(serde_json::Value::Null, Into::into),
+        );
+        let workflow_id = Uuid::new_v5(&run.run_id, b"failure-workflow").to_string();
+        let command = Command::StartWorkflow(StartWorkflow {
+            definition,
+            input: serde_json::Value::Object(input),
+            correlation_id: run.correlation_id.clone(),
+            parent_workflow_id: Some(run.workflow_id.clone()),
+            parent: None,
+            traceparent: run.traceparent.clone(),
+        });
+        let envelope = Envelope::new(&workflow_id, None, &command)?;
+        let names = self.bus.names();
+        Ok(Some(OutboxMessage::new(
+            names.commands_exchange(),
+            names.command_key_for(&workflow_id),
+            &envelope,
+            weft::telemetry::current_traceparent(),
+        )?))
     }
 
     /// When a child run ends: the `ChildWorkflowEnded` command for its parent's shard.

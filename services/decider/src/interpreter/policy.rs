@@ -38,6 +38,8 @@ pub struct Policy {
     pub retry_delay_seconds: i64,
     /// Factor of LINEAR_BACKOFF.
     pub backoff_scale_factor: i64,
+    /// Upper bound of any delay (`maxRetryDelaySeconds`; 0 = a day).
+    pub max_retry_delay_seconds: i64,
     /// Time an attempt may take from being scheduled (0 = no limit).
     pub timeout_seconds: i64,
     /// What a timeout does.
@@ -76,6 +78,7 @@ impl Policy {
             },
             retry_delay_seconds: int("retryDelaySeconds", if defaults { 60 } else { 0 }),
             backoff_scale_factor: int("backoffScaleFactor", 1).max(1),
+            max_retry_delay_seconds: int("maxRetryDelaySeconds", 0),
             timeout_seconds: int("timeoutSeconds", 0),
             timeout_policy: match text("timeoutPolicy") {
                 Some("RETRY") => TimeoutPolicy::Retry,
@@ -96,7 +99,11 @@ impl Policy {
                 .saturating_mul(n),
             RetryLogic::Exponential => base.saturating_mul(1_i64 << (n - 1).min(20)),
         };
-        chrono::Duration::seconds(seconds.min(MAX_DELAY_SECONDS))
+        let cap = match self.max_retry_delay_seconds {
+            0 => MAX_DELAY_SECONDS,
+            max => max.min(MAX_DELAY_SECONDS),
+        };
+        chrono::Duration::seconds(seconds.min(cap))
     }
 }
 

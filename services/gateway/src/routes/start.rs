@@ -257,12 +257,43 @@ fn embed_children<'a>(
     })
 }
 
+/// Where a frozen `failureWorkflow` definition travels with the run.
+const FAILURE_WORKFLOW_DEFINITION: &str = "failureWorkflowDefinition";
+
+/// Freezes the run's `failureWorkflow` (the latest registered version, with its own task
+/// and child definitions) into the definition, so that the decider can start it when the
+/// run fails or times out. A failure workflow that is not registered refuses the start.
+async fn freeze_failure_workflow(state: &AppState, def: &mut WorkflowDef) -> Result<(), ApiError> {
+    let Some(name) = def.failure_workflow.clone().filter(|n| !n.is_empty()) else {
+        return Ok(());
+    };
+    if def.extra.contains_key(FAILURE_WORKFLOW_DEFINITION) {
+        return Ok(());
+    }
+    let stored = state
+        .store
+        .get_definition(&name, None)
+        .await?
+        .ok_or_else(|| not_found(&name, None))?;
+    let mut failure = dsl::parse_definition(&stored.definition)
+        .map_err(|e| ApiError::definition(e, Some("failureWorkflow")))?;
+    check_executable(&failure).map_err(|e| ApiError::definition(e, Some("failureWorkflow")))?;
+    freeze_task_defs(state, &mut failure).await?;
+    freeze_sub_workflows(state, &mut failure).await?;
+    def.extra.insert(
+        FAILURE_WORKFLOW_DEFINITION.to_owned(),
+        serde_json::to_value(&failure).map_err(weft::Error::from)?,
+    );
+    Ok(())
+}
+
 /// Starts a run of the resolved definition and returns its workflow id (the first start's
 /// id when the idempotency key was seen before).
 pub async fn start(state: &AppState, request: StartRequest) -> Result<String, ApiError> {
     let mut definition = resolve(state, &request).await?;
     freeze_task_defs(state, &mut definition).await?;
     freeze_sub_workflows(state, &mut definition).await?;
+    freeze_failure_workflow(state, &mut definition).await?;
     let workflow_id = weft::ids::new_id().to_string();
     let traceparent = weft::telemetry::current_traceparent();
     let input = Value::Object(request.input);
