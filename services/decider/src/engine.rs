@@ -551,8 +551,17 @@ fn append(w: &mut Working, event: Event) -> Result<(), Error> {
         Event::TaskScheduled(s) => Some(s.task_id),
         Event::TaskCompleted(c) => Some(c.task_id),
         Event::TaskFailed(f) => Some(f.task_id),
+        Event::TaskTimedOut(t) => Some(t.task_id),
+        Event::ChildWorkflowStarted(c) => Some(c.task_id),
         _ => None,
     };
+    let pending_before: Vec<Uuid> = w
+        .state
+        .tasks
+        .iter()
+        .filter(|t| t.status.is_pending())
+        .map(|t| t.task_id)
+        .collect();
     let stored = StoredEvent {
         run_id: w.state.run_id,
         event_id: w.state.version + 1,
@@ -564,6 +573,12 @@ fn append(w: &mut Working, event: Event) -> Result<(), Error> {
         .map_err(|e| Error::Decode(e.to_string()))?;
     if let Some(id) = task_id {
         w.touched.insert(id);
+    }
+    // A run-ending event cancels what was waiting: those rows change too.
+    for id in pending_before {
+        if w.state.task(id).is_some_and(|t| !t.status.is_pending()) {
+            w.touched.insert(id);
+        }
     }
     w.events.push(stored);
     Ok(())

@@ -51,6 +51,8 @@ pub enum TaskStatus {
     FailedWithTerminalError,
     /// Ran out of time (`timeoutSeconds`); retried like a failure.
     TimedOut,
+    /// Still waiting when its run ended (a failed branch, a TERMINATE, a timeout).
+    Canceled,
 }
 
 impl TaskStatus {
@@ -63,6 +65,7 @@ impl TaskStatus {
             TaskStatus::Failed => "FAILED",
             TaskStatus::FailedWithTerminalError => "FAILED_WITH_TERMINAL_ERROR",
             TaskStatus::TimedOut => "TIMED_OUT",
+            TaskStatus::Canceled => "CANCELED",
         }
     }
 
@@ -319,6 +322,15 @@ impl RunState {
                 self.reason = Some(t.reason.clone());
                 self.output = Some(t.output.clone());
                 self.end_time = Some(at);
+            }
+        }
+        if self.status != RunStatus::Running {
+            // A run that ended leaves nothing waiting: what was still scheduled or in
+            // progress is canceled, so no task row claims to run for a finished run.
+            for t in self.tasks.iter_mut().filter(|t| t.status.is_pending()) {
+                t.status = TaskStatus::Canceled;
+                t.end_time = Some(at);
+                t.update_time = at;
             }
         }
         self.version = e.event_id;

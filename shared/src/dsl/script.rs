@@ -188,6 +188,20 @@ pub fn evaluate_condition(
     evaluate(script, input, limits).map(|v| conductor_bool(&v))
 }
 
+/// Checks that `script` parses, without running it: the script becomes the body of a
+/// function that is created but never called. Only a syntax error is reported.
+pub fn check_syntax(script: &str) -> Result<(), ScriptError> {
+    let wrapped = format!("(function () {{\n{script}\n}});\n0");
+    match evaluate(
+        &wrapped,
+        &Value::Object(Default::default()),
+        Limits::default(),
+    ) {
+        Err(e @ ScriptError::Syntax { .. }) => Err(e),
+        _ => Ok(()),
+    }
+}
+
 /// Conductor's `toBoolean`: booleans are themselves, numbers are `> 0`, the rest is `false`.
 pub fn conductor_bool(value: &Value) -> bool {
     match value {

@@ -563,7 +563,44 @@ fn check_structure(
         }
         TaskType::Simple | TaskType::Http | TaskType::Join | TaskType::SetVariable => {}
     }
-    Ok(())
+    check_scripts(task, t, path)
+}
+
+/// A JavaScript condition or expression that does not parse is refused at registration,
+/// not discovered when a run reaches it.
+fn check_scripts(task: &WorkflowTask, t: TaskType, path: &str) -> Result<(), DslError> {
+    let is_js =
+        |v: Option<&Value>| matches!(v.and_then(Value::as_str), Some("javascript" | "graaljs"));
+    fn script(v: Option<&Value>) -> Option<&str> {
+        non_empty_str(v).filter(|s| !expr::has_expression(s))
+    }
+    let (field, text) = match t {
+        TaskType::Decision => (
+            "caseExpression".to_owned(),
+            script(task.extra.get("caseExpression")),
+        ),
+        TaskType::Switch if is_js(task.extra.get("evaluatorType")) => (
+            "expression".to_owned(),
+            script(task.extra.get("expression")),
+        ),
+        TaskType::DoWhile => (
+            "loopCondition".to_owned(),
+            script(task.extra.get("loopCondition")),
+        ),
+        TaskType::Inline if is_js(task.input_parameters.get("evaluatorType")) => (
+            "inputParameters.expression".to_owned(),
+            script(task.input_parameters.get("expression")),
+        ),
+        _ => return Ok(()),
+    };
+    let Some(text) = text else { return Ok(()) };
+    match super::script::check_syntax(text) {
+        Err(super::script::ScriptError::Syntax { message }) => Err(DslError::new(
+            join(path, &field),
+            format!("JavaScript syntax error: {message}"),
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// Nested task lists only where the type uses them: Conductor ignores, say, a
@@ -1457,6 +1494,34 @@ mod tests {
             "tasks[0].loopOver",
             "only used by DO_WHILE",
         );
+    }
+
+    #[test]
+    fn javascript_that_does_not_parse_is_refused_naming_the_field() {
+        assert_err(
+            wf(json!([
+                {"name": "s", "taskReferenceName": "s", "type": "SWITCH",
+                 "evaluatorType": "javascript", "expression": "$.a >",
+                 "decisionCases": {"x": [simple("b", json!({}))]}}
+            ])),
+            "tasks[0].expression",
+            "JavaScript syntax error",
+        );
+        assert_err(
+            wf(json!([
+                {"name": "l", "taskReferenceName": "l", "type": "DO_WHILE",
+                 "loopCondition": "if ($.l['iteration'] < 3 { true }",
+                 "loopOver": [simple("b", json!({}))]}
+            ])),
+            "tasks[0].loopCondition",
+            "JavaScript syntax error",
+        );
+        let fine = parse_definition(&wf(json!([
+            {"name": "l", "taskReferenceName": "l", "type": "DO_WHILE",
+             "loopCondition": "if ($.l['iteration'] < 3) { true; } else { false; }",
+             "loopOver": [simple("b", json!({}))]}
+        ])));
+        assert!(fine.is_ok(), "{fine:?}");
     }
 
     #[test]

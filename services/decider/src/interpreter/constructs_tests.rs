@@ -732,3 +732,22 @@ fn do_while_over_no_items_runs_nothing_and_bad_items_fail() {
         .unwrap()
         .contains("items must resolve to a list"));
 }
+
+#[test]
+fn a_failing_branch_fails_the_run_and_cancels_its_waiting_siblings() {
+    let def = json!({"name": "w", "tasks": [
+        {"name": "f", "taskReferenceName": "f", "type": "FORK_JOIN",
+         "forkTasks": [[simple("a")], [simple("slow")]]},
+        {"name": "j", "taskReferenceName": "j", "type": "JOIN", "joinOn": ["a", "slow"]}]});
+    let mut sim = Sim::start(def, json!({}));
+    sim.fail("a", "boom");
+    assert_eq!(sim.state.status, RunStatus::Failed);
+    assert_eq!(
+        sim.state.latest("slow").unwrap().status.as_str(),
+        "CANCELED"
+    );
+    assert!(
+        sim.pending().is_empty(),
+        "nothing claims to wait for a worker"
+    );
+}

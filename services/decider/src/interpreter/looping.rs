@@ -45,7 +45,10 @@ impl Walker<'_> {
         };
         match looping.status {
             TaskStatus::Scheduled => {}
-            TaskStatus::Completed | TaskStatus::CompletedWithErrors => return Flow::Done,
+            // Canceled tasks belong to runs that ended; nothing walks them.
+            TaskStatus::Completed | TaskStatus::CompletedWithErrors | TaskStatus::Canceled => {
+                return Flow::Done
+            }
             TaskStatus::Failed | TaskStatus::FailedWithTerminalError | TaskStatus::TimedOut => {
                 return super::walk::fail(
                     task,

@@ -117,7 +117,10 @@ impl<'a> Walker<'a> {
             None => 1,
             Some(t) => match t.status {
                 TaskStatus::Scheduled => return self.running(task, t, &policy),
-                TaskStatus::Completed | TaskStatus::CompletedWithErrors => return Flow::Done,
+                // Canceled tasks belong to runs that ended; nothing walks them.
+                TaskStatus::Completed | TaskStatus::CompletedWithErrors | TaskStatus::Canceled => {
+                    return Flow::Done
+                }
                 TaskStatus::Failed | TaskStatus::TimedOut if t.attempt <= policy.retry_count => {
                     let delay = policy.retry_delay(t.attempt);
                     if delay > chrono::Duration::zero() {

@@ -171,13 +171,12 @@ async fn get_history(
 /// The workflow as Conductor shows it: the current run, or the accepted start while the
 /// decider has not applied it yet (RUNNING / QUEUING).
 async fn load(state: &AppState, id: &str, include_tasks: bool) -> Result<Workflow, ApiError> {
-    if let Some(run) = state.store.current_run(id).await? {
-        let tasks = if include_tasks {
-            state.store.tasks_of_run(run.run_id).await?
-        } else {
-            Vec::new()
-        };
-        return Ok(Workflow::from_run(run, tasks));
+    if include_tasks {
+        if let Some((run, tasks)) = state.store.current_run_with_tasks(id).await? {
+            return Ok(Workflow::from_run(run, tasks));
+        }
+    } else if let Some(run) = state.store.current_run(id).await? {
+        return Ok(Workflow::from_run(run, Vec::new()));
     }
     match state.store.get_start(id).await? {
         Some(start) => Ok(Workflow::from_start(start)),
