@@ -667,3 +667,81 @@ async fn a_failed_run_starts_its_failure_workflow() {
     assert_eq!(r.status, 404, "{}", r.text);
     assert!(r.text.contains("nobody"), "{}", r.text);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_group_of_children_succeeds_or_fails_by_its_success_percent() {
+    let suite = Suite::start(TestEnv::new().await.unwrap()).await.unwrap();
+    let client = suite.client();
+    client
+        .register(&weft_e2e::greet::definition())
+        .await
+        .unwrap();
+    client
+        .register(&json!({"name": "group", "version": 1, "tasks": [
+            {"name": "kids", "taskReferenceName": "kids", "type": "FORK_JOIN_DYNAMIC",
+             "inputParameters": {"forkTaskWorkflow": "greet",
+                                 "forkTaskInputs": "${workflow.input.kids}"}},
+            {"name": "all", "taskReferenceName": "all", "type": "JOIN", "successPercent": 70}],
+         "outputParameters": {"succeeded": "${all.output.succeeded}",
+                              "children": "${all.output.children}"}}))
+        .await
+        .unwrap();
+    // A child without `n` fails (the example worker's `count` needs it).
+    let kids = |failing: usize| -> Value {
+        (0..10)
+            .map(|i| {
+                if i < failing {
+                    json!({"first": format!("K{i}")})
+                } else {
+                    json!({"first": format!("K{i}"), "n": 1})
+                }
+            })
+            .collect()
+    };
+    let two_fail = client
+        .start("group", json!({"kids": kids(2)}))
+        .await
+        .unwrap();
+    let four_fail = client
+        .start("group", json!({"kids": kids(4)}))
+        .await
+        .unwrap();
+
+    let wf = client
+        .wait_for_status(&two_fail, &["COMPLETED"], RUN_TIMEOUT)
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}\n{}", suite.describe()));
+    assert_eq!(wf["output"]["succeeded"], json!(8));
+    let children = wf["output"]["children"].as_array().unwrap();
+    assert_eq!(children.len(), 10);
+    let failed: Vec<&Value> = children
+        .iter()
+        .filter(|c| c["status"] != "COMPLETED")
+        .collect();
+    assert_eq!(
+        failed.len(),
+        2,
+        "failed children did not cancel their siblings"
+    );
+    for c in children {
+        assert!(c["workflowId"].is_string(), "{c}");
+    }
+    let done = children
+        .iter()
+        .find(|c| c["status"] == "COMPLETED")
+        .unwrap();
+    assert_eq!(
+        done["output"]["result"],
+        json!(format!("{} WEFT x1", "K2".to_uppercase()))
+    );
+
+    let wf = client
+        .wait_for_status(&four_fail, &["FAILED"], RUN_TIMEOUT)
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}\n{}", suite.describe()));
+    let reason = wf["reasonForIncompletion"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains("6 of 10") && reason.contains("successPercent"),
+        "{reason}"
+    );
+}

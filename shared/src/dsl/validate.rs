@@ -659,12 +659,13 @@ fn check_dynamic_fork(task: &WorkflowTask, path: &str) -> Result<(), DslError> {
         return Ok(());
     }
     // The newer shape: every branch runs `forkTaskName` over one of `forkTaskInputs`.
-    let same_task = task.input_parameters.contains_key("forkTaskName");
+    let same_task = task.input_parameters.contains_key("forkTaskName")
+        || task.input_parameters.contains_key("forkTaskWorkflow");
     if same_task && !modern {
         if !task.input_parameters.contains_key("forkTaskInputs") {
             return Err(DslError::new(
                 join(&join(path, "inputParameters"), "forkTaskInputs"),
-                "a FORK_JOIN_DYNAMIC task with forkTaskName needs forkTaskInputs",
+                "a FORK_JOIN_DYNAMIC task with forkTaskName or forkTaskWorkflow needs forkTaskInputs",
             ));
         }
         return Ok(());

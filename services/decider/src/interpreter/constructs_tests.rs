@@ -751,3 +751,40 @@ fn a_failing_branch_fails_the_run_and_cancels_its_waiting_siblings() {
         "nothing claims to wait for a worker"
     );
 }
+
+fn group(percent: u32) -> serde_json::Value {
+    json!({"name": "w", "tasks": [
+        {"name": "dyn", "taskReferenceName": "dyn", "type": "FORK_JOIN_DYNAMIC",
+         "inputParameters": {"forkTaskName": "job", "forkTaskInputs": [{}, {}, {}, {}]}},
+        {"name": "all", "taskReferenceName": "all", "type": "JOIN", "successPercent": percent}]})
+}
+
+#[test]
+fn group_join_completes_when_enough_branches_succeed_and_failures_spare_siblings() {
+    let mut sim = Sim::start(group(75), json!({}));
+    sim.fail("job_0", "nope");
+    assert_eq!(
+        sim.state.status,
+        RunStatus::Running,
+        "a failure does not end the group"
+    );
+    assert_eq!(sim.pending(), vec!["job_1", "job_2", "job_3"]);
+    for r in ["job_1", "job_2", "job_3"] {
+        sim.complete(r, json!({"ok": r}));
+    }
+    assert_eq!(sim.state.status, RunStatus::Completed);
+    let out = sim.state.latest("all").unwrap().output.clone().unwrap();
+    assert_eq!(out["succeeded"], json!(3));
+    assert_eq!(out["children"][0]["status"], json!("FAILED"));
+}
+
+#[test]
+fn group_join_fails_the_run_below_its_success_percent() {
+    let mut sim = Sim::start(group(80), json!({}));
+    sim.fail("job_0", "nope");
+    for r in ["job_1", "job_2", "job_3"] {
+        sim.complete(r, json!({}));
+    }
+    assert_eq!(sim.state.status, RunStatus::Failed);
+    assert!(sim.state.reason.clone().unwrap().contains("3 of 4"));
+}

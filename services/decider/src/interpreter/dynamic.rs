@@ -17,7 +17,14 @@ use crate::state::{find_task, TaskState};
 const MAX_BRANCHES: usize = 1_000;
 
 impl Walker<'_> {
-    pub(super) fn dynamic_fork(&self, task: &WorkflowTask, latest: Option<&TaskState>) -> Flow {
+    /// `tolerate_failures`: the JOIN after this fork carries `successPercent` (a group of
+    /// children): a branch that ends failed is finished, not fatal; the JOIN judges.
+    pub(super) fn dynamic_fork(
+        &self,
+        task: &WorkflowTask,
+        latest: Option<&TaskState>,
+        tolerate_failures: bool,
+    ) -> Flow {
         if latest.is_none() {
             let input = self.input(task, 1);
             return match self.branches(task, &input) {
@@ -47,6 +54,7 @@ impl Walker<'_> {
                     all_done = false;
                     decisions.extend(d);
                 }
+                Flow::Stop(_) if tolerate_failures => {}
                 stop @ Flow::Stop(_) => return stop,
             }
         }
@@ -89,7 +97,32 @@ impl Walker<'_> {
                     .to_owned(),
             );
         }
-        let mut branches: Vec<WorkflowTask> = if let Some(name) = input["forkTaskName"].as_str() {
+        let mut branches: Vec<WorkflowTask> = if let Some(child) =
+            input["forkTaskWorkflow"].as_str()
+        {
+            // A group of child runs: the definition was frozen at start.
+            let definition = task
+                .extra
+                .get("forkTaskWorkflowDefinition")
+                .filter(|d| d.is_object())
+                .ok_or_else(|| {
+                    format!("child definition {child:?} was not resolved when the run started")
+                })?;
+            let inputs = input["forkTaskInputs"]
+                .as_array()
+                .ok_or("inputParameters.forkTaskInputs must be a list of inputs")?;
+            inputs
+                .iter()
+                .enumerate()
+                .map(|(i, one)| {
+                    serde_json::from_value(json!({
+                        "name": child, "taskReferenceName": format!("{child}_{i}"),
+                        "type": "SUB_WORKFLOW", "inputParameters": one,
+                        "subWorkflowParam": {"name": child, "workflowDefinition": definition}}))
+                    .map_err(|e| format!("forkTaskInputs[{i}]: {e}"))
+                })
+                .collect::<Result<_, _>>()?
+        } else if let Some(name) = input["forkTaskName"].as_str() {
             let kind = input["forkTaskType"].as_str().unwrap_or("SIMPLE");
             let inputs = input["forkTaskInputs"]
                 .as_array()
@@ -138,9 +171,12 @@ impl Walker<'_> {
             if b.task_reference_name.is_empty() {
                 return Err(format!("forked task {i} has no taskReferenceName"));
             }
-            if !b.task_type().is_some_and(|k| k.is_activity()) {
+            if !b
+                .task_type()
+                .is_some_and(|k| k.is_activity() || k == TaskType::SubWorkflow)
+            {
                 return Err(format!(
-                    "forked task {:?} is of type {}; dynamic forks run SIMPLE or HTTP tasks",
+                    "forked task {:?} is of type {}; dynamic forks run SIMPLE, HTTP or SUB_WORKFLOW tasks",
                     b.task_reference_name, b.kind
                 ));
             }
@@ -157,5 +193,88 @@ impl Walker<'_> {
             }
         }
         Ok(branches)
+    }
+}
+
+/// The `successPercent` (0–100) of a JOIN, when it has one.
+pub(super) fn success_percent(join: &WorkflowTask) -> Option<f64> {
+    join.extra
+        .get("successPercent")
+        .and_then(Value::as_f64)
+        .map(|p| p.clamp(0.0, 100.0))
+}
+
+impl Walker<'_> {
+    /// The JOIN of a group of children: completes when every forked task has ended and
+    /// at least `percent` of them completed; its output lists each child.
+    pub(super) fn group_join(&self, join: &WorkflowTask, refs: &[String], percent: f64) -> Flow {
+        if self
+            .state
+            .latest_at(&join.task_reference_name, self.iteration)
+            .is_some()
+        {
+            return Flow::Done;
+        }
+        let mut children = Vec::new();
+        let mut succeeded = 0usize;
+        for r in refs {
+            let Some(t) = self.state.latest_at(r, self.iteration) else {
+                return Flow::Waiting(Vec::new());
+            };
+            if t.status == crate::state::TaskStatus::Completed {
+                succeeded += 1;
+            }
+            let output = t.output.clone().unwrap_or(Value::Null);
+            children.push(json!({
+                "ref": r,
+                "workflowId": output.get("subWorkflowId").cloned().unwrap_or(Value::Null),
+                "status": t.status.as_str(),
+                "output": output,
+                "reason": t.reason,
+            }));
+        }
+        let total = refs.len();
+        let share = if total == 0 {
+            100.0
+        } else {
+            succeeded as f64 * 100.0 / total as f64
+        };
+        let output = json!({
+            "children": children, "succeeded": succeeded, "total": total,
+            "successPercent": percent,
+        });
+        let input = self.input(join, 1);
+        if share + f64::EPSILON >= percent {
+            return Flow::Waiting(vec![self.complete(
+                join,
+                TaskType::Join,
+                input,
+                output,
+                None,
+            )]);
+        }
+        let reason = format!(
+            "{succeeded} of {total} children succeeded ({share:.0}%), below successPercent {percent}"
+        );
+        let task_id = self.task_id(join, 1);
+        Flow::Stop(vec![
+            super::Decision::StartSystemTask {
+                task_id,
+                task_ref: join.task_reference_name.clone(),
+                task_type: TaskType::Join.as_str().to_owned(),
+                task_name: join.name.clone(),
+                input,
+                iteration: self.iteration,
+            },
+            super::Decision::FailStartedTask {
+                task_id,
+                task_ref: join.task_reference_name.clone(),
+                reason: reason.clone(),
+            },
+            super::Decision::FailWorkflow {
+                reason: format!("task {:?}: {reason}", join.task_reference_name),
+                failed_task_refs: vec![join.task_reference_name.clone()],
+            },
+        ])
     }
 }

@@ -51,19 +51,33 @@ impl<'a> Walker<'a> {
     /// A list of tasks, in order.
     pub(super) fn list(&self, tasks: &[WorkflowTask]) -> Flow {
         let mut previous: Option<&WorkflowTask> = None;
-        for task in tasks {
-            // A JOIN after a dynamic fork joins every forked task (it has no joinOn).
+        for (i, task) in tasks.iter().enumerate() {
+            let next = tasks.get(i + 1);
             let flow = match (task.task_type(), previous) {
+                // A JOIN after a dynamic fork joins every forked task (it has no joinOn);
+                // with `successPercent` it judges a group of children.
                 (Some(TaskType::Join), Some(fork))
                     if fork.task_type() == Some(TaskType::ForkJoinDynamic) =>
                 {
                     let refs = self.forked_refs(fork);
+                    match super::dynamic::success_percent(task) {
+                        Some(percent) => self.group_join(task, &refs, percent),
+                        None => {
+                            let latest = self
+                                .state
+                                .latest_at(&task.task_reference_name, self.iteration);
+                            self.system(task, TaskType::Join, latest, |w| {
+                                (w.outputs_of(&refs), None)
+                            })
+                        }
+                    }
+                }
+                (Some(TaskType::ForkJoinDynamic), _) => {
+                    let group = next.and_then(super::dynamic::success_percent).is_some();
                     let latest = self
                         .state
                         .latest_at(&task.task_reference_name, self.iteration);
-                    self.system(task, TaskType::Join, latest, |w| {
-                        (w.outputs_of(&refs), None)
-                    })
+                    self.dynamic_fork(task, latest, group)
                 }
                 _ => self.task(task),
             };
@@ -103,7 +117,7 @@ impl<'a> Walker<'a> {
             TaskType::Terminate => self.terminate(task, latest),
             TaskType::DoWhile => self.do_while(task, latest),
             TaskType::Inline => self.inline(task, latest),
-            TaskType::ForkJoinDynamic => self.dynamic_fork(task, latest),
+            TaskType::ForkJoinDynamic => self.dynamic_fork(task, latest, false),
             TaskType::Wait => self.wait(task, latest),
         }
     }

@@ -205,6 +205,10 @@ fn embed_children<'a>(
                     embed_children(state, branch, depth).await?;
                 }
             }
+            if task.get("type").and_then(Value::as_str) == Some("FORK_JOIN_DYNAMIC") {
+                embed_group_child(state, task, depth).await?;
+                continue;
+            }
             if task.get("type").and_then(Value::as_str) != Some("SUB_WORKFLOW") {
                 continue;
             }
@@ -284,6 +288,47 @@ async fn freeze_failure_workflow(state: &AppState, def: &mut WorkflowDef) -> Res
         FAILURE_WORKFLOW_DEFINITION.to_owned(),
         serde_json::to_value(&failure).map_err(weft::Error::from)?,
     );
+    Ok(())
+}
+
+/// A dynamic fork over a group of children (`inputParameters.forkTaskWorkflow`, a
+/// definition name): that definition, frozen, travels as `forkTaskWorkflowDefinition`.
+async fn embed_group_child(
+    state: &AppState,
+    task: &mut Value,
+    depth: usize,
+) -> Result<(), ApiError> {
+    let Some(name) = task
+        .pointer("/inputParameters/forkTaskWorkflow")
+        .and_then(Value::as_str)
+        .filter(|n| !n.contains("${"))
+        .map(str::to_owned)
+    else {
+        return Ok(());
+    };
+    if task.get("forkTaskWorkflowDefinition").is_some() {
+        return Ok(());
+    }
+    let version = task
+        .pointer("/inputParameters/forkTaskWorkflowVersion")
+        .and_then(Value::as_i64)
+        .and_then(|v| i32::try_from(v).ok());
+    let stored = state
+        .store
+        .get_definition(&name, version)
+        .await?
+        .ok_or_else(|| not_found(&name, version))?;
+    let mut child =
+        dsl::parse_definition(&stored.definition).map_err(|e| ApiError::definition(e, None))?;
+    check_executable(&child).map_err(|e| ApiError::definition(e, None))?;
+    freeze_task_defs(state, &mut child).await?;
+    let mut child_json = serde_json::to_value(&child).map_err(weft::Error::from)?;
+    if let Some(tasks) = child_json.get_mut("tasks") {
+        embed_children(state, tasks, depth + 1).await?;
+    }
+    if let Some(obj) = task.as_object_mut() {
+        obj.insert("forkTaskWorkflowDefinition".to_owned(), child_json);
+    }
     Ok(())
 }
 
