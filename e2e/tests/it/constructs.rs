@@ -745,3 +745,42 @@ async fn a_group_of_children_succeeds_or_fails_by_its_success_percent() {
         "{reason}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_loop_inside_a_fork_inside_a_decision_with_a_sub_workflow_runs_to_the_expected_output() {
+    let suite = Suite::start(TestEnv::new().await.unwrap()).await.unwrap();
+    let client = suite.client();
+    client.register(&weft_e2e::greet::definition()).await.unwrap();
+    client
+        .register(&json!({"name": "nested", "version": 1, "tasks": [
+            {"name": "route", "taskReferenceName": "route", "type": "DECISION",
+             "caseValueParam": "mode", "inputParameters": {"mode": "${workflow.input.mode}"},
+             "decisionCases": {"deep": [
+                {"name": "f", "taskReferenceName": "f", "type": "FORK_JOIN", "forkTasks": [
+                    [{"name": "loop", "taskReferenceName": "loop", "type": "DO_WHILE",
+                      "loopCondition": "$.loop['iteration'] < 2",
+                      "loopOver": [
+                        {"name": "count", "taskReferenceName": "tick", "type": "SIMPLE",
+                         "inputParameters": {"text": "t", "n": "${loop.output.iteration}"}}]}],
+                    [{"name": "kid", "taskReferenceName": "kid", "type": "SUB_WORKFLOW",
+                      "inputParameters": {"first": "${workflow.input.first}", "n": 2},
+                      "subWorkflowParam": {"name": "greet"}}]]},
+                {"name": "j", "taskReferenceName": "j", "type": "JOIN", "joinOn": ["loop", "kid"]}]},
+             "defaultCase": []}],
+         "outputParameters": {"ticks": "${loop.output.iteration}", "last": "${tick.output.result}",
+                              "kid": "${kid.output.result}"}}))
+        .await
+        .unwrap();
+    let id = client
+        .start("nested", json!({"mode": "deep", "first": "Ada"}))
+        .await
+        .unwrap();
+    let wf = client
+        .wait_for_status(&id, &["COMPLETED"], RUN_TIMEOUT)
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}\n{}", suite.describe()));
+    assert_eq!(
+        wf["output"],
+        json!({"ticks": 2, "last": "t x2", "kid": "ADA WEFT x2"})
+    );
+}
