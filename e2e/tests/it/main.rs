@@ -3,11 +3,14 @@
 //!
 //! Build the binaries first: `cargo build --workspace --bins` (or `scripts/test`).
 
+mod activities;
 mod bad_input;
+mod children;
 mod constructs;
 mod crash;
 mod greet;
 mod poison;
+mod waiting;
 
 use std::time::Duration;
 

@@ -1,0 +1,166 @@
+//! HTTP tasks, retries with back-off on durable timers, and timeouts, over the real
+//! services (loopback test servers stand in for the outside world).
+
+use serde_json::{json, Value};
+use weft_e2e::{Suite, TestEnv};
+
+use crate::constructs::statuses;
+use crate::RUN_TIMEOUT;
+
+/// A tiny HTTP service on loopback for the HTTP task to call: `POST /orders/{id}`
+/// echoes the JSON body with the id; `GET /missing` answers 404.
+async fn order_service() -> std::net::SocketAddr {
+    use axum::extract::Path;
+    use axum::routing::post;
+    use axum::Json;
+    let app = axum::Router::new().route(
+        "/orders/{id}",
+        post(
+            |Path(id): Path<String>, Json(body): Json<Value>| async move {
+                Json(json!({"id": id, "received": body}))
+            },
+        ),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    addr
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_task_calls_a_service_and_feeds_the_next_task() {
+    let addr = order_service().await;
+    let suite = Suite::start(TestEnv::new().await.unwrap()).await.unwrap();
+    let client = suite.client();
+    client
+        .register(&json!({"name": "call_out", "version": 1, "tasks": [
+            {"name": "place_order", "taskReferenceName": "order", "type": "HTTP",
+             "inputParameters": {"http_request": {
+                 "uri": format!("http://{addr}/orders/${{workflow.input.id}}"),
+                 "method": "POST", "body": {"qty": "${workflow.input.qty}"}}}},
+            {"name": "shout", "taskReferenceName": "s", "type": "SIMPLE",
+             "inputParameters": {"text": "${order.output.response.body.id}"}},
+            {"name": "missing", "taskReferenceName": "gone", "type": "HTTP", "optional": true,
+             "inputParameters": {"http_request": {"uri": format!("http://{addr}/missing")}}}],
+         "outputParameters": {"status": "${order.output.response.statusCode}",
+                              "echo": "${order.output.response.body.received}",
+                              "shouted": "${s.output.text}"}}))
+        .await
+        .unwrap();
+    let id = client
+        .start("call_out", json!({"id": "a-7", "qty": 3}))
+        .await
+        .unwrap();
+    let wf = client
+        .wait_for_status(&id, &["COMPLETED"], RUN_TIMEOUT)
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}\n{}", suite.describe()));
+    assert_eq!(wf["output"]["status"], json!(200));
+    assert_eq!(wf["output"]["echo"], json!({"qty": 3}));
+    assert_eq!(wf["output"]["shouted"], json!("A-7"));
+    let tasks = statuses(&wf);
+    assert_eq!(
+        tasks.last(),
+        Some(&("gone".to_owned(), "COMPLETED_WITH_ERRORS".to_owned())),
+        "a 404 fails the optional HTTP task, and the run goes on: {tasks:?}"
+    );
+}
+
+/// A loopback service whose `/flaky` answers 500 twice, then 200 `{"calls": n}`.
+async fn flaky_service() -> std::net::SocketAddr {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    use std::sync::Arc;
+    let calls = Arc::new(AtomicU32::new(0));
+    let app = axum::Router::new().route(
+        "/flaky",
+        axum::routing::get(move || {
+            let calls = calls.clone();
+            async move {
+                let n = calls.fetch_add(1, Ordering::SeqCst) + 1;
+                if n <= 2 {
+                    (
+                        axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+                        axum::Json(json!({"calls": n})),
+                    )
+                } else {
+                    (axum::http::StatusCode::OK, axum::Json(json!({"calls": n})))
+                }
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    addr
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retries_back_off_on_timers_and_timeouts_end_runs() {
+    let addr = flaky_service().await;
+    let suite = Suite::start(TestEnv::new().await.unwrap()).await.unwrap();
+    let client = suite.client();
+    client
+        .register(&json!({"name": "persistent", "version": 1, "tasks": [
+            {"name": "call", "taskReferenceName": "call", "type": "HTTP",
+             "taskDefinition": {"retryCount": 2, "retryDelaySeconds": 1, "retryLogic": "FIXED"},
+             "inputParameters": {"http_request": {"uri": format!("http://{addr}/flaky")}}}],
+         "outputParameters": {"calls": "${call.output.response.body.calls}"}}))
+        .await
+        .unwrap();
+    client
+        .register(
+            &json!({"name": "impatient", "version": 1, "timeoutSeconds": 1, "tasks": [
+            {"name": "approval", "taskReferenceName": "approval", "type": "WAIT"}]}),
+        )
+        .await
+        .unwrap();
+
+    let persistent = client.start("persistent", json!({})).await.unwrap();
+    let impatient = client.start("impatient", json!({})).await.unwrap();
+
+    let wf = client
+        .wait_for_status(&persistent, &["COMPLETED"], RUN_TIMEOUT)
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}\n{}", suite.describe()));
+    assert_eq!(wf["output"], json!({"calls": 3}));
+    let attempts: Vec<(String, i64)> = wf["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            (
+                t["status"].as_str().unwrap_or_default().to_owned(),
+                t["retryCount"].as_i64().unwrap_or(-1),
+            )
+        })
+        .collect();
+    assert_eq!(
+        attempts,
+        vec![
+            ("FAILED".to_owned(), 0),
+            ("FAILED".to_owned(), 1),
+            ("COMPLETED".to_owned(), 2)
+        ]
+    );
+    let tasks = wf["tasks"].as_array().unwrap();
+    for pair in tasks.windows(2) {
+        let gap = pair[1]["scheduledTime"].as_i64().unwrap() - pair[0]["endTime"].as_i64().unwrap();
+        assert!(
+            gap >= 1_000,
+            "the retry came before its 1 s back-off: {gap} ms"
+        );
+    }
+
+    let wf = client
+        .wait_for_status(&impatient, &["TIMED_OUT"], RUN_TIMEOUT)
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}\n{}", suite.describe()));
+    assert_eq!(wf["subStatus"], json!("TIMED_OUT"));
+    assert!(
+        wf["reasonForIncompletion"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("timeoutSeconds"),
+        "{wf}"
+    );
+}

@@ -1,0 +1,255 @@
+//! Dynamic forks, sub-workflows, groups of children and failure workflows over the real
+//! services.
+
+use serde_json::{json, Value};
+use weft_e2e::{Suite, TestEnv};
+
+use crate::RUN_TIMEOUT;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dynamic_forks_run_what_the_input_lists() {
+    let suite = Suite::start(TestEnv::new().await.unwrap()).await.unwrap();
+    let client = suite.client();
+    client
+        .register(&json!({"name": "fan_out", "version": 1, "tasks": [
+            {"name": "names", "taskReferenceName": "names", "type": "FORK_JOIN_DYNAMIC",
+             "inputParameters": {"forkTaskName": "make_name",
+                                 "forkTaskInputs": "${workflow.input.people}"}},
+            {"name": "join_names", "taskReferenceName": "join_names", "type": "JOIN"},
+            {"name": "mixed", "taskReferenceName": "mixed", "type": "FORK_JOIN_DYNAMIC",
+             "dynamicForkTasksParam": "tasks", "dynamicForkTasksInputParamName": "inputs",
+             "inputParameters": {"tasks": "${workflow.input.tasks}",
+                                 "inputs": "${workflow.input.inputs}"}},
+            {"name": "join_mixed", "taskReferenceName": "join_mixed", "type": "JOIN"}],
+         "outputParameters": {"names": "${join_names.output}", "mixed": "${join_mixed.output}"}}))
+        .await
+        .unwrap();
+    let id = client
+        .start(
+            "fan_out",
+            json!({
+                "people": [{"first": "Ada"}, {"first": "Bo"}],
+                "tasks": [{"name": "shout", "taskReferenceName": "loud", "type": "SIMPLE"},
+                          {"name": "count", "taskReferenceName": "many", "type": "SIMPLE"}],
+                "inputs": {"loud": {"text": "hey"}, "many": {"text": "hey", "n": 2}}
+            }),
+        )
+        .await
+        .unwrap();
+    let wf = client
+        .wait_for_status(&id, &["COMPLETED"], RUN_TIMEOUT)
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}\n{}", suite.describe()));
+    assert_eq!(
+        wf["output"],
+        json!({
+            "names": {"make_name_0": {"name": "Ada Weft"}, "make_name_1": {"name": "Bo Weft"}},
+            "mixed": {"loud": {"text": "HEY"}, "many": {"result": "hey x2"}}
+        })
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sub_workflows_run_as_child_runs_and_report_back() {
+    let suite = Suite::start(TestEnv::new().await.unwrap()).await.unwrap();
+    let client = suite.client();
+    let mut child = weft_e2e::greet::definition();
+    child["name"] = json!("greet_child");
+    let mut broken = child.clone();
+    broken["name"] = json!("broken_child");
+    broken["tasks"][2]["inputParameters"] = json!({"text": "${s.output.text}"}); // no `n`
+    client
+        .register(&json!({"name": "family", "version": 1, "tasks": [
+            {"name": "kid", "taskReferenceName": "kid", "type": "SUB_WORKFLOW",
+             "inputParameters": {"first": "${workflow.input.first}", "n": 2},
+             "subWorkflowParam": {"name": "greet_child", "workflowDefinition": child}},
+            {"name": "shout", "taskReferenceName": "s2", "type": "SIMPLE",
+             "inputParameters": {"text": "${kid.output.result}"}}],
+         "outputParameters": {"child": "${kid.output.subWorkflowId}", "loud": "${s2.output.text}"}}))
+        .await
+        .unwrap();
+    client
+        .register(&json!({"name": "broken_family", "version": 1, "tasks": [
+            {"name": "kid", "taskReferenceName": "kid", "type": "SUB_WORKFLOW",
+             "inputParameters": {"first": "x"},
+             "subWorkflowParam": {"name": "broken_child", "workflowDefinition": broken}}]}))
+        .await
+        .unwrap();
+
+    let id = client
+        .start("family", json!({"first": "Ada"}))
+        .await
+        .unwrap();
+    let broken_id = client.start("broken_family", json!({})).await.unwrap();
+
+    let wf = client
+        .wait_for_status(&id, &["COMPLETED"], RUN_TIMEOUT)
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}\n{}", suite.describe()));
+    assert_eq!(wf["output"]["loud"], json!("ADA WEFT X2"));
+    let child_id = wf["output"]["child"].as_str().unwrap().to_owned();
+    let child = client.get(&child_id).await.unwrap();
+    assert_eq!(child["status"], json!("COMPLETED"));
+    assert_eq!(child["parentWorkflowId"], json!(id));
+    assert_eq!(
+        child["output"],
+        json!({"result": "ADA WEFT x2", "name": "Ada Weft"})
+    );
+
+    let wf = client
+        .wait_for_status(&broken_id, &["FAILED"], RUN_TIMEOUT)
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}\n{}", suite.describe()));
+    let reason = wf["reasonForIncompletion"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains("child workflow") && reason.contains("FAILED"),
+        "{reason}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_run_starts_its_failure_workflow() {
+    let suite = Suite::start(TestEnv::new().await.unwrap()).await.unwrap();
+    let client = suite.client();
+    client
+        .register(&json!({"name": "cleanup", "version": 1, "tasks": [
+            {"name": "make_name", "taskReferenceName": "n", "type": "SIMPLE",
+             "inputParameters": {"first": "${workflow.input.failureStatus}"}}],
+         "outputParameters": {"seen": "${n.output.name}", "failed": "${workflow.input.workflowId}",
+                              "order": "${workflow.input.order}"}}))
+        .await
+        .unwrap();
+    client
+        .register(
+            &json!({"name": "fragile", "version": 1, "failureWorkflow": "cleanup",
+         "tasks": [{"name": "count", "taskReferenceName": "c", "type": "SIMPLE",
+                    "inputParameters": {"text": "x"}}]}),
+        )
+        .await
+        .unwrap();
+    let id = client.start("fragile", json!({"order": 42})).await.unwrap();
+    client
+        .wait_for_status(&id, &["FAILED"], RUN_TIMEOUT)
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}\n{}", suite.describe()));
+    let mut cleanup_id = None;
+    for _ in 0..2_000 {
+        cleanup_id = sqlx::query_scalar::<_, String>(
+            "SELECT workflow_id FROM runs WHERE parent_workflow_id = $1",
+        )
+        .bind(&id)
+        .fetch_optional(suite.env().pool())
+        .await
+        .unwrap();
+        if cleanup_id.is_some() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let cleanup_id = cleanup_id.expect("the failure workflow was started");
+    let wf = client
+        .wait_for_status(&cleanup_id, &["COMPLETED"], RUN_TIMEOUT)
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}\n{}", suite.describe()));
+    assert_eq!(
+        wf["output"],
+        json!({"seen": "FAILED Weft", "failed": id, "order": 42})
+    );
+
+    // A failure workflow that is not registered refuses the start, naming it.
+    client
+        .register(
+            &json!({"name": "fragile2", "version": 1, "failureWorkflow": "nobody",
+         "tasks": [{"name": "count", "taskReferenceName": "c", "type": "SIMPLE"}]}),
+        )
+        .await
+        .unwrap();
+    let r = client
+        .raw(
+            reqwest::Method::POST,
+            "/api/workflow",
+            Some(("application/json", br#"{"name": "fragile2"}"#.to_vec())),
+        )
+        .await
+        .unwrap();
+    assert_eq!(r.status, 404, "{}", r.text);
+    assert!(r.text.contains("nobody"), "{}", r.text);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_group_of_children_succeeds_or_fails_by_its_success_percent() {
+    let suite = Suite::start(TestEnv::new().await.unwrap()).await.unwrap();
+    let client = suite.client();
+    client
+        .register(&weft_e2e::greet::definition())
+        .await
+        .unwrap();
+    client
+        .register(&json!({"name": "group", "version": 1, "tasks": [
+            {"name": "kids", "taskReferenceName": "kids", "type": "FORK_JOIN_DYNAMIC",
+             "inputParameters": {"forkTaskWorkflow": "greet",
+                                 "forkTaskInputs": "${workflow.input.kids}"}},
+            {"name": "all", "taskReferenceName": "all", "type": "JOIN", "successPercent": 70}],
+         "outputParameters": {"succeeded": "${all.output.succeeded}",
+                              "children": "${all.output.children}"}}))
+        .await
+        .unwrap();
+    // A child without `n` fails (the example worker's `count` needs it).
+    let kids = |failing: usize| -> Value {
+        (0..10)
+            .map(|i| {
+                if i < failing {
+                    json!({"first": format!("K{i}")})
+                } else {
+                    json!({"first": format!("K{i}"), "n": 1})
+                }
+            })
+            .collect()
+    };
+    let two_fail = client
+        .start("group", json!({"kids": kids(2)}))
+        .await
+        .unwrap();
+    let four_fail = client
+        .start("group", json!({"kids": kids(4)}))
+        .await
+        .unwrap();
+
+    let wf = client
+        .wait_for_status(&two_fail, &["COMPLETED"], RUN_TIMEOUT)
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}\n{}", suite.describe()));
+    assert_eq!(wf["output"]["succeeded"], json!(8));
+    let children = wf["output"]["children"].as_array().unwrap();
+    assert_eq!(children.len(), 10);
+    let failed: Vec<&Value> = children
+        .iter()
+        .filter(|c| c["status"] != "COMPLETED")
+        .collect();
+    assert_eq!(
+        failed.len(),
+        2,
+        "failed children did not cancel their siblings"
+    );
+    for c in children {
+        assert!(c["workflowId"].is_string(), "{c}");
+    }
+    let done = children
+        .iter()
+        .find(|c| c["status"] == "COMPLETED")
+        .unwrap();
+    assert_eq!(
+        done["output"]["result"],
+        json!(format!("{} WEFT x1", "K2".to_uppercase()))
+    );
+
+    let wf = client
+        .wait_for_status(&four_fail, &["FAILED"], RUN_TIMEOUT)
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}\n{}", suite.describe()));
+    let reason = wf["reasonForIncompletion"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains("6 of 10") && reason.contains("successPercent"),
+        "{reason}"
+    );
+}

@@ -1,0 +1,154 @@
+//! WAIT tasks over the real services: signals (before or after the WAIT is reached) and
+//! durable timers.
+
+use serde_json::{json, Value};
+use weft_e2e::{Suite, TestEnv};
+
+use crate::constructs::statuses;
+use crate::RUN_TIMEOUT;
+
+async fn post_json(client: &weft_e2e::Client, path: &str, body: Value) -> (u16, String) {
+    let r = client
+        .raw(
+            reqwest::Method::POST,
+            path,
+            Some(("application/json", body.to_string().into_bytes())),
+        )
+        .await
+        .unwrap();
+    (r.status, r.text)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wait_tasks_complete_on_signals_sent_before_or_after_they_are_reached() {
+    let suite = Suite::start(TestEnv::new().await.unwrap()).await.unwrap();
+    let client = suite.client();
+    client
+        .register(&json!({"name": "approve", "version": 1, "tasks": [
+            {"name": "make_name", "taskReferenceName": "n", "type": "SIMPLE",
+             "inputParameters": {"first": "${workflow.input.first}"}},
+            {"name": "approval", "taskReferenceName": "approval", "type": "WAIT"},
+            {"name": "shout", "taskReferenceName": "s", "type": "SIMPLE",
+             "inputParameters": {"text": "${approval.output.note}"}}],
+         "outputParameters": {"approved": "${s.output.text}"}}))
+        .await
+        .unwrap();
+
+    // Signalled after the WAIT is reached.
+    let late = client
+        .start("approve", json!({"first": "Ada"}))
+        .await
+        .unwrap();
+    let mut reached = false;
+    for _ in 0..2_000 {
+        let wf = client.get(&late).await.unwrap();
+        if statuses(&wf)
+            .iter()
+            .any(|(r, s)| r == "approval" && s == "IN_PROGRESS")
+        {
+            assert_eq!(
+                wf["subStatus"],
+                json!("RUNNING"),
+                "waiting for a signal, not a worker"
+            );
+            reached = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert!(reached, "the WAIT task was never reached");
+    let (status, body) = post_json(
+        client,
+        &format!("/api/workflow/{late}/signal/approval"),
+        json!({"note": "ok by ops"}),
+    )
+    .await;
+    assert_eq!(status, 202, "{body}");
+    let wf = client
+        .wait_for_status(&late, &["COMPLETED"], RUN_TIMEOUT)
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}\n{}", suite.describe()));
+    assert_eq!(wf["output"], json!({"approved": "OK BY OPS"}));
+
+    // Signalled at once, through Conductor's task-by-ref endpoint: kept until reached.
+    let early = client
+        .start("approve", json!({"first": "Bo"}))
+        .await
+        .unwrap();
+    let (status, body) = post_json(
+        client,
+        &format!("/api/tasks/{early}/approval/COMPLETED"),
+        json!({"note": "pre-approved"}),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let wf = client
+        .wait_for_status(&early, &["COMPLETED"], RUN_TIMEOUT)
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}\n{}", suite.describe()));
+    assert_eq!(wf["output"], json!({"approved": "PRE-APPROVED"}));
+
+    // Bad requests: unknown workflow, finished run, malformed payload.
+    let (status, body) = post_json(client, "/api/workflow/nope/signal/approval", json!({})).await;
+    assert_eq!(status, 404, "{body}");
+    let (status, body) = post_json(
+        client,
+        &format!("/api/workflow/{early}/signal/approval"),
+        json!({}),
+    )
+    .await;
+    assert_eq!(status, 409, "{body}");
+    assert!(body.contains("COMPLETED"), "{body}");
+    let r = client
+        .raw(
+            reqwest::Method::POST,
+            &format!("/api/workflow/{late}/signal/approval"),
+            Some(("application/json", b"{not json".to_vec())),
+        )
+        .await
+        .unwrap();
+    assert_eq!(r.status, 400, "{}", r.text);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wait_with_a_duration_is_woken_by_the_history_services_timer() {
+    let suite = Suite::start(TestEnv::new().await.unwrap()).await.unwrap();
+    let client = suite.client();
+    client
+        .register(&json!({"name": "nap", "version": 1, "tasks": [
+            {"name": "nap", "taskReferenceName": "nap", "type": "WAIT",
+             "inputParameters": {"duration": "1s"}},
+            {"name": "make_name", "taskReferenceName": "n", "type": "SIMPLE",
+             "inputParameters": {"first": "Nap"}}]}))
+        .await
+        .unwrap();
+    let id = client.start("nap", json!({})).await.unwrap();
+    let wf = client
+        .wait_for_status(&id, &["COMPLETED"], RUN_TIMEOUT)
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}\n{}", suite.describe()));
+    let nap = wf["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["referenceTaskName"] == "nap")
+        .cloned()
+        .unwrap();
+    assert_eq!(nap["status"], json!("COMPLETED"));
+    let slept_ms = nap["endTime"].as_i64().unwrap() - nap["scheduledTime"].as_i64().unwrap();
+    assert!(
+        slept_ms >= 1_000,
+        "the WAIT ended before its timer was due: {slept_ms} ms"
+    );
+    let events: Vec<String> = client
+        .history(&id)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.kind)
+        .collect();
+    assert!(
+        events.contains(&"TimerStarted".to_owned()) && events.contains(&"TimerFired".to_owned()),
+        "{events:?}"
+    );
+}
