@@ -5,7 +5,6 @@ use serde_json::{json, Value};
 use weft_e2e::{Suite, TestEnv};
 
 use crate::constructs::statuses;
-use crate::RUN_TIMEOUT;
 
 /// A tiny HTTP service on loopback for the HTTP task to call: `POST /orders/{id}`
 /// echoes the JSON body with the id; `GET /missing` answers 404.
@@ -51,10 +50,7 @@ async fn http_task_calls_a_service_and_feeds_the_next_task() {
         .start("call_out", json!({"id": "a-7", "qty": 3}))
         .await
         .unwrap();
-    let wf = client
-        .wait_for_status(&id, &["COMPLETED"], RUN_TIMEOUT)
-        .await
-        .unwrap_or_else(|e| panic!("{e:#}\n{}", suite.describe()));
+    let wf = crate::ended(&suite, &id, "COMPLETED").await;
     assert_eq!(wf["output"]["status"], json!(200));
     assert_eq!(wf["output"]["echo"], json!({"qty": 3}));
     assert_eq!(wf["output"]["shouted"], json!("A-7"));
@@ -118,10 +114,7 @@ async fn retries_back_off_on_timers_and_timeouts_end_runs() {
     let persistent = client.start("persistent", json!({})).await.unwrap();
     let impatient = client.start("impatient", json!({})).await.unwrap();
 
-    let wf = client
-        .wait_for_status(&persistent, &["COMPLETED"], RUN_TIMEOUT)
-        .await
-        .unwrap_or_else(|e| panic!("{e:#}\n{}", suite.describe()));
+    let wf = crate::ended(&suite, &persistent, "COMPLETED").await;
     assert_eq!(wf["output"], json!({"calls": 3}));
     let attempts: Vec<(String, i64)> = wf["tasks"]
         .as_array()
@@ -151,10 +144,7 @@ async fn retries_back_off_on_timers_and_timeouts_end_runs() {
         );
     }
 
-    let wf = client
-        .wait_for_status(&impatient, &["TIMED_OUT"], RUN_TIMEOUT)
-        .await
-        .unwrap_or_else(|e| panic!("{e:#}\n{}", suite.describe()));
+    let wf = crate::ended(&suite, &impatient, "TIMED_OUT").await;
     assert_eq!(wf["subStatus"], json!("TIMED_OUT"));
     assert!(
         wf["reasonForIncompletion"]

@@ -4,8 +4,6 @@
 use serde_json::{json, Value};
 use weft_e2e::{Suite, TestEnv};
 
-use crate::RUN_TIMEOUT;
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dynamic_forks_run_what_the_input_lists() {
     let suite = Suite::start(TestEnv::new().await.unwrap()).await.unwrap();
@@ -36,10 +34,7 @@ async fn dynamic_forks_run_what_the_input_lists() {
         )
         .await
         .unwrap();
-    let wf = client
-        .wait_for_status(&id, &["COMPLETED"], RUN_TIMEOUT)
-        .await
-        .unwrap_or_else(|e| panic!("{e:#}\n{}", suite.describe()));
+    let wf = crate::ended(&suite, &id, "COMPLETED").await;
     assert_eq!(
         wf["output"],
         json!({
@@ -82,10 +77,7 @@ async fn sub_workflows_run_as_child_runs_and_report_back() {
         .unwrap();
     let broken_id = client.start("broken_family", json!({})).await.unwrap();
 
-    let wf = client
-        .wait_for_status(&id, &["COMPLETED"], RUN_TIMEOUT)
-        .await
-        .unwrap_or_else(|e| panic!("{e:#}\n{}", suite.describe()));
+    let wf = crate::ended(&suite, &id, "COMPLETED").await;
     assert_eq!(wf["output"]["loud"], json!("ADA WEFT X2"));
     let child_id = wf["output"]["child"].as_str().unwrap().to_owned();
     let child = client.get(&child_id).await.unwrap();
@@ -96,10 +88,7 @@ async fn sub_workflows_run_as_child_runs_and_report_back() {
         json!({"result": "ADA WEFT x2", "name": "Ada Weft"})
     );
 
-    let wf = client
-        .wait_for_status(&broken_id, &["FAILED"], RUN_TIMEOUT)
-        .await
-        .unwrap_or_else(|e| panic!("{e:#}\n{}", suite.describe()));
+    let wf = crate::ended(&suite, &broken_id, "FAILED").await;
     let reason = wf["reasonForIncompletion"].as_str().unwrap_or_default();
     assert!(
         reason.contains("child workflow") && reason.contains("FAILED"),
@@ -128,10 +117,7 @@ async fn a_failed_run_starts_its_failure_workflow() {
         .await
         .unwrap();
     let id = client.start("fragile", json!({"order": 42})).await.unwrap();
-    client
-        .wait_for_status(&id, &["FAILED"], RUN_TIMEOUT)
-        .await
-        .unwrap_or_else(|e| panic!("{e:#}\n{}", suite.describe()));
+    crate::ended(&suite, &id, "FAILED").await;
     let mut cleanup_id = None;
     for _ in 0..2_000 {
         cleanup_id = sqlx::query_scalar::<_, String>(
@@ -147,10 +133,7 @@ async fn a_failed_run_starts_its_failure_workflow() {
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
     let cleanup_id = cleanup_id.expect("the failure workflow was started");
-    let wf = client
-        .wait_for_status(&cleanup_id, &["COMPLETED"], RUN_TIMEOUT)
-        .await
-        .unwrap_or_else(|e| panic!("{e:#}\n{}", suite.describe()));
+    let wf = crate::ended(&suite, &cleanup_id, "COMPLETED").await;
     assert_eq!(
         wf["output"],
         json!({"seen": "FAILED Weft", "failed": id, "order": 42})
@@ -215,10 +198,7 @@ async fn a_group_of_children_succeeds_or_fails_by_its_success_percent() {
         .await
         .unwrap();
 
-    let wf = client
-        .wait_for_status(&two_fail, &["COMPLETED"], RUN_TIMEOUT)
-        .await
-        .unwrap_or_else(|e| panic!("{e:#}\n{}", suite.describe()));
+    let wf = crate::ended(&suite, &two_fail, "COMPLETED").await;
     assert_eq!(wf["output"]["succeeded"], json!(8));
     let children = wf["output"]["children"].as_array().unwrap();
     assert_eq!(children.len(), 10);
@@ -243,10 +223,7 @@ async fn a_group_of_children_succeeds_or_fails_by_its_success_percent() {
         json!(format!("{} WEFT x1", "K2".to_uppercase()))
     );
 
-    let wf = client
-        .wait_for_status(&four_fail, &["FAILED"], RUN_TIMEOUT)
-        .await
-        .unwrap_or_else(|e| panic!("{e:#}\n{}", suite.describe()));
+    let wf = crate::ended(&suite, &four_fail, "FAILED").await;
     let reason = wf["reasonForIncompletion"].as_str().unwrap_or_default();
     assert!(
         reason.contains("6 of 10") && reason.contains("successPercent"),

@@ -4,8 +4,6 @@
 use serde_json::{json, Value};
 use weft_e2e::{Suite, TestEnv};
 
-use crate::RUN_TIMEOUT;
-
 fn branches() -> Value {
     json!({"name": "branches", "version": 1, "tasks": [
         {"name": "sv", "taskReferenceName": "sv", "type": "SET_VARIABLE",
@@ -66,10 +64,7 @@ async fn switch_fork_join_and_variables_run_over_the_real_services() {
         .await
         .unwrap();
 
-    let wf = client
-        .wait_for_status(&loud, &["COMPLETED"], RUN_TIMEOUT)
-        .await
-        .unwrap_or_else(|e| panic!("{e:#}\n{}", suite.describe()));
+    let wf = crate::ended(&suite, &loud, "COMPLETED").await;
     assert_eq!(wf["output"]["picked"], json!("yes"));
     assert_eq!(wf["output"]["loud"], json!("ADA"));
     assert_eq!(
@@ -88,10 +83,7 @@ async fn switch_fork_join_and_variables_run_over_the_real_services() {
     assert!(!refs.contains(&"m1"), "{refs:?}");
     assert_eq!(refs.last(), Some(&"j"), "the join comes last: {refs:?}");
 
-    let wf = client
-        .wait_for_status(&quiet, &["COMPLETED"], RUN_TIMEOUT)
-        .await
-        .unwrap_or_else(|e| panic!("{e:#}\n{}", suite.describe()));
+    let wf = crate::ended(&suite, &quiet, "COMPLETED").await;
     assert_eq!(wf["output"]["picked"], json!("no"));
     assert_eq!(wf["output"]["plain"], json!("Bo Weft"));
     assert_eq!(wf["output"]["loud"], Value::Null);
@@ -127,20 +119,14 @@ async fn terminate_task_and_exhausted_retries_end_the_run_as_declared() {
         .unwrap();
     let doomed = client.start("doomed", json!({})).await.unwrap();
 
-    let wf = client
-        .wait_for_status(&stopped, &["TERMINATED"], RUN_TIMEOUT)
-        .await
-        .unwrap_or_else(|e| panic!("{e:#}\n{}", suite.describe()));
+    let wf = crate::ended(&suite, &stopped, "TERMINATED").await;
     assert_eq!(wf["subStatus"], json!("TERMINATED"));
     assert_eq!(wf["reasonForIncompletion"], json!("seen Ada Weft"));
     assert_eq!(wf["output"], json!({"name": "Ada Weft"}));
     let refs: Vec<String> = statuses(&wf).into_iter().map(|(r, _)| r).collect();
     assert_eq!(refs, vec!["n", "t"]);
 
-    let wf = client
-        .wait_for_status(&doomed, &["FAILED"], RUN_TIMEOUT)
-        .await
-        .unwrap_or_else(|e| panic!("{e:#}\n{}", suite.describe()));
+    let wf = crate::ended(&suite, &doomed, "FAILED").await;
     assert_eq!(wf["failedReferenceTaskNames"], json!(["c"]));
     let tasks = statuses(&wf);
     assert_eq!(
@@ -176,10 +162,7 @@ async fn do_while_loops_and_a_javascript_switch_picks_the_branch() {
         .start("loops", json!({"times": 3, "text": "hi"}))
         .await
         .unwrap();
-    let wf = client
-        .wait_for_status(&id, &["COMPLETED"], RUN_TIMEOUT)
-        .await
-        .unwrap_or_else(|e| panic!("{e:#}\n{}", suite.describe()));
+    let wf = crate::ended(&suite, &id, "COMPLETED").await;
     assert_eq!(
         wf["output"],
         json!({"iterations": 3, "picked": "many", "shouted": "HI X2"})
@@ -226,10 +209,7 @@ async fn a_loop_inside_a_fork_inside_a_decision_with_a_sub_workflow_runs_to_the_
         .start("nested", json!({"mode": "deep", "first": "Ada"}))
         .await
         .unwrap();
-    let wf = client
-        .wait_for_status(&id, &["COMPLETED"], RUN_TIMEOUT)
-        .await
-        .unwrap_or_else(|e| panic!("{e:#}\n{}", suite.describe()));
+    let wf = crate::ended(&suite, &id, "COMPLETED").await;
     assert_eq!(
         wf["output"],
         json!({"ticks": 2, "last": "t x2", "kid": "ADA WEFT x2"})

@@ -39,6 +39,16 @@ pub async fn assert_greet_completed(client: &Client, id: &str, first: &str, n: u
     }
 }
 
+/// Waits for run `id` to reach `status` and returns it; on a timeout or another final
+/// status, panics with the run and every process's log path.
+pub async fn ended(suite: &Suite, id: &str, status: &str) -> serde_json::Value {
+    suite
+        .client()
+        .wait_for_status(id, &[status], RUN_TIMEOUT)
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}\n{}", suite.describe()))
+}
+
 /// Starts `count` greet runs at once, with inputs `("P<i>", i % 5 + 1)`; returns
 /// `(id, first, n)` for each.
 pub async fn start_greets(suite: &Suite, prefix: &str, count: usize) -> Vec<(String, String, u32)> {

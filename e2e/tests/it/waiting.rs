@@ -5,7 +5,6 @@ use serde_json::{json, Value};
 use weft_e2e::{Suite, TestEnv};
 
 use crate::constructs::statuses;
-use crate::RUN_TIMEOUT;
 
 async fn post_json(client: &weft_e2e::Client, path: &str, body: Value) -> (u16, String) {
     let r = client
@@ -64,10 +63,7 @@ async fn wait_tasks_complete_on_signals_sent_before_or_after_they_are_reached() 
     )
     .await;
     assert_eq!(status, 202, "{body}");
-    let wf = client
-        .wait_for_status(&late, &["COMPLETED"], RUN_TIMEOUT)
-        .await
-        .unwrap_or_else(|e| panic!("{e:#}\n{}", suite.describe()));
+    let wf = crate::ended(&suite, &late, "COMPLETED").await;
     assert_eq!(wf["output"], json!({"approved": "OK BY OPS"}));
 
     // Signalled at once, through Conductor's task-by-ref endpoint: kept until reached.
@@ -82,10 +78,7 @@ async fn wait_tasks_complete_on_signals_sent_before_or_after_they_are_reached() 
     )
     .await;
     assert_eq!(status, 200, "{body}");
-    let wf = client
-        .wait_for_status(&early, &["COMPLETED"], RUN_TIMEOUT)
-        .await
-        .unwrap_or_else(|e| panic!("{e:#}\n{}", suite.describe()));
+    let wf = crate::ended(&suite, &early, "COMPLETED").await;
     assert_eq!(wf["output"], json!({"approved": "PRE-APPROVED"}));
 
     // Bad requests: unknown workflow, finished run, malformed payload.
@@ -123,10 +116,7 @@ async fn wait_with_a_duration_is_woken_by_the_history_services_timer() {
         .await
         .unwrap();
     let id = client.start("nap", json!({})).await.unwrap();
-    let wf = client
-        .wait_for_status(&id, &["COMPLETED"], RUN_TIMEOUT)
-        .await
-        .unwrap_or_else(|e| panic!("{e:#}\n{}", suite.describe()));
+    let wf = crate::ended(&suite, &id, "COMPLETED").await;
     let nap = wf["tasks"]
         .as_array()
         .unwrap()
