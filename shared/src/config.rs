@@ -34,6 +34,9 @@ pub struct Config {
     pub shutdown_grace: Duration,
     /// Largest request body the gateway accepts, in bytes (`WEFT_MAX_BODY_BYTES`).
     pub max_body_bytes: usize,
+    /// Iterations a DO_WHILE may run before it fails (`WEFT_MAX_LOOP_ITERATIONS`); the
+    /// decider records the value in each run it starts, so replay uses the same cap.
+    pub max_loop_iterations: u32,
 }
 
 impl Default for Config {
@@ -50,6 +53,7 @@ impl Default for Config {
             outbox_sweep_after: Duration::from_secs(5),
             shutdown_grace: Duration::from_secs(10),
             max_body_bytes: 4 * 1024 * 1024,
+            max_loop_iterations: 1_000,
         }
     }
 }
@@ -79,6 +83,8 @@ impl Config {
                 .map(Duration::from_millis)
                 .unwrap_or(d.shutdown_grace),
             max_body_bytes: parse(&get, "WEFT_MAX_BODY_BYTES")?.unwrap_or(d.max_body_bytes),
+            max_loop_iterations: parse(&get, "WEFT_MAX_LOOP_ITERATIONS")?
+                .unwrap_or(d.max_loop_iterations),
         };
         cfg.validate()?;
         Ok(cfg)
@@ -102,6 +108,11 @@ impl Config {
                 "WEFT_SHARDS must be between 1 and 1024, got {}",
                 self.shards
             )));
+        }
+        if self.max_loop_iterations == 0 {
+            return Err(Error::Config(
+                "WEFT_MAX_LOOP_ITERATIONS must be at least 1".into(),
+            ));
         }
         if self.prefetch == 0 {
             return Err(Error::Config("WEFT_PREFETCH must be at least 1".into()));

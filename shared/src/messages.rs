@@ -302,6 +302,9 @@ pub struct WorkflowStarted {
     /// The parent's run and task, for child runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent: Option<ParentLink>,
+    /// The DO_WHILE iteration cap in force when the run started (absent: 1,000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_loop_iterations: Option<u32>,
     /// The start request's trace context.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub traceparent: Option<String>,

@@ -44,6 +44,7 @@ pub struct Shard {
     cache: Mutex<HashMap<String, RunState>>,
     publishers: TaskTracker,
     metrics: DeciderMetrics,
+    max_loop_iterations: u32,
 }
 
 /// A run being changed by the current batch.
@@ -61,13 +62,20 @@ struct Working {
 impl Shard {
     /// A shard with an empty cache. Outbox publishes run on `publishers`, which the
     /// caller waits for at shutdown.
-    pub fn new(store: Store, bus: Bus, publishers: TaskTracker, metrics: DeciderMetrics) -> Self {
+    pub fn new(
+        store: Store,
+        bus: Bus,
+        publishers: TaskTracker,
+        metrics: DeciderMetrics,
+        max_loop_iterations: u32,
+    ) -> Self {
         Self {
             store,
             bus,
             cache: Mutex::new(HashMap::new()),
             publishers,
             metrics,
+            max_loop_iterations,
         }
     }
 
@@ -271,6 +279,7 @@ impl Shard {
                 correlation_id: start.correlation_id.clone(),
                 parent_workflow_id: start.parent_workflow_id.clone(),
                 parent: start.parent.clone(),
+                max_loop_iterations: Some(self.max_loop_iterations),
                 traceparent: start.traceparent.clone().or(delivery_trace),
             }),
         };

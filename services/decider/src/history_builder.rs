@@ -32,6 +32,7 @@ impl HistoryBuilder {
             correlation_id: None,
             parent_workflow_id: None,
             parent: None,
+            max_loop_iterations: None,
             traceparent: None,
         }));
         b

@@ -43,6 +43,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> weft::Result<()
             deps.bus.clone(),
             publishers.clone(),
             metrics.clone(),
+            config.max_loop_iterations,
         ));
         consumers.push(deps.bus.consume_batches(
             &names.command_queue(k),

@@ -142,6 +142,8 @@ pub struct RunState {
     pub parent_workflow_id: Option<String>,
     /// The parent's run and SUB_WORKFLOW task, told when this run ends.
     pub parent: Option<weft::messages::ParentLink>,
+    /// DO_WHILE iteration cap, recorded when the run started.
+    pub max_loop_iterations: i32,
     /// The start request's trace context.
     pub traceparent: Option<String>,
     /// Status.
@@ -203,6 +205,9 @@ impl RunState {
             correlation_id: started.correlation_id.clone(),
             parent_workflow_id: started.parent_workflow_id.clone(),
             parent: started.parent.clone(),
+            max_loop_iterations: started
+                .max_loop_iterations
+                .map_or(1_000, |n| i32::try_from(n).unwrap_or(i32::MAX)),
             traceparent: started.traceparent.clone(),
             status: RunStatus::Running,
             variables: started.definition.variables.clone(),

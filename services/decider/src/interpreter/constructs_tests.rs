@@ -788,3 +788,15 @@ fn group_join_fails_the_run_below_its_success_percent() {
     assert_eq!(sim.state.status, RunStatus::Failed);
     assert!(sim.state.reason.clone().unwrap().contains("3 of 4"));
 }
+
+#[test]
+fn a_loop_that_never_ends_fails_at_its_iteration_cap() {
+    let mut sim = Sim::start(counting_loop("true"), json!({}));
+    sim.state.max_loop_iterations = 3;
+    for _ in 0..3 {
+        sim.complete("step", json!({}));
+    }
+    assert_eq!(sim.state.status, RunStatus::Failed);
+    let reason = sim.state.reason.clone().unwrap_or_default();
+    assert!(reason.contains("cap of 3 iterations"), "{reason}");
+}

@@ -11,9 +11,6 @@ use super::walk::{Flow, Walker};
 use super::Decision;
 use crate::state::{TaskState, TaskStatus};
 
-/// Iterations a loop may run before it fails instead of looping forever.
-pub(super) const MAX_ITERATIONS: i32 = 1_000;
-
 impl Walker<'_> {
     pub(super) fn do_while(&self, task: &'_ WorkflowTask, latest: Option<&'_ TaskState>) -> Flow {
         let Some(looping) = latest else {
@@ -100,11 +97,13 @@ impl Walker<'_> {
                 output,
             }]);
         }
-        if iteration >= MAX_ITERATIONS {
+        let cap = self.state.max_loop_iterations;
+        if iteration >= cap {
             return self.fail_loop(
                 looping,
                 format!(
-                    "loop reached its cap of {MAX_ITERATIONS} iterations; loopCondition still true"
+                    "loop reached its cap of {cap} iterations (WEFT_MAX_LOOP_ITERATIONS); \
+                     loopCondition still true"
                 ),
             );
         }
@@ -130,7 +129,7 @@ impl Walker<'_> {
             .input_parameters
             .get("keepLastN")
             .and_then(Value::as_i64)
-            .map_or(i64::from(MAX_ITERATIONS), |n| n.max(1));
+            .map_or(i64::from(self.state.max_loop_iterations), |n| n.max(1));
         let mut out = Map::new();
         out.insert("iteration".into(), json!(iteration));
         for i in 1..=iteration {
