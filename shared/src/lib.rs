@@ -14,6 +14,8 @@ pub mod runtime;
 pub mod shutdown;
 pub mod store;
 pub mod telemetry;
+#[cfg(feature = "testing")]
+pub mod testing;
 pub mod topology;
 pub mod worker;
 

@@ -11,7 +11,7 @@ use crate::utils::{amqp_url, simple_def, TestDb};
 
 #[tokio::test]
 async fn serves_the_api_over_http_and_stops_on_shutdown() {
-    let db = TestDb::create().await;
+    let db = TestDb::create("gw").await;
     let namespace = format!("gws-{}", &uuid::Uuid::new_v4().simple().to_string()[..12]);
     let config = weft::Config {
         database_url: db.url.clone(),

@@ -10,7 +10,6 @@ use axum::body::Body;
 use axum::http::{header, Method, Request, StatusCode};
 use axum::Router;
 use serde_json::Value;
-use sqlx::{Connection, PgConnection};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
@@ -23,70 +22,7 @@ use weft_gateway::AppState;
 /// Command shards in tests: few, so declaring them is quick.
 pub const SHARDS: u16 = 4;
 
-/// The server part of the PostgreSQL URL (no database).
-pub fn pg_server() -> String {
-    std::env::var("WEFT_TEST_PG_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432".into())
-}
-
-/// The broker URL.
-pub fn amqp_url() -> String {
-    std::env::var("WEFT_TEST_AMQP_URL")
-        .unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:5672/%2f".into())
-}
-
-fn random_suffix() -> String {
-    uuid::Uuid::new_v4().simple().to_string()[..12].to_owned()
-}
-
-/// A database of its own; dropped when the value is dropped.
-pub struct TestDb {
-    /// Its name.
-    pub name: String,
-    /// Its URL.
-    pub url: String,
-}
-
-impl TestDb {
-    /// Creates `gw_<random>`.
-    pub async fn create() -> Self {
-        let name = format!("gw_{}", random_suffix());
-        let mut admin = PgConnection::connect(&format!("{}/postgres", pg_server()))
-            .await
-            .expect("connect to the postgres database");
-        sqlx::query(&format!("CREATE DATABASE {name}"))
-            .execute(&mut admin)
-            .await
-            .expect("create the test database");
-        let url = format!("{}/{name}", pg_server());
-        Self { name, url }
-    }
-}
-
-impl Drop for TestDb {
-    fn drop(&mut self) {
-        // Drop runs outside async (and maybe during a panic): use a runtime of its own on
-        // a plain thread. FORCE ends the pool's connections still open.
-        let name = self.name.clone();
-        let done = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .expect("a runtime");
-            rt.block_on(async {
-                let mut admin = PgConnection::connect(&format!("{}/postgres", pg_server())).await?;
-                sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
-                    .execute(&mut admin)
-                    .await
-                    .map(|_| ())
-            })
-        })
-        .join();
-        if !matches!(done, Ok(Ok(()))) {
-            eprintln!("could not drop test database {}", self.name);
-        }
-    }
-}
+pub use weft::testing::{amqp_url, random_suffix, TestDb};
 
 /// One test's world: database, bus namespace, router.
 pub struct TestEnv {
@@ -147,7 +83,7 @@ impl TestEnv {
 
     /// A world whose gateway accepts bodies of at most `max_body_bytes`.
     pub async fn with_max_body(max_body_bytes: usize) -> Self {
-        let db = TestDb::create().await;
+        let db = TestDb::create("gw").await;
         let shutdown = CancellationToken::new();
         let store = Store::connect(&db.url, 5, &shutdown)
             .await

@@ -5,7 +5,6 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
-use sqlx::{Connection, PgConnection};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
@@ -22,70 +21,7 @@ pub const SHARDS: u16 = 4;
 /// Routing key (on the commands exchange) of the test queue.
 pub const TEST_KEY: &str = "timer-test";
 
-/// The server part of the PostgreSQL URL (no database).
-pub fn pg_server() -> String {
-    std::env::var("WEFT_TEST_PG_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432".into())
-}
-
-/// The broker URL.
-pub fn amqp_url() -> String {
-    std::env::var("WEFT_TEST_AMQP_URL")
-        .unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:5672/%2f".into())
-}
-
-fn random_suffix() -> String {
-    Uuid::new_v4().simple().to_string()[..12].to_owned()
-}
-
-/// A database of its own; dropped (`WITH (FORCE)`) when the value is dropped.
-pub struct TestDb {
-    /// Its name.
-    pub name: String,
-    /// Its URL.
-    pub url: String,
-}
-
-impl TestDb {
-    /// Creates `hist_<random>`.
-    pub async fn create() -> Self {
-        let name = format!("hist_{}", random_suffix());
-        let mut admin = PgConnection::connect(&format!("{}/postgres", pg_server()))
-            .await
-            .expect("connect to the postgres database");
-        sqlx::query(&format!("CREATE DATABASE {name}"))
-            .execute(&mut admin)
-            .await
-            .expect("create the test database");
-        let url = format!("{}/{name}", pg_server());
-        Self { name, url }
-    }
-}
-
-impl Drop for TestDb {
-    fn drop(&mut self) {
-        // Drop runs outside async (and maybe during a panic): a runtime of its own on a
-        // plain thread. FORCE ends the pools' connections still open.
-        let name = self.name.clone();
-        let done = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .expect("a runtime");
-            rt.block_on(async {
-                let mut admin = PgConnection::connect(&format!("{}/postgres", pg_server())).await?;
-                sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
-                    .execute(&mut admin)
-                    .await
-                    .map(|_| ())
-            })
-        })
-        .join();
-        if !matches!(done, Ok(Ok(()))) {
-            eprintln!("could not drop test database {}", self.name);
-        }
-    }
-}
+pub use weft::testing::{amqp_url, random_suffix, TestDb};
 
 /// A message received by the test queue, with the local time it arrived.
 #[derive(Debug)]
@@ -134,7 +70,7 @@ pub struct TestEnv {
 impl TestEnv {
     /// A fresh database and namespace.
     pub async fn new() -> Self {
-        let db = TestDb::create().await;
+        let db = TestDb::create("hist").await;
         let connections = CancellationToken::new();
         let store = Store::connect(&db.url, 5, &connections)
             .await

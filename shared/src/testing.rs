@@ -1,0 +1,75 @@
+//! Test support for every crate of the workspace (feature `testing`, for dev-dependencies
+//! only): a PostgreSQL database of a test's own, dropped when the test ends, and the
+//! local servers' URLs. Tests isolate themselves this way so they can run in parallel.
+
+use sqlx::{Connection, PgConnection};
+
+/// The server part of the PostgreSQL URL, no database (`WEFT_TEST_PG_URL`).
+pub fn pg_server() -> String {
+    std::env::var("WEFT_TEST_PG_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432".into())
+}
+
+/// The broker URL (`WEFT_TEST_AMQP_URL`).
+pub fn amqp_url() -> String {
+    std::env::var("WEFT_TEST_AMQP_URL")
+        .unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:5672/%2f".into())
+}
+
+/// 12 random hex characters, for database names and namespaces.
+pub fn random_suffix() -> String {
+    uuid::Uuid::new_v4().simple().to_string()[..12].to_owned()
+}
+
+/// A database of its own; dropped (`WITH (FORCE)`) when the value is dropped.
+#[derive(Debug)]
+pub struct TestDb {
+    /// Its name.
+    pub name: String,
+    /// Its URL.
+    pub url: String,
+}
+
+impl TestDb {
+    /// Creates `<prefix>_<random>`.
+    ///
+    /// # Panics
+    /// When PostgreSQL cannot be reached: a test cannot run without it.
+    pub async fn create(prefix: &str) -> Self {
+        let name = format!("{prefix}_{}", random_suffix());
+        let mut admin = PgConnection::connect(&format!("{}/postgres", pg_server()))
+            .await
+            .expect("connect to the postgres database");
+        sqlx::query(&format!("CREATE DATABASE {name}"))
+            .execute(&mut admin)
+            .await
+            .expect("create the test database");
+        let url = format!("{}/{name}", pg_server());
+        Self { name, url }
+    }
+}
+
+impl Drop for TestDb {
+    fn drop(&mut self) {
+        // Drop runs outside async (and maybe during a panic): a runtime of its own on a
+        // plain thread. FORCE ends the pools' connections still open.
+        let name = self.name.clone();
+        let done = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(|e| sqlx::Error::Io(std::io::Error::other(e)))?;
+            rt.block_on(async {
+                let mut admin = PgConnection::connect(&format!("{}/postgres", pg_server())).await?;
+                sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+                    .execute(&mut admin)
+                    .await
+                    .map(|_| ())
+            })
+        })
+        .join();
+        if !matches!(done, Ok(Ok(()))) {
+            eprintln!("could not drop test database {}", self.name);
+        }
+    }
+}
