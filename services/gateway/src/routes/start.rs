@@ -169,12 +169,26 @@ const MAX_SUB_WORKFLOW_DEPTH: usize = 8;
 /// `subWorkflowParam.workflowDefinition`, itself frozen the same way (its own children
 /// and task definitions), so a child runs the definition its parent started with.
 async fn freeze_sub_workflows(state: &AppState, def: &mut WorkflowDef) -> Result<(), ApiError> {
+    // Most definitions start no children: skip the JSON round trip on the start path.
+    if !has_children(&def.tasks) {
+        return Ok(());
+    }
     let mut json = serde_json::to_value(&*def).map_err(weft::Error::from)?;
     if let Some(tasks) = json.get_mut("tasks") {
         embed_children(state, tasks, 1).await?;
     }
     *def = serde_json::from_value(json).map_err(weft::Error::from)?;
     Ok(())
+}
+
+/// Whether any task of the tree may start child runs.
+fn has_children(tasks: &[weft::dsl::WorkflowTask]) -> bool {
+    tasks.iter().any(|t| {
+        matches!(
+            t.task_type(),
+            Some(dsl::TaskType::SubWorkflow | dsl::TaskType::ForkJoinDynamic)
+        ) || t.children().into_iter().any(has_children)
+    })
 }
 
 /// Walks a task list (as JSON) and embeds the definition of every named sub-workflow.
