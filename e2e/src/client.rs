@@ -139,6 +139,19 @@ impl Client {
             .map(drop)
     }
 
+    /// Registers task definitions (`POST /api/metadata/taskdefs`, a JSON array).
+    pub async fn register_taskdefs(&self, defs: &Value) -> anyhow::Result<()> {
+        self.send_ok(reqwest::Method::POST, "/api/metadata/taskdefs", Some(defs))
+            .await
+            .map(drop)
+    }
+
+    /// `POST path` with a JSON body, whatever the answer.
+    pub async fn post_json(&self, path: &str, body: &Value) -> anyhow::Result<RawResponse> {
+        let bytes = ("application/json", body.to_string().into_bytes());
+        self.raw(reqwest::Method::POST, path, Some(bytes)).await
+    }
+
     /// Starts the latest version of `name` with `input`; returns the workflow id.
     pub async fn start(&self, name: &str, input: Value) -> anyhow::Result<String> {
         self.start_request(&serde_json::json!({ "name": name, "input": input }))

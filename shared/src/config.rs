@@ -37,6 +37,14 @@ pub struct Config {
     /// Iterations a DO_WHILE may run before it fails (`WEFT_MAX_LOOP_ITERATIONS`); the
     /// decider records the value in each run it starts, so replay uses the same cap.
     pub max_loop_iterations: u32,
+    /// The heartbeat registry writes an attempt's heartbeat to PostgreSQL at most once per
+    /// this interval (`WEFT_HEARTBEAT_WRITE_INTERVAL_MS`); Redis holds the newer ones.
+    pub heartbeat_write_interval: Duration,
+    /// How often the heartbeat service looks for timed-out attempts
+    /// (`WEFT_HEARTBEAT_SCAN_INTERVAL_MS`).
+    pub heartbeat_scan_interval: Duration,
+    /// How long ended attempts stay in the registry (`WEFT_TASK_CHECK_RETENTION_HOURS`).
+    pub task_check_retention: Duration,
 }
 
 impl Default for Config {
@@ -54,6 +62,9 @@ impl Default for Config {
             shutdown_grace: Duration::from_secs(10),
             max_body_bytes: 4 * 1024 * 1024,
             max_loop_iterations: 1_000,
+            heartbeat_write_interval: Duration::from_secs(60),
+            heartbeat_scan_interval: Duration::from_secs(1),
+            task_check_retention: Duration::from_secs(7 * 24 * 3600),
         }
     }
 }
@@ -85,6 +96,15 @@ impl Config {
             max_body_bytes: parse(&get, "WEFT_MAX_BODY_BYTES")?.unwrap_or(d.max_body_bytes),
             max_loop_iterations: parse(&get, "WEFT_MAX_LOOP_ITERATIONS")?
                 .unwrap_or(d.max_loop_iterations),
+            heartbeat_write_interval: parse(&get, "WEFT_HEARTBEAT_WRITE_INTERVAL_MS")?
+                .map(Duration::from_millis)
+                .unwrap_or(d.heartbeat_write_interval),
+            heartbeat_scan_interval: parse(&get, "WEFT_HEARTBEAT_SCAN_INTERVAL_MS")?
+                .map(Duration::from_millis)
+                .unwrap_or(d.heartbeat_scan_interval),
+            task_check_retention: parse(&get, "WEFT_TASK_CHECK_RETENTION_HOURS")?
+                .map(|h: u64| Duration::from_secs(h * 3600))
+                .unwrap_or(d.task_check_retention),
         };
         cfg.validate()?;
         Ok(cfg)
@@ -112,6 +132,11 @@ impl Config {
         if self.max_loop_iterations == 0 {
             return Err(Error::Config(
                 "WEFT_MAX_LOOP_ITERATIONS must be at least 1".into(),
+            ));
+        }
+        if self.heartbeat_write_interval.is_zero() || self.heartbeat_scan_interval.is_zero() {
+            return Err(Error::Config(
+                "WEFT_HEARTBEAT_WRITE_INTERVAL_MS and WEFT_HEARTBEAT_SCAN_INTERVAL_MS must be at least 1".into(),
             ));
         }
         if self.prefetch == 0 {

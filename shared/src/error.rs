@@ -14,6 +14,17 @@ pub enum Error {
         /// Routing key of the publish.
         routing_key: String,
     },
+    /// A request sent with `Bus::call` got no reply in time: the responder is down or
+    /// slow, or the request was routed nowhere. Retrying can help.
+    #[error("bus: no reply from {exchange}/{routing_key} within {timeout:?}")]
+    NoReply {
+        /// Exchange of the request.
+        exchange: String,
+        /// Routing key of the request.
+        routing_key: String,
+        /// How long the caller waited.
+        timeout: std::time::Duration,
+    },
     /// A database operation failed. Retrying can help when the database was unreachable.
     #[error("store: {0}")]
     Store(#[from] sqlx::Error),

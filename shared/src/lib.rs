@@ -10,6 +10,7 @@ pub mod envelope;
 pub mod error;
 pub mod ids;
 pub mod messages;
+pub mod registry;
 pub mod runtime;
 pub mod shutdown;
 pub mod store;

@@ -25,12 +25,26 @@ pub enum Command {
     ActivityCompleted(ActivityCompleted),
     /// A worker's activity attempt failed.
     ActivityFailed(ActivityFailed),
+    /// A worker took an activity attempt (the task is IN_PROGRESS from then on).
+    ActivityStarted(ActivityStarted),
     /// A named signal for a run (completes the WAIT task whose ref is the name).
     Signal(Signal),
     /// A durable timer of the run came due (published by the history service).
     TimerFired(TimerFired),
     /// A child run (SUB_WORKFLOW) ended.
     ChildWorkflowEnded(ChildWorkflowEnded),
+    /// The heartbeat service found an attempt whose heartbeats stopped.
+    ActivityTimedOut(ActivityTimedOut),
+    /// An operator ends the run as TERMINATED.
+    Terminate(Terminate),
+    /// An operator skips a task (scheduled, in progress, or not reached yet).
+    SkipTask(SkipTask),
+    /// An operator resets the run to a task (reset, rerun, retry, restart).
+    Reset(Reset),
+    /// An operator pauses the run: no new task is scheduled until it is resumed.
+    Pause(Operation),
+    /// An operator resumes a paused run.
+    Resume(Operation),
 }
 
 impl Typed for Command {
@@ -39,11 +53,131 @@ impl Typed for Command {
             Command::StartWorkflow(_) => "StartWorkflow",
             Command::ActivityCompleted(_) => "ActivityCompleted",
             Command::ActivityFailed(_) => "ActivityFailed",
+            Command::ActivityStarted(_) => "ActivityStarted",
             Command::Signal(_) => "Signal",
             Command::TimerFired(_) => "TimerFired",
             Command::ChildWorkflowEnded(_) => "ChildWorkflowEnded",
+            Command::ActivityTimedOut(_) => "ActivityTimedOut",
+            Command::Terminate(_) => "Terminate",
+            Command::SkipTask(_) => "SkipTask",
+            Command::Reset(_) => "Reset",
+            Command::Pause(_) => "Pause",
+            Command::Resume(_) => "Resume",
         }
     }
+}
+
+impl Command {
+    /// The operator request this command answers, if it carries one: the decider records
+    /// the outcome under this id (see `store::operations`) so the gateway can answer the
+    /// operator with what actually happened.
+    pub fn request_id(&self) -> Option<Uuid> {
+        match self {
+            Command::Terminate(Terminate { op, .. })
+            | Command::SkipTask(SkipTask { op, .. })
+            | Command::Reset(Reset { op, .. })
+            | Command::Pause(op)
+            | Command::Resume(op) => op.request_id,
+            _ => None,
+        }
+    }
+}
+
+/// What every operator command carries.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Operation {
+    /// The gateway's request id: the decider records the outcome under it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_id: Option<Uuid>,
+    /// The run the operator saw as current; when set and no longer current, the command
+    /// is refused (two operators resetting at once: one wins, the other gets a conflict).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expected_run_id: Option<Uuid>,
+}
+
+/// Terminate a run (and its children).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Terminate {
+    /// Request bookkeeping.
+    #[serde(flatten)]
+    pub op: Operation,
+    /// Why, as shown to operators.
+    pub reason: String,
+}
+
+/// Skip a task: it ends SKIPPED with `output` (its worker, if any, is told to stop).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SkipTask {
+    /// Request bookkeeping.
+    #[serde(flatten)]
+    pub op: Operation,
+    /// The task's reference name.
+    pub task_ref: String,
+    /// The skipped task's output.
+    #[serde(default)]
+    pub output: Value,
+    /// The skipped task's input (recorded only for a task not reached yet).
+    #[serde(default)]
+    pub input: Value,
+}
+
+/// Reset a run to a task: a new run of the same workflow id continues from it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Reset {
+    /// Request bookkeeping.
+    #[serde(flatten)]
+    pub op: Operation,
+    /// Where to reset to.
+    pub target: ResetTarget,
+    /// The new run's id, chosen by the sender so it can answer with it at once.
+    pub new_run_id: Uuid,
+    /// Why, as shown to operators.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Replaces the workflow input of the new run (Conductor's rerun `workflowInput`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workflow_input: Option<Value>,
+}
+
+/// The task a reset goes back to.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "camelCase")]
+pub enum ResetTarget {
+    /// The newest execution of this ref (or the one in loop iteration `iteration`).
+    Ref {
+        /// Reference name.
+        task_ref: String,
+        /// Loop iteration (from 1), for a task inside a DO_WHILE body.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        iteration: Option<i32>,
+    },
+    /// A task by id (Conductor's `reRunFromTaskId`).
+    TaskId {
+        /// The task.
+        task_id: Uuid,
+    },
+    /// The last failed or timed-out task (`retry`).
+    LastFailed,
+    /// The first task (`restart`).
+    First,
+}
+
+/// The heartbeat service's verdict on an attempt whose heartbeats stopped.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ActivityTimedOut {
+    /// The task.
+    pub task_id: Uuid,
+    /// The run.
+    pub run_id: Uuid,
+    /// The attempt that went silent.
+    pub attempt: i32,
+    /// Why, as shown to operators.
+    pub reason: String,
 }
 
 /// Where a child run reports when it ends.
@@ -141,6 +275,23 @@ pub struct ActivityCompleted {
     pub started_at: Option<DateTime<Utc>>,
 }
 
+/// A worker took an activity attempt.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ActivityStarted {
+    /// The task the attempt belongs to.
+    pub task_id: Uuid,
+    /// The run that scheduled it.
+    pub run_id: Uuid,
+    /// The attempt number.
+    pub attempt: i32,
+    /// Who runs it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worker_id: Option<String>,
+    /// When the worker took it.
+    pub started_at: DateTime<Utc>,
+}
+
 /// A failed activity attempt.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -156,6 +307,10 @@ pub struct ActivityFailed {
     /// `FAILED_WITH_TERMINAL_ERROR`: no retry even if the policy allows one.
     #[serde(default)]
     pub terminal: bool,
+    /// What kind of error it was, as the worker names it; a kind listed in the task
+    /// definition's `nonRetryableErrors` is never retried.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_kind: Option<String>,
     /// Optional output the worker attached to the failure.
     #[serde(default)]
     pub output: Value,
@@ -209,6 +364,235 @@ pub struct ActivityTask {
     pub reply_to: String,
     /// When the decider scheduled it.
     pub scheduled_at: DateTime<Utc>,
+    /// Heartbeat timeout (`responseTimeoutSeconds`): an attempt silent for longer is
+    /// timed out by the heartbeat service. 0: no heartbeat required.
+    #[serde(default)]
+    pub response_timeout_seconds: i64,
+}
+
+/// A lifecycle change of a run or a task, published to the events exchange (topic) with
+/// its `event` as routing key (`workflow.completed`, `task.failed`, ...); see
+/// docs/events.md. Anyone can bind a queue to it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LifecycleEvent {
+    /// `<entity>.<event>`: the routing key.
+    pub event: String,
+    /// The workflow.
+    pub workflow_id: String,
+    /// The run.
+    pub run_id: Uuid,
+    /// The run's correlation id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub correlation_id: Option<String>,
+    /// The workflow's (definition) name.
+    pub workflow_type: String,
+    /// The history event that caused it (its id in the run's history); 0 for a task
+    /// canceled by its run's end.
+    pub event_id: i64,
+    /// The task, for task events.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_id: Option<Uuid>,
+    /// Its reference name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_ref: Option<String>,
+    /// Its type.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_type: Option<String>,
+    /// Its attempt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attempt: Option<i32>,
+    /// Its loop iteration (0 outside loops).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub iteration: Option<i32>,
+    /// The status after the change (the run's for workflow events, the task's for task events).
+    pub status: String,
+    /// Why, for failures, timeouts, terminations, resets.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// When it happened.
+    pub time: DateTime<Utc>,
+}
+
+/// Messages on the events exchange.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", content = "payload")]
+pub enum EventMessage {
+    /// A change of a run or a task.
+    LifecycleEvent(LifecycleEvent),
+}
+
+impl Typed for EventMessage {
+    fn kind(&self) -> &'static str {
+        match self {
+            EventMessage::LifecycleEvent(_) => "LifecycleEvent",
+        }
+    }
+}
+
+/// Messages on the `<ns>.heartbeat` queue, consumed by the heartbeat service.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", content = "payload")]
+pub enum HeartbeatMessage {
+    /// A worker began an attempt: register it in `task_check`.
+    AttemptStarted(AttemptStarted),
+    /// A batch of heartbeats; answered on the AMQP `reply_to` with [`HeartbeatAnswers`].
+    Heartbeats(Heartbeats),
+    /// A worker published the attempt's result: the attempt is no longer watched.
+    AttemptFinished(AttemptFinished),
+    /// The decider stopped these attempts (terminate, reset, skip, fork cancel): their
+    /// next heartbeat answers STOP with the reason.
+    StopAttempts(StopAttempts),
+}
+
+impl Typed for HeartbeatMessage {
+    fn kind(&self) -> &'static str {
+        match self {
+            HeartbeatMessage::AttemptStarted(_) => "AttemptStarted",
+            HeartbeatMessage::Heartbeats(_) => "Heartbeats",
+            HeartbeatMessage::AttemptFinished(_) => "AttemptFinished",
+            HeartbeatMessage::StopAttempts(_) => "StopAttempts",
+        }
+    }
+}
+
+/// Identifies one attempt of a task.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AttemptRef {
+    /// The task.
+    pub task_id: Uuid,
+    /// The attempt (from 1).
+    pub attempt: i32,
+}
+
+/// A worker began an attempt.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AttemptStarted {
+    /// The attempt.
+    #[serde(flatten)]
+    pub attempt: AttemptRef,
+    /// The workflow.
+    pub workflow_id: String,
+    /// The run.
+    pub run_id: Uuid,
+    /// The task's (definition) name.
+    pub task_name: String,
+    /// The task's reference name.
+    pub task_ref: String,
+    /// Who runs it.
+    pub worker_id: String,
+    /// Heartbeat timeout in seconds (0: not watched).
+    pub response_timeout_seconds: i64,
+    /// Size of the input, in bytes of JSON.
+    #[serde(default)]
+    pub input_bytes: i64,
+    /// Routing key of the run's command shard (where `ActivityTimedOut` goes).
+    pub reply_to: String,
+    /// When the worker started it.
+    pub started_at: DateTime<Utc>,
+}
+
+impl AttemptStarted {
+    /// `worker_id` began `task` at `started_at` (the SDK on receipt, the gateway when a
+    /// poll hands the task out).
+    pub fn of(task: &ActivityTask, worker_id: &str, started_at: DateTime<Utc>) -> Self {
+        Self {
+            attempt: AttemptRef {
+                task_id: task.task_id,
+                attempt: task.attempt,
+            },
+            workflow_id: task.workflow_id.clone(),
+            run_id: task.run_id,
+            task_name: task.task_name.clone(),
+            task_ref: task.task_ref.clone(),
+            worker_id: worker_id.to_owned(),
+            response_timeout_seconds: task.response_timeout_seconds,
+            input_bytes: serde_json::to_vec(&task.input)
+                .map_or(0, |v| i64::try_from(v.len()).unwrap_or(i64::MAX)),
+            reply_to: task.reply_to.clone(),
+            started_at,
+        }
+    }
+}
+
+/// Heartbeats of a worker's running attempts.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Heartbeats {
+    /// Who sends them.
+    pub worker_id: String,
+    /// One per running attempt.
+    pub beats: Vec<Beat>,
+}
+
+/// One attempt's heartbeat.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Beat {
+    /// The task.
+    pub task_id: Uuid,
+    /// Progress details the handler reported (kept on the task, visible to operators).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub details: Option<Value>,
+}
+
+/// The answer to a [`Heartbeats`] batch.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HeartbeatAnswers {
+    /// Per task id.
+    pub results: std::collections::BTreeMap<Uuid, HeartbeatAnswer>,
+}
+
+/// What a heartbeat is answered.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HeartbeatAnswer {
+    /// What the worker should do.
+    pub action: HeartbeatAction,
+    /// Why (for STOP).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// A heartbeat's verdict.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum HeartbeatAction {
+    /// Keep going.
+    Continue,
+    /// Stop the handler (terminated, reset, skipped, canceled, or timed out).
+    Stop,
+    /// The registry does not know this task: stop too.
+    NotFound,
+    /// The service is overloaded: retry this heartbeat soon, in the same cycle.
+    Throttled,
+}
+
+/// A worker published an attempt's result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AttemptFinished {
+    /// The attempt.
+    #[serde(flatten)]
+    pub attempt: AttemptRef,
+    /// COMPLETED, FAILED or FAILED_WITH_TERMINAL_ERROR.
+    pub status: String,
+    /// Size of the output, in bytes of JSON.
+    #[serde(default)]
+    pub output_bytes: i64,
+}
+
+/// The decider stopped these attempts.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StopAttempts {
+    /// The attempts.
+    pub attempts: Vec<AttemptRef>,
+    /// Why, as the worker's next heartbeat is told.
+    pub reason: String,
 }
 
 /// Events of a run's history (`history_events.type` / `.attributes`).
@@ -222,6 +606,8 @@ pub enum Event {
     WorkflowStarted(WorkflowStarted),
     /// A task was scheduled (an activity published to its queue).
     TaskScheduled(TaskScheduled),
+    /// A worker took the task (IN_PROGRESS).
+    TaskStarted(TaskStarted),
     /// A task completed.
     TaskCompleted(TaskCompleted),
     /// A task attempt failed.
@@ -246,6 +632,20 @@ pub enum Event {
     TimerFired(TimerFired),
     /// A SUB_WORKFLOW task started its child run.
     ChildWorkflowStarted(ChildWorkflowStarted),
+    /// An operator skipped a task that was scheduled or in progress.
+    TaskSkipped(TaskSkipped),
+    /// An operator asked to skip a task not reached yet; it is skipped when reached.
+    SkipRequested(SkipRequested),
+    /// A pending task was given up without a result (a reset copies a run's prefix and
+    /// cancels what was still running at the cut, so that it runs again).
+    TaskCanceled(TaskCanceled),
+    /// An operator paused the run: no new task is scheduled.
+    WorkflowPaused(WorkflowPaused),
+    /// An operator resumed the run.
+    WorkflowResumed(WorkflowResumed),
+    /// This run continues an earlier run of the workflow from a reset point; the events
+    /// before it are that run's prefix.
+    WorkflowReset(WorkflowReset),
 }
 
 impl Event {
@@ -254,6 +654,7 @@ impl Event {
         match self {
             Event::WorkflowStarted(_) => "WorkflowStarted",
             Event::TaskScheduled(_) => "TaskScheduled",
+            Event::TaskStarted(_) => "TaskStarted",
             Event::TaskCompleted(_) => "TaskCompleted",
             Event::TaskFailed(_) => "TaskFailed",
             Event::WorkflowCompleted(_) => "WorkflowCompleted",
@@ -266,6 +667,12 @@ impl Event {
             Event::WorkflowTimedOut(_) => "WorkflowTimedOut",
             Event::TimerFired(_) => "TimerFired",
             Event::ChildWorkflowStarted(_) => "ChildWorkflowStarted",
+            Event::TaskSkipped(_) => "TaskSkipped",
+            Event::SkipRequested(_) => "SkipRequested",
+            Event::TaskCanceled(_) => "TaskCanceled",
+            Event::WorkflowPaused(_) => "WorkflowPaused",
+            Event::WorkflowResumed(_) => "WorkflowResumed",
+            Event::WorkflowReset(_) => "WorkflowReset",
         }
     }
 
@@ -368,6 +775,9 @@ pub struct TaskFailed {
     /// No retry allowed.
     #[serde(default)]
     pub terminal: bool,
+    /// The worker's name for the kind of error (see `nonRetryableErrors`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_kind: Option<String>,
     /// Output attached to the failure.
     #[serde(default)]
     pub output: Value,
@@ -405,6 +815,86 @@ pub struct ChildWorkflowStarted {
     pub task_id: Uuid,
     /// The child's workflow id.
     pub child_workflow_id: String,
+}
+
+/// Attributes of [`Event::TaskStarted`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TaskStarted {
+    /// The task.
+    pub task_id: Uuid,
+    /// Its reference name.
+    pub task_ref: String,
+    /// Who runs it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worker_id: Option<String>,
+    /// When the worker took it (the worker's clock; timeouts count from here).
+    pub started_at: DateTime<Utc>,
+}
+
+/// Attributes of [`Event::TaskSkipped`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TaskSkipped {
+    /// The task.
+    pub task_id: Uuid,
+    /// Its reference name.
+    pub task_ref: String,
+    /// The output it ends with (the operator's `taskOutput`).
+    #[serde(default)]
+    pub output: Value,
+}
+
+/// Attributes of [`Event::SkipRequested`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SkipRequested {
+    /// The task's reference name.
+    pub task_ref: String,
+    /// The input it is recorded with when reached (`taskInput`; null: its resolved input).
+    #[serde(default)]
+    pub input: Value,
+    /// The output it ends with.
+    #[serde(default)]
+    pub output: Value,
+}
+
+/// Attributes of [`Event::TaskCanceled`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TaskCanceled {
+    /// The task.
+    pub task_id: Uuid,
+    /// Its reference name.
+    pub task_ref: String,
+    /// Why.
+    pub reason: String,
+}
+
+/// Attributes of [`Event::WorkflowPaused`].
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkflowPaused {}
+
+/// Attributes of [`Event::WorkflowResumed`].
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkflowResumed {}
+
+/// Attributes of [`Event::WorkflowReset`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkflowReset {
+    /// The run this one continues.
+    pub previous_run_id: Uuid,
+    /// The task execution resumes from.
+    pub task_ref: String,
+    /// Its loop iteration (0 outside loops).
+    #[serde(default)]
+    pub iteration: i32,
+    /// Why, as the operator gave it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 /// Attributes of [`Event::TaskTimedOut`].
@@ -496,6 +986,7 @@ mod tests {
                 input: Value::Null,
                 reply_to: "shard.0".into(),
                 scheduled_at: Utc::now(),
+                response_timeout_seconds: 0,
             }),
         )
         .unwrap();

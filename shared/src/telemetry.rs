@@ -162,6 +162,23 @@ fn traces_endpoint() -> Option<String> {
     })
 }
 
+/// The OTLP encoding from `OTEL_EXPORTER_OTLP_TRACES_PROTOCOL` or
+/// `OTEL_EXPORTER_OTLP_PROTOCOL`: `http/protobuf` (the default) or `http/json`.
+fn protocol() -> Result<Protocol> {
+    let var = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
+    match var("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
+        .or_else(|| var("OTEL_EXPORTER_OTLP_PROTOCOL"))
+        .as_deref()
+        .map(str::trim)
+    {
+        None | Some("http/protobuf") => Ok(Protocol::HttpBinary),
+        Some("http/json") => Ok(Protocol::HttpJson),
+        Some(other) => Err(Error::Config(format!(
+            "OTEL_EXPORTER_OTLP_PROTOCOL: {other:?} is not supported (http/protobuf or http/json)"
+        ))),
+    }
+}
+
 /// The SDK tracer provider: with an OTLP HTTP/protobuf batch exporter to `endpoint` (a full
 /// traces URL) when there is one; without any span processor, so that nothing runs in the
 /// background, otherwise. Headers and timeout come from the `OTEL_EXPORTER_OTLP_*` variables.
@@ -177,7 +194,7 @@ fn tracer_provider(service_name: &str, endpoint: Option<&str>) -> Result<SdkTrac
     // exports from its own thread, outside any Tokio runtime, where the async client panics.
     let exporter = opentelemetry_otlp::SpanExporter::builder()
         .with_http()
-        .with_protocol(Protocol::HttpBinary)
+        .with_protocol(protocol()?)
         .with_endpoint(endpoint)
         .build()
         .map_err(|e| Error::Config(format!("OTLP span exporter for {endpoint}: {e}")))?;

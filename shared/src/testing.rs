@@ -16,6 +16,30 @@ pub fn amqp_url() -> String {
         .unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:5672/%2f".into())
 }
 
+/// The Redis URL (`WEFT_TEST_REDIS_URL`).
+pub fn redis_url() -> String {
+    std::env::var("WEFT_TEST_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into())
+}
+
+/// Deletes every Redis key of `namespace` (`<namespace>:*`): a test's cleanup. Best
+/// effort: an unreachable Redis is ignored (keys of the registry expire anyway).
+pub async fn delete_redis_keys(namespace: &str) {
+    let Ok(client) = redis::Client::open(redis_url()) else {
+        return;
+    };
+    let Ok(mut conn) = client.get_multiplexed_async_connection().await else {
+        return;
+    };
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg(format!("{namespace}:*"))
+        .query_async(&mut conn)
+        .await
+        .unwrap_or_default();
+    if !keys.is_empty() {
+        let _: Result<(), _> = redis::cmd("DEL").arg(keys).query_async(&mut conn).await;
+    }
+}
+
 /// 12 random hex characters, for database names and namespaces.
 pub fn random_suffix() -> String {
     uuid::Uuid::new_v4().simple().to_string()[..12].to_owned()

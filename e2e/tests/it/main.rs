@@ -6,10 +6,18 @@
 mod activities;
 mod bad_input;
 mod children;
+mod conductor_python;
 mod constructs;
 mod crash;
+mod events;
 mod greet;
+mod heartbeats;
+mod http_tasks;
+mod operations;
 mod poison;
+mod sdk_heartbeats;
+mod trace;
+mod ui;
 mod waiting;
 
 use std::time::Duration;

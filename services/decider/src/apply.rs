@@ -5,11 +5,12 @@
 
 use serde_json::{Map, Value};
 use weft::messages::{
-    ActivityCompleted, ActivityFailed, ChildWorkflowEnded, Command, Event, TaskCompleted,
-    TaskFailed,
+    ActivityCompleted, ActivityFailed, ChildWorkflowEnded, Command, Event, Operation,
+    TaskCompleted, TaskFailed, TaskStarted, TaskTimedOut, Terminate, WorkflowPaused,
+    WorkflowResumed, WorkflowTerminated,
 };
 
-use crate::state::{RunState, RunStatus};
+use crate::state::{RunState, RunStatus, TaskStatus};
 
 /// The outcome of applying a command to an existing run.
 #[derive(Debug, Clone, PartialEq)]
@@ -18,6 +19,29 @@ pub enum Applied {
     Events(Vec<Event>),
     /// Nothing to do, and why.
     Ignored(String),
+    /// An operator command that does not apply: the operator is told `status` (400, 404
+    /// or 409) and why.
+    Rejected {
+        /// HTTP status for the operator.
+        status: u16,
+        /// Why, naming the state or the field.
+        message: String,
+    },
+    /// A reset that applies: the engine builds the successor run from the history.
+    Reset(ResetPlan),
+}
+
+/// A validated reset: where the successor run's history is cut.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ResetPlan {
+    /// The first task the successor runs again (the cut is just before its first
+    /// scheduling); `None`: only the run's start is kept (restart of a run that never
+    /// scheduled anything).
+    pub cut_task: Option<uuid::Uuid>,
+    /// Its reference name (the first task of the definition for an empty restart).
+    pub task_ref: String,
+    /// Its loop iteration.
+    pub iteration: i32,
 }
 
 /// Applies `command` to the existing run `state`.
@@ -36,7 +60,36 @@ pub fn apply_command(state: &RunState, command: &Command) -> Applied {
             Err(why) => Applied::Ignored(why),
             Ok(task_ref) => Applied::Events(vec![failed(task_ref, f)]),
         },
+        Command::ActivityStarted(s) => match check_attempt(state, s.run_id, s.task_id, s.attempt) {
+            Err(why) => Applied::Ignored(why),
+            Ok(task_ref) => match state.task(s.task_id) {
+                Some(t) if t.status == TaskStatus::Scheduled => {
+                    Applied::Events(vec![Event::TaskStarted(TaskStarted {
+                        task_id: s.task_id,
+                        task_ref,
+                        worker_id: s.worker_id.clone(),
+                        started_at: s.started_at,
+                    })])
+                }
+                _ => Applied::Ignored(format!("task {task_ref} already started")),
+            },
+        },
         Command::ChildWorkflowEnded(ended) => child_ended(state, ended),
+        Command::ActivityTimedOut(t) => {
+            match check_attempt(state, t.run_id, t.task_id, t.attempt) {
+                Err(why) => Applied::Ignored(why),
+                Ok(task_ref) => Applied::Events(vec![Event::TaskTimedOut(TaskTimedOut {
+                    task_id: t.task_id,
+                    task_ref,
+                    reason: t.reason.clone(),
+                })]),
+            }
+        }
+        Command::Terminate(t) => operation(state, &t.op, || terminate(state, t)),
+        Command::Pause(op) => operation(state, op, || pause(state)),
+        Command::Resume(op) => operation(state, op, || resume(state)),
+        Command::SkipTask(skip) => operation(state, &skip.op, || crate::skip::skip(state, skip)),
+        Command::Reset(reset) => operation(state, &reset.op, || crate::reset::plan(state, reset)),
         Command::Signal(signal) if state.status == RunStatus::Running => {
             Applied::Events(vec![Event::SignalReceived(signal.clone())])
         }
@@ -65,6 +118,72 @@ pub fn apply_command(state: &RunState, command: &Command) -> Applied {
             state.status.as_str()
         )),
     }
+}
+
+/// An operator command aimed at a run that a reset replaced since the operator looked
+/// is refused: two operators resetting at once, one wins and the other is told.
+fn operation(state: &RunState, op: &Operation, apply: impl FnOnce() -> Applied) -> Applied {
+    match op.expected_run_id {
+        Some(expected) if expected != state.run_id => conflict(format!(
+            "run {expected} is no longer the current run of workflow {} (now {})",
+            state.workflow_id, state.run_id
+        )),
+        _ => apply(),
+    }
+}
+
+/// A 409 naming why.
+pub(crate) fn conflict(message: String) -> Applied {
+    Applied::Rejected {
+        status: 409,
+        message,
+    }
+}
+
+/// The run must be running (or paused) for `what`.
+pub(crate) fn require_running(state: &RunState, what: &str) -> Option<Applied> {
+    (state.status != RunStatus::Running).then(|| {
+        conflict(format!(
+            "workflow {} is {}: {what} needs a RUNNING or PAUSED run",
+            state.workflow_id,
+            state.status.as_str()
+        ))
+    })
+}
+
+fn terminate(state: &RunState, t: &Terminate) -> Applied {
+    if let Some(refused) = require_running(state, "terminate") {
+        return refused;
+    }
+    Applied::Events(vec![Event::WorkflowTerminated(WorkflowTerminated {
+        reason: t.reason.clone(),
+        output: state.output.clone().unwrap_or(Value::Object(Map::new())),
+    })])
+}
+
+fn pause(state: &RunState) -> Applied {
+    if let Some(refused) = require_running(state, "pause") {
+        return refused;
+    }
+    if state.paused {
+        return conflict(format!("workflow {} is already PAUSED", state.workflow_id));
+    }
+    Applied::Events(vec![Event::WorkflowPaused(WorkflowPaused {})])
+}
+
+fn resume(state: &RunState) -> Applied {
+    if state.status != RunStatus::Running || !state.paused {
+        let status = if state.status == RunStatus::Running {
+            "RUNNING"
+        } else {
+            state.status.as_str()
+        };
+        return conflict(format!(
+            "workflow {} is {status}: only a PAUSED run can be resumed",
+            state.workflow_id
+        ));
+    }
+    Applied::Events(vec![Event::WorkflowResumed(WorkflowResumed {})])
 }
 
 /// The result must be for the current run, a task that waits for it, and its attempt.
@@ -129,6 +248,7 @@ fn child_ended(state: &RunState, ended: &ChildWorkflowEnded) -> Applied {
         })
     } else {
         Event::TaskFailed(TaskFailed {
+            error_kind: Some(format!("child:{}", ended.status)),
             task_id: p.task_id,
             task_ref,
             reason: format!(
@@ -171,6 +291,7 @@ fn completed(task_ref: String, c: &ActivityCompleted) -> Event {
 
 fn failed(task_ref: String, f: &ActivityFailed) -> Event {
     Event::TaskFailed(TaskFailed {
+        error_kind: f.error_kind.clone(),
         task_id: f.task_id,
         task_ref,
         reason: f.reason.clone(),

@@ -15,16 +15,18 @@ use uuid::Uuid;
 use weft::bus::{Bus, Delivery, Disposition};
 use weft::dsl::TaskType;
 use weft::messages::{
-    ActivityMessage, ActivityTask, ChildWorkflowEnded, Command, Event, ParentLink, StartWorkflow,
-    TaskScheduled, TimerFired, WorkflowStarted,
+    ActivityMessage, ActivityTask, AttemptRef, ChildWorkflowEnded, Command, Event,
+    HeartbeatMessage, ParentLink, StartWorkflow, StopAttempts, TaskScheduled, TimerFired,
+    WorkflowStarted,
 };
+use weft::store::operations::OperationOutcome;
 use weft::store::outbox::OutboxMessage;
 use weft::store::runs::{CommitBatch, StoredEvent};
 use weft::store::timers::TimerRecord;
 use weft::store::Store;
 use weft::{Envelope, Error};
 
-use crate::apply::{apply_command, Applied};
+use crate::apply::{apply_command, Applied, ResetPlan};
 use crate::interpreter::{decide, events_for, Decision};
 use crate::metrics::DeciderMetrics;
 use crate::state::{RunState, RunStatus};
@@ -57,6 +59,55 @@ struct Working {
     touched: HashSet<Uuid>,
     outbox: Vec<OutboxMessage>,
     timers: Vec<TimerRecord>,
+    /// Work that ended without its result (terminate, skip, cancel, timeout): its
+    /// workers are told to stop, its child runs are terminated.
+    stopped: Vec<Stopped>,
+    /// Replaced by a reset: it is no longer its workflow's current run, and its end is
+    /// not reported to a parent (the successor run carries on for it).
+    replaced: bool,
+    /// The run's end has had its effects (reported to the parent, failure workflow).
+    effects_done_for_end: bool,
+    /// Lifecycle events of the new events, for the events exchange.
+    lifecycle: Vec<weft::messages::LifecycleEvent>,
+}
+
+/// A task that left its pending state without a result.
+struct Stopped {
+    task_id: Uuid,
+    attempt: i32,
+    task_type: String,
+    /// The child run of a SUB_WORKFLOW task.
+    child_workflow_id: Option<String>,
+    reason: String,
+}
+
+/// What one command of a batch did: for an operator command, the verdict the gateway
+/// answers with.
+struct Verdict {
+    status: i16,
+    body: serde_json::Value,
+}
+
+impl Working {
+    fn new(state: RunState, loaded_version: Option<i64>, events: Vec<StoredEvent>) -> Self {
+        Self {
+            touched: if loaded_version.is_none() {
+                state.tasks.iter().map(|t| t.task_id).collect()
+            } else {
+                HashSet::new()
+            },
+            state,
+            loaded_version,
+            first_new_event: 0,
+            events,
+            outbox: Vec::new(),
+            timers: Vec::new(),
+            stopped: Vec::new(),
+            replaced: false,
+            effects_done_for_end: false,
+            lifecycle: Vec::new(),
+        }
+    }
 }
 
 impl Shard {
@@ -92,8 +143,11 @@ impl Shard {
                 Ok(()) => break,
                 Err(e) => {
                     self.evict(&deliveries);
+                    // A unique or exclusion violation: another writer created a run of
+                    // the same workflow (one current run per workflow).
                     let conflict = matches!(e, Error::VersionConflict { .. })
-                        || matches!(&e, Error::Store(sqlx::Error::Database(db)) if db.is_unique_violation());
+                        || matches!(&e, Error::Store(sqlx::Error::Database(db))
+                            if db.is_unique_violation() || db.code().as_deref() == Some("23P01"));
                     if conflict && attempt < MAX_ATTEMPTS {
                         self.metrics.conflicts.inc();
                         tracing::info!(error = %e, attempt, "concurrent writer detected; reloading and retrying");
@@ -128,6 +182,8 @@ impl Shard {
     ) -> Result<(), Error> {
         let mut working: HashMap<String, Working> = HashMap::new();
         let mut order: Vec<String> = Vec::new();
+        let mut retired: Vec<Working> = Vec::new();
+        let mut outcomes = Vec::new();
         for (delivery, command) in deliveries.iter().zip(commands) {
             let Ok(command) = command else { continue };
             let span = tracing::info_span!(
@@ -137,19 +193,33 @@ impl Shard {
             );
             weft::telemetry::set_parent(&span, delivery.traceparent.as_deref());
             // `instrument`, not `span.enter()`: the guard must not live across awaits.
-            self.apply_one(&mut working, &mut order, delivery, command)
+            let verdict = self
+                .apply_one(&mut working, &mut order, &mut retired, delivery, command)
                 .instrument(span)
                 .await?;
+            if let (Some(request_id), Some(verdict)) = (command.request_id(), verdict) {
+                outcomes.push(OperationOutcome {
+                    request_id,
+                    workflow_id: delivery.envelope.workflow_id.clone(),
+                    status: verdict.status,
+                    body: verdict.body,
+                });
+            }
         }
-        let mut batch = CommitBatch::default();
-        for wf in &order {
-            let w = &working[wf];
-            if w.events.len() == w.first_new_event {
+        let mut batch = CommitBatch {
+            outcomes,
+            ..CommitBatch::default()
+        };
+        let current = order.iter().map(|wf| &working[wf]);
+        for w in retired.iter().chain(current) {
+            if w.events.len() == w.first_new_event && !w.replaced {
                 continue;
             }
+            let mut record = w.state.record();
+            record.is_current = !w.replaced;
             match w.loaded_version {
-                None => batch.new_runs.push(w.state.record()),
-                Some(v) => batch.updated_runs.push((w.state.record(), v)),
+                None => batch.new_runs.push(record),
+                Some(v) => batch.updated_runs.push((record, v)),
             }
             batch
                 .events
@@ -187,14 +257,16 @@ impl Shard {
         Ok(())
     }
 
-    /// Applies one command to its run (loading or creating it) and runs the interpreter.
+    /// Applies one command to its run (loading or creating it), runs the interpreter and
+    /// gathers the side effects; returns the verdict for an operator command.
     async fn apply_one(
         &self,
         working: &mut HashMap<String, Working>,
         order: &mut Vec<String>,
+        retired: &mut Vec<Working>,
         delivery: &Delivery,
         command: &Command,
-    ) -> Result<(), Error> {
+    ) -> Result<Option<Verdict>, Error> {
         let wf = delivery.envelope.workflow_id.clone();
         if !working.contains_key(&wf) {
             if let Some(w) = self.load(&wf).await? {
@@ -202,31 +274,206 @@ impl Shard {
                 order.push(wf.clone());
             }
         }
-        match (working.get_mut(&wf), command) {
+        let verdict = match (working.get_mut(&wf), command) {
             (None, Command::StartWorkflow(start)) => {
                 let w = self.start_run(&wf, start, delivery.traceparent.clone())?;
                 working.insert(wf.clone(), w);
                 order.push(wf.clone());
+                None
             }
             (None, _) => {
-                tracing::warn!(workflow_id = %wf, "command for an unknown workflow ignored");
-                return Ok(());
+                tracing::warn!(workflow_id = %wf, command = %delivery.envelope.kind, "command for an unknown workflow ignored");
+                return Ok(Some(refusal(404, format!("workflow {wf} not found"))));
             }
             (Some(w), command) => match apply_command(&w.state, command) {
                 Applied::Ignored(why) => {
                     self.metrics.ignored.inc();
                     tracing::info!(workflow_id = %wf, reason = %why, "command ignored");
-                    return Ok(());
+                    return Ok(Some(refusal(409, why)));
+                }
+                Applied::Rejected { status, message } => {
+                    self.metrics.ignored.inc();
+                    tracing::info!(workflow_id = %wf, status, reason = %message, "operator command refused");
+                    return Ok(Some(refusal(status as i16, message)));
                 }
                 Applied::Events(events) => {
                     for e in events {
                         append(w, e)?;
                     }
+                    None
+                }
+                Applied::Reset(plan) => {
+                    let Command::Reset(reset) = command else {
+                        return Err(Error::Decode("a reset plan for another command".into()));
+                    };
+                    let successor = self.reset(w, &plan, reset).await?;
+                    let previous = std::mem::replace(w, successor);
+                    retired.push(previous);
+                    if let Some(old) = retired.last_mut() {
+                        self.flush_effects(old)?;
+                    }
+                    None
                 }
             },
-        }
+        };
         if let Some(w) = working.get_mut(&wf) {
             self.run_interpreter(w).await?;
+            self.flush_effects(w)?;
+        }
+        if command.request_id().is_none() {
+            return Ok(None);
+        }
+        Ok(verdict.or_else(|| {
+            let w = working.get(&wf)?;
+            Some(Verdict {
+                status: 200,
+                body: serde_json::json!({
+                    "workflowId": wf,
+                    "runId": w.state.run_id,
+                    "status": w.state.record().status,
+                }),
+            })
+        }))
+    }
+
+    /// Ends `w` (TERMINATED, naming the reset point and the successor) and builds the
+    /// successor run from its history.
+    async fn reset(
+        &self,
+        w: &mut Working,
+        plan: &ResetPlan,
+        reset: &weft::messages::Reset,
+    ) -> Result<Working, Error> {
+        let mut history = match w.loaded_version {
+            Some(_) => self.store.run_events(w.state.run_id).await?,
+            None => Vec::new(),
+        };
+        let known = history.len();
+        history.extend(
+            w.events
+                .iter()
+                .filter(|e| e.event_id as usize > known)
+                .cloned(),
+        );
+        let (state, events) = crate::reset::successor_history(
+            &history,
+            plan,
+            reset,
+            &w.state.workflow_id,
+            Utc::now(),
+        )
+        .map_err(|e| Error::Decode(e.to_string()))?;
+        if w.state.status == RunStatus::Running {
+            let iteration = match plan.iteration {
+                0 => String::new(),
+                i => format!(" (iteration {i})"),
+            };
+            append(
+                w,
+                Event::WorkflowTerminated(weft::messages::WorkflowTerminated {
+                    reason: format!(
+                        "reset to task {:?}{iteration}; continued in run {}{}",
+                        plan.task_ref,
+                        reset.new_run_id,
+                        reset
+                            .reason
+                            .as_deref()
+                            .map_or(String::new(), |r| format!(": {r}"))
+                    ),
+                    output: w.state.output.clone().unwrap_or(serde_json::json!({})),
+                }),
+            )?;
+        }
+        w.replaced = true;
+        let mut successor = Working::new(state, None, events);
+        // The copied prefix was announced by the old run; the marker and what it
+        // canceled are new.
+        let marker = successor
+            .events
+            .iter()
+            .position(|e| matches!(e.event, Event::WorkflowReset(_)))
+            .unwrap_or(0);
+        successor.lifecycle = successor.events[marker..]
+            .iter()
+            .filter_map(|e| crate::lifecycle::of(&successor.state, e))
+            .collect();
+        Ok(successor)
+    }
+
+    /// The outbox messages of what `w`'s new events ended: a run's end reported to its
+    /// parent (and its failure workflow started), stopped attempts' workers told to stop
+    /// (through the heartbeat service), stopped SUB_WORKFLOW tasks' child runs terminated.
+    fn flush_effects(&self, w: &mut Working) -> Result<(), Error> {
+        let ended = w.events[w.first_new_event..]
+            .iter()
+            .rev()
+            .find(|e| is_run_end(&e.event))
+            .map(|e| e.event.clone());
+        if let Some(end) = ended.filter(|_| !w.effects_done_for_end) {
+            w.effects_done_for_end = true;
+            if !w.replaced {
+                if let Some(message) = self.child_ended(&w.state, &end)? {
+                    w.outbox.push(message);
+                }
+            }
+            if let Some(message) = self.failure_workflow(&w.state, &end)? {
+                w.outbox.push(message);
+            }
+        }
+        let names = self.bus.names();
+        for event in std::mem::take(&mut w.lifecycle) {
+            let key = event.event.clone();
+            let message = weft::messages::EventMessage::LifecycleEvent(event);
+            let envelope = Envelope::new(&w.state.workflow_id, Some(w.state.run_id), &message)?;
+            w.outbox.push(OutboxMessage::new(
+                names.events_exchange(),
+                key,
+                &envelope,
+                weft::telemetry::current_traceparent(),
+            )?);
+        }
+        let stopped = std::mem::take(&mut w.stopped);
+        let mut attempts = Vec::new();
+        let mut reasons = Vec::new();
+        for s in stopped {
+            if let Some(child) = &s.child_workflow_id {
+                let command = Command::Terminate(weft::messages::Terminate {
+                    op: weft::messages::Operation::default(),
+                    reason: format!(
+                        "parent workflow {} task ended: {}",
+                        w.state.workflow_id, s.reason
+                    ),
+                });
+                let envelope = Envelope::new(child, None, &command)?;
+                w.outbox.push(OutboxMessage::new(
+                    names.commands_exchange(),
+                    names.command_key_for(child),
+                    &envelope,
+                    weft::telemetry::current_traceparent(),
+                )?);
+            } else if crate::state::is_activity(&s.task_type) {
+                attempts.push(AttemptRef {
+                    task_id: s.task_id,
+                    attempt: s.attempt,
+                });
+                if !reasons.contains(&s.reason) {
+                    reasons.push(s.reason);
+                }
+            }
+        }
+        if !attempts.is_empty() {
+            let message = HeartbeatMessage::StopAttempts(StopAttempts {
+                attempts,
+                reason: reasons.join("; "),
+            });
+            let envelope = Envelope::new(&w.state.workflow_id, Some(w.state.run_id), &message)?;
+            // The default exchange routes by queue name.
+            w.outbox.push(OutboxMessage::new(
+                String::new(),
+                names.heartbeat_queue(),
+                &envelope,
+                weft::telemetry::current_traceparent(),
+            )?);
         }
         Ok(())
     }
@@ -251,15 +498,8 @@ impl Shard {
                 }
             },
         };
-        Ok(Some(Working {
-            loaded_version: Some(state.version),
-            first_new_event: 0,
-            events: Vec::new(),
-            touched: HashSet::new(),
-            outbox: Vec::new(),
-            timers: Vec::new(),
-            state,
-        }))
+        let version = state.version;
+        Ok(Some(Working::new(state, Some(version), Vec::new())))
     }
 
     fn start_run(
@@ -285,15 +525,11 @@ impl Shard {
         };
         let state = RunState::from_history(workflow_id, std::slice::from_ref(&first))
             .map_err(|e| Error::Decode(e.to_string()))?;
-        Ok(Working {
-            state,
-            loaded_version: None,
-            first_new_event: 0,
-            events: vec![first],
-            touched: HashSet::new(),
-            outbox: Vec::new(),
-            timers: Vec::new(),
-        })
+        let mut w = Working::new(state, None, vec![first]);
+        w.lifecycle = crate::lifecycle::of(&w.state, &w.events[0])
+            .into_iter()
+            .collect();
+        Ok(w)
     }
 
     /// Applies decisions until the interpreter has nothing more to say.
@@ -343,19 +579,6 @@ impl Shard {
                     .await?;
                 w.outbox.push(self.activity_message(&w.state, scheduled)?);
             }
-            Some(
-                Event::WorkflowCompleted(_)
-                | Event::WorkflowFailed(_)
-                | Event::WorkflowTerminated(_)
-                | Event::WorkflowTimedOut(_),
-            ) => {
-                if let Some(message) = self.child_ended(&w.state, &events[0])? {
-                    w.outbox.push(message);
-                }
-                if let Some(message) = self.failure_workflow(&w.state, &events[0])? {
-                    w.outbox.push(message);
-                }
-            }
             Some(Event::TimerStarted(started)) => {
                 let fired = Command::TimerFired(TimerFired {
                     timer_id: started.timer_id,
@@ -366,7 +589,8 @@ impl Shard {
                     self.bus.names(),
                     started.fire_at,
                     &envelope,
-                    w.state.traceparent.clone(),
+                    // The decision that set it, so the trace shows what woke what.
+                    weft::telemetry::current_traceparent().or_else(|| w.state.traceparent.clone()),
                 )?);
             }
             _ => {}
@@ -505,6 +729,11 @@ impl Shard {
             input: s.input.clone(),
             reply_to: names.command_key_for(&state.workflow_id),
             scheduled_at: Utc::now(),
+            response_timeout_seconds: crate::state::find_task(&state.definition.tasks, &s.task_ref)
+                .map_or(
+                    crate::interpreter::policy::DEFAULT_RESPONSE_TIMEOUT_SECONDS,
+                    |t| crate::interpreter::policy::Policy::of(t).response_timeout_seconds,
+                ),
         });
         let envelope = Envelope::new(&state.workflow_id, Some(state.run_id), &task)?;
         OutboxMessage::new(
@@ -562,6 +791,9 @@ fn append(w: &mut Working, event: Event) -> Result<(), Error> {
         Event::TaskFailed(f) => Some(f.task_id),
         Event::TaskTimedOut(t) => Some(t.task_id),
         Event::ChildWorkflowStarted(c) => Some(c.task_id),
+        Event::TaskSkipped(k) => Some(k.task_id),
+        Event::TaskStarted(k) => Some(k.task_id),
+        Event::TaskCanceled(k) => Some(k.task_id),
         _ => None,
     };
     let pending_before: Vec<Uuid> = w
@@ -583,12 +815,84 @@ fn append(w: &mut Working, event: Event) -> Result<(), Error> {
     if let Some(id) = task_id {
         w.touched.insert(id);
     }
-    // A run-ending event cancels what was waiting: those rows change too.
+    // A run-ending event cancels what was waiting: those rows change too, and what
+    // ended without its result is stopped.
+    let with_result = match &stored.event {
+        Event::TaskCompleted(c) => Some(c.task_id),
+        Event::TaskFailed(f) => Some(f.task_id),
+        _ => None,
+    };
+    if let Some(event) = crate::lifecycle::of(&w.state, &stored) {
+        w.lifecycle.push(event);
+    }
+    let run_end = is_run_end(&stored.event);
     for id in pending_before {
-        if w.state.task(id).is_some_and(|t| !t.status.is_pending()) {
-            w.touched.insert(id);
+        let Some(t) = w.state.task(id).filter(|t| !t.status.is_pending()) else {
+            continue;
+        };
+        w.touched.insert(id);
+        if run_end {
+            w.lifecycle.push(crate::lifecycle::canceled_by_run_end(
+                &w.state,
+                t,
+                stored.event_id,
+                stored.time,
+                stop_reason(&stored.event),
+            ));
+        }
+        if with_result != Some(id) {
+            w.stopped.push(Stopped {
+                task_id: id,
+                attempt: t.attempt,
+                task_type: t.task_type.clone(),
+                child_workflow_id: t
+                    .output
+                    .as_ref()
+                    .and_then(|o| o.get("subWorkflowId"))
+                    .and_then(serde_json::Value::as_str)
+                    .map(str::to_owned),
+                reason: stop_reason(&stored.event),
+            });
         }
     }
     w.events.push(stored);
     Ok(())
+}
+
+/// Whether `event` ends its run.
+fn is_run_end(event: &Event) -> bool {
+    matches!(
+        event,
+        Event::WorkflowCompleted(_)
+            | Event::WorkflowFailed(_)
+            | Event::WorkflowTerminated(_)
+            | Event::WorkflowTimedOut(_)
+    )
+}
+
+/// Why a task that `event` ended without its result is stopped, as its worker is told.
+fn stop_reason(event: &Event) -> String {
+    match event {
+        Event::WorkflowTerminated(t) => format!("workflow terminated: {}", t.reason),
+        Event::WorkflowFailed(f) => format!("workflow failed: {}", f.reason),
+        Event::WorkflowTimedOut(t) => format!("workflow timed out: {}", t.reason),
+        Event::WorkflowCompleted(_) => "workflow completed".to_owned(),
+        Event::TaskSkipped(_) => "skipped by an operator".to_owned(),
+        Event::TaskTimedOut(t) => format!("timed out: {}", t.reason),
+        Event::TaskCanceled(c) => format!("canceled: {}", c.reason),
+        other => format!("ended by {}", other.kind()),
+    }
+}
+
+/// An operator command's refusal.
+fn refusal(status: i16, message: String) -> Verdict {
+    let code = match status {
+        400 => "bad_request",
+        404 => "not_found",
+        _ => "conflict",
+    };
+    Verdict {
+        status,
+        body: serde_json::json!({ "code": code, "message": message }),
+    }
 }

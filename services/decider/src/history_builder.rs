@@ -92,6 +92,7 @@ impl HistoryBuilder {
     pub fn failed(mut self, task_ref: &str, reason: &str) -> Self {
         let task_id = self.id_of(task_ref);
         self.push(Event::TaskFailed(TaskFailed {
+            error_kind: None,
             task_id,
             task_ref: task_ref.to_owned(),
             reason: reason.to_owned(),

@@ -9,11 +9,16 @@
 pub mod apply;
 pub mod engine;
 pub mod interpreter;
+pub mod lifecycle;
 pub mod metrics;
+pub mod reset;
+pub mod skip;
 pub mod state;
 
 #[cfg(test)]
 mod history_builder;
+#[cfg(test)]
+mod operations_tests;
 #[cfg(test)]
 mod sim;
 

@@ -9,18 +9,22 @@ use weft::store::runs::StoredEvent;
 
 use crate::history_builder::HistoryBuilder;
 use crate::interpreter::{decide, events_for};
-use crate::state::{is_activity, RunState, TaskStatus};
+use crate::state::{is_activity, RunState};
 
 /// One simulated run.
 pub struct Sim {
     pub state: RunState,
+    /// The whole history, oldest first.
+    pub events: Vec<StoredEvent>,
 }
 
 impl Sim {
     /// Starts `definition` with `input` and lets the interpreter run.
     pub fn start(definition: Value, input: Value) -> Self {
+        let builder = HistoryBuilder::started(definition, input);
         let mut sim = Self {
-            state: HistoryBuilder::started(definition, input).state(),
+            state: builder.state(),
+            events: builder.events().to_vec(),
         };
         sim.settle();
         sim
@@ -36,6 +40,7 @@ impl Sim {
             event,
         };
         self.state.apply(&stored).unwrap();
+        self.events.push(stored);
     }
 
     /// The simulated clock: one second per event.
@@ -84,7 +89,7 @@ impl Sim {
         self.state
             .tasks
             .iter()
-            .filter(|t| t.status == TaskStatus::Scheduled && is_activity(&t.task_type))
+            .filter(|t| t.status.is_pending() && is_activity(&t.task_type))
             .map(|t| t.task_ref.clone())
             .collect()
     }
@@ -93,11 +98,7 @@ impl Sim {
         self.state
             .tasks
             .iter()
-            .find(|t| {
-                t.task_ref == task_ref
-                    && t.status == TaskStatus::Scheduled
-                    && is_activity(&t.task_type)
-            })
+            .find(|t| t.task_ref == task_ref && t.status.is_pending() && is_activity(&t.task_type))
             .unwrap_or_else(|| panic!("{task_ref} is not pending; pending: {:?}", self.pending()))
             .task_id
     }
@@ -116,10 +117,42 @@ impl Sim {
         self
     }
 
+    /// A worker takes `task_ref` (IN_PROGRESS from now on).
+    pub fn take(&mut self, task_ref: &str) -> &mut Self {
+        let task_id = self.pending_id(task_ref);
+        let started_at = self.now();
+        self.append(Event::TaskStarted(weft::messages::TaskStarted {
+            task_id,
+            task_ref: task_ref.to_owned(),
+            worker_id: Some("sim".into()),
+            started_at,
+        }));
+        self.settle();
+        self
+    }
+
+    /// A worker fails `task_ref` with an error of `kind`.
+    pub fn fail_with_kind(&mut self, task_ref: &str, kind: &str) -> &mut Self {
+        let task_id = self.pending_id(task_ref);
+        self.append(Event::TaskFailed(TaskFailed {
+            error_kind: Some(kind.to_owned()),
+            task_id,
+            task_ref: task_ref.to_owned(),
+            reason: format!("{kind} happened"),
+            terminal: false,
+            output: Value::Null,
+            worker_id: None,
+            started_at: None,
+        }));
+        self.settle();
+        self
+    }
+
     /// A worker fails `task_ref`.
     pub fn fail(&mut self, task_ref: &str, reason: &str) -> &mut Self {
         let task_id = self.pending_id(task_ref);
         self.append(Event::TaskFailed(TaskFailed {
+            error_kind: None,
             task_id,
             task_ref: task_ref.to_owned(),
             reason: reason.to_owned(),
@@ -143,6 +176,43 @@ impl Sim {
             self.settle();
         }
         self
+    }
+
+    /// What `command` comes to, without applying it.
+    pub fn verdict(&self, command: &weft::messages::Command) -> crate::apply::Applied {
+        crate::apply::apply_command(&self.state, command)
+    }
+
+    /// Applies a reset as the engine would: this run ends TERMINATED and the successor
+    /// run is returned, settled.
+    pub fn reset(&mut self, reset: &weft::messages::Reset) -> Sim {
+        let crate::apply::Applied::Reset(plan) =
+            self.verdict(&weft::messages::Command::Reset(reset.clone()))
+        else {
+            panic!(
+                "reset refused: {:?}",
+                self.verdict(&weft::messages::Command::Reset(reset.clone()))
+            );
+        };
+        let (state, events) = crate::reset::successor_history(
+            &self.events,
+            &plan,
+            reset,
+            &self.state.workflow_id,
+            self.now(),
+        )
+        .unwrap();
+        if self.state.status == crate::state::RunStatus::Running {
+            self.append(Event::WorkflowTerminated(
+                weft::messages::WorkflowTerminated {
+                    reason: "reset".into(),
+                    output: Value::Null,
+                },
+            ));
+        }
+        let mut next = Sim { state, events };
+        next.settle();
+        next
     }
 
     /// A signal `name` with `payload` arrives.

@@ -41,6 +41,8 @@ impl RunStatus {
 pub enum TaskStatus {
     /// Published to its queue, waiting for a worker.
     Scheduled,
+    /// A worker took it.
+    InProgress,
     /// Done.
     Completed,
     /// An optional task failed; the run went on.
@@ -51,8 +53,11 @@ pub enum TaskStatus {
     FailedWithTerminalError,
     /// Ran out of time (`timeoutSeconds`); retried like a failure.
     TimedOut,
-    /// Still waiting when its run ended (a failed branch, a TERMINATE, a timeout).
+    /// Given up without a result: still waiting when its run ended (a failed branch, a
+    /// terminate, a timeout), or still running at a reset's cut (then it runs again).
     Canceled,
+    /// Skipped by an operator; the run goes on as if it had completed.
+    Skipped,
 }
 
 impl TaskStatus {
@@ -60,18 +65,20 @@ impl TaskStatus {
     pub fn as_str(self) -> &'static str {
         match self {
             TaskStatus::Scheduled => "SCHEDULED",
+            TaskStatus::InProgress => "IN_PROGRESS",
             TaskStatus::Completed => "COMPLETED",
             TaskStatus::CompletedWithErrors => "COMPLETED_WITH_ERRORS",
             TaskStatus::Failed => "FAILED",
             TaskStatus::FailedWithTerminalError => "FAILED_WITH_TERMINAL_ERROR",
             TaskStatus::TimedOut => "TIMED_OUT",
             TaskStatus::Canceled => "CANCELED",
+            TaskStatus::Skipped => "SKIPPED",
         }
     }
 
     /// Whether a worker result is still awaited.
     pub fn is_pending(self) -> bool {
-        matches!(self, TaskStatus::Scheduled)
+        matches!(self, TaskStatus::Scheduled | TaskStatus::InProgress)
     }
 }
 
@@ -100,6 +107,8 @@ pub struct TaskState {
     pub output: Option<Value>,
     /// Failure reason.
     pub reason: Option<String>,
+    /// The kind of the last failure, as the worker named it.
+    pub error_kind: Option<String>,
     /// Worker.
     pub worker_id: Option<String>,
     /// Times.
@@ -152,6 +161,12 @@ pub struct RunState {
     pub timers: Vec<TimerState>,
     /// Signals received, in order (`(name, payload)`); WAIT tasks consume them by name.
     pub signals: Vec<(String, Value)>,
+    /// Skips requested for tasks not reached yet, in order; each is used once.
+    pub pending_skips: Vec<weft::messages::SkipRequested>,
+    /// Paused by an operator: no new task is scheduled until resumed.
+    pub paused: bool,
+    /// The run a reset continued from, and the task it went back to.
+    pub reset_from: Option<(Uuid, String)>,
     /// Workflow variables (the definition's, updated by SET_VARIABLE).
     pub variables: Map<String, Value>,
     /// Output once completed.
@@ -212,6 +227,9 @@ impl RunState {
             status: RunStatus::Running,
             variables: started.definition.variables.clone(),
             signals: Vec::new(),
+            pending_skips: Vec::new(),
+            paused: false,
+            reset_from: None,
             timers: Vec::new(),
             output: None,
             reason: None,
@@ -245,33 +263,56 @@ impl RunState {
                 input: s.input.clone(),
                 output: None,
                 reason: None,
+                error_kind: None,
                 worker_id: None,
                 scheduled_time: at,
                 start_time: None,
                 end_time: None,
                 update_time: at,
             }),
+            Event::TaskStarted(s) => {
+                let t = self.task_mut(e, s.task_id)?;
+                if t.status == TaskStatus::Scheduled {
+                    t.status = TaskStatus::InProgress;
+                    t.worker_id.clone_from(&s.worker_id);
+                    t.start_time = Some(s.started_at);
+                    t.update_time = at;
+                }
+            }
             Event::TaskCompleted(c) => {
                 let t = self.task_mut(e, c.task_id)?;
                 t.status = TaskStatus::Completed;
                 t.output = Some(c.output.clone());
-                t.worker_id.clone_from(&c.worker_id);
-                t.start_time = c.started_at.or(Some(at));
+                if c.worker_id.is_some() {
+                    t.worker_id.clone_from(&c.worker_id);
+                }
+                t.start_time = c.started_at.or(t.start_time).or(Some(at));
                 t.end_time = Some(at);
                 t.update_time = at;
             }
             Event::TaskFailed(f) => {
-                let optional = self.is_optional(&f.task_ref);
+                let node = find_task(&self.definition.tasks, &f.task_ref);
+                let optional = node.is_some_and(|n| n.optional);
+                let policy = node.map(crate::interpreter::policy::Policy::of);
                 let t = self.task_mut(e, f.task_id)?;
-                t.status = match (optional, f.terminal) {
+                // An optional task is retried like any other; only its last failure lets
+                // the run go on, as COMPLETED_WITH_ERRORS.
+                let exhausted = f.terminal
+                    || policy.as_ref().is_none_or(|p| {
+                        t.attempt > p.retry_count || !p.is_retryable(f.error_kind.as_deref())
+                    });
+                t.error_kind.clone_from(&f.error_kind);
+                t.status = match (optional && exhausted, f.terminal) {
                     (true, _) => TaskStatus::CompletedWithErrors,
                     (false, true) => TaskStatus::FailedWithTerminalError,
                     (false, false) => TaskStatus::Failed,
                 };
                 t.output = Some(f.output.clone());
                 t.reason = Some(f.reason.clone());
-                t.worker_id.clone_from(&f.worker_id);
-                t.start_time = f.started_at.or(Some(at));
+                if f.worker_id.is_some() {
+                    t.worker_id.clone_from(&f.worker_id);
+                }
+                t.start_time = f.started_at.or(t.start_time).or(Some(at));
                 t.end_time = Some(at);
                 t.update_time = at;
             }
@@ -322,6 +363,36 @@ impl RunState {
             Event::SignalReceived(sig) => {
                 self.signals.push((sig.name.clone(), sig.payload.clone()));
             }
+            Event::TaskSkipped(skipped) => {
+                if let Some(i) = self
+                    .pending_skips
+                    .iter()
+                    .position(|p| p.task_ref == skipped.task_ref)
+                {
+                    self.pending_skips.remove(i);
+                }
+                let task = self.task_mut(e, skipped.task_id)?;
+                task.status = TaskStatus::Skipped;
+                task.output = Some(skipped.output.clone());
+                task.end_time = Some(at);
+                task.update_time = at;
+            }
+            Event::SkipRequested(request) => self.pending_skips.push(request.clone()),
+            Event::TaskCanceled(canceled) => {
+                let task = self.task_mut(e, canceled.task_id)?;
+                task.status = TaskStatus::Canceled;
+                task.reason = Some(canceled.reason.clone());
+                task.end_time = Some(at);
+                task.update_time = at;
+            }
+            Event::WorkflowPaused(_) => self.paused = true,
+            Event::WorkflowResumed(_) => self.paused = false,
+            Event::WorkflowReset(reset) => {
+                self.reset_from = Some((reset.previous_run_id, reset.task_ref.clone()));
+                // The run the operator sees begins at the reset; the prefix is history.
+                self.start_time = at;
+                self.paused = false;
+            }
             Event::WorkflowTerminated(t) => {
                 self.status = RunStatus::Terminated;
                 self.reason = Some(t.reason.clone());
@@ -354,10 +425,6 @@ impl RunState {
                 event_id: e.event_id,
                 task_id,
             })
-    }
-
-    fn is_optional(&self, task_ref: &str) -> bool {
-        find_task(&self.definition.tasks, task_ref).is_some_and(|t| t.optional)
     }
 
     /// The newest task with `task_ref`.
@@ -409,12 +476,12 @@ impl RunState {
             RunStatus::Failed => "FAILED",
             RunStatus::Terminated => "TERMINATED",
             RunStatus::TimedOut => "TIMED_OUT",
+            // RUNNING while a worker has a task; QUEUING while tasks only wait for one.
             RunStatus::Running => {
-                if self
-                    .tasks
-                    .iter()
-                    .any(|t| t.status.is_pending() && is_activity(&t.task_type))
-                {
+                let activities = || self.tasks.iter().filter(|t| is_activity(&t.task_type));
+                if activities().any(|t| t.status == TaskStatus::InProgress) {
+                    "RUNNING"
+                } else if activities().any(|t| t.status == TaskStatus::Scheduled) {
                     "QUEUING"
                 } else {
                     "RUNNING"
@@ -430,7 +497,11 @@ impl RunState {
             workflow_id: self.workflow_id.clone(),
             workflow_name: self.definition.name.clone(),
             workflow_version: self.definition.version,
-            status: self.status.as_str().to_owned(),
+            status: if self.paused && self.status == RunStatus::Running {
+                "PAUSED".to_owned()
+            } else {
+                self.status.as_str().to_owned()
+            },
             sub_status: self.sub_status().to_owned(),
             input: self.input.clone(),
             output: self.output.clone(),
@@ -443,6 +514,8 @@ impl RunState {
             end_time: self.end_time,
             update_time: self.update_time,
             version: self.version,
+            is_current: true,
+            reset_from: self.reset_from.clone(),
         }
     }
 

@@ -45,8 +45,15 @@ pub fn router(state: AppState) -> Router {
     Router::new()
         .merge(routes::metadata::routes())
         .merge(routes::workflow::routes())
+        .merge(routes::operations::routes())
         .merge(routes::signal::routes())
         .merge(routes::taskdefs::routes())
+        .merge(routes::heartbeat::routes())
+        .merge(routes::tasks::routes())
+        .merge(routes::ui::routes())
+        .merge(routes::graph::routes())
+        .merge(routes::search::routes())
+        .merge(routes::stats::routes())
         .fallback(middleware::no_route)
         .method_not_allowed_fallback(middleware::wrong_method)
         .layer(DefaultBodyLimit::max(state.max_body_bytes))
@@ -121,12 +128,16 @@ async fn connect(config: &Config, shutdown: &CancellationToken) -> weft::Result<
     let store = Store::connect(&config.database_url, POOL_SIZE, shutdown).await?;
     let names = Names::new(&config.namespace, config.shards);
     let bus = Bus::connect(&config.amqp_url, names, shutdown.clone()).await?;
-    Ok(AppState::new(
-        store,
-        bus,
-        config.max_body_bytes,
-        Metrics::new(),
-    ))
+    let cache = weft::registry::Cache::new(&config.redis_url, &config.namespace)?;
+    let registry =
+        weft::registry::Registry::new(store.clone(), Some(cache), config.heartbeat_write_interval);
+    let graphs = weft::store::graph_cache::GraphCache::new(&config.redis_url, &config.namespace)?;
+    Ok(
+        AppState::new(store, bus, config.max_body_bytes, Metrics::new())
+            .with_registry(registry)
+            .with_graph_cache(graphs)
+            .with_shutdown(shutdown.clone()),
+    )
 }
 
 /// Hands each request to the full router once it exists, and answers "starting" before.

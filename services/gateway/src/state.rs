@@ -2,8 +2,12 @@
 
 use std::time::Duration;
 
+use tokio_util::sync::CancellationToken;
+
 use weft::admin::{self, CounterFamily, HistogramFamily, Labels, Metrics, ReadyCheck};
 use weft::bus::Bus;
+use weft::registry::Registry;
+use weft::store::graph_cache::GraphCache;
 use weft::store::Store;
 
 /// The gateway's shared state; cheap to clone (every field is a handle).
@@ -19,18 +23,47 @@ pub struct AppState {
     pub http: HttpMetrics,
     /// The registry `/metrics` renders.
     pub metrics: Metrics,
+    /// The running-activity registry (HTTP workers' heartbeats, polls, results).
+    pub registry: Registry,
+    /// The flowchart cache (Redis); `None`: graphs come from PostgreSQL alone.
+    pub graph_cache: Option<GraphCache>,
+    /// Cancelled when the gateway shuts down: long polls answer at once.
+    pub shutdown: CancellationToken,
 }
 
 impl AppState {
     /// State over `store` and `bus`, registering the HTTP metrics in `metrics`.
+    /// The activity registry works on PostgreSQL alone until [`AppState::with_registry`]
+    /// gives it one with Redis.
     pub fn new(store: Store, bus: Bus, max_body_bytes: usize, metrics: Metrics) -> Self {
         Self {
+            registry: Registry::new(store.clone(), None, Duration::from_secs(60)),
+            graph_cache: None,
+            shutdown: CancellationToken::new(),
             store,
             bus,
             max_body_bytes,
             http: HttpMetrics::register(&metrics),
             metrics,
         }
+    }
+
+    /// Replaces the activity registry (e.g. with one that has the Redis cache).
+    pub fn with_registry(mut self, registry: Registry) -> Self {
+        self.registry = registry;
+        self
+    }
+
+    /// Ends long polls when `shutdown` is cancelled.
+    pub fn with_shutdown(mut self, shutdown: CancellationToken) -> Self {
+        self.shutdown = shutdown;
+        self
+    }
+
+    /// Caches flowcharts in Redis.
+    pub fn with_graph_cache(mut self, cache: GraphCache) -> Self {
+        self.graph_cache = Some(cache);
+        self
     }
 
     /// Readiness: the broker connection is up and the database answers.

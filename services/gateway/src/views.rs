@@ -101,12 +101,12 @@ pub struct BulkResponse {
 }
 
 /// Epoch milliseconds, 0 when unset.
-fn ms(t: Option<DateTime<Utc>>) -> i64 {
+pub(crate) fn ms(t: Option<DateTime<Utc>>) -> i64 {
     t.map_or(0, |t| t.timestamp_millis())
 }
 
 /// A JSON object, `{}` for absent or null.
-fn map_or_empty(v: Option<Value>) -> Value {
+pub(crate) fn map_or_empty(v: Option<Value>) -> Value {
     match v {
         None | Some(Value::Null) => Value::Object(Map::new()),
         Some(v) => v,

@@ -1,21 +1,67 @@
-//! The heartbeat service (DESIGN.md §2): registry of running activities, heartbeat
-//! ingest and timeout scanner. In this version it connects, declares its queue
-//! (`<ns>.heartbeat`, part of the core topology) and answers health; the registry and
-//! scanner are the heartbeat issue's work.
+//! The heartbeat service (DESIGN.md §2): the registry of running activities.
+//!
+//! - `ingest`: consumes `<ns>.heartbeat` (attempts started, heartbeat batches answered on
+//!   the request's `reply_to`, attempts finished, attempts stopped by the decider).
+//! - `scanner`: times out attempts whose heartbeats stopped, every scan interval.
+//! - `purge`: deletes ended attempts after their retention, in batches.
+//! - `metrics`: the registry's counters on `/metrics`.
+//!
+//! The work itself is [`weft::registry`], shared with the gateway (HTTP workers).
+
+pub mod ingest;
+pub mod metrics;
+pub mod pending;
+pub mod purge;
+pub mod scanner;
 
 use std::net::SocketAddr;
 
 use tokio_util::sync::CancellationToken;
+use weft::registry::{Cache, Registry};
 use weft::Config;
 
 /// The heartbeat service's admin port when `WEFT_ADMIN_ADDR` is unset.
 pub const DEFAULT_ADMIN_ADDR: SocketAddr =
     SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 9093);
 
-/// Runs the heartbeat service until `shutdown`.
+/// PostgreSQL connections: ingest handlers, the scanner and the purge share them.
+const DB_CONNECTIONS: u32 = 8;
+
+/// Runs the heartbeat service until `shutdown`: stops taking messages, lets the handlers
+/// in flight finish (bounded; nothing unfinished is acknowledged) and ends the loops.
 pub async fn run(config: Config, shutdown: CancellationToken) -> weft::Result<()> {
-    let deps = weft::runtime::connect(&config, DEFAULT_ADMIN_ADDR, 2, &shutdown).await?;
-    tracing::info!(queue = %deps.bus.names().heartbeat_queue(), "heartbeat service ready");
-    shutdown.cancelled().await;
+    let deps =
+        weft::runtime::connect(&config, DEFAULT_ADMIN_ADDR, DB_CONNECTIONS, &shutdown).await?;
+    let cache = Cache::new(&config.redis_url, &config.namespace)?;
+    let registry = Registry::new(
+        deps.store.clone(),
+        Some(cache),
+        config.heartbeat_write_interval,
+    );
+    let consumer = ingest::start(
+        &deps.bus,
+        registry.clone(),
+        config.prefetch,
+        shutdown.clone(),
+    );
+    tracing::info!(
+        queue = %deps.bus.names().heartbeat_queue(),
+        write_interval_ms = config.heartbeat_write_interval.as_millis() as u64,
+        scan_interval_ms = config.heartbeat_scan_interval.as_millis() as u64,
+        "heartbeat service ready"
+    );
+    let scanner = scanner::Scanner::new(registry.clone(), deps.bus.clone(), &deps.metrics);
+    let purge = purge::Purge::new(registry.clone(), config.task_check_retention, &deps.metrics);
+    let exporter = metrics::Exporter::new(registry, &deps.metrics);
+    // Every loop ends at shutdown; the consumer after its in-flight handlers.
+    let (consumed, (), (), ()) = tokio::join!(
+        consumer,
+        scanner.run(config.heartbeat_scan_interval, shutdown.clone()),
+        purge.run(shutdown.clone()),
+        exporter.run(shutdown)
+    );
+    if let Err(e) = consumed {
+        tracing::error!(error = %e, "heartbeat consumer ended abnormally");
+    }
     Ok(())
 }

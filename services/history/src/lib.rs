@@ -1,9 +1,10 @@
 //! The history service (DESIGN.md §2): keeper of the event log. In this version it
 //! re-publishes outbox rows that a crashed decider or gateway committed but did not
 //! publish (the sweeper) and publishes durable timers when they are due (the timer
-//! firer). Reads (status, history pages) are served by the gateway from
+//! firer), and deletes verdicts on operator commands after their retention. Reads (status, history pages) are served by the gateway from
 //! the same store.
 
+pub mod retention;
 pub mod sweeper;
 pub mod timers;
 
@@ -26,7 +27,12 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> weft::Result<()
         config.outbox_sweep_after,
     );
     let firer = timers::TimerFirer::new(deps.store.clone(), deps.bus.clone(), &deps.metrics);
-    // Both loops end at shutdown.
-    tokio::join!(sweeper.run(shutdown.clone()), firer.run(shutdown));
+    let retention = retention::Retention::new(deps.store.clone(), &deps.metrics);
+    // Every loop ends at shutdown.
+    tokio::join!(
+        sweeper.run(shutdown.clone()),
+        retention.run(shutdown.clone()),
+        firer.run(shutdown)
+    );
     Ok(())
 }

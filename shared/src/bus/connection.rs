@@ -79,6 +79,8 @@ pub(crate) struct Link {
     /// Guarded by the lock: when the last attempt failed, and why.
     reconnect: tokio::sync::Mutex<Option<(Instant, String)>>,
     declared: Mutex<Declared>,
+    /// The request/reply channel of the current connection.
+    pub(crate) replies: super::rpc::Replies,
 }
 
 impl fmt::Debug for Link {
@@ -105,6 +107,7 @@ impl Link {
             current: RwLock::new(None),
             reconnect: tokio::sync::Mutex::new(None),
             declared: Mutex::new(Declared::new()),
+            replies: super::rpc::Replies::default(),
         }
     }
 

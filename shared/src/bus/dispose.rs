@@ -32,6 +32,12 @@ pub(crate) fn decode(raw: &RawDelivery, queue: &str) -> Result<Delivery, String>
         traceparent: header_text(&raw.properties, TRACEPARENT_HEADER),
         redelivered: raw.redelivered,
         queue: queue.to_owned(),
+        reply_to: raw.properties.reply_to().as_ref().map(|s| s.to_string()),
+        correlation_id: raw
+            .properties
+            .correlation_id()
+            .as_ref()
+            .map(|s| s.to_string()),
     })
 }
 

@@ -7,7 +7,8 @@
 //!
 //! Layout: `connection` keeps the live connection, `declare` the topology (the one place
 //! queue arguments are built), `publish` confirmed publishing, `consume` and `batch` the
-//! consumer loops, `dispose` what happens to a delivery once handled.
+//! consumer loops, `dispose` what happens to a delivery once handled, `rpc` request/reply
+//! ([`Bus::call`], [`Bus::reply`]).
 
 mod backoff;
 mod batch;
@@ -15,7 +16,9 @@ mod connection;
 mod consume;
 mod declare;
 mod dispose;
+mod get;
 mod publish;
+mod rpc;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -27,6 +30,7 @@ use crate::topology::Names;
 use crate::{Envelope, Error, Result};
 
 use connection::Link;
+pub use get::Taken;
 
 /// Header carrying the reason a message was dead-lettered by Weft.
 pub const DEAD_REASON_HEADER: &str = "x-weft-dead-reason";
@@ -74,6 +78,10 @@ pub struct Delivery {
     pub redelivered: bool,
     /// The queue it came from.
     pub queue: String,
+    /// Where the sender wants a reply ([`Bus::reply`]), when it is a request.
+    pub reply_to: Option<String>,
+    /// The request's correlation id, echoed in the reply.
+    pub correlation_id: Option<String>,
 }
 
 /// What to do with a delivery once its handler returns.

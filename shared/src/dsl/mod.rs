@@ -2,6 +2,7 @@
 //! `${...}` parameter expressions.
 
 pub mod expr;
+pub mod hooks;
 pub mod model;
 pub mod script;
 pub mod taskdef;

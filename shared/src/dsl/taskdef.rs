@@ -185,7 +185,12 @@ pub fn validate_task_def(json: &Value) -> Result<TaskDef, DslError> {
         .map(|f| f.0)
         .chain(STRING_FIELDS)
         .chain(ENUM_FIELDS.iter().map(|f| f.0))
-        .chain(["inputKeys", "outputKeys", "inputTemplate"]);
+        .chain([
+            "inputKeys",
+            "outputKeys",
+            "inputTemplate",
+            "nonRetryableErrors",
+        ]);
     for key in typed {
         if obj.get(key).is_some_and(Value::is_null) {
             obj.remove(key);
@@ -233,7 +238,7 @@ pub fn validate_task_def(json: &Value) -> Result<TaskDef, DslError> {
             ));
         }
     }
-    for key in ["inputKeys", "outputKeys"] {
+    for key in ["inputKeys", "outputKeys", "nonRetryableErrors"] {
         let Some(v) = obj.get(key) else { continue };
         let Some(items) = v.as_array() else {
             return Err(DslError::new(key, "must be an array of strings"));

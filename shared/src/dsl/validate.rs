@@ -81,6 +81,7 @@ pub fn parse_definition(json: &Value) -> Result<WorkflowDef, DslError> {
         locate_shape_error(obj)
             .unwrap_or_else(|| DslError::new("", format!("not a valid workflow definition: {e}")))
     })?;
+    super::hooks::validate(&def.extra, "", &super::hooks::HookKind::ALL[1..], true)?;
     validate(&def)?;
     Ok(def)
 }
@@ -239,9 +240,11 @@ impl Walker<'_> {
             let task_path = format!("{path}[{i}]");
             self.check_identity(task, &task_path)?;
             check_structure(task, &task_path, tasks.get(i + 1))?;
+            super::hooks::validate(&task.extra, &task_path, &super::hooks::HookKind::ALL, false)?;
             self.check_task_expressions(task, &task_path, &visible)?;
             if task.task_type() == Some(TaskType::Join) {
-                self.check_join_on(task, &task_path, &visible)?;
+                let fork = i.checked_sub(1).map(|p| &tasks[p]);
+                self.check_join_on(task, &task_path, &visible, fork)?;
             }
 
             // Children see their container (a loop body reads `${loop.output.iteration}`)
@@ -323,13 +326,25 @@ impl Walker<'_> {
         )
     }
 
-    /// A JOIN waits for tasks of the branches before it.
+    /// A JOIN waits for tasks of the branches of the FORK_JOIN just before it.
     fn check_join_on(
         &self,
         task: &WorkflowTask,
         path: &str,
         visible: &HashSet<String>,
+        fork: Option<&WorkflowTask>,
     ) -> Result<(), DslError> {
+        // Refs inside the preceding static fork's branches (a dynamic fork's are known
+        // only at run time).
+        let forked: Option<HashSet<String>> = fork
+            .filter(|f| f.task_type() == Some(TaskType::ForkJoin))
+            .map(|f| {
+                let mut refs = HashSet::new();
+                for branch in f.fork_tasks.iter().flatten() {
+                    collect_refs(branch, &mut refs);
+                }
+                refs
+            });
         let join_path = join(path, "joinOn");
         let refs = match task.extra.get("joinOn") {
             None | Some(Value::Null) => return Ok(()),
@@ -352,10 +367,13 @@ impl Walker<'_> {
                     format!("expected a taskReferenceName, found {}", kind(r)),
                 ));
             };
-            if visible.contains(r) {
+            let in_fork = forked.as_ref().is_none_or(|f| f.contains(r));
+            if visible.contains(r) && in_fork {
                 continue;
             }
-            let why = if self.all_refs.contains(r) {
+            let why = if visible.contains(r) {
+                "is not a task of the FORK_JOIN this JOIN closes"
+            } else if self.all_refs.contains(r) {
                 "does not come before this JOIN"
             } else {
                 "is not a taskReferenceName of this definition"
@@ -1355,28 +1373,32 @@ mod tests {
             "followed by a JOIN",
         );
         let join_on = |refs: Value| {
-            wf(
-                json!([{"name": "f", "taskReferenceName": "f", "type": "FORK_JOIN",
+            wf(json!([simple("before", json!({})),
+                      {"name": "f", "taskReferenceName": "f", "type": "FORK_JOIN",
                        "forkTasks": [[simple("a", json!({}))], [simple("b", json!({}))]]},
                       {"name": "j", "taskReferenceName": "j", "type": "JOIN", "joinOn": refs},
-                      simple("later", json!({}))]),
-            )
+                      simple("later", json!({}))]))
         };
         parse_definition(&join_on(json!(["a", "b"]))).unwrap();
         assert_err(
             join_on(json!(["a", "ghost"])),
-            "tasks[1].joinOn[1]",
+            "tasks[2].joinOn[1]",
             "not a taskReferenceName",
         );
         assert_err(
             join_on(json!(["later"])),
-            "tasks[1].joinOn[0]",
+            "tasks[2].joinOn[0]",
             "does not come before",
         );
-        assert_err(join_on(json!("a")), "tasks[1].joinOn", "array");
+        assert_err(
+            join_on(json!(["a", "before"])),
+            "tasks[2].joinOn[1]",
+            "not a task of the FORK_JOIN",
+        );
+        assert_err(join_on(json!("a")), "tasks[2].joinOn", "array");
         assert_err(
             join_on(json!([1])),
-            "tasks[1].joinOn[0]",
+            "tasks[2].joinOn[0]",
             "taskReferenceName",
         );
     }

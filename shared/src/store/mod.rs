@@ -3,10 +3,17 @@
 //! schema (sqlx's migrator takes an advisory lock, so concurrent starts are safe).
 
 pub mod definitions;
+pub mod graph;
+pub mod graph_build;
+pub mod graph_cache;
+pub mod operations;
 pub mod outbox;
 pub mod reads;
 pub mod runs;
+pub mod search;
 pub mod starts;
+pub mod stats;
+pub mod task_api;
 pub mod taskdefs;
 pub mod timers;
 

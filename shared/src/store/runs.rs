@@ -7,6 +7,7 @@ use serde_json::Value;
 use sqlx::Row;
 use uuid::Uuid;
 
+use super::operations::OperationOutcome;
 use super::outbox::OutboxMessage;
 use super::timers::TimerRecord;
 use super::Store;
@@ -50,6 +51,10 @@ pub struct RunRecord {
     pub update_time: DateTime<Utc>,
     /// Number of history events (the concurrency token).
     pub version: i64,
+    /// Whether this is its workflow's current run (false once a reset replaced it).
+    pub is_current: bool,
+    /// The run a reset continued from, and the task it was reset to.
+    pub reset_from: Option<(Uuid, String)>,
 }
 
 /// A task row (`tasks`).
@@ -121,12 +126,17 @@ pub struct CommitBatch {
     pub outbox: Vec<OutboxMessage>,
     /// Durable timers to fire later (by the history service).
     pub timers: Vec<TimerRecord>,
+    /// Verdicts on operator commands.
+    pub outcomes: Vec<OperationOutcome>,
 }
 
 impl CommitBatch {
     /// Whether there is nothing to write.
     pub fn is_empty(&self) -> bool {
-        self.new_runs.is_empty() && self.updated_runs.is_empty() && self.events.is_empty()
+        self.new_runs.is_empty()
+            && self.updated_runs.is_empty()
+            && self.events.is_empty()
+            && self.outcomes.is_empty()
     }
 }
 
@@ -144,24 +154,7 @@ impl Store {
         let Some(row) = row else { return Ok(None) };
         let run_id: Uuid = row.try_get("run_id")?;
         let version: i64 = row.try_get("version")?;
-        let rows = sqlx::query(
-            "SELECT event_id, time, type, attributes FROM history_events
-             WHERE run_id = $1 ORDER BY event_id",
-        )
-        .bind(run_id)
-        .fetch_all(&self.pool)
-        .await?;
-        let mut events = Vec::with_capacity(rows.len());
-        for r in rows {
-            let kind: String = r.try_get("type")?;
-            let attributes: Value = r.try_get("attributes")?;
-            events.push(StoredEvent {
-                run_id,
-                event_id: r.try_get("event_id")?,
-                time: r.try_get("time")?,
-                event: Event::from_parts(&kind, attributes)?,
-            });
-        }
+        let events = self.run_events(run_id).await?;
         Ok(Some((version, events)))
     }
 
@@ -182,6 +175,7 @@ impl Store {
         let tk = &batch.tasks;
         let ob = &batch.outbox;
         let tm = &batch.timers;
+        let oc = &batch.outcomes;
         let refs = |r: &RunRecord| Value::from(r.failed_task_refs.clone());
         let result = sqlx::query(COMMIT_SQL)
             // new runs: $1..$17
@@ -256,6 +250,19 @@ impl Store {
             .bind(col!(tm, |t| t.routing_key.as_str()))
             .bind(col!(tm, |t| t.body.as_slice()))
             .bind(col!(tm, |t| t.traceparent.as_deref()))
+            // new runs' reset origin and currency: $66..$68; updated runs' currency: $69
+            .bind(col!(new, |r| r.reset_from.as_ref().map(|(id, _)| *id)))
+            .bind(col!(new, |r| r
+                .reset_from
+                .as_ref()
+                .map(|(_, t)| t.as_str())))
+            .bind(col!(new, |r| r.is_current))
+            .bind(col!(upd, |(r, _)| r.is_current))
+            // operation outcomes: $70..$73
+            .bind(col!(oc, |o| o.request_id))
+            .bind(col!(oc, |o| o.workflow_id.as_str()))
+            .bind(col!(oc, |o| o.status))
+            .bind(col!(oc, |o| o.body.clone()))
             .execute(&self.pool)
             .await;
         match result {
@@ -279,28 +286,31 @@ const COMMIT_SQL: &str = r#"
 WITH new_runs AS (
     INSERT INTO runs (run_id, workflow_id, workflow_name, workflow_version, status, sub_status,
         input, output, variables, correlation_id, parent_workflow_id, reason, failed_task_refs,
-        start_time, end_time, update_time, version, is_current)
+        start_time, end_time, update_time, version, is_current, reset_from_run_id,
+        reset_task_ref)
     SELECT n.run_id, n.workflow_id, n.workflow_name, n.workflow_version, n.status, n.sub_status,
         n.input, n.output, n.variables, n.correlation_id, n.parent_workflow_id, n.reason,
         ARRAY(SELECT jsonb_array_elements_text(n.failed)), n.start_time, n.end_time,
-        n.update_time, n.version, TRUE
+        n.update_time, n.version, n.is_current, n.reset_from, n.reset_ref
     FROM UNNEST($1::uuid[], $2::text[], $3::text[], $4::int[], $5::text[], $6::text[],
         $7::jsonb[], $8::jsonb[], $9::jsonb[], $10::text[], $11::text[], $12::text[],
-        $13::jsonb[], $14::timestamptz[], $15::timestamptz[], $16::timestamptz[], $17::bigint[])
+        $13::jsonb[], $14::timestamptz[], $15::timestamptz[], $16::timestamptz[], $17::bigint[],
+        $66::uuid[], $67::text[], $68::bool[])
         AS n(run_id, workflow_id, workflow_name, workflow_version, status, sub_status, input,
              output, variables, correlation_id, parent_workflow_id, reason, failed, start_time,
-             end_time, update_time, version)
+             end_time, update_time, version, reset_from, reset_ref, is_current)
     RETURNING 1
 ), updated_runs AS (
     UPDATE runs r SET status = u.status, sub_status = u.sub_status, output = u.output,
         variables = u.variables, reason = u.reason,
         failed_task_refs = ARRAY(SELECT jsonb_array_elements_text(u.failed)),
-        end_time = u.end_time, update_time = u.update_time, version = u.version
+        end_time = u.end_time, update_time = u.update_time, version = u.version,
+        is_current = u.is_current
     FROM UNNEST($18::uuid[], $19::bigint[], $20::text[], $21::text[], $22::jsonb[],
         $23::jsonb[], $24::text[], $25::jsonb[], $26::timestamptz[], $27::timestamptz[],
-        $28::bigint[])
+        $28::bigint[], $69::bool[])
         AS u(run_id, expected, status, sub_status, output, variables, reason, failed, end_time,
-             update_time, version)
+             update_time, version, is_current)
     WHERE r.run_id = u.run_id AND r.version = u.expected
     RETURNING 1
 ), events AS (
@@ -331,8 +341,15 @@ WITH new_runs AS (
     SELECT * FROM UNNEST($58::uuid[], $59::text[], $60::uuid[], $61::timestamptz[],
         $62::text[], $63::text[], $64::bytea[], $65::text[])
     RETURNING 1
+), outcome_rows AS (
+    INSERT INTO operation_outcomes (request_id, workflow_id, status, body)
+    SELECT * FROM UNNEST($70::uuid[], $71::text[], $72::smallint[], $73::jsonb[])
+    -- A redelivered operator command was already answered: the first verdict stands.
+    ON CONFLICT (request_id) DO NOTHING
+    RETURNING 1
 )
 SELECT weft_check_versions((SELECT count(*) FROM updated_runs), $57),
+    (SELECT count(*) FROM outcome_rows),
     (SELECT count(*) FROM new_runs), (SELECT count(*) FROM events),
     (SELECT count(*) FROM task_rows), (SELECT count(*) FROM outbox_rows),
     (SELECT count(*) FROM timer_rows)

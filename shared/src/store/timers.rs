@@ -195,18 +195,32 @@ impl Store {
             tx.commit().await?;
             return Ok(FireReport::default());
         }
+        // Each firing is a span of the trace that set the timer, so the run's trace shows
+        // the history service between the decision that set it and the one it wakes.
+        let spans: Vec<(tracing::Span, Option<String>)> = due
+            .iter()
+            .map(|t| {
+                let span = tracing::info_span!("history.timer_fired", timer_id = %t.id);
+                crate::telemetry::set_parent(&span, t.traceparent.as_deref());
+                let traceparent = span
+                    .in_scope(crate::telemetry::current_traceparent)
+                    .or_else(|| t.traceparent.clone());
+                (span, traceparent)
+            })
+            .collect();
         let results = publish_all(
             bus,
-            due.iter().map(|t| {
+            due.iter().zip(&spans).map(|(t, (_, traceparent))| {
                 (
                     t.exchange.as_str(),
                     t.routing_key.as_str(),
                     t.body.as_slice(),
-                    t.traceparent.as_deref(),
+                    traceparent.as_deref(),
                 )
             }),
         )
         .await;
+        drop(spans);
         let elapsed = started.elapsed();
         let mut report = FireReport::default();
         let mut sent = Vec::with_capacity(due.len());

@@ -1,24 +1,33 @@
-//! [`WorkerBuilder`]: registers handlers and sets the worker's identity and concurrency.
+//! [`WorkerBuilder`]: registers handlers and sets the worker's identity, concurrency and
+//! heartbeat pacing.
 
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::time::Duration;
 
 use serde_json::Value;
 
-use super::{ActivityError, Worker};
+use super::heartbeat::Policy;
+use super::{ActivityContext, ActivityError, Worker};
+use crate::admin::Metrics;
 use crate::messages::ActivityTask;
 use crate::Config;
 
 /// Activities running at once in one worker process when not configured.
 pub const DEFAULT_CONCURRENCY: usize = 16;
+/// How long a stopped handler may take to return before it is aborted, when not configured.
+pub const DEFAULT_STOP_GRACE: Duration = Duration::from_secs(10);
+/// Shortest heartbeat tick accepted.
+const MIN_TICK: Duration = Duration::from_millis(10);
 
 /// The future a type-erased handler returns.
 pub(crate) type HandlerFuture = Pin<Box<dyn Future<Output = Result<Value, ActivityError>> + Send>>;
 
 /// A registered handler, type-erased so that one worker can serve several task names.
-pub(crate) type BoxedHandler = Arc<dyn Fn(ActivityTask) -> HandlerFuture + Send + Sync>;
+pub(crate) type BoxedHandler =
+    Arc<dyn Fn(ActivityTask, ActivityContext) -> HandlerFuture + Send + Sync>;
 
 /// Builds a [`Worker`]; start with [`Worker::builder`].
 pub struct WorkerBuilder {
@@ -26,6 +35,9 @@ pub struct WorkerBuilder {
     worker_id: Option<String>,
     concurrency: usize,
     handlers: BTreeMap<String, BoxedHandler>,
+    heartbeat: Policy,
+    stop_grace: Duration,
+    metrics: Metrics,
 }
 
 impl std::fmt::Debug for WorkerBuilder {
@@ -35,6 +47,8 @@ impl std::fmt::Debug for WorkerBuilder {
             .field("worker_id", &self.worker_id)
             .field("concurrency", &self.concurrency)
             .field("task_names", &self.handlers.keys().collect::<Vec<_>>())
+            .field("heartbeat", &self.heartbeat)
+            .field("stop_grace", &self.stop_grace)
             .finish()
     }
 }
@@ -46,6 +60,9 @@ impl WorkerBuilder {
             worker_id: None,
             concurrency: DEFAULT_CONCURRENCY,
             handlers: BTreeMap::new(),
+            heartbeat: Policy::default(),
+            stop_grace: DEFAULT_STOP_GRACE,
+            metrics: Metrics::new(),
         }
     }
 
@@ -69,16 +86,69 @@ impl WorkerBuilder {
     ///
     /// `Ok(output)` completes the activity with `output`; `Err` fails it, terminally or
     /// not (see [`ActivityError`]). A handler that panics fails the attempt (retryable).
-    pub fn handler<F, Fut>(mut self, task_name: impl Into<String>, f: F) -> Self
+    /// Heartbeats are sent for it automatically; use [`WorkerBuilder::activity`] to report
+    /// progress or to notice that the attempt was stopped.
+    pub fn handler<F, Fut>(self, task_name: impl Into<String>, f: F) -> Self
     where
         F: Fn(ActivityTask) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<Value, ActivityError>> + Send + 'static,
     {
-        let boxed: BoxedHandler = Arc::new(move |task| Box::pin(f(task)) as HandlerFuture);
+        self.activity(task_name, move |task, _ctx| f(task))
+    }
+
+    /// Like [`WorkerBuilder::handler`], with the attempt's [`ActivityContext`]: report
+    /// progress with [`ActivityContext::heartbeat`], observe a STOP with
+    /// [`ActivityContext::cancelled`] / [`ActivityContext::is_cancelled`].
+    pub fn activity<F, Fut>(mut self, task_name: impl Into<String>, f: F) -> Self
+    where
+        F: Fn(ActivityTask, ActivityContext) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Value, ActivityError>> + Send + 'static,
+    {
+        let boxed: BoxedHandler =
+            Arc::new(move |task, ctx| Box::pin(f(task, ctx)) as HandlerFuture);
         let name = task_name.into();
         if self.handlers.insert(name.clone(), boxed).is_some() {
             tracing::warn!(task_name = %name, "handler registered twice; the last one wins");
         }
+        self
+    }
+
+    /// How often the heartbeat scheduler sends the heartbeats that are due, all in one
+    /// request (default 1 s; at least 10 ms).
+    pub fn heartbeat_tick(mut self, tick: Duration) -> Self {
+        self.heartbeat.tick = tick.max(MIN_TICK);
+        self
+    }
+
+    /// One heartbeat interval for every activity with a heartbeat timeout, instead of a
+    /// third of its timeout clamped to [1 s, 30 s]. Activities without a timeout
+    /// (`responseTimeoutSeconds` 0) get no heartbeats either way.
+    pub fn heartbeat_interval(mut self, interval: Duration) -> Self {
+        self.heartbeat.interval = Some(interval);
+        self
+    }
+
+    /// With `false`, an activity is heartbeated only after its handler called
+    /// [`ActivityContext::heartbeat`], so a handler that hangs is timed out by the
+    /// heartbeat service (default `true`: every running activity is kept alive).
+    pub fn automatic_heartbeats(mut self, automatic: bool) -> Self {
+        self.heartbeat.automatic = automatic;
+        self
+    }
+
+    /// How long a handler whose attempt was stopped may take to return before it is
+    /// aborted (default [`DEFAULT_STOP_GRACE`]). Either way its result is not reported.
+    pub fn stop_grace(mut self, grace: Duration) -> Self {
+        self.stop_grace = grace;
+        self
+    }
+
+    /// Where the worker's counters go (`weft_worker_heartbeat_requests`,
+    /// `weft_worker_heartbeats`, `weft_worker_heartbeat_failures`,
+    /// `weft_worker_activities_stopped`), e.g. the registry served on the process's
+    /// `/metrics`. Without it they are kept but not exported.
+    pub fn metrics(mut self, metrics: &Metrics) -> Self {
+        self.metrics = metrics.clone();
         self
     }
 
@@ -89,6 +159,9 @@ impl WorkerBuilder {
             worker_id: self.worker_id.unwrap_or_else(default_worker_id),
             concurrency: self.concurrency,
             handlers: self.handlers,
+            heartbeat: self.heartbeat,
+            stop_grace: self.stop_grace,
+            metrics: self.metrics,
         }
     }
 }

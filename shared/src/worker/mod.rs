@@ -17,6 +17,37 @@
 //!   running ones finish and publish within `config.shutdown_grace`, then returns; what did
 //!   not finish is not acknowledged and goes back to its queue.
 //!
+//! # Heartbeats and stopping
+//!
+//! Before running a handler the worker registers the attempt with the heartbeat service
+//! (`AttemptStarted` on `<namespace>.heartbeat`, confirmed; if that fails the task goes
+//! back to its queue untouched), and after the result is confirmed it says so
+//! (`AttemptFinished`). While handlers run, one scheduler per process keeps them alive:
+//!
+//! - Every [`WorkerBuilder::heartbeat_tick`] (1 s) it sends **one** `Heartbeats` request
+//!   (a [`Bus::call`](crate::bus::Bus::call)) carrying every activity that is due, split
+//!   only above 10,000 beats: 10,000 running activities cost about one request a second.
+//! - An activity is due every third of its `responseTimeoutSeconds`, clamped to
+//!   [[`MIN_INTERVAL`], [`MAX_INTERVAL`]] (or [`WorkerBuilder::heartbeat_interval`]),
+//!   counted from when its last beat was sent. Due times are absolute: after a stall the
+//!   overdue activities are sent once, never a burst of the missed beats. An activity
+//!   with `responseTimeoutSeconds` 0 is not watched and gets no beats.
+//! - A beat answered THROTTLED is sent again first, within the same tick; a beat whose
+//!   request failed (timeout, connection lost) is sent again later in the same tick, at
+//!   most three times, then waits for the next tick.
+//! - A beat answered STOP (the run was terminated, reset or skipped; the attempt timed
+//!   out) or NOT_FOUND cancels the handler's [`ActivityContext`] and drops the activity
+//!   from the schedule. The handler has [`WorkerBuilder::stop_grace`] to return, then it
+//!   is aborted; either way its result is **not** published (the decider would ignore
+//!   it) and its task is acknowledged, so it never runs again.
+//!
+//! Handlers registered with [`WorkerBuilder::activity`] get the [`ActivityContext`]:
+//! [`ActivityContext::heartbeat`] sends progress details with the next tick,
+//! [`ActivityContext::cancelled`] resolves on STOP. Heartbeats are automatic unless
+//! [`WorkerBuilder::automatic_heartbeats`] is off; then only the handler's own calls
+//! keep its attempt alive, and a handler that hangs is timed out. The scheduler's
+//! counters go to [`WorkerBuilder::metrics`]. `docs/worker-sdk.md` explains the design.
+//!
 //! ```no_run
 //! use serde_json::json;
 //! use weft::worker::{ActivityError, Worker};
@@ -32,26 +63,43 @@
 //!             .ok_or_else(|| ActivityError::terminal("input `text` must be a string"))?;
 //!         Ok(json!({ "text": text.to_uppercase() }))
 //!     })
+//!     .activity("crunch", |task, ctx| async move {
+//!         for step in 0..100 {
+//!             tokio::select! {
+//!                 _ = ctx.cancelled() => return Err(ActivityError::terminal("stopped")),
+//!                 _ = tokio::time::sleep(std::time::Duration::from_secs(1)) => {}
+//!             }
+//!             ctx.heartbeat(json!({ "step": step })); // progress, optional
+//!         }
+//!         Ok(task.input)
+//!     })
 //!     .build()
 //!     .run(shutdown)
 //!     .await
 //! # }
 //! ```
 
+mod attempt;
 mod builder;
+mod context;
 mod error;
+mod heartbeat;
 mod runner;
 mod stats;
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-pub use self::builder::{WorkerBuilder, DEFAULT_CONCURRENCY};
+pub use self::builder::{WorkerBuilder, DEFAULT_CONCURRENCY, DEFAULT_STOP_GRACE};
+pub use self::context::ActivityContext;
 pub use self::error::ActivityError;
+pub use self::heartbeat::{MAX_INTERVAL, MIN_INTERVAL};
 pub use crate::messages::ActivityTask;
 
 use self::builder::BoxedHandler;
+use self::heartbeat::Policy;
 use crate::{Config, Result};
 
 /// A configured worker; build one with [`Worker::builder`], then [`run`](Worker::run) it.
@@ -60,6 +108,9 @@ pub struct Worker {
     worker_id: String,
     concurrency: usize,
     handlers: BTreeMap<String, BoxedHandler>,
+    heartbeat: Policy,
+    stop_grace: Duration,
+    metrics: crate::admin::Metrics,
 }
 
 impl std::fmt::Debug for Worker {

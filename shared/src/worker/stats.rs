@@ -12,6 +12,7 @@ pub(super) struct Stats {
     dead_lettered: AtomicU64,
     requeued: AtomicU64,
     publish_failed: AtomicU64,
+    stopped: AtomicU64,
 }
 
 /// One counter of [`Stats`].
@@ -31,6 +32,8 @@ pub(super) enum Counter {
     Requeued,
     /// Publishing a result failed.
     PublishFailed,
+    /// The heartbeat service stopped an attempt; nothing was reported.
+    Stopped,
 }
 
 impl Stats {
@@ -43,6 +46,7 @@ impl Stats {
             Counter::DeadLettered => &self.dead_lettered,
             Counter::Requeued => &self.requeued,
             Counter::PublishFailed => &self.publish_failed,
+            Counter::Stopped => &self.stopped,
         };
         c.fetch_add(1, Ordering::Relaxed);
     }
@@ -55,6 +59,7 @@ impl Stats {
             &self.failed,
             &self.dead_lettered,
             &self.requeued,
+            &self.stopped,
         ]
         .iter()
         .map(|c| c.load(Ordering::Relaxed))
@@ -73,6 +78,7 @@ impl Stats {
             dead_lettered = get(&self.dead_lettered),
             requeued = get(&self.requeued),
             publish_failed = get(&self.publish_failed),
+            stopped = get(&self.stopped),
             "{message}"
         );
     }

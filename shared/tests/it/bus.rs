@@ -21,7 +21,7 @@ const WAIT: Duration = Duration::from_secs(20);
 const TRACEPARENT: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
 
 /// A bus on a fresh namespace with two command shards.
-async fn bus() -> Bus {
+pub(crate) async fn bus() -> Bus {
     let ns = format!("t{}", Uuid::new_v4().simple());
     bus_on(&ns).await
 }
@@ -32,7 +32,7 @@ async fn bus_on(ns: &str) -> Bus {
         .unwrap()
 }
 
-fn envelope(workflow_id: &str, n: u64) -> Envelope {
+pub(crate) fn envelope(workflow_id: &str, n: u64) -> Envelope {
     Envelope {
         id: Uuid::now_v7(),
         kind: "Test".into(),
@@ -44,7 +44,7 @@ fn envelope(workflow_id: &str, n: u64) -> Envelope {
     }
 }
 
-fn n_of(d: &Delivery) -> u64 {
+pub(crate) fn n_of(d: &Delivery) -> u64 {
     d.envelope.payload["n"].as_u64().unwrap()
 }
 
@@ -83,7 +83,7 @@ async fn raw() -> Connection {
 }
 
 /// Takes one message off `queue` with a plain lapin consumer.
-async fn take_one(queue: &str) -> lapin::message::Delivery {
+pub(crate) async fn take_one(queue: &str) -> lapin::message::Delivery {
     let conn = raw().await;
     let ch = conn.create_channel().await.unwrap();
     let mut consumer = ch
@@ -105,7 +105,7 @@ async fn take_one(queue: &str) -> lapin::message::Delivery {
 }
 
 /// Ready messages in `queue`, waiting until it equals `want` (or the bound passes).
-async fn ready_count(queue: &str, want: u32) -> u32 {
+pub(crate) async fn ready_count(queue: &str, want: u32) -> u32 {
     let conn = raw().await;
     let ch = conn.create_channel().await.unwrap();
     let passive = QueueDeclareOptions {
@@ -125,7 +125,7 @@ async fn ready_count(queue: &str, want: u32) -> u32 {
     }
 }
 
-fn header(d: &lapin::message::Delivery, name: &str) -> Option<String> {
+pub(crate) fn header(d: &lapin::message::Delivery, name: &str) -> Option<String> {
     match d.properties.headers().as_ref()?.inner().get(name)? {
         AMQPValue::LongString(s) => Some(String::from_utf8_lossy(s.as_bytes()).into_owned()),
         _ => None,

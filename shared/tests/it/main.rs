@@ -2,4 +2,6 @@
 //! `amqp://guest:guest@127.0.0.1:5672/%2f`). One binary keeps link time down.
 
 mod bus;
+mod bus_get;
+mod rpc;
 mod worker;

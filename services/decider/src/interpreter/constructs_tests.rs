@@ -500,6 +500,11 @@ fn timed_out_attempt_is_retried_and_its_late_result_ignored() {
                             "timeoutSeconds": 30, "timeoutPolicy": "RETRY"}}]});
     let mut sim = Sim::start(def, json!({}));
     let first = sim.state.latest("a").unwrap().clone();
+    assert!(
+        sim.state.timers.is_empty(),
+        "timeoutSeconds counts from the worker's start"
+    );
+    sim.take("a");
     sim.fire_timers_due_by(fire_at(&sim, 0));
     assert_eq!(
         sim.state.tasks[0].status.as_str(),
@@ -519,6 +524,7 @@ fn timed_out_attempt_is_retried_and_its_late_result_ignored() {
         apply_command(&sim.state, &late),
         Applied::Ignored(_)
     ));
+    sim.take("a");
     sim.fire_timers_due_by(fire_at(&sim, 1));
     assert_eq!(sim.state.status, RunStatus::TimedOut);
     assert_eq!(sim.state.sub_status(), "TIMED_OUT");
@@ -530,6 +536,7 @@ fn timeout_policy_time_out_wf_ends_the_run_at_once() {
         {"name": "a", "taskReferenceName": "a", "type": "SIMPLE",
          "taskDefinition": {"timeoutSeconds": 5}}]});
     let mut sim = Sim::start(def, json!({}));
+    sim.take("a");
     sim.fire_timers_due_by(fire_at(&sim, 0));
     assert_eq!(sim.state.status, RunStatus::TimedOut);
     assert!(sim
@@ -538,6 +545,57 @@ fn timeout_policy_time_out_wf_ends_the_run_at_once() {
         .clone()
         .unwrap_or_default()
         .contains("timeoutSeconds"));
+}
+
+#[test]
+fn poll_timeout_counts_until_a_worker_takes_the_task() {
+    let def = json!({"name": "w", "tasks": [
+        {"name": "a", "taskReferenceName": "a", "type": "SIMPLE",
+         "taskDefinition": {"retryCount": 1, "retryDelaySeconds": 0, "pollTimeoutSeconds": 10,
+                            "timeoutSeconds": 100, "timeoutPolicy": "RETRY"}}]});
+    let mut sim = Sim::start(def.clone(), json!({}));
+    let scheduled = sim.state.tasks[0].scheduled_time;
+    assert_eq!(fire_at(&sim, 0) - scheduled, chrono::Duration::seconds(10));
+    sim.fire_timers_due_by(fire_at(&sim, 0));
+    assert_eq!(sim.state.tasks[0].status.as_str(), "TIMED_OUT");
+    assert!(sim.state.tasks[0]
+        .reason
+        .clone()
+        .unwrap()
+        .contains("pollTimeoutSeconds"));
+    assert_eq!(sim.state.latest("a").unwrap().attempt, 2, "retried");
+    assert_eq!(sim.state.sub_status(), "QUEUING");
+
+    // Taken in time: the poll timer no longer matters, timeoutSeconds runs from the start.
+    let mut sim = Sim::start(def, json!({}));
+    sim.take("a");
+    assert_eq!(sim.state.sub_status(), "RUNNING");
+    assert_eq!(sim.state.tasks[0].status.as_str(), "IN_PROGRESS");
+    sim.fire_timers_due_by(fire_at(&sim, 0));
+    assert_eq!(sim.state.tasks[0].status.as_str(), "IN_PROGRESS");
+    let started = sim.state.tasks[0].start_time.unwrap();
+    let timeout = sim.state.timers.last().unwrap().fire_at;
+    assert_eq!(timeout - started, chrono::Duration::seconds(100));
+}
+
+#[test]
+fn total_timeout_bounds_all_attempts_together() {
+    let def = json!({"name": "w", "tasks": [
+        {"name": "a", "taskReferenceName": "a", "type": "SIMPLE",
+         "taskDefinition": {"retryCount": 5, "retryDelaySeconds": 0, "totalTimeoutSeconds": 50}}]});
+    let mut sim = Sim::start(def, json!({}));
+    let scheduled = sim.state.tasks[0].scheduled_time;
+    assert_eq!(fire_at(&sim, 0) - scheduled, chrono::Duration::seconds(50));
+    sim.fail("a", "flaky");
+    assert_eq!(sim.state.latest("a").unwrap().attempt, 2);
+    sim.fire_timers_due_by(fire_at(&sim, 0));
+    assert_eq!(sim.state.status, RunStatus::TimedOut);
+    assert!(sim
+        .state
+        .reason
+        .clone()
+        .unwrap()
+        .contains("totalTimeoutSeconds"));
 }
 
 #[test]
@@ -799,4 +857,71 @@ fn a_loop_that_never_ends_fails_at_its_iteration_cap() {
     assert_eq!(sim.state.status, RunStatus::Failed);
     let reason = sim.state.reason.clone().unwrap_or_default();
     assert!(reason.contains("cap of 3 iterations"), "{reason}");
+}
+
+#[test]
+fn join_waits_for_its_join_on_only_and_the_run_for_every_branch() {
+    let def = json!({"name": "w", "tasks": [
+        {"name": "f", "taskReferenceName": "f", "type": "FORK_JOIN", "forkTasks": [
+            [simple("x1"), simple("x2")], [simple("slow")]]},
+        {"name": "j", "taskReferenceName": "j", "type": "JOIN", "joinOn": ["x2"]},
+        simple("after")]});
+    let mut sim = Sim::start(def, json!({}));
+    sim.complete("x1", json!({}))
+        .complete("x2", json!({"x": 2}));
+    let mut pending = sim.pending();
+    pending.sort();
+    assert_eq!(
+        pending,
+        vec!["after", "slow"],
+        "the JOIN did not wait for `slow`"
+    );
+    assert_eq!(
+        sim.state.latest("j").unwrap().output,
+        Some(json!({"x2": {"x": 2}}))
+    );
+    sim.complete("after", json!({}));
+    assert_eq!(sim.state.status, RunStatus::Running, "`slow` still runs");
+    sim.complete("slow", json!({}));
+    assert_eq!(sim.state.status, RunStatus::Completed);
+}
+
+#[test]
+fn optional_task_is_retried_before_it_completes_with_errors() {
+    let def = json!({"name": "w", "tasks": [
+        {"name": "o", "taskReferenceName": "o", "type": "SIMPLE", "optional": true,
+         "taskDefinition": {"retryCount": 1, "retryDelaySeconds": 0}},
+        simple("after")]});
+    let mut sim = Sim::start(def, json!({}));
+    sim.fail("o", "once");
+    assert_eq!(sim.state.tasks[0].status.as_str(), "FAILED");
+    assert_eq!(sim.pending(), vec!["o"], "retried first");
+    sim.fail("o", "twice");
+    assert_eq!(
+        sim.state.latest("o").unwrap().status.as_str(),
+        "COMPLETED_WITH_ERRORS"
+    );
+    assert_eq!(sim.pending(), vec!["after"]);
+}
+
+#[test]
+fn non_retryable_error_kinds_are_never_retried() {
+    let def = json!({"name": "w", "tasks": [
+        {"name": "a", "taskReferenceName": "a", "type": "SIMPLE",
+         "taskDefinition": {"retryCount": 3, "retryDelaySeconds": 0,
+                            "nonRetryableErrors": ["InvalidInput"]}}]});
+    let mut sim = Sim::start(def.clone(), json!({}));
+    sim.fail_with_kind("a", "Flaky");
+    assert_eq!(
+        sim.state.latest("a").unwrap().attempt,
+        2,
+        "other kinds are retried"
+    );
+    sim.fail_with_kind("a", "InvalidInput");
+    assert_eq!(sim.state.status, RunStatus::Failed);
+    assert_eq!(
+        sim.state.tasks.len(),
+        2,
+        "no retry after a non-retryable kind"
+    );
 }

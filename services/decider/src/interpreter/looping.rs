@@ -41,11 +41,13 @@ impl Walker<'_> {
             }]);
         };
         match looping.status {
-            TaskStatus::Scheduled => {}
-            // Canceled tasks belong to runs that ended; nothing walks them.
-            TaskStatus::Completed | TaskStatus::CompletedWithErrors | TaskStatus::Canceled => {
-                return Flow::Done
-            }
+            TaskStatus::Scheduled | TaskStatus::InProgress => {}
+            // A loop is never canceled by a reset (its body's tasks are); a canceled loop
+            // belongs to a run that ended, and nothing walks it.
+            TaskStatus::Completed
+            | TaskStatus::CompletedWithErrors
+            | TaskStatus::Skipped
+            | TaskStatus::Canceled => return Flow::Done,
             TaskStatus::Failed | TaskStatus::FailedWithTerminalError | TaskStatus::TimedOut => {
                 return super::walk::fail(
                     task,

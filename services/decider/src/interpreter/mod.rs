@@ -26,9 +26,9 @@ use chrono::{DateTime, Utc};
 use serde_json::{Map, Value};
 use uuid::Uuid;
 use weft::messages::{
-    ChildWorkflowStarted, Event, TaskCompleted, TaskFailed, TaskScheduled, TaskTimedOut,
-    TimerStarted, VariablesUpdated, WorkflowCompleted, WorkflowFailed, WorkflowTerminated,
-    WorkflowTimedOut,
+    ChildWorkflowStarted, Event, TaskCompleted, TaskFailed, TaskScheduled, TaskSkipped,
+    TaskTimedOut, TimerStarted, VariablesUpdated, WorkflowCompleted, WorkflowFailed,
+    WorkflowTerminated, WorkflowTimedOut,
 };
 
 use crate::state::{RunState, RunStatus};
@@ -149,6 +149,24 @@ pub enum Decision {
         /// Loop iteration (0 outside DO_WHILE bodies).
         iteration: i32,
     },
+    /// Record a task whose skip an operator requested before it was reached as
+    /// scheduled and skipped at once.
+    SkipTask {
+        /// Id, as for scheduled tasks.
+        task_id: Uuid,
+        /// Reference name.
+        task_ref: String,
+        /// Type.
+        task_type: String,
+        /// Definition name.
+        task_name: String,
+        /// Input (the operator's, or the resolved one).
+        input: Value,
+        /// Output (the operator's).
+        output: Value,
+        /// Loop iteration (0 outside DO_WHILE bodies).
+        iteration: i32,
+    },
     /// Finish the run successfully.
     CompleteWorkflow {
         /// Shaped output.
@@ -172,7 +190,7 @@ pub enum Decision {
 
 /// Decides the next steps of `state`.
 pub fn decide(state: &RunState) -> Vec<Decision> {
-    if state.status != RunStatus::Running {
+    if state.status != RunStatus::Running || state.paused {
         return Vec::new();
     }
     let mut decisions = Vec::new();
@@ -321,6 +339,7 @@ pub fn events_for(decision: Decision, seq: i32, now: DateTime<Utc>) -> Vec<Event
             task_ref,
             reason,
         } => vec![Event::TaskFailed(TaskFailed {
+            error_kind: None,
             task_id,
             task_ref,
             reason,
@@ -363,6 +382,31 @@ pub fn events_for(decision: Decision, seq: i32, now: DateTime<Utc>) -> Vec<Event
             }
             events
         }
+        Decision::SkipTask {
+            task_id,
+            task_ref,
+            task_type,
+            task_name,
+            input,
+            output,
+            iteration,
+        } => vec![
+            Event::TaskScheduled(TaskScheduled {
+                task_id,
+                task_ref: task_ref.clone(),
+                task_type,
+                task_name,
+                seq,
+                attempt: 1,
+                input,
+                iteration,
+            }),
+            Event::TaskSkipped(TaskSkipped {
+                task_id,
+                task_ref,
+                output,
+            }),
+        ],
         Decision::CompleteWorkflow { output } => {
             vec![Event::WorkflowCompleted(WorkflowCompleted { output })]
         }

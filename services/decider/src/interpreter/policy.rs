@@ -40,11 +40,23 @@ pub struct Policy {
     pub backoff_scale_factor: i64,
     /// Upper bound of any delay (`maxRetryDelaySeconds`; 0 = a day).
     pub max_retry_delay_seconds: i64,
-    /// Time an attempt may take from being scheduled (0 = no limit).
+    /// Time an attempt may take from a worker's start (0 = no limit).
     pub timeout_seconds: i64,
+    /// Time an attempt may wait for a worker to take it (0 = no limit).
+    pub poll_timeout_seconds: i64,
+    /// Time all attempts together may take, from the first one's scheduling (0 = no limit).
+    pub total_timeout_seconds: i64,
     /// What a timeout does.
     pub timeout_policy: TimeoutPolicy,
+    /// Error kinds never retried (`nonRetryableErrors`, a Weft extension of TaskDef).
+    pub non_retryable_errors: Vec<String>,
+    /// Heartbeat timeout (`responseTimeoutSeconds`): a running attempt silent for
+    /// longer is timed out by the heartbeat service. Conductor's default, 3,600 s.
+    pub response_timeout_seconds: i64,
 }
+
+/// Conductor's default `responseTimeoutSeconds`.
+pub const DEFAULT_RESPONSE_TIMEOUT_SECONDS: i64 = 3_600;
 
 /// Bound on any computed retry delay (a day), so a long backoff cannot overflow.
 const MAX_DELAY_SECONDS: i64 = 86_400;
@@ -80,12 +92,33 @@ impl Policy {
             backoff_scale_factor: int("backoffScaleFactor", 1).max(1),
             max_retry_delay_seconds: int("maxRetryDelaySeconds", 0),
             timeout_seconds: int("timeoutSeconds", 0),
+            poll_timeout_seconds: int("pollTimeoutSeconds", 0),
+            total_timeout_seconds: int("totalTimeoutSeconds", 0),
             timeout_policy: match text("timeoutPolicy") {
                 Some("RETRY") => TimeoutPolicy::Retry,
                 Some("ALERT_ONLY") => TimeoutPolicy::AlertOnly,
                 _ => TimeoutPolicy::TimeOutWorkflow,
             },
+            non_retryable_errors: def
+                .and_then(|d| d.get("nonRetryableErrors"))
+                .and_then(Value::as_array)
+                .map(|kinds| {
+                    kinds
+                        .iter()
+                        .filter_map(|k| k.as_str().map(str::to_owned))
+                        .collect()
+                })
+                .unwrap_or_default(),
+            response_timeout_seconds: int(
+                "responseTimeoutSeconds",
+                DEFAULT_RESPONSE_TIMEOUT_SECONDS,
+            ),
         }
+    }
+
+    /// Whether a failure of `kind` may be retried.
+    pub fn is_retryable(&self, kind: Option<&str>) -> bool {
+        kind.is_none_or(|k| !self.non_retryable_errors.iter().any(|n| n == k))
     }
 
     /// The delay before the attempt after `failed_attempt` (from 1).

@@ -16,6 +16,8 @@ impl Walker<'_> {
     /// no earlier execution of this ref consumed (one received before the WAIT was
     /// reached included).
     pub(super) fn wait(&self, task: &WorkflowTask, latest: Option<&TaskState>) -> Flow {
+        // A WAIT canceled at a reset's cut waits again (its timer, if any, anew).
+        let latest = latest.filter(|t| t.status != TaskStatus::Canceled);
         if let Some(t) = latest {
             if t.status != TaskStatus::Scheduled {
                 return Flow::Done;

@@ -9,6 +9,16 @@ use super::waiting::Due;
 use super::{branch, workflow_output, Decision};
 use crate::state::{RunState, TaskState, TaskStatus};
 
+/// Where a task's deadline stands.
+enum Deadline {
+    /// Not set yet: this decision sets it.
+    Set(Decision),
+    /// Set, not due.
+    Pending,
+    /// Due: the task ran out of time.
+    Passed,
+}
+
 /// Where a list (or a task) stands.
 #[derive(Debug)]
 pub(super) enum Flow {
@@ -51,9 +61,14 @@ impl<'a> Walker<'a> {
     /// A list of tasks, in order.
     pub(super) fn list(&self, tasks: &[WorkflowTask]) -> Flow {
         let mut previous: Option<&WorkflowTask> = None;
+        // Branches of a fork whose JOIN's `joinOn` is already satisfied go on beside
+        // what follows the JOIN; the list is done only when they are too.
+        let mut background: Option<Vec<Decision>> = None;
         for (i, task) in tasks.iter().enumerate() {
             let next = tasks.get(i + 1);
+            let skipped = self.skip(task);
             let flow = match (task.task_type(), previous) {
+                _ if skipped.is_some() => skipped.unwrap_or(Flow::Done),
                 // A JOIN after a dynamic fork joins every forked task (it has no joinOn);
                 // with `successPercent` it judges a group of children.
                 (Some(TaskType::Join), Some(fork))
@@ -79,14 +94,81 @@ impl<'a> Walker<'a> {
                         .latest_at(&task.task_reference_name, self.iteration);
                     self.dynamic_fork(task, latest, group)
                 }
+                (Some(TaskType::ForkJoin), _) => match (self.task(task), next.map(join_on)) {
+                    (Flow::Waiting(rest), Some(refs))
+                        if !refs.is_empty() && self.all_finished(&refs) =>
+                    {
+                        background.get_or_insert_with(Vec::new).extend(rest);
+                        Flow::Done
+                    }
+                    (flow, _) => flow,
+                },
                 _ => self.task(task),
             };
             match flow {
                 Flow::Done => previous = Some(task),
-                other => return other,
+                Flow::Waiting(mut decisions) => {
+                    if let Some(more) = background {
+                        decisions.extend(more);
+                    }
+                    return Flow::Waiting(decisions);
+                }
+                stop @ Flow::Stop(_) => return stop,
             }
         }
-        Flow::Done
+        match background {
+            Some(decisions) => Flow::Waiting(decisions),
+            None => Flow::Done,
+        }
+    }
+
+    /// Whether the newest execution of each of `refs` (in this iteration) has finished
+    /// with a result the run goes on with.
+    fn all_finished(&self, refs: &[String]) -> bool {
+        refs.iter().all(|r| {
+            self.state.latest_at(r, self.iteration).is_some_and(|t| {
+                matches!(
+                    t.status,
+                    TaskStatus::Completed | TaskStatus::CompletedWithErrors | TaskStatus::Skipped
+                )
+            })
+        })
+    }
+
+    /// An operator's skip: a skipped task is done; a task whose skip was requested
+    /// before it was reached is recorded as SKIPPED when reached (its subtree, for a
+    /// SWITCH, fork or loop, never runs).
+    fn skip(&self, task: &WorkflowTask) -> Option<Flow> {
+        let task_ref = &task.task_reference_name;
+        let latest = self
+            .state
+            .latest_at(task_ref, self.iteration)
+            .filter(|t| t.status != TaskStatus::Canceled);
+        match latest {
+            Some(t) if t.status == TaskStatus::Skipped => Some(Flow::Done),
+            Some(_) => None,
+            None => {
+                let request = self
+                    .state
+                    .pending_skips
+                    .iter()
+                    .find(|r| &r.task_ref == task_ref)?;
+                let input = if request.input.is_null() {
+                    self.input(task, 1)
+                } else {
+                    request.input.clone()
+                };
+                Some(Flow::Waiting(vec![Decision::SkipTask {
+                    task_id: self.task_id(task, 1),
+                    task_ref: task_ref.clone(),
+                    task_type: task.kind.clone(),
+                    task_name: task.name.clone(),
+                    input,
+                    output: request.output.clone(),
+                    iteration: self.iteration,
+                }]))
+            }
+        }
     }
 
     pub(super) fn task(&self, task: &WorkflowTask) -> Flow {
@@ -127,15 +209,22 @@ impl<'a> Walker<'a> {
     /// timer when the delay is not zero).
     fn activity(&self, task: &WorkflowTask, kind: TaskType, latest: Option<&TaskState>) -> Flow {
         let policy = Policy::of(task);
+        // A task canceled at a reset's cut runs again, from its first attempt.
+        let latest = latest.filter(|t| t.status != TaskStatus::Canceled);
         let attempt = match latest {
             None => 1,
             Some(t) => match t.status {
-                TaskStatus::Scheduled => return self.running(task, t, &policy),
-                // Canceled tasks belong to runs that ended; nothing walks them.
-                TaskStatus::Completed | TaskStatus::CompletedWithErrors | TaskStatus::Canceled => {
-                    return Flow::Done
+                TaskStatus::Scheduled | TaskStatus::InProgress => {
+                    return self.running(task, t, &policy)
                 }
-                TaskStatus::Failed | TaskStatus::TimedOut if t.attempt <= policy.retry_count => {
+                TaskStatus::Completed
+                | TaskStatus::CompletedWithErrors
+                | TaskStatus::Skipped
+                | TaskStatus::Canceled => return Flow::Done,
+                TaskStatus::Failed | TaskStatus::TimedOut
+                    if t.attempt <= policy.retry_count
+                        && policy.is_retryable(t.error_kind.as_deref()) =>
+                {
                     let delay = policy.retry_delay(t.attempt);
                     if delay > chrono::Duration::zero() {
                         let timer_id = Uuid::new_v5(&t.task_id, b"retry");
@@ -153,6 +242,8 @@ impl<'a> Walker<'a> {
                     }
                     t.attempt + 1
                 }
+                // An optional task that ran out of time and of retries: the run goes on.
+                TaskStatus::TimedOut if task.optional => return Flow::Done,
                 TaskStatus::TimedOut => {
                     return Flow::Stop(vec![Decision::TimeOutWorkflow {
                         reason: format!(
@@ -202,31 +293,75 @@ impl<'a> Walker<'a> {
         }])
     }
 
-    /// An attempt with a worker: sets its timeout timer, and times it out when it fires.
+    /// An attempt waiting for or held by a worker, against its deadlines (all absolute,
+    /// from stored times): `pollTimeoutSeconds` from scheduling until a worker takes it,
+    /// `timeoutSeconds` from the worker's start, and `totalTimeoutSeconds` from the first
+    /// attempt's scheduling across retries. Each is a durable timer set once.
     fn running(&self, task: &WorkflowTask, t: &TaskState, policy: &Policy) -> Flow {
-        if policy.timeout_seconds == 0 {
-            return Flow::Waiting(Vec::new());
+        let mut decisions = Vec::new();
+        if policy.total_timeout_seconds > 0 {
+            let first = self
+                .state
+                .tasks
+                .iter()
+                .find(|x| x.task_ref == t.task_ref && x.iteration == t.iteration)
+                .unwrap_or(t);
+            let due =
+                first.scheduled_time + chrono::Duration::seconds(policy.total_timeout_seconds);
+            let timer_id = Uuid::new_v5(&first.task_id, b"total-timeout");
+            match self.deadline(t, timer_id, due) {
+                Deadline::Set(d) => decisions.push(d),
+                Deadline::Pending => {}
+                Deadline::Passed => {
+                    let reason = format!(
+                        "task {:?} did not finish within totalTimeoutSeconds ({}) over {} attempt(s)",
+                        t.task_ref, policy.total_timeout_seconds, t.attempt
+                    );
+                    return Flow::Stop(vec![
+                        Decision::TimeOutTask {
+                            task_id: t.task_id,
+                            task_ref: task.task_reference_name.clone(),
+                            reason: reason.clone(),
+                        },
+                        Decision::TimeOutWorkflow { reason },
+                    ]);
+                }
+            }
         }
-        let timer_id = Uuid::new_v5(&t.task_id, b"timeout");
-        match self.state.timers.iter().find(|x| x.timer_id == timer_id) {
-            None => Flow::Waiting(vec![Decision::StartTimer {
-                timer_id,
-                task_id: t.task_id,
-                due: Due::After(chrono::Duration::seconds(policy.timeout_seconds)),
-            }]),
-            Some(x) if !x.fired => Flow::Waiting(Vec::new()),
-            Some(_) => {
-                let reason = format!(
-                    "attempt {} did not finish within timeoutSeconds ({})",
-                    t.attempt, policy.timeout_seconds
-                );
+        let (seconds, name, from, what): (i64, &[u8], _, _) = match t.start_time {
+            // Not taken by a worker yet: schedule-to-start.
+            None => (
+                policy.poll_timeout_seconds,
+                b"poll-timeout",
+                t.scheduled_time,
+                "was not taken by a worker within pollTimeoutSeconds",
+            ),
+            Some(started) => (
+                policy.timeout_seconds,
+                b"timeout",
+                started,
+                "did not finish within timeoutSeconds",
+            ),
+        };
+        if seconds == 0 {
+            return Flow::Waiting(decisions);
+        }
+        let timer_id = Uuid::new_v5(&t.task_id, name);
+        match self.deadline(t, timer_id, from + chrono::Duration::seconds(seconds)) {
+            Deadline::Set(d) => {
+                decisions.push(d);
+                Flow::Waiting(decisions)
+            }
+            Deadline::Pending => Flow::Waiting(decisions),
+            Deadline::Passed => {
+                let reason = format!("attempt {} {what} ({seconds})", t.attempt);
                 let timed_out = Decision::TimeOutTask {
                     task_id: t.task_id,
                     task_ref: task.task_reference_name.clone(),
                     reason: reason.clone(),
                 };
                 match policy.timeout_policy {
-                    TimeoutPolicy::AlertOnly => Flow::Waiting(Vec::new()),
+                    TimeoutPolicy::AlertOnly => Flow::Waiting(decisions),
                     TimeoutPolicy::Retry => Flow::Waiting(vec![timed_out]),
                     TimeoutPolicy::TimeOutWorkflow => Flow::Stop(vec![
                         timed_out,
@@ -236,6 +371,24 @@ impl<'a> Walker<'a> {
                     ]),
                 }
             }
+        }
+    }
+
+    /// Where the deadline timer `timer_id` of `t` stands.
+    fn deadline(
+        &self,
+        t: &TaskState,
+        timer_id: Uuid,
+        due: chrono::DateTime<chrono::Utc>,
+    ) -> Deadline {
+        match self.state.timers.iter().find(|x| x.timer_id == timer_id) {
+            None => Deadline::Set(Decision::StartTimer {
+                timer_id,
+                task_id: t.task_id,
+                due: Due::At(due),
+            }),
+            Some(x) if !x.fired => Deadline::Pending,
+            Some(_) => Deadline::Passed,
         }
     }
 
@@ -369,17 +522,7 @@ impl<'a> Walker<'a> {
 
     /// JOIN's output: each joined task's output under its ref.
     fn join_output(&self, task: &WorkflowTask) -> Value {
-        let refs: Vec<String> = task
-            .extra
-            .get("joinOn")
-            .and_then(Value::as_array)
-            .map(|a| {
-                a.iter()
-                    .filter_map(|r| r.as_str().map(str::to_owned))
-                    .collect()
-            })
-            .unwrap_or_default();
-        self.outputs_of(&refs)
+        self.outputs_of(&join_on(task))
     }
 
     /// `{ref: output}` of the newest task of each ref.
@@ -446,6 +589,22 @@ fn child_definition(task: &WorkflowTask) -> Result<weft::dsl::WorkflowDef, Strin
                 .unwrap_or_default()
         )),
     }
+}
+
+/// A JOIN's `joinOn` refs (empty for anything else).
+fn join_on(task: &WorkflowTask) -> Vec<String> {
+    if task.task_type() != Some(TaskType::Join) {
+        return Vec::new();
+    }
+    task.extra
+        .get("joinOn")
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(|r| r.as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// Ends the run as FAILED, blaming `task`.

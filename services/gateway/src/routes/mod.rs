@@ -1,7 +1,14 @@
 //! The REST routes (API.md), one module per resource.
 
+pub mod graph;
+pub mod heartbeat;
 pub mod metadata;
+pub mod operations;
+pub mod search;
 pub mod signal;
 mod start;
+pub mod stats;
 pub mod taskdefs;
+pub mod tasks;
+pub mod ui;
 pub mod workflow;

@@ -13,7 +13,7 @@ use weft::messages::{Command, Signal};
 use weft::Envelope;
 
 use crate::error::ApiError;
-use crate::extract::{parse_json, Path};
+use crate::extract::{parse_json, Path, Query};
 use crate::state::AppState;
 
 /// The signal routes.
@@ -41,13 +41,36 @@ async fn signal(
     ))
 }
 
-/// `POST /api/tasks/{workflowId}/{taskRef}/COMPLETED`: Conductor's way to complete a
-/// WAIT (or HUMAN) task by ref; the body is the task's output. Answers 200 like Conductor.
+/// Query of `POST /api/tasks/{workflowId}/{taskRef}/{status}`.
+#[derive(Debug, serde::Deserialize)]
+struct ByRefQuery {
+    workerid: Option<String>,
+}
+
+/// `POST /api/tasks/{workflowId}/{taskRef}/{status}`: Conductor's way to complete a task
+/// by ref; the body is the task's output. A pending SIMPLE or HTTP task takes `status`
+/// (COMPLETED, FAILED, FAILED_WITH_TERMINAL_ERROR, IN_PROGRESS) as a worker's result and
+/// the answer is its task id; otherwise the ref names a WAIT (or HUMAN) task, completed
+/// (COMPLETED only) by a signal, and the answer is the workflow id.
 async fn complete_by_ref(
     State(state): State<AppState>,
     Path((id, task_ref, status)): Path<(String, String, String)>,
+    Query(q): Query<ByRefQuery>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<String, ApiError> {
+    let payload = payload(&body?)?;
+    // A pending SIMPLE or HTTP task takes the result as a worker's; a WAIT a signal.
+    let activity = crate::routes::tasks::result::complete_by_ref(
+        &state,
+        &id,
+        &task_ref,
+        &status,
+        q.workerid,
+        payload.clone(),
+    );
+    if let Some(task_id) = activity.await? {
+        return Ok(task_id.to_string());
+    }
     if status != "COMPLETED" {
         return Err(ApiError::invalid(
             "invalid_status",
@@ -55,7 +78,6 @@ async fn complete_by_ref(
             format!("completing a task by ref with status {status:?} is not supported yet; use COMPLETED"),
         ));
     }
-    let payload = payload(&body?)?;
     send(&state, &id, task_ref, payload).await?;
     Ok(id)
 }

@@ -24,7 +24,12 @@ const MAX_HISTORY_LIMIT: i64 = 1000;
 pub fn routes() -> Router<AppState> {
     Router::new()
         .route("/api/workflow", post(start_with_request))
-        .route("/api/workflow/{id}", post(start_by_name).get(get_workflow))
+        .route(
+            "/api/workflow/{id}",
+            post(start_by_name)
+                .get(get_workflow)
+                .delete(super::operations::terminate),
+        )
         .route("/api/workflow/{id}/status", get(get_status))
         .route("/api/workflow/{id}/history", get(get_history))
 }

@@ -1,9 +1,13 @@
 //! The gateway's integration tests, against the real PostgreSQL and RabbitMQ.
 
 mod definitions;
+mod graph;
+mod heartbeats;
 mod reads;
 mod requests;
+mod search;
 mod server;
 mod starts;
 mod taskdefs;
+mod tasks;
 mod utils;

@@ -89,6 +89,8 @@ struct Decider {
     consumers: CancellationToken,
     worker_stop: CancellationToken,
     worker: JoinHandle<weft::Result<()>>,
+    /// Every task published so far.
+    published: Vec<Uuid>,
 }
 
 impl Decider {
@@ -130,6 +132,7 @@ impl Decider {
             consumers,
             worker_stop,
             worker,
+            published: Vec::new(),
         }
     }
 
@@ -146,6 +149,7 @@ impl Decider {
             input,
             reply_to: Names::shard_key(REPLY_SHARD),
             scheduled_at: Utc::now(),
+            response_timeout_seconds: 0,
         };
         let message = ActivityMessage::ActivityTask(task.clone());
         let envelope = Envelope::new(&task.workflow_id, Some(task.run_id), &message).unwrap();
@@ -157,12 +161,22 @@ impl Decider {
             .await
             .unwrap();
 
-        let delivery = tokio::time::timeout(WAIT, self.results.recv())
-            .await
-            .expect("a result in time")
-            .expect("result consumers alive");
-        assert_eq!(delivery.queue, self.names.command_queue(REPLY_SHARD));
-        let command = delivery.envelope.decode::<Command>().unwrap();
+        // The worker reports each start in the background, so a start report may
+        // arrive after its result, even after the next task was published.
+        self.published.push(task.task_id);
+        let command = loop {
+            let delivery = tokio::time::timeout(WAIT, self.results.recv())
+                .await
+                .expect("a result in time")
+                .expect("result consumers alive");
+            assert_eq!(delivery.queue, self.names.command_queue(REPLY_SHARD));
+            match delivery.envelope.decode::<Command>().unwrap() {
+                Command::ActivityStarted(started) => {
+                    assert!(self.published.contains(&started.task_id), "{started:?}")
+                }
+                other => break other,
+            }
+        };
         let id = match &command {
             Command::ActivityCompleted(c) => c.task_id,
             Command::ActivityFailed(f) => f.task_id,

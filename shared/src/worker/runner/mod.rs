@@ -1,28 +1,31 @@
 //! The worker's event loop: consume, run handlers under a global bound, publish results,
-//! drain on shutdown.
+//! drain on shutdown. One attempt's life is in [`execute`].
+
+mod execute;
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use chrono::Utc;
 use futures_util::future::{join_all, select_all};
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
-use tokio_util::task::AbortOnDropHandle;
 use tracing::Instrument;
 
 use super::builder::BoxedHandler;
+use super::heartbeat::{self, BusTransport, Heartbeats};
 use super::stats::{Counter, Stats};
-use super::{ActivityError, Worker};
+use super::Worker;
 use crate::bus::{Bus, ConsumeOptions, Delivery, Disposition};
-use crate::messages::{ActivityCompleted, ActivityFailed, ActivityMessage, ActivityTask, Command};
+use crate::messages::ActivityMessage;
 use crate::topology::Names;
-use crate::{Envelope, Error, Result};
+use crate::{Error, Result};
 
 /// How often the counters are logged while anything happens.
 const REPORT_EVERY: Duration = Duration::from_secs(60);
 /// After the grace period, how long consumers get to hand abandoned tasks back.
 const ABANDON_WAIT: Duration = Duration::from_secs(2);
+/// How long one heartbeat request waits for the service's answer.
+const HEARTBEAT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// State shared by every delivery of every queue of one worker.
 struct Shared {
@@ -38,6 +41,10 @@ struct Shared {
     /// The number of slots.
     concurrency: usize,
     stats: Stats,
+    /// The running attempts' heartbeat schedule.
+    heartbeats: Heartbeats,
+    /// How long a stopped handler may take to return.
+    stop_grace: Duration,
 }
 
 pub(super) async fn run(worker: Worker, shutdown: CancellationToken) -> Result<()> {
@@ -46,6 +53,9 @@ pub(super) async fn run(worker: Worker, shutdown: CancellationToken) -> Result<(
         worker_id,
         concurrency,
         handlers,
+        heartbeat,
+        stop_grace,
+        metrics,
     } = worker;
     if handlers.is_empty() {
         return Err(Error::Config("the worker has no handler registered".into()));
@@ -60,6 +70,17 @@ pub(super) async fn run(worker: Worker, shutdown: CancellationToken) -> Result<(
         bus.declare_activity_queue(task_name).await?;
     }
 
+    // Beats until the very end: draining activities still need them.
+    let heartbeats = Heartbeats::new(heartbeat, &metrics);
+    let beats_stop = CancellationToken::new();
+    let _stop_beats_on_return = beats_stop.clone().drop_guard();
+    let transport = BusTransport {
+        bus: bus.clone(),
+        worker_id: worker_id.clone(),
+        timeout: HEARTBEAT_TIMEOUT,
+    };
+    tokio::spawn(heartbeat::run(heartbeats.clone(), transport, beats_stop));
+
     let shared = Arc::new(Shared {
         bus: bus.clone(),
         commands_exchange: names.commands_exchange(),
@@ -69,6 +90,8 @@ pub(super) async fn run(worker: Worker, shutdown: CancellationToken) -> Result<(
         abandon: CancellationToken::new(),
         concurrency,
         stats: Stats::default(),
+        heartbeats,
+        stop_grace,
     });
     let opts = ConsumeOptions {
         prefetch: u16::try_from(concurrency).unwrap_or(u16::MAX),
@@ -214,84 +237,5 @@ impl Shared {
         );
         crate::telemetry::set_parent(&span, delivery.traceparent.as_deref());
         self.execute(handler, task).instrument(span).await
-    }
-
-    /// Runs the handler (in its own task, so a panic is caught), then publishes the result.
-    async fn execute(&self, handler: BoxedHandler, task: ActivityTask) -> Disposition {
-        self.stats.incr(Counter::Started);
-        let started_at = Utc::now();
-        let clock = std::time::Instant::now();
-        let (task_id, run_id, attempt) = (task.task_id, task.run_id, task.attempt);
-        let workflow_id = task.workflow_id.clone();
-        let reply_to = task.reply_to.clone();
-        // Aborted if this future is dropped (the bus gave up on it), so no handler outlives
-        // its delivery.
-        let running = AbortOnDropHandle::new(tokio::spawn(
-            async move { handler(task).await }.in_current_span(),
-        ));
-        let outcome = tokio::select! {
-            joined = running => joined,
-            _ = self.abandon.cancelled() => {
-                self.stats.incr(Counter::Requeued);
-                tracing::warn!("activity abandoned at shutdown; it goes back to its queue");
-                return Disposition::Requeue;
-            }
-        };
-        let worker_id = Some(self.worker_id.clone());
-        let elapsed_ms = clock.elapsed().as_millis();
-        let outcome = outcome.unwrap_or_else(|e| {
-            if e.is_panic() {
-                self.stats.incr(Counter::Panicked);
-            }
-            Err(ActivityError::from_join_error(e))
-        });
-        let (command, counter) = match outcome {
-            Ok(output) => {
-                tracing::debug!(elapsed_ms, "activity completed");
-                let done = ActivityCompleted {
-                    task_id,
-                    run_id,
-                    attempt,
-                    output,
-                    worker_id,
-                    started_at: Some(started_at),
-                };
-                (Command::ActivityCompleted(done), Counter::Completed)
-            }
-            Err(ActivityError { reason, terminal }) => {
-                tracing::info!(elapsed_ms, %reason, terminal, "activity failed");
-                let failed = ActivityFailed {
-                    task_id,
-                    run_id,
-                    attempt,
-                    reason,
-                    terminal,
-                    output: serde_json::Value::Null,
-                    worker_id,
-                    started_at: Some(started_at),
-                };
-                (Command::ActivityFailed(failed), Counter::Failed)
-            }
-        };
-        let published = match Envelope::new(&workflow_id, Some(run_id), &command) {
-            Ok(envelope) => tokio::select! {
-                sent = self.bus.publish(&self.commands_exchange, &reply_to, &envelope) => sent,
-                _ = self.abandon.cancelled() => Err(Error::ShuttingDown),
-            },
-            Err(e) => Err(e),
-        };
-        match published {
-            Ok(()) => {
-                self.stats.incr(counter);
-                Disposition::Ack
-            }
-            Err(e) => {
-                self.stats.incr(Counter::PublishFailed);
-                self.stats.incr(Counter::Requeued);
-                tracing::warn!(error = %e, %reply_to,
-                    "could not publish the result; the activity goes back to its queue");
-                Disposition::Requeue
-            }
-        }
     }
 }

@@ -2,7 +2,9 @@
 //!
 //! Each test plays the decider: it publishes activity tasks to the activity exchange of a
 //! random namespace, runs a [`Worker`] in-process and reads the results from the command
-//! shard queues.
+//! shard queues. `heartbeats` adds a test-side heartbeat service.
+
+mod heartbeats;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -93,6 +95,7 @@ impl Decider {
             input,
             reply_to: Names::shard_key(REPLY_SHARD),
             scheduled_at: Utc::now(),
+            response_timeout_seconds: 0,
         }
     }
 
@@ -113,19 +116,26 @@ impl Decider {
             .unwrap();
     }
 
-    /// The next result command, with the delivery it came in.
+    /// The next result command, with the delivery it came in (the `ActivityStarted`
+    /// reports that precede results are checked and passed over).
     async fn next_result(&mut self) -> (Delivery, Command) {
-        let delivery = tokio::time::timeout(WAIT, self.results.recv())
-            .await
-            .expect("a result in time")
-            .expect("result consumers alive");
-        assert_eq!(
-            delivery.queue,
-            self.names.command_queue(REPLY_SHARD),
-            "results go to the shard named by reply_to"
-        );
-        let command = delivery.envelope.decode::<Command>().unwrap();
-        (delivery, command)
+        loop {
+            let delivery = tokio::time::timeout(WAIT, self.results.recv())
+                .await
+                .expect("a result in time")
+                .expect("result consumers alive");
+            assert_eq!(
+                delivery.queue,
+                self.names.command_queue(REPLY_SHARD),
+                "results go to the shard named by reply_to"
+            );
+            match delivery.envelope.decode::<Command>().unwrap() {
+                Command::ActivityStarted(started) => {
+                    assert_eq!(started.worker_id.as_deref(), Some("w-test"));
+                }
+                command => return (delivery, command),
+            }
+        }
     }
 
     /// Results for `n` tasks, keyed by task id.
@@ -139,8 +149,16 @@ impl Decider {
     }
 
     async fn assert_no_result(&mut self) {
-        if let Ok(got) = tokio::time::timeout(QUIET, self.results.recv()).await {
-            panic!("unexpected result: {got:?}");
+        while let Ok(got) = tokio::time::timeout(QUIET, self.results.recv()).await {
+            let started = got.as_ref().map(|d| {
+                matches!(
+                    d.envelope.decode::<Command>(),
+                    Ok(Command::ActivityStarted(_))
+                )
+            });
+            if started != Some(true) {
+                panic!("unexpected result: {got:?}");
+            }
         }
     }
 

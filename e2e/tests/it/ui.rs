@@ -1,0 +1,191 @@
+//! The web UI in a real browser (issue 5): headless Chromium (Debian's `chromium`),
+//! driven by Playwright (`e2e/ui/drive.mjs`), against the real services. It opens the
+//! list, filters it, opens a run with a loop, a fork and a switch, checks the node
+//! statuses and the branch taken, signals the run's WAIT, sees a refused retry's 409,
+//! resets a task through the UI's confirm dialog, sees the new run, pauses, resumes
+//! and skips its WAIT; then terminates a second run. This test starts the suite and the run, runs the script, and
+//! checks through the API what the clicks did.
+//!
+//! Needs `/usr/bin/chromium` (or `WEFT_CHROMIUM`) and `npm ci` in `e2e/ui`; `.ci/run`
+//! provides both. Without them the test fails and says so.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use tokio::io::AsyncReadExt;
+use tokio_util::sync::CancellationToken;
+use weft::worker::Worker;
+use weft_e2e::{Suite, TestEnv};
+
+/// Bound on the whole browser session (debug builds on two shared cores).
+const SESSION_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// A fork (a three-iteration loop beside one task), a switch taking case `a`, a WAIT
+/// and a last task.
+fn ui_flow() -> Value {
+    json!({"name": "ui_flow", "version": 1, "tasks": [
+        {"name": "f", "taskReferenceName": "f", "type": "FORK_JOIN", "forkTasks": [
+            [{"name": "loop", "taskReferenceName": "loop", "type": "DO_WHILE",
+              "loopCondition": "$.loop['iteration'] < 3",
+              "loopOver": [
+                {"name": "ui_step", "taskReferenceName": "tick", "type": "SIMPLE",
+                 "inputParameters": {"i": "${loop.output.iteration}"}}]}],
+            [{"name": "ui_step", "taskReferenceName": "side", "type": "SIMPLE"}]]},
+        {"name": "j", "taskReferenceName": "j", "type": "JOIN", "joinOn": ["loop", "side"]},
+        {"name": "pick", "taskReferenceName": "pick", "type": "SWITCH",
+         "evaluatorType": "value-param", "expression": "mode",
+         "inputParameters": {"mode": "${workflow.input.mode}"},
+         "decisionCases": {
+            "a": [{"name": "ui_step", "taskReferenceName": "chosen", "type": "SIMPLE"}],
+            "b": [{"name": "ui_step", "taskReferenceName": "other", "type": "SIMPLE"}]}},
+        {"name": "approve", "taskReferenceName": "approve", "type": "WAIT"},
+        {"name": "ui_step", "taskReferenceName": "done", "type": "SIMPLE",
+         "inputParameters": {"approval": "${approve.output}"}}],
+     "outputParameters": {"approval": "${approve.output.ok}"}})
+}
+
+fn ui_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("ui")
+}
+
+/// The browser, or a panic that says how to get it.
+fn chromium() -> PathBuf {
+    let path =
+        std::env::var_os("WEFT_CHROMIUM").map_or_else(|| "/usr/bin/chromium".into(), PathBuf::from);
+    assert!(
+        path.is_file(),
+        "no Chromium at {}: install Debian's package (apt-get install -y chromium, as .ci/run does) \
+         or set WEFT_CHROMIUM",
+        path.display()
+    );
+    let playwright = ui_dir().join("node_modules/playwright-core");
+    assert!(
+        playwright.is_dir(),
+        "{} is missing: run `npm ci` in e2e/ui (as .ci/run does)",
+        playwright.display()
+    );
+    path
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ui_shows_a_run_and_resets_it_in_a_browser() {
+    let browser = chromium();
+    let suite = Suite::start(TestEnv::new().await.unwrap()).await.unwrap();
+    let client = suite.client();
+    let shutdown = CancellationToken::new();
+    let env = suite.env();
+    let config = weft::Config {
+        amqp_url: env.amqp_url.clone(),
+        namespace: env.namespace.clone(),
+        shards: env.options.shards,
+        database_url: env.database_url.clone(),
+        ..weft::Config::default()
+    };
+    let worker = Worker::builder(&config)
+        .handler("ui_step", |task| async move {
+            Ok(json!({ "ref": task.task_ref, "input": task.input }))
+        })
+        .build();
+    let stop = shutdown.clone();
+    tokio::spawn(async move { worker.run(stop).await });
+
+    client.register(&ui_flow()).await.unwrap();
+    let id = client.start("ui_flow", json!({"mode": "a"})).await.unwrap();
+    let other = client.start("ui_flow", json!({"mode": "b"})).await.unwrap();
+
+    let out = suite.log_dir().join("ui");
+    let mut child = tokio::process::Command::new("node")
+        .arg(ui_dir().join("drive.mjs"))
+        .current_dir(ui_dir())
+        .env("WEFT_UI_URL", suite.gateway_url())
+        .env("WEFT_UI_WORKFLOW", &id)
+        .env("WEFT_UI_WORKFLOW2", &other)
+        .env("WEFT_UI_OUT", &out)
+        .env("WEFT_CHROMIUM", &browser)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("starting node (Node.js 20 is needed for the browser test)");
+    let mut stdout = child.stdout.take().unwrap();
+    let mut stderr = child.stderr.take().unwrap();
+    let (mut so, mut se) = (String::new(), String::new());
+    let session = async {
+        let (a, b) = tokio::join!(
+            stdout.read_to_string(&mut so),
+            stderr.read_to_string(&mut se)
+        );
+        a.and(b).expect("reading the script's output");
+        child.wait().await.expect("waiting for node")
+    };
+    let status = match tokio::time::timeout(SESSION_TIMEOUT, session).await {
+        Ok(status) => status,
+        Err(_) => {
+            // kill_on_drop ends the node process (and so its browser) started above.
+            panic!(
+                "the browser session did not end within {SESSION_TIMEOUT:?}\n{}",
+                suite.describe()
+            );
+        }
+    };
+    assert!(
+        status.success(),
+        "browser session failed ({status}):\n{so}\n{se}\nscreenshots in {}\n{}",
+        out.display(),
+        suite.describe()
+    );
+    let result: Value = so
+        .lines()
+        .find_map(|l| l.strip_prefix("RESULT "))
+        .and_then(|r| serde_json::from_str(r).ok())
+        .unwrap_or_else(|| panic!("no RESULT line:\n{so}\n{se}"));
+
+    // What the clicks did, seen through the API: the signal completed the first run, the
+    // reset made a second run from `chosen`, whose WAIT was skipped with the operator's
+    // output.
+    let (old, new) = (
+        result["oldRun"].as_str().unwrap(),
+        result["newRun"].as_str().unwrap(),
+    );
+    let runs = client
+        .raw(
+            reqwest::Method::GET,
+            &format!("/api/workflow/{id}/runs"),
+            None,
+        )
+        .await
+        .unwrap()
+        .json
+        .unwrap();
+    let runs = runs.as_array().unwrap();
+    assert_eq!(runs.len(), 2, "{runs:?}");
+    assert_eq!(runs[0]["runId"], old);
+    assert_eq!(runs[0]["status"], "COMPLETED");
+    assert_eq!(runs[1]["runId"], new);
+    assert_eq!(
+        runs[1]["resetFrom"],
+        json!({"runId": old, "taskRef": "chosen"})
+    );
+    let wf = client.get(&id).await.unwrap();
+    assert_eq!(wf["status"], "COMPLETED", "{wf}");
+    let approve = wf["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["referenceTaskName"] == "approve")
+        .unwrap();
+    assert_eq!(approve["status"], "SKIPPED", "{wf}");
+    assert_eq!(approve["outputData"], json!({"ok": "skipped"}));
+    assert_eq!(wf["output"], json!({"approval": "skipped"}));
+    let wf = client.get(&other).await.unwrap();
+    assert_eq!(wf["status"], "TERMINATED", "{wf}");
+    assert!(
+        wf["reasonForIncompletion"]
+            .as_str()
+            .is_some_and(|r| r.contains("enough")),
+        "{wf}"
+    );
+    shutdown.cancel();
+}

@@ -1,0 +1,303 @@
+//! Operator operations against the interpreter: terminate, pause/resume, skip (scheduled,
+//! in progress, not reached, in a loop) and reset (middle task, loop iteration, decision
+//! branch, fork branch, retry, restart), with the refusals operators get.
+
+use serde_json::{json, Value};
+use uuid::Uuid;
+use weft::messages::{Command, Operation, Reset, ResetTarget, SkipTask, Terminate};
+
+use crate::apply::Applied;
+use crate::sim::Sim;
+
+fn five() -> Value {
+    json!({"name": "five", "tasks": [
+        {"name": "t", "taskReferenceName": "a"},
+        {"name": "t", "taskReferenceName": "b"},
+        {"name": "t", "taskReferenceName": "c"},
+        {"name": "t", "taskReferenceName": "d"},
+        {"name": "t", "taskReferenceName": "e"}
+    ]})
+}
+
+fn skip(task_ref: &str, output: Value) -> Command {
+    Command::SkipTask(SkipTask {
+        op: Operation::default(),
+        task_ref: task_ref.into(),
+        output,
+        input: Value::Null,
+    })
+}
+
+fn reset(target: ResetTarget) -> Reset {
+    Reset {
+        op: Operation::default(),
+        target,
+        new_run_id: Uuid::from_u128(7),
+        reason: None,
+        workflow_input: None,
+    }
+}
+
+fn to_ref(task_ref: &str) -> Reset {
+    reset(ResetTarget::Ref {
+        task_ref: task_ref.into(),
+        iteration: None,
+    })
+}
+
+fn refused_with(applied: Applied) -> (u16, String) {
+    match applied {
+        Applied::Rejected { status, message } => (status, message),
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+}
+
+fn statuses(sim: &Sim) -> Vec<(String, &'static str)> {
+    sim.trail().into_iter().map(|(r, _, s)| (r, s)).collect()
+}
+
+#[test]
+fn terminate_ends_the_run_and_cancels_what_was_scheduled() {
+    let mut sim = Sim::start(five(), json!({}));
+    sim.complete("a", json!({}));
+    sim.command(&Command::Terminate(Terminate {
+        op: Operation::default(),
+        reason: "operator".into(),
+    }));
+    assert_eq!(sim.state.record().status, "TERMINATED");
+    assert_eq!(sim.state.record().sub_status, "TERMINATED");
+    assert_eq!(
+        statuses(&sim),
+        vec![("a".into(), "COMPLETED"), ("b".into(), "CANCELED")]
+    );
+    let (status, message) = refused_with(sim.verdict(&Command::Terminate(Terminate {
+        op: Operation::default(),
+        reason: "again".into(),
+    })));
+    assert_eq!(status, 409);
+    assert!(message.contains("TERMINATED"), "{message}");
+}
+
+#[test]
+fn a_paused_run_schedules_nothing_until_resumed() {
+    let mut sim = Sim::start(five(), json!({}));
+    sim.command(&Command::Pause(Operation::default()));
+    assert_eq!(sim.state.record().status, "PAUSED");
+    // The running task finishes, but nothing new is scheduled.
+    sim.complete("a", json!({}));
+    assert!(sim.pending().is_empty());
+    let (status, _) = refused_with(sim.verdict(&Command::Pause(Operation::default())));
+    assert_eq!(status, 409);
+    sim.command(&Command::Resume(Operation::default()));
+    assert_eq!(sim.pending(), vec!["b"]);
+    let (status, message) = refused_with(sim.verdict(&Command::Resume(Operation::default())));
+    assert_eq!(status, 409);
+    assert!(message.contains("RUNNING"), "{message}");
+}
+
+#[test]
+fn skip_of_a_scheduled_task_moves_on_and_ignores_its_late_result() {
+    let mut sim = Sim::start(five(), json!({}));
+    let a = sim.state.tasks[0].task_id;
+    sim.command(&skip("a", json!({"skipped": true})));
+    assert_eq!(sim.pending(), vec!["b"]);
+    assert_eq!(sim.state.tasks[0].status.as_str(), "SKIPPED");
+    assert_eq!(sim.state.tasks[0].output, Some(json!({"skipped": true})));
+    let late = Command::ActivityCompleted(weft::messages::ActivityCompleted {
+        task_id: a,
+        run_id: sim.state.run_id,
+        attempt: 1,
+        output: json!({}),
+        worker_id: None,
+        started_at: None,
+    });
+    assert!(matches!(sim.verdict(&late), Applied::Ignored(_)));
+}
+
+#[test]
+fn skip_of_a_task_not_reached_yet_happens_when_reached() {
+    let mut sim = Sim::start(five(), json!({}));
+    sim.command(&skip("c", json!({"x": 1})));
+    sim.complete("a", json!({})).complete("b", json!({}));
+    assert_eq!(sim.pending(), vec!["d"]);
+    let c = sim.state.latest("c").unwrap();
+    assert_eq!(c.status.as_str(), "SKIPPED");
+    assert_eq!(c.output, Some(json!({"x": 1})));
+    // Done once: skipping it again is refused.
+    let (status, message) = refused_with(sim.verdict(&skip("c", Value::Null)));
+    assert_eq!(status, 409);
+    assert!(message.contains("SKIPPED"), "{message}");
+}
+
+#[test]
+fn skip_refusals_name_the_problem() {
+    let mut sim = Sim::start(five(), json!({}));
+    let (status, message) = refused_with(sim.verdict(&skip("zz", Value::Null)));
+    assert_eq!(status, 400);
+    assert!(message.starts_with("taskRef:"), "{message}");
+    sim.complete("a", json!({}));
+    let (status, message) = refused_with(sim.verdict(&skip("a", Value::Null)));
+    assert_eq!((status, message.contains("COMPLETED")), (409, true));
+    sim.command(&skip("b", Value::Null));
+    sim.complete("c", json!({}))
+        .complete("d", json!({}))
+        .complete("e", json!({}));
+    assert_eq!(sim.state.record().status, "COMPLETED");
+    let (status, _) = refused_with(sim.verdict(&skip("e", Value::Null)));
+    assert_eq!(status, 409);
+}
+
+#[test]
+fn reset_to_a_middle_task_keeps_the_prefix_and_runs_the_rest_again() {
+    let mut sim = Sim::start(five(), json!({}));
+    for r in ["a", "b", "c", "d"] {
+        sim.complete(r, json!({ "from": r }));
+    }
+    let old_ids: Vec<Uuid> = sim.state.tasks.iter().map(|t| t.task_id).collect();
+    let mut next = sim.reset(&to_ref("c"));
+    assert_eq!(sim.state.record().status, "TERMINATED");
+    assert_eq!(next.state.run_id, Uuid::from_u128(7));
+    assert_eq!(
+        next.state.reset_from,
+        Some((sim.state.run_id, "c".to_owned()))
+    );
+    assert_eq!(next.pending(), vec!["c"]);
+    // a and b keep their outputs, under the successor's own task ids.
+    assert_eq!(
+        next.state.latest("b").unwrap().output,
+        Some(json!({"from": "b"}))
+    );
+    assert!(next
+        .state
+        .tasks
+        .iter()
+        .all(|t| !old_ids.contains(&t.task_id)));
+    next.complete("c", json!({}))
+        .complete("d", json!({}))
+        .complete("e", json!({}));
+    assert_eq!(next.state.record().status, "COMPLETED");
+}
+
+#[test]
+fn reset_is_deterministic() {
+    let mut sim = Sim::start(five(), json!({}));
+    sim.complete("a", json!({})).complete("b", json!({}));
+    let a = sim.reset(&to_ref("b"));
+    let mut again = Sim::start(five(), json!({}));
+    again.complete("a", json!({})).complete("b", json!({}));
+    let b = again.reset(&to_ref("b"));
+    let ids = |s: &Sim| s.state.tasks.iter().map(|t| t.task_id).collect::<Vec<_>>();
+    assert_eq!(ids(&a), ids(&b));
+}
+
+#[test]
+fn reset_into_a_fork_reruns_the_work_running_at_the_cut() {
+    let def = json!({"name": "f", "tasks": [
+        {"name": "fork", "taskReferenceName": "fork", "type": "FORK_JOIN",
+         "forkTasks": [[{"name": "t", "taskReferenceName": "x1"}, {"name": "t", "taskReferenceName": "x2"}],
+                       [{"name": "t", "taskReferenceName": "y1"}]]},
+        {"name": "join", "taskReferenceName": "join", "type": "JOIN", "joinOn": ["x2", "y1"]},
+        {"name": "t", "taskReferenceName": "after"}
+    ]});
+    let mut sim = Sim::start(def, json!({}));
+    sim.complete("x1", json!({}));
+    // y1 was scheduled before x2 and still runs when x2 is scheduled: the cut at x2
+    // leaves y1 running, so the successor runs it again.
+    sim.complete("x2", json!({}))
+        .complete("y1", json!({"y": 1}));
+    let mut next = sim.reset(&to_ref("x2"));
+    let mut pending = next.pending();
+    pending.sort();
+    assert_eq!(pending, vec!["x2", "y1"]);
+    assert_eq!(
+        next.state.latest("x1").unwrap().status.as_str(),
+        "COMPLETED"
+    );
+    next.complete("x2", json!({})).complete("y1", json!({}));
+    assert_eq!(next.pending(), vec!["after"]);
+}
+
+#[test]
+fn reset_into_a_loop_iteration_keeps_earlier_iterations() {
+    let def = json!({"name": "l", "tasks": [
+        {"name": "loop", "taskReferenceName": "loop", "type": "DO_WHILE",
+         "loopCondition": "$.loop['iteration'] < 3",
+         "loopOver": [{"name": "t", "taskReferenceName": "body"}]},
+        {"name": "t", "taskReferenceName": "after"}
+    ]});
+    let mut sim = Sim::start(def, json!({}));
+    for i in 1..=3 {
+        sim.complete("body", json!({ "i": i }));
+    }
+    assert_eq!(sim.pending(), vec!["after"]);
+    let mut next = sim.reset(&reset(ResetTarget::Ref {
+        task_ref: "body".into(),
+        iteration: Some(2),
+    }));
+    assert_eq!(next.pending(), vec!["body"]);
+    let body_iterations: Vec<(i32, &'static str)> = next
+        .state
+        .tasks
+        .iter()
+        .filter(|t| t.task_ref == "body")
+        .map(|t| (t.iteration, t.status.as_str()))
+        .collect();
+    assert_eq!(body_iterations, vec![(1, "COMPLETED"), (2, "SCHEDULED")]);
+    next.complete("body", json!({})).complete("body", json!({}));
+    assert_eq!(next.pending(), vec!["after"]);
+}
+
+#[test]
+fn reset_into_a_decision_branch_keeps_the_case_taken() {
+    let def = json!({"name": "d", "tasks": [
+        {"name": "sw", "taskReferenceName": "sw", "type": "SWITCH", "evaluatorType": "value-param",
+         "expression": "k", "inputParameters": {"k": "${workflow.input.k}"},
+         "decisionCases": {"left": [{"name": "t", "taskReferenceName": "l1"}, {"name": "t", "taskReferenceName": "l2"}]},
+         "defaultCase": [{"name": "t", "taskReferenceName": "r1"}]}
+    ]});
+    let mut sim = Sim::start(def, json!({"k": "left"}));
+    sim.complete("l1", json!({})).complete("l2", json!({}));
+    let next = sim.reset(&to_ref("l2"));
+    assert_eq!(next.pending(), vec!["l2"]);
+}
+
+#[test]
+fn retry_goes_back_to_the_failed_task_and_restart_to_the_first() {
+    let mut sim = Sim::start(five(), json!({}));
+    sim.complete("a", json!({})).complete("b", json!({}));
+    sim.fail("c", "boom");
+    assert_eq!(sim.state.record().status, "FAILED");
+    let next = sim.reset(&reset(ResetTarget::LastFailed));
+    assert_eq!(next.pending(), vec!["c"]);
+    assert_eq!(next.state.latest("c").unwrap().attempt, 1);
+
+    let mut sim = Sim::start(five(), json!({}));
+    sim.complete("a", json!({}));
+    sim.command(&Command::Terminate(Terminate {
+        op: Operation::default(),
+        reason: "stop".into(),
+    }));
+    let restarted = sim.reset(&reset(ResetTarget::First));
+    assert_eq!(restarted.pending(), vec!["a"]);
+    assert_eq!(restarted.state.tasks.len(), 1);
+}
+
+#[test]
+fn reset_refusals() {
+    let mut sim = Sim::start(five(), json!({}));
+    sim.complete("a", json!({}));
+    let verdict = |sim: &Sim, r: Reset| refused_with(sim.verdict(&Command::Reset(r)));
+    assert_eq!(verdict(&sim, to_ref("nope")).0, 400);
+    let (status, message) = verdict(&sim, to_ref("d"));
+    assert_eq!(status, 400);
+    assert!(message.contains("never reached"), "{message}");
+    let (status, message) = verdict(&sim, reset(ResetTarget::First));
+    assert_eq!(status, 409);
+    assert!(message.contains("RUNNING"), "{message}");
+    assert_eq!(verdict(&sim, reset(ResetTarget::LastFailed)).0, 409);
+    let mut stale = to_ref("a");
+    stale.op.expected_run_id = Some(Uuid::from_u128(99));
+    let (status, message) = verdict(&sim, stale);
+    assert_eq!(status, 409);
+    assert!(message.contains("no longer the current run"), "{message}");
+}

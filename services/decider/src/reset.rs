@@ -1,0 +1,258 @@
+//! Reset (DESIGN.md §7, docs/operations.md): a new run of the same workflow whose
+//! history is the old run's prefix up to (not including) the first scheduling of the
+//! target task; execution continues from it. Retry resets to the last failed task,
+//! restart to the first.
+//!
+//! The successor's copy of the prefix gets its own task ids (name-based on the new run
+//! and the old id), so each run's task rows stay its own; timers keyed by a task id
+//! (retry back-off, task timeouts) are therefore unknown in the successor and the
+//! interpreter sets them anew where still needed. Work that was still running at the
+//! cut (an activity, a child run, a WAIT) is recorded as canceled right after the
+//! `WorkflowReset` marker, and runs again.
+
+use chrono::{DateTime, Utc};
+use uuid::Uuid;
+use weft::dsl::TaskType;
+use weft::messages::{Event, Reset, ResetTarget, TaskCanceled, WorkflowReset};
+use weft::store::runs::StoredEvent;
+
+use crate::apply::{conflict, Applied, ResetPlan};
+use crate::state::{find_task, FoldError, RunState, RunStatus, TaskState, TaskStatus};
+
+/// Validates `reset` against the run and finds where to cut.
+pub fn plan(state: &RunState, reset: &Reset) -> Applied {
+    match &reset.target {
+        ResetTarget::Ref {
+            task_ref,
+            iteration,
+        } => {
+            let known = find_task(&state.definition.tasks, task_ref).is_some()
+                || state.latest(task_ref).is_some();
+            if !known {
+                return bad_request(format!(
+                    "taskRef: task {task_ref:?} is not in workflow {} (version {})",
+                    state.definition.name, state.definition.version
+                ));
+            }
+            let newest =
+                state.tasks.iter().rev().find(|t| {
+                    &t.task_ref == task_ref && iteration.is_none_or(|i| t.iteration == i)
+                });
+            match newest {
+                Some(t) => cut_at(state, t),
+                None => bad_request(format!(
+                    "taskRef: task {task_ref:?}{} was never reached in run {}",
+                    iteration.map_or(String::new(), |i| format!(" (iteration {i})")),
+                    state.run_id
+                )),
+            }
+        }
+        ResetTarget::TaskId { task_id } => match state.task(*task_id) {
+            Some(t) => cut_at(state, t),
+            None => Applied::Rejected {
+                status: 404,
+                message: format!(
+                    "reRunFromTaskId: {task_id} is not a task of run {}",
+                    state.run_id
+                ),
+            },
+        },
+        ResetTarget::LastFailed => retry(state),
+        ResetTarget::First => {
+            if state.status == RunStatus::Running {
+                return conflict(format!(
+                    "workflow {} is {}: restart needs an ended run (terminate it first)",
+                    state.workflow_id,
+                    if state.paused { "PAUSED" } else { "RUNNING" }
+                ));
+            }
+            match state.tasks.first() {
+                Some(first) => cut_at(state, first),
+                None => Applied::Reset(ResetPlan {
+                    cut_task: None,
+                    task_ref: state
+                        .definition
+                        .tasks
+                        .first()
+                        .map(|t| t.task_reference_name.clone())
+                        .unwrap_or_default(),
+                    iteration: 0,
+                }),
+            }
+        }
+    }
+}
+
+/// Retry: back to the newest failed (or timed-out) task. A FAILED, TIMED_OUT or
+/// TERMINATED run qualifies (a terminated run's last canceled task counts as failed), and
+/// a RUNNING one with an optional task that failed.
+fn retry(state: &RunState) -> Applied {
+    let failed = |t: &TaskState| {
+        matches!(
+            t.status,
+            TaskStatus::Failed
+                | TaskStatus::FailedWithTerminalError
+                | TaskStatus::TimedOut
+                | TaskStatus::CompletedWithErrors
+        ) || (state.status == RunStatus::Terminated && t.status == TaskStatus::Canceled)
+    };
+    let allowed = match state.status {
+        RunStatus::Failed | RunStatus::TimedOut | RunStatus::Terminated => true,
+        RunStatus::Running => state
+            .tasks
+            .iter()
+            .any(|t| t.status == TaskStatus::CompletedWithErrors),
+        RunStatus::Completed => false,
+    };
+    if !allowed {
+        return conflict(format!(
+            "workflow {} is {}: retry needs a FAILED, TIMED_OUT or TERMINATED run, or a \
+             RUNNING one with a failed optional task",
+            state.workflow_id,
+            state.status.as_str()
+        ));
+    }
+    // Only the newest execution of a (ref, iteration) counts: an attempt that failed and
+    // was retried successfully is not a failure of the run.
+    let last_failed = state.tasks.iter().rev().find(|t| {
+        failed(t)
+            && state
+                .latest_at(&t.task_ref, t.iteration)
+                .is_some_and(|newest| newest.task_id == t.task_id)
+    });
+    match last_failed {
+        Some(t) => cut_at(state, t),
+        None => conflict(format!(
+            "workflow {} has no failed task to retry",
+            state.workflow_id
+        )),
+    }
+}
+
+/// The plan that re-runs `task`'s (ref, iteration) from its first attempt.
+fn cut_at(state: &RunState, task: &TaskState) -> Applied {
+    let first = state
+        .tasks
+        .iter()
+        .find(|t| t.task_ref == task.task_ref && t.iteration == task.iteration)
+        .unwrap_or(task);
+    Applied::Reset(ResetPlan {
+        cut_task: Some(first.task_id),
+        task_ref: first.task_ref.clone(),
+        iteration: first.iteration,
+    })
+}
+
+fn bad_request(message: String) -> Applied {
+    Applied::Rejected {
+        status: 400,
+        message,
+    }
+}
+
+/// The successor run's history: the old run's prefix before `plan`'s cut (with the
+/// successor's task ids and `workflow_input` if given), the `WorkflowReset` marker, and a
+/// `TaskCanceled` for each task that was still running at the cut.
+pub fn successor_history(
+    old: &[StoredEvent],
+    plan: &ResetPlan,
+    reset: &Reset,
+    workflow_id: &str,
+    now: DateTime<Utc>,
+) -> Result<(RunState, Vec<StoredEvent>), FoldError> {
+    let new_run_id = reset.new_run_id;
+    let previous_run_id = old.first().map_or(Uuid::nil(), |e| e.run_id);
+    let cut = plan
+        .cut_task
+        .and_then(|cut| {
+            old.iter()
+                .position(|e| matches!(&e.event, Event::TaskScheduled(s) if s.task_id == cut))
+        })
+        .unwrap_or(1)
+        .max(1);
+    let mut events: Vec<StoredEvent> = old[..cut.min(old.len())]
+        .iter()
+        .map(|e| {
+            let mut event = e.event.clone();
+            rekey(&mut event, new_run_id);
+            if let (Event::WorkflowStarted(started), Some(input)) =
+                (&mut event, &reset.workflow_input)
+            {
+                started.input = input.clone();
+            }
+            StoredEvent {
+                run_id: new_run_id,
+                event_id: e.event_id,
+                time: e.time,
+                event,
+            }
+        })
+        .collect();
+    let mut state = RunState::from_history(workflow_id, &events)?;
+    let mut push = |state: &mut RunState, event: Event| -> Result<(), FoldError> {
+        let stored = StoredEvent {
+            run_id: new_run_id,
+            event_id: state.version + 1,
+            time: now,
+            event,
+        };
+        state.apply(&stored)?;
+        events.push(stored);
+        Ok(())
+    };
+    push(
+        &mut state,
+        Event::WorkflowReset(WorkflowReset {
+            previous_run_id,
+            task_ref: plan.task_ref.clone(),
+            iteration: plan.iteration,
+            reason: reset.reason.clone(),
+        }),
+    )?;
+    let running: Vec<(Uuid, String)> = state
+        .tasks
+        .iter()
+        .filter(|t| t.status.is_pending() && runs_again(&t.task_type))
+        .map(|t| (t.task_id, t.task_ref.clone()))
+        .collect();
+    for (task_id, task_ref) in running {
+        push(
+            &mut state,
+            Event::TaskCanceled(TaskCanceled {
+                task_id,
+                task_ref,
+                reason: format!(
+                    "still running when run {previous_run_id} was reset to {:?}; runs again",
+                    plan.task_ref
+                ),
+            }),
+        )?;
+    }
+    Ok((state, events))
+}
+
+/// Pending tasks of these types are redone after a reset; the others (a loop, a dynamic
+/// fork's join) are containers whose progress is their children's.
+fn runs_again(task_type: &str) -> bool {
+    matches!(
+        TaskType::parse(task_type),
+        Some(TaskType::Simple | TaskType::Http | TaskType::SubWorkflow | TaskType::Wait)
+    )
+}
+
+/// Gives the copied event the successor's task id.
+fn rekey(event: &mut Event, new_run_id: Uuid) {
+    let id = match event {
+        Event::TaskScheduled(e) => &mut e.task_id,
+        Event::TaskStarted(e) => &mut e.task_id,
+        Event::TaskCompleted(e) => &mut e.task_id,
+        Event::TaskFailed(e) => &mut e.task_id,
+        Event::TaskTimedOut(e) => &mut e.task_id,
+        Event::TaskSkipped(e) => &mut e.task_id,
+        Event::TaskCanceled(e) => &mut e.task_id,
+        Event::ChildWorkflowStarted(e) => &mut e.task_id,
+        Event::TimerStarted(e) if !e.task_id.is_nil() => &mut e.task_id,
+        _ => return,
+    };
+    *id = Uuid::new_v5(&new_run_id, id.as_bytes());
+}

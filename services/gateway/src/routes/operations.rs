@@ -1,0 +1,384 @@
+//! Operator operations (API.md, DESIGN.md §7): terminate, pause, resume, skip, reset,
+//! rerun, retry, restart, and the run chain a reset builds.
+//!
+//! The gateway does not judge whether an operation applies: the decider, the single
+//! writer, does, in per-run order, and records its verdict under the request's id in
+//! the same transaction as the effect (`store::operations`). The gateway publishes the
+//! command and answers with that verdict: 200 (or the endpoint's success shape), 400 for
+//! an unknown task, 404 for an unknown workflow, 409 naming the state. Should no decider
+//! answer in time (all down), the command stays queued and the answer is 202 with the
+//! request id.
+
+use std::time::Duration;
+
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post, put};
+use axum::{Json, Router};
+use serde::Deserialize;
+use serde_json::{json, Value};
+use uuid::Uuid;
+use weft::messages::{Command, Operation, Reset, ResetTarget, SkipTask, Terminate};
+use weft::Envelope;
+
+use crate::error::ApiError;
+use crate::extract::{parse_json, Path, Query};
+use crate::state::AppState;
+
+/// How long an operator request waits for the decider's verdict.
+const VERDICT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The operation routes (terminate is `DELETE /api/workflow/{id}`, routed with the
+/// workflow's other methods in `workflow.rs`).
+pub fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/api/workflow/{id}/pause", put(pause))
+        .route("/api/workflow/{id}/resume", put(resume))
+        .route("/api/workflow/{id}/skiptask/{task_ref}", put(skip))
+        .route("/api/workflow/{id}/reset", post(reset))
+        .route("/api/workflow/{id}/rerun", post(rerun))
+        .route("/api/workflow/{id}/retry", post(retry))
+        .route("/api/workflow/{id}/restart", post(restart))
+        .route("/api/workflow/{id}/runs", get(runs))
+}
+
+/// What became of an operation.
+enum Outcome {
+    /// Applied; the decider's answer (`workflowId`, `runId`, `status`).
+    Applied(Value),
+    /// Queued, no verdict yet.
+    Pending(Uuid),
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct TerminateQuery {
+    reason: Option<String>,
+}
+
+/// `DELETE /api/workflow/{id}?reason=`: the run ends TERMINATED at once, its running
+/// activities are told to stop and its child runs are terminated.
+pub(crate) async fn terminate(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    Query(q): Query<TerminateQuery>,
+) -> Result<Response, ApiError> {
+    let reason = q
+        .reason
+        .filter(|r| !r.trim().is_empty())
+        .unwrap_or_else(|| "terminated by an operator".to_owned());
+    let outcome = operate(&state, &id, false, |op| {
+        Command::Terminate(Terminate { op, reason })
+    })
+    .await?;
+    Ok(answer(outcome, |_| StatusCode::OK.into_response()))
+}
+
+/// `PUT /api/workflow/{id}/pause`.
+async fn pause(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    let outcome = operate(&state, &id, false, Command::Pause).await?;
+    Ok(answer(outcome, |_| StatusCode::OK.into_response()))
+}
+
+/// `PUT /api/workflow/{id}/resume`.
+async fn resume(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    let outcome = operate(&state, &id, false, Command::Resume).await?;
+    Ok(answer(outcome, |_| StatusCode::OK.into_response()))
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct SkipRequest {
+    #[serde(default)]
+    task_input: Option<Value>,
+    #[serde(default)]
+    task_output: Option<Value>,
+}
+
+/// `PUT /api/workflow/{id}/skiptask/{taskRef}` with optional `{taskInput, taskOutput}`.
+async fn skip(
+    State(state): State<AppState>,
+    Path((id, task_ref)): Path<(String, String)>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let request: SkipRequest = optional_body(&body?)?;
+    for (field, value) in [
+        ("taskInput", &request.task_input),
+        ("taskOutput", &request.task_output),
+    ] {
+        if value
+            .as_ref()
+            .is_some_and(|v| !v.is_object() && !v.is_null())
+        {
+            return Err(ApiError::invalid(
+                "invalid_field",
+                field,
+                format!("{field} must be a JSON object"),
+            ));
+        }
+    }
+    let outcome = operate(&state, &id, false, |op| {
+        Command::SkipTask(SkipTask {
+            op,
+            task_ref,
+            output: request.task_output.unwrap_or(Value::Null),
+            input: request.task_input.unwrap_or(Value::Null),
+        })
+    })
+    .await?;
+    Ok(answer(outcome, |_| StatusCode::OK.into_response()))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct ResetRequest {
+    task_ref: String,
+    #[serde(default)]
+    iteration: Option<i32>,
+    #[serde(default)]
+    reason: Option<String>,
+}
+
+/// `POST /api/workflow/{id}/reset {taskRef, iteration?, reason?}`: a new run continues
+/// from the task; answers the new run id as text.
+async fn reset(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let request: ResetRequest = parse_json(&body?)?;
+    if request.task_ref.trim().is_empty() {
+        return Err(ApiError::invalid(
+            "invalid_field",
+            "taskRef",
+            "taskRef must name a task",
+        ));
+    }
+    let target = ResetTarget::Ref {
+        task_ref: request.task_ref,
+        iteration: request.iteration,
+    };
+    reset_to(&state, &id, target, request.reason, None, |run_id| {
+        run_id.to_string().into_response()
+    })
+    .await
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RerunRequest {
+    #[serde(default)]
+    re_run_from_workflow_id: Option<String>,
+    #[serde(default)]
+    re_run_from_task_id: Option<String>,
+    /// Weft: the task by reference name.
+    #[serde(default)]
+    re_run_from_task_ref: Option<String>,
+    #[serde(default)]
+    workflow_input: Option<Value>,
+}
+
+/// Conductor's `POST /api/workflow/{id}/rerun`: reset to `reRunFromTaskId` (or
+/// `reRunFromTaskRef`), or to the first task; answers the workflow id as text.
+async fn rerun(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let request: RerunRequest = optional_body(&body?)?;
+    if let Some(other) = request.re_run_from_workflow_id.as_deref() {
+        if other != id {
+            return Err(ApiError::invalid(
+                "invalid_field",
+                "reRunFromWorkflowId",
+                format!("reRunFromWorkflowId {other:?} differs from the workflow in the path"),
+            ));
+        }
+    }
+    if request
+        .workflow_input
+        .as_ref()
+        .is_some_and(|v| !v.is_object() && !v.is_null())
+    {
+        return Err(ApiError::invalid(
+            "invalid_field",
+            "workflowInput",
+            "workflowInput must be a JSON object",
+        ));
+    }
+    let target = match (request.re_run_from_task_id, request.re_run_from_task_ref) {
+        (Some(task_id), _) => ResetTarget::TaskId {
+            task_id: Uuid::parse_str(&task_id).map_err(|_| {
+                ApiError::invalid(
+                    "invalid_field",
+                    "reRunFromTaskId",
+                    format!("reRunFromTaskId {task_id:?} is not a task id"),
+                )
+            })?,
+        },
+        (None, Some(task_ref)) => ResetTarget::Ref {
+            task_ref,
+            iteration: None,
+        },
+        (None, None) => ResetTarget::First,
+    };
+    let workflow_input = request.workflow_input.filter(|v| !v.is_null());
+    let answer_id = id.clone();
+    reset_to(&state, &id, target, None, workflow_input, move |_| {
+        answer_id.into_response()
+    })
+    .await
+}
+
+/// `POST /api/workflow/{id}/retry`: reset to the last failed (or timed-out) task; 204.
+async fn retry(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    reset_to(&state, &id, ResetTarget::LastFailed, None, None, |_| {
+        StatusCode::NO_CONTENT.into_response()
+    })
+    .await
+}
+
+/// `POST /api/workflow/{id}/restart`: reset to the first task of an ended run; 204.
+async fn restart(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    reset_to(&state, &id, ResetTarget::First, None, None, |_| {
+        StatusCode::NO_CONTENT.into_response()
+    })
+    .await
+}
+
+/// `GET /api/workflow/{id}/runs`: every run of the workflow, oldest first.
+async fn runs(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let chain = state.store.run_chain(&id).await?;
+    if chain.is_empty() {
+        return Err(ApiError::NotFound(format!("workflow {id} not found")));
+    }
+    let runs: Vec<Value> = chain
+        .into_iter()
+        .map(|run| {
+            let mut view = json!({
+                "runId": run.run_id,
+                "status": run.status,
+                "current": run.is_current,
+                "startTime": run.start_time.timestamp_millis(),
+                "endTime": run.end_time.map(|t| t.timestamp_millis()),
+            });
+            if let Some((from, task_ref)) = run.reset_from {
+                view["resetFrom"] = json!({ "runId": from, "taskRef": task_ref });
+            }
+            view
+        })
+        .collect();
+    Ok(Json(Value::Array(runs)))
+}
+
+/// Sends a reset aimed at the run the operator sees now (so that of two operators
+/// resetting at once, one wins and the other gets 409).
+async fn reset_to(
+    state: &AppState,
+    id: &str,
+    target: ResetTarget,
+    reason: Option<String>,
+    workflow_input: Option<Value>,
+    success: impl FnOnce(Uuid) -> Response,
+) -> Result<Response, ApiError> {
+    let new_run_id = weft::ids::new_id();
+    let outcome = operate(state, id, true, |op| {
+        Command::Reset(Reset {
+            op,
+            target,
+            new_run_id,
+            reason,
+            workflow_input,
+        })
+    })
+    .await?;
+    Ok(answer(outcome, |_| success(new_run_id)))
+}
+
+/// Publishes the operation to the run's shard and waits for the decider's verdict.
+async fn operate(
+    state: &AppState,
+    id: &str,
+    aim_at_current: bool,
+    command: impl FnOnce(Operation) -> Command,
+) -> Result<Outcome, ApiError> {
+    let current = state.store.current_run(id).await?;
+    if current.is_none() && state.store.get_start(id).await?.is_none() {
+        return Err(ApiError::NotFound(format!("workflow {id} not found")));
+    }
+    let request_id = weft::ids::new_id();
+    let op = Operation {
+        request_id: Some(request_id),
+        expected_run_id: current.filter(|_| aim_at_current).map(|run| run.run_id),
+    };
+    let envelope = Envelope::new(id, None, &command(op))?;
+    state.bus.publish_command(&envelope).await?;
+    let Some(verdict) = state
+        .store
+        .wait_operation_outcome(request_id, VERDICT_TIMEOUT)
+        .await?
+    else {
+        return Ok(Outcome::Pending(request_id));
+    };
+    let message = verdict.body["message"]
+        .as_str()
+        .unwrap_or("refused")
+        .to_owned();
+    match verdict.status {
+        200 => Ok(Outcome::Applied(verdict.body)),
+        400 => Err(match field_of(&message) {
+            Some(field) => ApiError::invalid("invalid_field", field, message.clone()),
+            None => ApiError::bad_request("bad_request", message),
+        }),
+        404 => Err(ApiError::NotFound(message)),
+        _ => Err(ApiError::Conflict(message)),
+    }
+}
+
+/// The success answer, or 202 with the request id while the command waits in its queue.
+fn answer(outcome: Outcome, success: impl FnOnce(Value) -> Response) -> Response {
+    match outcome {
+        Outcome::Applied(body) => success(body),
+        Outcome::Pending(request_id) => (
+            StatusCode::ACCEPTED,
+            Json(json!({
+                "requestId": request_id,
+                "message": "accepted: queued for the run, not applied yet (no decider answered in time)",
+            })),
+        )
+            .into_response(),
+    }
+}
+
+/// The field a decider refusal names (`"taskRef: ..."`).
+fn field_of(message: &str) -> Option<String> {
+    let (field, _) = message.split_once(": ")?;
+    (!field.is_empty() && field.chars().all(|c| c.is_ascii_alphanumeric()))
+        .then(|| field.to_owned())
+}
+
+/// A JSON body that may be absent (empty means all defaults).
+fn optional_body<T: serde::de::DeserializeOwned + Default>(body: &Bytes) -> Result<T, ApiError> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        Ok(T::default())
+    } else {
+        parse_json(body)
+    }
+}

@@ -1,0 +1,282 @@
+//! Handing activity tasks to HTTP workers: `GET /api/tasks/poll/{taskType}` and the
+//! long-polling `GET /api/tasks/poll/batch/{taskType}`.
+//!
+//! A poll takes tasks from the same `<ns>.activity.<taskType>` queue that bus workers
+//! consume. A task is handed out only once it is registered as a running attempt in the
+//! heartbeat registry and acknowledged on the queue; a worker that then dies goes silent,
+//! the heartbeat service times the attempt out, and the decider retries the task. A task
+//! whose run moved on (terminated, skipped, reset, stopped) is dropped from the queue and
+//! never handed out.
+
+use std::time::Duration;
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use chrono::Utc;
+use serde::Deserialize;
+use tracing::Instrument;
+use weft::bus::{Disposition, Taken};
+use weft::messages::{ActivityMessage, ActivityStarted, ActivityTask, AttemptStarted, Command};
+use weft::registry::AttemptStatus;
+use weft::topology::Names;
+use weft::Envelope;
+
+use super::view::{self, Task};
+use crate::error::ApiError;
+use crate::extract::{Path, Query};
+use crate::state::AppState;
+
+/// Most tasks one batch poll hands out.
+pub const MAX_COUNT: u32 = 100;
+/// Longest a batch poll waits for a task, in milliseconds.
+pub const MAX_TIMEOUT_MS: u64 = 30_000;
+/// Stale tasks (of runs that moved on) one poll drops before answering "none" for now.
+const MAX_STALE_PER_POLL: usize = 100;
+/// First and longest pause between two looks at an empty queue during a long poll.
+const FIRST_PAUSE: Duration = Duration::from_millis(10);
+const LONGEST_PAUSE: Duration = Duration::from_millis(200);
+/// Longest worker id accepted.
+const MAX_WORKER_ID: usize = 256;
+
+/// Query of `GET /api/tasks/poll/{taskType}`.
+#[derive(Debug, Deserialize)]
+pub struct PollQuery {
+    workerid: Option<String>,
+    /// Conductor's task domain: Weft has none, so it is accepted and ignored.
+    #[serde(default)]
+    #[allow(dead_code)]
+    domain: Option<String>,
+}
+
+/// Query of `GET /api/tasks/poll/batch/{taskType}`.
+#[derive(Debug, Deserialize)]
+pub struct BatchQuery {
+    workerid: Option<String>,
+    #[serde(default)]
+    #[allow(dead_code)]
+    domain: Option<String>,
+    count: Option<i64>,
+    timeout: Option<i64>,
+}
+
+/// `GET /api/tasks/poll/{taskType}`: a task, or 204 when none is waiting.
+pub async fn one(
+    State(state): State<AppState>,
+    Path(task_type): Path<String>,
+    Query(q): Query<PollQuery>,
+) -> Result<Response, ApiError> {
+    let worker = worker_id(q.workerid)?;
+    let queue = queue_of(&state, &task_type).await?;
+    Ok(match take(&state, &queue, worker.as_deref()).await? {
+        Some(task) => Json(task).into_response(),
+        None => StatusCode::NO_CONTENT.into_response(),
+    })
+}
+
+/// `GET /api/tasks/poll/batch/{taskType}`: up to `count` tasks (default 1), waiting up
+/// to `timeout` ms (default 100) for the first; `[]` when none came or the gateway is
+/// shutting down.
+pub async fn batch(
+    State(state): State<AppState>,
+    Path(task_type): Path<String>,
+    Query(q): Query<BatchQuery>,
+) -> Result<Json<Vec<Task>>, ApiError> {
+    let worker = worker_id(q.workerid)?;
+    let count = match q.count.unwrap_or(1) {
+        n if (1..=i64::from(MAX_COUNT)).contains(&n) => n as usize,
+        n => {
+            return Err(ApiError::invalid(
+                "invalid_query",
+                "count",
+                format!("count {n}: expected 1 to {MAX_COUNT}"),
+            ))
+        }
+    };
+    let timeout = match q.timeout.unwrap_or(100) {
+        ms if (0..=MAX_TIMEOUT_MS as i64).contains(&ms) => Duration::from_millis(ms as u64),
+        ms => {
+            return Err(ApiError::invalid(
+                "invalid_query",
+                "timeout",
+                format!("timeout {ms} ms: expected 0 to {MAX_TIMEOUT_MS}"),
+            ))
+        }
+    };
+    let queue = queue_of(&state, &task_type).await?;
+    let deadline = tokio::time::Instant::now() + timeout;
+    let mut pause = FIRST_PAUSE;
+    let mut tasks = Vec::new();
+    loop {
+        while tasks.len() < count {
+            match take(&state, &queue, worker.as_deref()).await? {
+                Some(task) => tasks.push(task),
+                None => break,
+            }
+        }
+        let now = tokio::time::Instant::now();
+        if !tasks.is_empty() || now >= deadline {
+            return Ok(Json(tasks));
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(pause.min(deadline - now)) => {}
+            // Shutting down: answer what there is (nothing) rather than hold the server.
+            _ = state.shutdown.cancelled() => return Ok(Json(tasks)),
+        }
+        pause = (pause * 2).min(LONGEST_PAUSE);
+    }
+}
+
+/// The worker id, if any; refused when absurdly long.
+fn worker_id(raw: Option<String>) -> Result<Option<String>, ApiError> {
+    match raw.filter(|w| !w.is_empty()) {
+        Some(w) if w.len() > MAX_WORKER_ID => Err(ApiError::invalid(
+            "invalid_query",
+            "workerid",
+            format!("workerid is longer than {MAX_WORKER_ID} bytes"),
+        )),
+        other => Ok(other),
+    }
+}
+
+/// The activity queue of `task_type`, declared if missing; 400 for a name the broker
+/// cannot carry.
+pub async fn queue_of(state: &AppState, task_type: &str) -> Result<String, ApiError> {
+    let queue = state.bus.names().activity_queue(task_type);
+    // 255 bytes is AMQP's limit on names; the DLQ's is the longest.
+    if task_type.is_empty() || Names::dlq(&queue).len() > 255 {
+        return Err(ApiError::invalid(
+            "invalid_task_type",
+            "taskType",
+            format!("task type {task_type:?} is empty or too long for a queue name"),
+        ));
+    }
+    state.bus.declare_activity_queue(task_type).await?;
+    Ok(queue)
+}
+
+/// Takes the next task of `queue` that is still awaited, hands it to `worker`, or `None`
+/// when the queue has none right now.
+pub async fn take(
+    state: &AppState,
+    queue: &str,
+    worker: Option<&str>,
+) -> Result<Option<Task>, ApiError> {
+    for _ in 0..MAX_STALE_PER_POLL {
+        let Some(taken) = state.bus.get(queue).await? else {
+            return Ok(None);
+        };
+        if let Some(task) = hand_out(state, taken, worker).await? {
+            return Ok(Some(task));
+        }
+    }
+    Ok(None)
+}
+
+/// Registers the attempt and acknowledges the message; `None` (message dropped) when the
+/// task is no longer awaited. On a failure the message goes back to the queue.
+async fn hand_out(
+    state: &AppState,
+    taken: Taken,
+    worker: Option<&str>,
+) -> Result<Option<Task>, ApiError> {
+    let task = match taken.delivery.envelope.decode::<ActivityMessage>() {
+        Ok(ActivityMessage::ActivityTask(task)) if !task.reply_to.is_empty() => task,
+        Ok(_) => {
+            taken
+                .settle(Disposition::DeadLetter(
+                    "activity task without reply_to".into(),
+                ))
+                .await;
+            return Ok(None);
+        }
+        Err(e) => {
+            taken
+                .settle(Disposition::DeadLetter(format!(
+                    "not an activity task: {e}"
+                )))
+                .await;
+            return Ok(None);
+        }
+    };
+    let row = match view::load(&state.store, task.task_id).await {
+        Ok(row) => row,
+        Err(e) => {
+            taken.requeue().await;
+            return Err(e.into());
+        }
+    };
+    let Some(row) = row.filter(|r| view::is_pending(r) && r.task.attempt == task.attempt) else {
+        tracing::info!(task_id = %task.task_id, attempt = task.attempt,
+            "dropping an activity task that is no longer awaited");
+        taken.settle(Disposition::Ack).await;
+        return Ok(None);
+    };
+    let started_at = Utc::now();
+    let worker_id = worker.unwrap_or("http-worker").to_owned();
+    let registered = state
+        .registry
+        .register(&AttemptStarted::of(&task, &worker_id, started_at))
+        .await;
+    match registered {
+        Ok(AttemptStatus::Running) => {}
+        Ok(status) => {
+            tracing::info!(task_id = %task.task_id, ?status,
+                "dropping an activity task whose attempt was stopped");
+            taken.settle(Disposition::Ack).await;
+            return Ok(None);
+        }
+        Err(e) => {
+            taken.requeue().await;
+            return Err(e.into());
+        }
+    }
+    let redelivered = taken.delivery.redelivered;
+    if let Err(e) = taken.ack().await {
+        // The broker gives it to someone else: do not hand it out twice.
+        tracing::warn!(error = %e, task_id = %task.task_id, "could not acknowledge a polled task");
+        return Ok(None);
+    }
+    report_started(state, &task, &worker_id, started_at);
+    Ok(Some(Task::polled(
+        row,
+        worker.map(str::to_owned),
+        started_at,
+        task.response_timeout_seconds,
+        redelivered,
+    )))
+}
+
+/// Tells the run the task is IN_PROGRESS, in the background as the worker SDK does: the
+/// decider ignores a start that a result overtook, and results carry no start of their own
+/// from HTTP workers, so nothing depends on its order.
+fn report_started(
+    state: &AppState,
+    task: &ActivityTask,
+    worker_id: &str,
+    started_at: chrono::DateTime<Utc>,
+) {
+    let command = Command::ActivityStarted(ActivityStarted {
+        task_id: task.task_id,
+        run_id: task.run_id,
+        attempt: task.attempt,
+        worker_id: Some(worker_id.to_owned()),
+        started_at,
+    });
+    let envelope = match Envelope::new(&task.workflow_id, Some(task.run_id), &command) {
+        Ok(envelope) => envelope,
+        Err(e) => return tracing::warn!(error = %e, "could not encode ActivityStarted"),
+    };
+    let bus = state.bus.clone();
+    let key = task.reply_to.clone();
+    tokio::spawn(
+        async move {
+            let exchange = bus.names().commands_exchange();
+            if let Err(e) = bus.publish(&exchange, &key, &envelope).await {
+                tracing::warn!(error = %e, "could not report a polled task's start");
+            }
+        }
+        .in_current_span(),
+    );
+}

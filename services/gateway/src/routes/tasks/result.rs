@@ -1,0 +1,306 @@
+//! Results of HTTP workers: Conductor's `POST /api/tasks` (a `TaskResult`) and
+//! `POST /api/tasks/update-v2` (the same, answered with the next task of the type).
+//!
+//! COMPLETED and FAILED (FAILED_WITH_TERMINAL_ERROR: no retry) become the
+//! `ActivityCompleted` / `ActivityFailed` command on the run's shard (a confirmed publish
+//! before the answer), and the registry is told the attempt finished. IN_PROGRESS is a
+//! heartbeat (it extends the attempt's lease; `outputData` is kept as its progress).
+//! `logs` go to the task log. A result for a task that is no longer awaited is refused
+//! with 409, never applied twice.
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde::Deserialize;
+use serde_json::Value;
+use uuid::Uuid;
+use weft::messages::{
+    ActivityCompleted, ActivityFailed, AttemptFinished, AttemptRef, Beat, Command,
+};
+use weft::Envelope;
+
+use super::logs::{self, LogLine};
+use super::poll;
+use super::view::{self, TaskRow};
+use crate::error::ApiError;
+use crate::extract::JsonBody;
+use crate::state::AppState;
+
+/// Conductor's `TaskResult` (common/metadata/tasks/TaskResult.java). Fields Weft does
+/// not use (external payload paths, subWorkflowId) are accepted and ignored.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TaskResult {
+    #[serde(default)]
+    workflow_instance_id: Option<String>,
+    #[serde(default)]
+    task_id: Option<String>,
+    #[serde(default)]
+    status: Option<String>,
+    #[serde(default)]
+    output_data: Option<Value>,
+    #[serde(default)]
+    reason_for_incompletion: Option<String>,
+    #[serde(default)]
+    worker_id: Option<String>,
+    /// IN_PROGRESS with `extendLease`: every IN_PROGRESS extends the lease in Weft.
+    #[serde(default)]
+    #[allow(dead_code)]
+    extend_lease: Option<bool>,
+    /// Conductor re-queues an IN_PROGRESS task after this delay; Weft keeps the attempt
+    /// with its worker instead (it heartbeats), so the value is accepted and ignored.
+    #[serde(default)]
+    #[allow(dead_code)]
+    callback_after_seconds: Option<i64>,
+    #[serde(default)]
+    logs: Option<Vec<LogLine>>,
+}
+
+/// What a result says happened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Outcome {
+    InProgress,
+    Completed,
+    Failed { terminal: bool },
+}
+
+impl Outcome {
+    fn parse(status: Option<&str>) -> Result<Self, ApiError> {
+        match status {
+            Some("IN_PROGRESS") => Ok(Self::InProgress),
+            Some("COMPLETED") => Ok(Self::Completed),
+            Some("FAILED") => Ok(Self::Failed { terminal: false }),
+            Some("FAILED_WITH_TERMINAL_ERROR") => Ok(Self::Failed { terminal: true }),
+            Some(other) => Err(ApiError::invalid(
+                "invalid_status",
+                "status",
+                format!("status {other:?}: expected IN_PROGRESS, COMPLETED, FAILED or FAILED_WITH_TERMINAL_ERROR"),
+            )),
+            None => Err(ApiError::invalid(
+                "missing_field",
+                "status",
+                "status is required",
+            )),
+        }
+    }
+
+    /// The status the registry records for a finished attempt.
+    fn finished_status(self) -> Option<&'static str> {
+        match self {
+            Self::InProgress => None,
+            Self::Completed => Some("COMPLETED"),
+            Self::Failed { terminal: false } => Some("FAILED"),
+            Self::Failed { terminal: true } => Some("FAILED_WITH_TERMINAL_ERROR"),
+        }
+    }
+}
+
+/// `POST /api/tasks`: 200 with the task id as text.
+pub async fn update(
+    State(state): State<AppState>,
+    JsonBody(result): JsonBody<TaskResult>,
+) -> Result<String, ApiError> {
+    let (row, _) = apply(&state, result).await?;
+    Ok(row.task.task_id.to_string())
+}
+
+/// `POST /api/tasks/update-v2`: applies the result as `POST /api/tasks`, then answers the
+/// next task of the same type for the same worker (200), or 204 when none is waiting.
+pub async fn update_v2(
+    State(state): State<AppState>,
+    JsonBody(result): JsonBody<TaskResult>,
+) -> Result<Response, ApiError> {
+    let (row, worker) = apply(&state, result).await?;
+    let queue = poll::queue_of(&state, &row.task.task_name).await?;
+    Ok(match poll::take(&state, &queue, worker.as_deref()).await? {
+        Some(task) => Json(task).into_response(),
+        None => StatusCode::NO_CONTENT.into_response(),
+    })
+}
+
+/// A task's output: a JSON object, `{}` for null; `None` for anything else.
+fn output_object(v: Value) -> Option<Value> {
+    match v {
+        Value::Null => Some(Value::Object(Default::default())),
+        Value::Object(m) => Some(Value::Object(m)),
+        _ => None,
+    }
+}
+
+/// Validates and applies one result; returns the task and the worker id it named.
+async fn apply(
+    state: &AppState,
+    result: TaskResult,
+) -> Result<(TaskRow, Option<String>), ApiError> {
+    let outcome = Outcome::parse(result.status.as_deref())?;
+    let raw_id = result
+        .task_id
+        .filter(|id| !id.is_empty())
+        .ok_or_else(|| ApiError::invalid("missing_field", "taskId", "taskId is required"))?;
+    let output = output_object(result.output_data.unwrap_or(Value::Null)).ok_or_else(|| {
+        ApiError::invalid(
+            "invalid_field",
+            "outputData",
+            "outputData must be a JSON object",
+        )
+    })?;
+    let unknown = || ApiError::NotFound(format!("task {raw_id} not found"));
+    let task_id = Uuid::parse_str(&raw_id).map_err(|_| unknown())?;
+    let row = view::load(&state.store, task_id)
+        .await?
+        .ok_or_else(unknown)?;
+    if let Some(wf) = result.workflow_instance_id.as_deref() {
+        if !wf.is_empty() && wf != row.task.workflow_id {
+            return Err(ApiError::invalid(
+                "invalid_field",
+                "workflowInstanceId",
+                format!(
+                    "task {task_id} belongs to workflow {}, not {wf}",
+                    row.task.workflow_id
+                ),
+            ));
+        }
+    }
+    if !view::is_pending(&row) {
+        return Err(ApiError::Conflict(format!(
+            "task {task_id} is {}; it takes no more results",
+            row.task.status
+        )));
+    }
+    let lines = result.logs.unwrap_or_default();
+    if !lines.is_empty() {
+        logs::append(&state.store, task_id, &lines).await?;
+    }
+    let worker = result.worker_id.filter(|w| !w.is_empty());
+    record(
+        state,
+        &row,
+        outcome,
+        output,
+        result.reason_for_incompletion,
+        &worker,
+    )
+    .await?;
+    Ok((row, worker))
+}
+
+/// Applies a result to the pending task `row`: a heartbeat for IN_PROGRESS, the result
+/// to the run otherwise.
+async fn record(
+    state: &AppState,
+    row: &TaskRow,
+    outcome: Outcome,
+    output: Value,
+    reason: Option<String>,
+    worker: &Option<String>,
+) -> Result<(), ApiError> {
+    match outcome {
+        Outcome::InProgress => {
+            let details = output
+                .as_object()
+                .is_some_and(|m| !m.is_empty())
+                .then_some(output);
+            let beat = Beat {
+                task_id: row.task.task_id,
+                details,
+            };
+            state.registry.heartbeat(&[beat]).await?;
+            Ok(())
+        }
+        Outcome::Completed | Outcome::Failed { .. } => {
+            publish(state, row, outcome, output, reason, worker).await
+        }
+    }
+}
+
+/// Task types whose results come from workers (the others are the decider's own).
+const ACTIVITY_TYPES: [&str; 2] = ["SIMPLE", "HTTP"];
+
+/// Conductor's `POST /api/tasks/{workflowId}/{taskRef}/{status}` for an activity: applies
+/// `status` with `output` to the pending SIMPLE or HTTP task `task_ref` of the workflow's
+/// current run and returns its id; `None` when the run has no such pending activity (the
+/// ref may name a WAIT task, completed by a signal instead).
+pub async fn complete_by_ref(
+    state: &AppState,
+    workflow_id: &str,
+    task_ref: &str,
+    status: &str,
+    worker: Option<String>,
+    output: Value,
+) -> Result<Option<Uuid>, ApiError> {
+    let Some((_, tasks)) = state.store.current_run_with_tasks(workflow_id).await? else {
+        return Ok(None);
+    };
+    let pending = tasks.into_iter().rev().find(|t| {
+        t.task_ref == task_ref
+            && view::PENDING.contains(&t.status.as_str())
+            && ACTIVITY_TYPES.contains(&t.task_type.as_str())
+    });
+    let Some(task) = pending else {
+        return Ok(None);
+    };
+    let outcome = Outcome::parse(Some(status))?;
+    let output = output_object(output).ok_or_else(|| {
+        ApiError::bad_request("invalid_body", "the task's output must be a JSON object")
+    })?;
+    let row = view::load(&state.store, task.task_id)
+        .await?
+        .ok_or_else(|| ApiError::NotFound(format!("task {task_ref} not found")))?;
+    let reason = Some(format!("{status} by reference"));
+    record(state, &row, outcome, output, reason, &worker).await?;
+    Ok(Some(row.task.task_id))
+}
+
+/// Publishes the result to the run's shard (confirmed), then tells the registry.
+async fn publish(
+    state: &AppState,
+    row: &TaskRow,
+    outcome: Outcome,
+    output: Value,
+    reason: Option<String>,
+    worker: &Option<String>,
+) -> Result<(), ApiError> {
+    let t = &row.task;
+    let worker_id = worker.clone().or_else(|| t.worker_id.clone());
+    let output_bytes = serde_json::to_vec(&output).map_or(0, |v| v.len() as i64);
+    let command = match outcome {
+        Outcome::Failed { terminal } => Command::ActivityFailed(ActivityFailed {
+            task_id: t.task_id,
+            run_id: t.run_id,
+            attempt: t.attempt,
+            reason: reason
+                .filter(|r| !r.is_empty())
+                .unwrap_or_else(|| "the worker reported a failure".to_owned()),
+            terminal,
+            error_kind: None,
+            output,
+            worker_id,
+            started_at: t.start_time,
+        }),
+        _ => Command::ActivityCompleted(ActivityCompleted {
+            task_id: t.task_id,
+            run_id: t.run_id,
+            attempt: t.attempt,
+            output,
+            worker_id,
+            started_at: t.start_time,
+        }),
+    };
+    let envelope = Envelope::new(&t.workflow_id, Some(t.run_id), &command)?;
+    state.bus.publish_command(&envelope).await?;
+    let finished = AttemptFinished {
+        attempt: AttemptRef {
+            task_id: t.task_id,
+            attempt: t.attempt,
+        },
+        status: outcome.finished_status().unwrap_or("COMPLETED").to_owned(),
+        output_bytes,
+    };
+    // The result is durably queued: should this fail, the decider ignores the timeout the
+    // scanner would send for an attempt it has the result of.
+    if let Err(e) = state.registry.finish(&finished).await {
+        tracing::warn!(error = %e, task_id = %t.task_id, "could not end the attempt in the registry");
+    }
+    Ok(())
+}

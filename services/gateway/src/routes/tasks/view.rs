@@ -1,0 +1,133 @@
+//! Conductor's `Task` as the task API answers it (poll, task by id).
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use serde_json::Value;
+use uuid::Uuid;
+use weft::store::Store;
+
+use crate::views::{map_or_empty, ms};
+
+/// Task statuses in which a result is still awaited.
+pub const PENDING: [&str; 2] = ["SCHEDULED", "IN_PROGRESS"];
+
+/// A task with its run (re-exported from the store).
+pub use weft::store::task_api::TaskWithRun as TaskRow;
+
+/// Whether a result is still awaited for `row`.
+pub fn is_pending(row: &TaskRow) -> bool {
+    PENDING.contains(&row.task.status.as_str())
+}
+
+/// Task `task_id` and its run's name; `None` for an unknown task.
+pub async fn load(store: &Store, task_id: Uuid) -> weft::Result<Option<TaskRow>> {
+    store.task_with_run(task_id).await
+}
+
+/// Conductor's `Task` (common/metadata/tasks/Task.java): times in epoch milliseconds
+/// (0 for "not yet"), maps never `null`.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Task {
+    task_id: Uuid,
+    /// For a SIMPLE task, its name, as Conductor does (the queue a worker polls).
+    task_type: String,
+    task_def_name: String,
+    reference_task_name: String,
+    status: String,
+    input_data: Value,
+    output_data: Value,
+    workflow_instance_id: String,
+    workflow_type: String,
+    correlation_id: Option<String>,
+    retry_count: i32,
+    seq: i32,
+    iteration: i32,
+    poll_count: i32,
+    callback_after_seconds: i64,
+    response_timeout_seconds: i64,
+    start_delay_in_seconds: i64,
+    scheduled_time: i64,
+    start_time: i64,
+    end_time: i64,
+    update_time: i64,
+    worker_id: Option<String>,
+    reason_for_incompletion: Option<String>,
+    retried: bool,
+    executed: bool,
+    callback_from_worker: bool,
+    workflow_priority: i32,
+    /// The run (Weft's addition).
+    run_id: Uuid,
+}
+
+impl Task {
+    /// The task as stored.
+    pub fn from_row(row: TaskRow) -> Self {
+        let TaskRow {
+            task: t,
+            workflow_name,
+            correlation_id,
+        } = row;
+        let task_type = if t.task_type == "SIMPLE" {
+            t.task_name.clone()
+        } else {
+            t.task_type
+        };
+        let done = !PENDING.contains(&t.status.as_str());
+        Self {
+            task_id: t.task_id,
+            task_type,
+            task_def_name: t.task_name,
+            reference_task_name: t.task_ref,
+            status: t.status,
+            input_data: map_or_empty(Some(t.input)),
+            output_data: map_or_empty(t.output),
+            workflow_instance_id: t.workflow_id,
+            workflow_type: workflow_name,
+            correlation_id,
+            retry_count: (t.attempt - 1).max(0),
+            seq: t.seq,
+            iteration: t.iteration,
+            poll_count: i32::from(t.start_time.is_some()),
+            callback_after_seconds: 0,
+            response_timeout_seconds: 0,
+            start_delay_in_seconds: 0,
+            scheduled_time: ms(Some(t.scheduled_time)),
+            start_time: ms(t.start_time),
+            end_time: ms(t.end_time),
+            update_time: ms(Some(t.update_time)),
+            worker_id: t.worker_id,
+            reason_for_incompletion: t.reason,
+            retried: false,
+            executed: done,
+            callback_from_worker: true,
+            workflow_priority: 0,
+            run_id: t.run_id,
+        }
+    }
+
+    /// The task as handed to `worker_id` by a poll at `started_at`: IN_PROGRESS.
+    pub fn polled(
+        row: TaskRow,
+        worker_id: Option<String>,
+        started_at: DateTime<Utc>,
+        response_timeout_seconds: i64,
+        redelivered: bool,
+    ) -> Self {
+        let mut task = Self::from_row(row);
+        task.status = "IN_PROGRESS".to_owned();
+        task.worker_id = worker_id;
+        task.start_time = started_at.timestamp_millis();
+        task.update_time = task.start_time;
+        task.poll_count = 1 + i32::from(redelivered);
+        task.response_timeout_seconds = response_timeout_seconds;
+        task.executed = false;
+        task
+    }
+
+    /// The task's type (the queue it is polled from, for a SIMPLE task).
+    pub fn task_type(&self) -> &str {
+        &self.task_type
+    }
+}

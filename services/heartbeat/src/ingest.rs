@@ -1,0 +1,205 @@
+//! The consumer of `<ns>.heartbeat`: each message is applied to the registry.
+//!
+//! - `AttemptStarted` registers the attempt; `AttemptFinished` and `StopAttempts` end it.
+//!   These are persistent and acknowledged once the registry committed them; a transient
+//!   failure (database unreachable) hands the message back after a pause.
+//! - `Heartbeats` is a request (`Bus::call`): answered on its `reply_to` with
+//!   `HeartbeatAnswers`, one answer per beat, then acknowledged. When the registry cannot
+//!   answer, every beat is answered THROTTLED so the worker retries it soon.
+//! - A message that can never be applied (undecodable, attempt 0, unknown result status)
+//!   goes to the dead-letter queue with the reason.
+
+use std::time::Duration;
+
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use weft::bus::{Bus, ConsumeOptions, Delivery, Disposition};
+use weft::messages::{
+    HeartbeatAction, HeartbeatAnswer, HeartbeatAnswers, HeartbeatMessage, Heartbeats,
+};
+use weft::registry::{throttled, Registry};
+use weft::{envelope, Envelope, Error};
+
+use crate::pending::Pending;
+
+/// Messages handled at once: heartbeat batches of many workers are answered in parallel.
+const CONCURRENCY: usize = 32;
+/// Pause before handing back a message whose effect could not be committed, so that a
+/// database outage does not turn into a hot redelivery loop.
+const RETRY_PAUSE: Duration = Duration::from_millis(500);
+
+/// Starts consuming the namespace's heartbeat queue until `shutdown`.
+pub fn start(
+    bus: &Bus,
+    registry: Registry,
+    prefetch: u16,
+    shutdown: CancellationToken,
+) -> JoinHandle<()> {
+    let opts = ConsumeOptions {
+        prefetch: prefetch.max(CONCURRENCY as u16),
+        concurrency: CONCURRENCY,
+    };
+    let ingest = Ingest {
+        registry,
+        bus: bus.clone(),
+        pending: Pending::default(),
+        shutdown: shutdown.clone(),
+    };
+    bus.consume(
+        &bus.names().heartbeat_queue(),
+        opts,
+        move |delivery| {
+            let ingest = ingest.clone();
+            async move { ingest.handle(delivery).await }
+        },
+        shutdown,
+    )
+}
+
+/// What every handler shares.
+#[derive(Debug, Clone)]
+pub struct Ingest {
+    /// The registry messages are applied to.
+    pub registry: Registry,
+    /// Where heartbeat answers are sent.
+    pub bus: Bus,
+    /// Registrations in flight, which unknown heartbeats wait for.
+    pub pending: Pending,
+    /// Cuts the pause before a requeue short.
+    pub shutdown: CancellationToken,
+}
+
+impl Ingest {
+    /// Applies one message; the disposition says what becomes of it.
+    pub async fn handle(&self, delivery: Delivery) -> Disposition {
+        let message = match delivery.envelope.decode::<HeartbeatMessage>() {
+            Ok(m) => m,
+            Err(e) => return Disposition::DeadLetter(e.to_string()),
+        };
+        if let Err(reason) = check(&message) {
+            return Disposition::DeadLetter(reason);
+        }
+        let applied = match message {
+            HeartbeatMessage::Heartbeats(beats) => {
+                self.answer(&delivery, &beats).await;
+                Ok(())
+            }
+            HeartbeatMessage::AttemptStarted(s) => {
+                let _registering = self.pending.start(s.attempt.task_id);
+                self.registry.register(&s).await.map(drop)
+            }
+            HeartbeatMessage::AttemptFinished(f) => self.registry.finish(&f).await.map(drop),
+            HeartbeatMessage::StopAttempts(s) => self.registry.stop(&s).await,
+        };
+        match applied {
+            Ok(()) => Disposition::Ack,
+            Err(Error::Decode(reason)) => Disposition::DeadLetter(reason),
+            Err(e) => {
+                tracing::warn!(error = %e, kind = %delivery.envelope.kind, "registry write failed; the message goes back to the queue");
+                tokio::select! {
+                    _ = self.shutdown.cancelled() => {}
+                    _ = tokio::time::sleep(RETRY_PAUSE) => {}
+                }
+                Disposition::Requeue
+            }
+        }
+    }
+
+    /// Answers a heartbeat batch on the request's `reply_to`. A reply that cannot be sent
+    /// is only logged: the heartbeats are recorded, and the worker retries when no answer
+    /// came.
+    async fn answer(&self, delivery: &Delivery, beats: &Heartbeats) {
+        let results = match self.heartbeat(beats).await {
+            Ok(answers) => answers.into_iter().collect(),
+            Err(e) => {
+                tracing::warn!(error = %e, beats = beats.beats.len(), "heartbeats not recorded; answering THROTTLED");
+                beats
+                    .beats
+                    .iter()
+                    .map(|b| (b.task_id, throttled()))
+                    .collect()
+            }
+        };
+        let reply = answers_envelope(&delivery.envelope, HeartbeatAnswers { results });
+        let sent = match reply {
+            Ok(reply) => self.bus.reply(delivery, &reply).await,
+            Err(e) => Err(e),
+        };
+        if let Err(e) = sent {
+            tracing::warn!(error = %e, worker = %beats.worker_id, "heartbeat answer not sent");
+        }
+    }
+
+    /// The registry's answers; the beats of unknown tasks whose registration is in
+    /// flight here are asked again once it is written.
+    async fn heartbeat(
+        &self,
+        beats: &Heartbeats,
+    ) -> weft::Result<Vec<(uuid::Uuid, HeartbeatAnswer)>> {
+        let mut answers = self.registry.heartbeat(&beats.beats).await?;
+        let unknown: Vec<usize> = (0..answers.len())
+            .filter(|&i| answers[i].1.action == HeartbeatAction::NotFound)
+            .collect();
+        let ids: Vec<uuid::Uuid> = unknown.iter().map(|&i| answers[i].0).collect();
+        if unknown.is_empty() || !self.pending.wait_for(&ids).await {
+            return Ok(answers);
+        }
+        let again: Vec<_> = unknown.iter().map(|&i| beats.beats[i].clone()).collect();
+        for (&i, answer) in unknown.iter().zip(self.registry.heartbeat(&again).await?) {
+            answers[i] = answer;
+        }
+        Ok(answers)
+    }
+}
+
+/// Refuses what no retry can make valid.
+fn check(message: &HeartbeatMessage) -> Result<(), String> {
+    match message {
+        HeartbeatMessage::AttemptStarted(s) => {
+            if s.attempt.attempt < 1 {
+                return Err(format!(
+                    "AttemptStarted attempt {} (from 1)",
+                    s.attempt.attempt
+                ));
+            }
+            if s.workflow_id.is_empty() {
+                return Err("AttemptStarted without workflowId".into());
+            }
+            if s.response_timeout_seconds < 0 {
+                return Err(format!(
+                    "AttemptStarted responseTimeoutSeconds {} (0 or more)",
+                    s.response_timeout_seconds
+                ));
+            }
+        }
+        HeartbeatMessage::AttemptFinished(f) if f.attempt.attempt < 1 => {
+            return Err(format!(
+                "AttemptFinished attempt {} (from 1)",
+                f.attempt.attempt
+            ));
+        }
+        HeartbeatMessage::StopAttempts(s) => {
+            if let Some(bad) = s.attempts.iter().find(|a| a.attempt < 1) {
+                return Err(format!(
+                    "StopAttempts attempt {} of task {} (from 1)",
+                    bad.attempt, bad.task_id
+                ));
+            }
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// The reply envelope: type `HeartbeatAnswers`, the payload is [`HeartbeatAnswers`].
+pub fn answers_envelope(request: &Envelope, answers: HeartbeatAnswers) -> weft::Result<Envelope> {
+    Ok(Envelope {
+        id: weft::ids::new_id(),
+        kind: "HeartbeatAnswers".into(),
+        version: envelope::VERSION,
+        workflow_id: request.workflow_id.clone(),
+        run_id: request.run_id,
+        time: chrono::Utc::now(),
+        payload: serde_json::to_value(answers)?,
+    })
+}

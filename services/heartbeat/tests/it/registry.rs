@@ -1,0 +1,276 @@
+//! The registry against the real PostgreSQL and Redis: answers, write-behind, stops that
+//! race starts, Redis misses and outages.
+
+use std::time::Duration;
+
+use serde_json::json;
+use weft::messages::{AttemptFinished, Beat, HeartbeatAction, StopAttempts};
+use weft::registry::{AttemptStatus, Cache, Registry};
+
+use crate::utils::{beat, is_stop, only, started, stored_status, TestEnv};
+
+#[tokio::test]
+async fn heartbeats_of_a_running_attempt_continue_without_writing_postgres_each_time() {
+    let env = TestEnv::new().await;
+    let registry = env.registry();
+    let s = started(30);
+    assert_eq!(registry.register(&s).await.unwrap(), AttemptStatus::Running);
+    let id = s.attempt.task_id;
+    let before = registry.stats();
+    for _ in 0..20 {
+        let answer = only(registry.heartbeat(&[beat(id)]).await.unwrap());
+        assert_eq!(answer.action, HeartbeatAction::Continue);
+    }
+    let after = registry.stats();
+    assert_eq!(after.cache_hits - before.cache_hits, 20);
+    assert_eq!(
+        after.heartbeat_writes, before.heartbeat_writes,
+        "the registration wrote PostgreSQL; no heartbeat within the write interval may"
+    );
+    env.finish().await;
+}
+
+#[tokio::test]
+async fn progress_details_are_kept_and_visible_before_they_reach_postgres() {
+    let env = TestEnv::new().await;
+    let registry = env.registry();
+    let s = started(30);
+    registry.register(&s).await.unwrap();
+    let id = s.attempt.task_id;
+    let with_details = Beat {
+        task_id: id,
+        details: Some(json!({"done": 42})),
+    };
+    registry.heartbeat(&[with_details]).await.unwrap();
+    let seen = registry.get(id).await.unwrap().expect("a registered task");
+    assert_eq!(seen.details, Some(json!({"done": 42})));
+    assert_eq!(seen.status, AttemptStatus::Running);
+    assert_eq!(seen.workflow_id, s.workflow_id);
+    env.finish().await;
+}
+
+#[tokio::test]
+async fn an_attempt_due_for_a_write_gets_its_heartbeat_and_details_written() {
+    let env = TestEnv::new().await;
+    // A write interval of 1 ms: every heartbeat after the registration is due.
+    let registry = Registry::new(
+        env.store.clone(),
+        Some(env.cache()),
+        Duration::from_millis(1),
+    );
+    let s = started(30);
+    registry.register(&s).await.unwrap();
+    let id = s.attempt.task_id;
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    let with_details = Beat {
+        task_id: id,
+        details: Some(json!({"step": "b"})),
+    };
+    registry.heartbeat(&[with_details]).await.unwrap();
+    assert_eq!(registry.stats().heartbeat_writes, 1);
+    let details: Option<serde_json::Value> =
+        sqlx::query_scalar("SELECT details FROM task_check WHERE task_id = $1")
+            .bind(id)
+            .fetch_one(env.store.pool())
+            .await
+            .unwrap();
+    assert_eq!(details, Some(json!({"step": "b"})));
+    env.finish().await;
+}
+
+#[tokio::test]
+async fn an_unknown_task_is_not_found() {
+    let env = TestEnv::new().await;
+    let registry = env.registry();
+    let answer = only(
+        registry
+            .heartbeat(&[beat(uuid::Uuid::new_v4())])
+            .await
+            .unwrap(),
+    );
+    assert_eq!(answer.action, HeartbeatAction::NotFound);
+    assert!(registry.get(uuid::Uuid::new_v4()).await.unwrap().is_none());
+    env.finish().await;
+}
+
+#[tokio::test]
+async fn a_stopped_attempt_is_told_to_stop_with_the_reason() {
+    let env = TestEnv::new().await;
+    let registry = env.registry();
+    let s = started(30);
+    registry.register(&s).await.unwrap();
+    let stop = StopAttempts {
+        attempts: vec![s.attempt],
+        reason: "workflow terminated: by test".into(),
+    };
+    registry.stop(&stop).await.unwrap();
+    registry.stop(&stop).await.unwrap(); // redelivered: nothing changes twice
+    let answer = only(
+        registry
+            .heartbeat(&[beat(s.attempt.task_id)])
+            .await
+            .unwrap(),
+    );
+    assert!(
+        is_stop(&answer, "workflow terminated: by test"),
+        "{answer:?}"
+    );
+    let stored = stored_status(&env.store, s.attempt.task_id).await;
+    assert_eq!(stored.as_deref(), Some("STOPPED"));
+    env.finish().await;
+}
+
+#[tokio::test]
+async fn a_stop_that_raced_the_start_is_not_undone_by_the_registration() {
+    let env = TestEnv::new().await;
+    let registry = env.registry();
+    let s = started(30);
+    let stop = StopAttempts {
+        attempts: vec![s.attempt],
+        reason: "task skipped".into(),
+    };
+    registry.stop(&stop).await.unwrap();
+    assert_eq!(registry.register(&s).await.unwrap(), AttemptStatus::Stopped);
+    let answer = only(
+        registry
+            .heartbeat(&[beat(s.attempt.task_id)])
+            .await
+            .unwrap(),
+    );
+    assert!(is_stop(&answer, "task skipped"), "{answer:?}");
+    let check = registry.get(s.attempt.task_id).await.unwrap().unwrap();
+    assert_eq!(
+        check.workflow_id, s.workflow_id,
+        "the registration filled the row in"
+    );
+    assert_eq!(check.status, AttemptStatus::Stopped);
+    env.finish().await;
+}
+
+#[tokio::test]
+async fn a_finished_attempt_answers_stop_and_keeps_its_first_end() {
+    let env = TestEnv::new().await;
+    let registry = env.registry();
+    let s = started(30);
+    registry.register(&s).await.unwrap();
+    let finished = AttemptFinished {
+        attempt: s.attempt,
+        status: "COMPLETED".into(),
+        output_bytes: 99,
+    };
+    assert_eq!(
+        registry.finish(&finished).await.unwrap(),
+        AttemptStatus::Completed
+    );
+    let answer = only(
+        registry
+            .heartbeat(&[beat(s.attempt.task_id)])
+            .await
+            .unwrap(),
+    );
+    assert!(is_stop(&answer, "already finished"), "{answer:?}");
+    // A stop after the end changes nothing.
+    let stop = StopAttempts {
+        attempts: vec![s.attempt],
+        reason: "late".into(),
+    };
+    registry.stop(&stop).await.unwrap();
+    let check = registry.get(s.attempt.task_id).await.unwrap().unwrap();
+    assert_eq!(check.status, AttemptStatus::Completed);
+    assert_eq!(check.output_bytes, Some(99));
+    let bad = AttemptFinished {
+        status: "IN_PROGRESS".into(),
+        ..finished
+    };
+    assert!(matches!(
+        registry.finish(&bad).await,
+        Err(weft::Error::Decode(_))
+    ));
+    env.finish().await;
+}
+
+#[tokio::test]
+async fn a_redis_miss_is_answered_from_postgres_and_cached_again() {
+    let env = TestEnv::new().await;
+    let registry = env.registry();
+    let s = started(30);
+    registry.register(&s).await.unwrap();
+    let id = s.attempt.task_id;
+    let mut redis = env.redis().await;
+    let _: () = redis::cmd("DEL")
+        .arg(env.key(id))
+        .query_async(&mut redis)
+        .await
+        .unwrap();
+    let answer = only(registry.heartbeat(&[beat(id)]).await.unwrap());
+    assert_eq!(answer.action, HeartbeatAction::Continue);
+    assert_eq!(registry.stats().cache_misses, 1);
+    let cached: bool = redis::cmd("EXISTS")
+        .arg(env.key(id))
+        .query_async(&mut redis)
+        .await
+        .unwrap();
+    assert!(cached, "the miss repopulated Redis");
+    only(registry.heartbeat(&[beat(id)]).await.unwrap());
+    assert_eq!(registry.stats().cache_misses, 1, "the next heartbeat hits");
+    env.finish().await;
+}
+
+#[tokio::test]
+async fn without_redis_heartbeats_are_answered_and_written_through_to_postgres() {
+    let env = TestEnv::new().await;
+    // Nothing listens on port 1: Redis is down for this registry.
+    let dead = Cache::new("redis://127.0.0.1:1", env.names.namespace()).unwrap();
+    let registry = Registry::new(env.store.clone(), Some(dead), Duration::from_secs(60));
+    let s = started(30);
+    registry.register(&s).await.unwrap();
+    let id = s.attempt.task_id;
+    for _ in 0..3 {
+        let answer = only(registry.heartbeat(&[beat(id)]).await.unwrap());
+        assert_eq!(answer.action, HeartbeatAction::Continue);
+    }
+    let stats = registry.stats();
+    assert_eq!(stats.cache_unavailable, 3);
+    assert_eq!(stats.heartbeat_writes, 3, "each heartbeat written through");
+    registry
+        .stop(&StopAttempts {
+            attempts: vec![s.attempt],
+            reason: "reset".into(),
+        })
+        .await
+        .unwrap();
+    let answer = only(registry.heartbeat(&[beat(id)]).await.unwrap());
+    assert!(is_stop(&answer, "reset"), "{answer:?}");
+    env.finish().await;
+}
+
+#[tokio::test]
+async fn a_batch_gets_one_answer_per_beat_in_order() {
+    let env = TestEnv::new().await;
+    let registry = env.registry();
+    let (a, b) = (started(30), started(30));
+    registry.register(&a).await.unwrap();
+    registry.register(&b).await.unwrap();
+    registry
+        .finish(&AttemptFinished {
+            attempt: b.attempt,
+            status: "FAILED".into(),
+            output_bytes: 0,
+        })
+        .await
+        .unwrap();
+    let unknown = uuid::Uuid::new_v4();
+    let ids = [a.attempt.task_id, b.attempt.task_id, unknown];
+    let beats: Vec<Beat> = ids.iter().map(|id| beat(*id)).collect();
+    let answers = registry.heartbeat(&beats).await.unwrap();
+    let got: Vec<_> = answers.iter().map(|(id, a)| (*id, a.action)).collect();
+    assert_eq!(
+        got,
+        vec![
+            (ids[0], HeartbeatAction::Continue),
+            (ids[1], HeartbeatAction::Stop),
+            (ids[2], HeartbeatAction::NotFound)
+        ]
+    );
+    env.finish().await;
+}

@@ -1,0 +1,183 @@
+//! The service over the real bus: heartbeat batches answered on `reply_to`, stops that
+//! reach the next heartbeat, silent attempts timed out, bad messages dead-lettered,
+//! graceful shutdown.
+
+use std::time::Duration;
+
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+use weft::messages::{
+    AttemptStarted, Command, HeartbeatAction, HeartbeatAnswer, HeartbeatAnswers, HeartbeatMessage,
+    Heartbeats, StopAttempts,
+};
+use weft::topology::Names;
+use weft::{Config, Envelope};
+
+use crate::utils::{amqp_url, beat, is_stop, redis_url, started, TestEnv, SHARDS, SOON};
+
+/// The service running in-process on the test's database and namespace.
+struct Service {
+    stop: CancellationToken,
+    task: JoinHandle<weft::Result<()>>,
+}
+
+impl Service {
+    fn start(env: &TestEnv) -> Self {
+        let config = Config {
+            database_url: env.db_url.clone(),
+            amqp_url: amqp_url(),
+            redis_url: redis_url(),
+            namespace: env.names.namespace().to_owned(),
+            shards: SHARDS,
+            admin_addr: Some(([127, 0, 0, 1], 0).into()),
+            heartbeat_scan_interval: Duration::from_millis(100),
+            ..Config::default()
+        };
+        let stop = CancellationToken::new();
+        let task = tokio::spawn(weft_heartbeat::run(config, stop.clone()));
+        Self { stop, task }
+    }
+
+    async fn shut_down(self) {
+        self.stop.cancel();
+        let ended = tokio::time::timeout(SOON, self.task).await;
+        assert!(matches!(ended, Ok(Ok(Ok(())))), "clean stop: {ended:?}");
+    }
+}
+
+async fn send(env: &TestEnv, message: &HeartbeatMessage) -> Envelope {
+    let envelope = Envelope::new("hb-test", None, message).unwrap();
+    env.bus
+        .publish("", &env.names.heartbeat_queue(), &envelope)
+        .await
+        .unwrap();
+    envelope
+}
+
+/// One heartbeat of `task_id` over `Bus::call`, as the SDK sends it.
+async fn heartbeat(env: &TestEnv, task_id: Uuid) -> HeartbeatAnswer {
+    let request = HeartbeatMessage::Heartbeats(Heartbeats {
+        worker_id: "worker-1".into(),
+        beats: vec![beat(task_id)],
+    });
+    let envelope = Envelope::new("worker-1", None, &request).unwrap();
+    let reply = env
+        .bus
+        .call("", &env.names.heartbeat_queue(), &envelope, SOON)
+        .await
+        .expect("an answer");
+    assert_eq!(reply.kind, "HeartbeatAnswers");
+    let mut answers: HeartbeatAnswers = serde_json::from_value(reply.payload).unwrap();
+    answers
+        .results
+        .remove(&task_id)
+        .expect("an answer for the task")
+}
+
+/// Heartbeats until the answer satisfies `done` (messages are handled concurrently, so
+/// a heartbeat may overtake the message it should see).
+async fn heartbeat_until(
+    env: &TestEnv,
+    task_id: Uuid,
+    done: impl Fn(&HeartbeatAnswer) -> bool,
+) -> HeartbeatAnswer {
+    let deadline = tokio::time::Instant::now() + SOON;
+    loop {
+        let answer = heartbeat(env, task_id).await;
+        if done(&answer) || tokio::time::Instant::now() > deadline {
+            return answer;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn heartbeats_over_the_bus_continue_until_the_decider_stops_the_attempt() {
+    let env = TestEnv::new().await;
+    let service = Service::start(&env);
+    let s = started(30);
+    let id = s.attempt.task_id;
+    send(&env, &HeartbeatMessage::AttemptStarted(s.clone())).await;
+    let answer = heartbeat_until(&env, id, |a| a.action == HeartbeatAction::Continue).await;
+    assert_eq!(answer.action, HeartbeatAction::Continue);
+    let stop = StopAttempts {
+        attempts: vec![s.attempt],
+        reason: "workflow terminated: enough".into(),
+    };
+    send(&env, &HeartbeatMessage::StopAttempts(stop)).await;
+    let answer = heartbeat_until(&env, id, |a| a.action != HeartbeatAction::Continue).await;
+    assert!(
+        is_stop(&answer, "workflow terminated: enough"),
+        "{answer:?}"
+    );
+    service.shut_down().await;
+    env.finish().await;
+}
+
+#[tokio::test]
+async fn the_service_times_out_a_silent_attempt_and_tells_its_run() {
+    let mut env = TestEnv::new().await;
+    let mut commands = env.receive_commands().await;
+    let service = Service::start(&env);
+    let s = AttemptStarted {
+        response_timeout_seconds: 1,
+        ..started(1)
+    };
+    send(&env, &HeartbeatMessage::AttemptStarted(s.clone())).await;
+    let sent = tokio::time::timeout(SOON, commands.recv())
+        .await
+        .expect("ActivityTimedOut in time")
+        .unwrap();
+    match sent.envelope.decode::<Command>().unwrap() {
+        Command::ActivityTimedOut(t) => assert_eq!(t.task_id, s.attempt.task_id),
+        other => panic!("expected ActivityTimedOut, got {other:?}"),
+    }
+    let answer = heartbeat(&env, s.attempt.task_id).await;
+    assert!(is_stop(&answer, "no heartbeat"), "{answer:?}");
+    service.shut_down().await;
+    env.finish().await;
+}
+
+#[tokio::test]
+async fn messages_that_can_never_apply_are_dead_lettered() {
+    let env = TestEnv::new().await;
+    let mut dead = env.record(&Names::dlq(&env.names.heartbeat_queue()));
+    let service = Service::start(&env);
+    let mut bad = started(30);
+    bad.attempt.attempt = 0;
+    let first = send(&env, &HeartbeatMessage::AttemptStarted(bad)).await;
+    let mut unknown = Envelope::new(
+        "hb-test",
+        None,
+        &HeartbeatMessage::AttemptStarted(started(30)),
+    )
+    .unwrap();
+    unknown.kind = "Bogus".into();
+    env.bus
+        .publish("", &env.names.heartbeat_queue(), &unknown)
+        .await
+        .unwrap();
+    let mut ids = Vec::new();
+    for _ in 0..2 {
+        let d = tokio::time::timeout(SOON, dead.recv())
+            .await
+            .unwrap()
+            .unwrap();
+        ids.push(d.envelope.id);
+    }
+    ids.sort();
+    let mut expected = vec![first.id, unknown.id];
+    expected.sort();
+    assert_eq!(ids, expected);
+    // The queue keeps serving.
+    let s = started(30);
+    send(&env, &HeartbeatMessage::AttemptStarted(s.clone())).await;
+    let answer = heartbeat_until(&env, s.attempt.task_id, |a| {
+        a.action == HeartbeatAction::Continue
+    })
+    .await;
+    assert_eq!(answer.action, HeartbeatAction::Continue);
+    service.shut_down().await;
+    env.finish().await;
+}

@@ -1,0 +1,64 @@
+//! Retention: verdicts on operator commands (`operation_outcomes`) are needed only
+//! while the gateway waits for them (seconds); they are kept a day for post-mortems,
+//! then deleted in bounded batches.
+
+use std::time::Duration;
+
+use prometheus_client::metrics::counter::Counter;
+use tokio_util::sync::CancellationToken;
+use weft::admin::Metrics;
+use weft::store::Store;
+
+/// How long a verdict is kept.
+const VERDICT_RETENTION: Duration = Duration::from_secs(24 * 3600);
+/// Rows deleted per statement, so a backlog never holds long locks.
+const BATCH: i64 = 1_000;
+/// Pause between rounds when there is nothing (more) to delete.
+const IDLE: Duration = Duration::from_secs(60);
+
+/// Periodically deletes expired rows.
+pub struct Retention {
+    store: Store,
+    purged: Counter,
+}
+
+impl Retention {
+    /// Retention over `store`.
+    pub fn new(store: Store, metrics: &Metrics) -> Self {
+        Self {
+            store,
+            purged: metrics.counter(
+                "weft_operation_outcomes_purged",
+                "Verdicts on operator commands deleted after their retention",
+            ),
+        }
+    }
+
+    /// Purges until `shutdown`: a full batch is followed at once by the next one.
+    pub async fn run(&self, shutdown: CancellationToken) {
+        loop {
+            let wait = match self
+                .store
+                .purge_operation_outcomes(VERDICT_RETENTION, BATCH)
+                .await
+            {
+                Ok(n) => {
+                    self.purged.inc_by(n);
+                    if n as i64 == BATCH {
+                        Duration::ZERO
+                    } else {
+                        IDLE
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "purging operation outcomes failed");
+                    IDLE
+                }
+            };
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = tokio::time::sleep(wait) => {}
+            }
+        }
+    }
+}

@@ -1,0 +1,376 @@
+//! The running-activity registry (DESIGN.md §2, heartbeat): which activity attempts run,
+//! their heartbeats, and their end. Used by the heartbeat service (bus ingest, timeout
+//! scanner, retention) and by the gateway (HTTP workers' heartbeats and polls).
+//!
+//! - PostgreSQL (`task_check`) is the record: a row per attempt, written when the attempt
+//!   starts, ends or is stopped, and behind the heartbeats: at most once per attempt per
+//!   write interval, never once per heartbeat.
+//! - Redis is the hot path: every heartbeat reads the attempt's status there and records
+//!   its time. On a miss, or while Redis is down, PostgreSQL answers (and heartbeats are
+//!   written through to it), and Redis is repopulated. Losing Redis loses no data.
+//! - The scanner ([`Registry::scan`]) times out attempts whose deadline passed, once,
+//!   whatever the number of replicas (see `scan.rs`).
+//!
+//! ```no_run
+//! # async fn demo(store: weft::store::Store, config: weft::Config) -> weft::Result<()> {
+//! use weft::registry::{Cache, Registry};
+//! let cache = Cache::new(&config.redis_url, &config.namespace)?;
+//! let registry = Registry::new(store, Some(cache), config.heartbeat_write_interval);
+//! let beats = [weft::messages::Beat { task_id: uuid::Uuid::nil(), details: None }];
+//! for (task_id, answer) in registry.heartbeat(&beats).await? {
+//!     println!("{task_id}: {:?}", answer.action);
+//! }
+//! # Ok(()) }
+//! ```
+
+mod cache;
+mod model;
+mod pg;
+mod scan;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::Semaphore;
+use uuid::Uuid;
+
+pub use cache::Cache;
+pub use model::{not_found, throttled, AttemptStatus, TaskCheck};
+pub use scan::{ScanReport, SCAN_SQL};
+
+use crate::messages::{AttemptFinished, AttemptStarted, Beat, HeartbeatAnswer, StopAttempts};
+use crate::store::Store;
+use crate::{Error, Result};
+use cache::{Cached, Entry};
+use pg::{BeatWrite, Stored};
+
+/// Heartbeats handled at once per registry before new ones are answered THROTTLED.
+pub const DEFAULT_MAX_IN_FLIGHT: usize = 50_000;
+
+/// The registry: cheap to clone (every clone shares the cache, counters and in-flight
+/// bound).
+#[derive(Clone, Debug)]
+pub struct Registry {
+    store: Store,
+    cache: Option<Cache>,
+    write_interval: Duration,
+    in_flight: Arc<Semaphore>,
+    max_in_flight: usize,
+    stats: Arc<Counters>,
+}
+
+/// Counters of a registry since it was made (all clones share them).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Heartbeats received (throttled ones included).
+    pub heartbeats: u64,
+    /// Heartbeats answered from Redis.
+    pub cache_hits: u64,
+    /// Heartbeats Redis did not know (answered from PostgreSQL, then cached).
+    pub cache_misses: u64,
+    /// Heartbeats answered from PostgreSQL because Redis was unavailable.
+    pub cache_unavailable: u64,
+    /// Heartbeats answered THROTTLED.
+    pub throttled: u64,
+    /// `task_check` rows written because of heartbeats (write-behind, write-through, and
+    /// the scanner confirming a live attempt): the figure the write interval bounds.
+    pub heartbeat_writes: u64,
+    /// Attempts whose status changed (registered, finished, stopped, timed out).
+    pub status_writes: u64,
+    /// Attempts timed out by this registry's scanner.
+    pub timed_out: u64,
+}
+
+#[derive(Debug, Default)]
+struct Counters {
+    heartbeats: AtomicU64,
+    cache_hits: AtomicU64,
+    cache_misses: AtomicU64,
+    cache_unavailable: AtomicU64,
+    throttled: AtomicU64,
+    heartbeat_writes: AtomicU64,
+    status_writes: AtomicU64,
+    timed_out: AtomicU64,
+}
+
+fn add(counter: &AtomicU64, n: u64) {
+    counter.fetch_add(n, Ordering::Relaxed);
+}
+
+impl Registry {
+    /// A registry over `store` (PostgreSQL), with `cache` (Redis; `None` runs on
+    /// PostgreSQL alone, writing every heartbeat through) and the write-behind
+    /// `write_interval` (`WEFT_HEARTBEAT_WRITE_INTERVAL_MS`, default 60 s).
+    pub fn new(store: Store, cache: Option<Cache>, write_interval: Duration) -> Self {
+        Self {
+            store,
+            cache,
+            write_interval,
+            in_flight: Arc::new(Semaphore::new(DEFAULT_MAX_IN_FLIGHT)),
+            max_in_flight: DEFAULT_MAX_IN_FLIGHT,
+            stats: Arc::default(),
+        }
+    }
+
+    /// Bounds the heartbeats handled at once (default [`DEFAULT_MAX_IN_FLIGHT`]); past it
+    /// a batch is answered THROTTLED and the worker retries it.
+    pub fn with_max_in_flight(mut self, max: usize) -> Self {
+        let max = max.max(1);
+        self.in_flight = Arc::new(Semaphore::new(max));
+        self.max_in_flight = max;
+        self
+    }
+
+    /// The store it writes to.
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// The write-behind interval.
+    pub fn write_interval(&self) -> Duration {
+        self.write_interval
+    }
+
+    /// Counters since the registry was made.
+    pub fn stats(&self) -> Stats {
+        let c = &self.stats;
+        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        Stats {
+            heartbeats: get(&c.heartbeats),
+            cache_hits: get(&c.cache_hits),
+            cache_misses: get(&c.cache_misses),
+            cache_unavailable: get(&c.cache_unavailable),
+            throttled: get(&c.throttled),
+            heartbeat_writes: get(&c.heartbeat_writes),
+            status_writes: get(&c.status_writes),
+            timed_out: get(&c.timed_out),
+        }
+    }
+
+    /// Registers an attempt a worker took (a bus worker's `AttemptStarted`, or the
+    /// gateway handing a task to an HTTP poller): RUNNING, watched from now with its
+    /// heartbeat timeout. Idempotent; an attempt already stopped or finished (a stop that
+    /// raced the start) stays so, and the status it has is returned.
+    pub async fn register(&self, started: &AttemptStarted) -> Result<AttemptStatus> {
+        let row = pg::insert_started(self.store.pool(), started).await?;
+        add(&self.stats.status_writes, 1);
+        if let Some(cache) = &self.cache {
+            cache.populate(&[entry(&row)], self.write_interval).await;
+        }
+        Ok(row.status)
+    }
+
+    /// Records heartbeats and answers each: CONTINUE for a running attempt, STOP (with
+    /// the reason) for one stopped, timed out or finished, NOT_FOUND for an unknown task,
+    /// THROTTLED (for the whole batch) when too many heartbeats are in flight. One answer
+    /// per beat, in order. A beat's `details` are kept as the attempt's progress.
+    ///
+    /// Costs one Redis round trip per batch; PostgreSQL is written only for attempts whose
+    /// stored heartbeat is older than the write interval, for Redis misses, and for every
+    /// beat while Redis is down. Fails only when PostgreSQL is needed and unreachable.
+    pub async fn heartbeat(&self, beats: &[Beat]) -> Result<Vec<(Uuid, HeartbeatAnswer)>> {
+        add(&self.stats.heartbeats, beats.len() as u64);
+        let wanted = beats.len().clamp(1, self.max_in_flight) as u32;
+        let Ok(_permit) = self.in_flight.try_acquire_many(wanted) else {
+            add(&self.stats.throttled, beats.len() as u64);
+            return Ok(beats.iter().map(|b| (b.task_id, throttled())).collect());
+        };
+        let encoded: Vec<(Uuid, Option<String>)> = beats
+            .iter()
+            .map(|b| (b.task_id, b.details.as_ref().map(|d| d.to_string())))
+            .collect();
+        let cached = match &self.cache {
+            Some(cache) => cache.beat(&encoded, self.write_interval).await,
+            None => None,
+        };
+        match cached {
+            Some(cached) => self.answer_cached(&encoded, cached).await,
+            None => {
+                add(&self.stats.cache_unavailable, beats.len() as u64);
+                self.answer_from_store(&encoded, false).await
+            }
+        }
+    }
+
+    /// Answers from what Redis said; writes behind the attempts that are due, and answers
+    /// the misses from PostgreSQL.
+    async fn answer_cached(
+        &self,
+        beats: &[(Uuid, Option<String>)],
+        cached: Vec<Cached>,
+    ) -> Result<Vec<(Uuid, HeartbeatAnswer)>> {
+        let mut answers: Vec<Option<HeartbeatAnswer>> = vec![None; beats.len()];
+        let mut due = Vec::new();
+        let mut missed = Vec::new();
+        for (i, ((task_id, _), c)) in beats.iter().zip(cached).enumerate() {
+            match c {
+                Cached::Miss => missed.push(i),
+                Cached::Known {
+                    attempt,
+                    status,
+                    reason,
+                    due: is_due,
+                    details,
+                } => {
+                    if is_due {
+                        due.push(BeatWrite {
+                            task_id: *task_id,
+                            attempt,
+                            at_ms: None,
+                            details,
+                        });
+                    }
+                    answers[i] = Some(status.answer(Some(&reason)));
+                }
+            }
+        }
+        add(&self.stats.cache_hits, (beats.len() - missed.len()) as u64);
+        if !due.is_empty() {
+            let written = pg::write_beats(self.store.pool(), &due).await?;
+            add(&self.stats.heartbeat_writes, written);
+        }
+        if !missed.is_empty() {
+            add(&self.stats.cache_misses, missed.len() as u64);
+            let misses: Vec<(Uuid, Option<String>)> =
+                missed.iter().map(|&i| beats[i].clone()).collect();
+            let from_store = self.answer_from_store(&misses, true).await?;
+            for (&i, (_, answer)) in missed.iter().zip(from_store) {
+                answers[i] = Some(answer);
+            }
+        }
+        Ok(beats
+            .iter()
+            .zip(answers)
+            .map(|((id, _), a)| (*id, a.unwrap_or_else(not_found)))
+            .collect())
+    }
+
+    /// Answers from PostgreSQL, writing the heartbeats of running attempts through, and
+    /// (when `repopulate`) caching what it read.
+    async fn answer_from_store(
+        &self,
+        beats: &[(Uuid, Option<String>)],
+        repopulate: bool,
+    ) -> Result<Vec<(Uuid, HeartbeatAnswer)>> {
+        let ids: Vec<Uuid> = beats.iter().map(|(id, _)| *id).collect();
+        let rows: HashMap<Uuid, Stored> = pg::load_latest(self.store.pool(), &ids)
+            .await?
+            .into_iter()
+            .map(|s| (s.task_id, s))
+            .collect();
+        let writes: Vec<BeatWrite> = beats
+            .iter()
+            .filter_map(|(id, details)| {
+                let row = rows
+                    .get(id)
+                    .filter(|r| r.status == AttemptStatus::Running)?;
+                Some(BeatWrite {
+                    task_id: *id,
+                    attempt: row.attempt,
+                    at_ms: None,
+                    details: details.clone(),
+                })
+            })
+            .collect();
+        let written = pg::write_beats(self.store.pool(), &writes).await?;
+        add(&self.stats.heartbeat_writes, written);
+        if repopulate {
+            if let Some(cache) = &self.cache {
+                let entries: Vec<Entry> = rows.values().map(entry).collect();
+                cache.populate(&entries, self.write_interval).await;
+            }
+        }
+        Ok(ids
+            .iter()
+            .map(|id| {
+                let answer = rows
+                    .get(id)
+                    .map(|r| r.status.answer(r.reason.as_deref()))
+                    .unwrap_or_else(not_found);
+                (*id, answer)
+            })
+            .collect())
+    }
+
+    /// Ends an attempt whose worker published its result (COMPLETED, FAILED or
+    /// FAILED_WITH_TERMINAL_ERROR): no longer scanned; its heartbeats answer STOP
+    /// ("already finished"). An attempt already timed out or stopped keeps that status.
+    /// Any other `status` is [`Error::Decode`] (a bad message: dead-letter it).
+    pub async fn finish(&self, finished: &AttemptFinished) -> Result<AttemptStatus> {
+        let status = AttemptStatus::from_result(&finished.status).ok_or_else(|| {
+            Error::Decode(format!(
+                "AttemptFinished status {:?}: expected COMPLETED, FAILED or FAILED_WITH_TERMINAL_ERROR",
+                finished.status
+            ))
+        })?;
+        let rows = pg::end(
+            self.store.pool(),
+            &[finished.attempt],
+            status,
+            None,
+            Some(finished.output_bytes),
+        )
+        .await?;
+        self.cache_ends(&rows).await;
+        Ok(rows.first().map(|r| r.status).unwrap_or(status))
+    }
+
+    /// Stops attempts (the decider's terminate, reset, skip, fork cancel): STOPPED with
+    /// the reason, which their next heartbeat is told. An attempt not registered yet is
+    /// recorded STOPPED so that its registration does not bring it back.
+    pub async fn stop(&self, stop: &StopAttempts) -> Result<()> {
+        if stop.attempts.is_empty() {
+            return Ok(());
+        }
+        let rows = pg::end(
+            self.store.pool(),
+            &stop.attempts,
+            AttemptStatus::Stopped,
+            Some(&stop.reason),
+            None,
+        )
+        .await?;
+        self.cache_ends(&rows).await;
+        Ok(())
+    }
+
+    async fn cache_ends(&self, rows: &[Stored]) {
+        add(&self.stats.status_writes, rows.len() as u64);
+        if let Some(cache) = &self.cache {
+            let entries: Vec<Entry> = rows.iter().map(entry).collect();
+            cache.set_status(&entries, self.write_interval).await;
+        }
+    }
+
+    /// What the registry knows of a task's newest attempt, with the last heartbeat and
+    /// details from Redis when newer; `None` for an unknown task.
+    pub async fn get(&self, task_id: Uuid) -> Result<Option<TaskCheck>> {
+        let Some(mut check) = pg::get(self.store.pool(), task_id).await? else {
+            return Ok(None);
+        };
+        if let Some(cache) = &self.cache {
+            if let Some((last_ms, details)) = cache.peek(task_id).await {
+                let last = last_ms.and_then(chrono::DateTime::from_timestamp_millis);
+                if last > check.last_heartbeat_at {
+                    check.last_heartbeat_at = last;
+                    if let Some(d) = details.and_then(|d| serde_json::from_str(&d).ok()) {
+                        check.details = Some(d);
+                    }
+                }
+            }
+        }
+        Ok(Some(check))
+    }
+}
+
+fn entry(row: &Stored) -> Entry {
+    Entry {
+        task_id: row.task_id,
+        attempt: row.attempt,
+        status: row.status,
+        reason: row.reason.clone(),
+        timeout_seconds: row.timeout_seconds,
+    }
+}

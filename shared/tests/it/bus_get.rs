@@ -1,0 +1,81 @@
+//! `Bus::get`: taking messages on demand (the gateway's task poll) against a real
+//! RabbitMQ.
+
+use weft::bus::Disposition;
+use weft::topology::Names;
+
+use crate::bus::{bus, envelope, header, n_of, ready_count, take_one};
+
+#[tokio::test]
+async fn get_takes_messages_in_order_and_none_once_the_queue_is_empty() {
+    let bus = bus().await;
+    let names = bus.names().clone();
+    bus.declare_activity_queue("pull").await.unwrap();
+    let queue = names.activity_queue("pull");
+    for n in 1..=2 {
+        bus.publish(&names.activity_exchange(), "pull", &envelope("wf", n))
+            .await
+            .unwrap();
+    }
+    for n in 1..=2 {
+        let taken = bus.get(&queue).await.unwrap().expect("a message");
+        assert_eq!(n_of(&taken.delivery), n);
+        assert!(!taken.delivery.redelivered);
+        assert_eq!(taken.delivery.queue, queue);
+        taken.ack().await.unwrap();
+    }
+    assert!(bus.get(&queue).await.unwrap().is_none());
+    assert_eq!(ready_count(&queue, 0).await, 0);
+    bus.teardown(&[]).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_taken_message_dropped_or_requeued_unsettled_goes_back_to_its_queue() {
+    let bus = bus().await;
+    let names = bus.names().clone();
+    bus.declare_activity_queue("pull").await.unwrap();
+    let queue = names.activity_queue("pull");
+    bus.publish(&names.activity_exchange(), "pull", &envelope("wf", 7))
+        .await
+        .unwrap();
+    let taken = bus.get(&queue).await.unwrap().expect("a message");
+    drop(taken);
+    assert_eq!(ready_count(&queue, 1).await, 1);
+    let again = bus.get(&queue).await.unwrap().expect("the message again");
+    assert_eq!(n_of(&again.delivery), 7);
+    assert!(again.delivery.redelivered);
+    again.requeue().await;
+    assert_eq!(ready_count(&queue, 1).await, 1);
+    let last = bus
+        .get(&queue)
+        .await
+        .unwrap()
+        .expect("the message once more");
+    last.settle(Disposition::Ack).await;
+    assert_eq!(ready_count(&queue, 0).await, 0);
+    bus.teardown(&[]).await.unwrap();
+}
+
+#[tokio::test]
+async fn get_moves_undecodable_messages_to_the_dlq_and_returns_the_next_one() {
+    let bus = bus().await;
+    let names = bus.names().clone();
+    bus.declare_activity_queue("pull").await.unwrap();
+    let queue = names.activity_queue("pull");
+    let exchange = names.activity_exchange();
+    bus.publish_bytes(&exchange, "pull", b"{not an envelope", None)
+        .await
+        .unwrap();
+    bus.publish(&exchange, "pull", &envelope("wf", 3))
+        .await
+        .unwrap();
+    let taken = bus.get(&queue).await.unwrap().expect("the good message");
+    assert_eq!(n_of(&taken.delivery), 3);
+    taken.ack().await.unwrap();
+    let dead = take_one(&Names::dlq(&queue)).await;
+    assert_eq!(dead.data, b"{not an envelope");
+    let reason = header(&dead, "x-weft-dead-reason").unwrap();
+    assert!(reason.contains("envelope"), "{reason}");
+    assert!(bus.get("no-such-queue-here").await.is_err());
+    bus.teardown(&[]).await.unwrap();
+}
