@@ -215,3 +215,52 @@ async fn a_loop_inside_a_fork_inside_a_decision_with_a_sub_workflow_runs_to_the_
         json!({"ticks": 2, "last": "t x2", "kid": "ADA WEFT x2"})
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_fork_branch_cancels_its_running_sibling_and_stops_its_worker() {
+    use crate::operations::{Steps, STEP};
+    let suite = Suite::start(TestEnv::new().await.unwrap()).await.unwrap();
+    let client = suite.client();
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    let steps = Steps::default();
+    steps.start(&suite, &shutdown);
+    client
+        .register(&json!({"name": "fork_fails", "version": 1, "tasks": [
+            {"name": "f", "taskReferenceName": "f", "type": "FORK_JOIN", "forkTasks": [
+                [{"name": STEP, "taskReferenceName": "quick", "type": "SIMPLE"},
+                 {"name": STEP, "taskReferenceName": "doomed", "type": "SIMPLE"}],
+                [{"name": STEP, "taskReferenceName": "long", "type": "SIMPLE"}]]},
+            {"name": "j", "taskReferenceName": "j", "type": "JOIN",
+             "joinOn": ["doomed", "long"]},
+            {"name": STEP, "taskReferenceName": "after", "type": "SIMPLE"}]}))
+        .await
+        .unwrap();
+
+    // `long` runs (held by its handler) while the other branch fails terminally.
+    steps.hold("long");
+    steps.hold("doomed");
+    steps.fail_once("doomed");
+    let id = client.start("fork_fails", json!({})).await.unwrap();
+    steps.started("long", 1).await;
+    steps.started("doomed", 1).await;
+    steps.release("doomed");
+
+    let wf = crate::ended(&suite, &id, "FAILED").await;
+    let reason = steps.stopped("long", 1).await;
+    assert!(reason.contains("workflow failed"), "{reason}");
+    assert_eq!(wf["failedReferenceTaskNames"], json!(["doomed"]));
+    let tasks = statuses(&wf);
+    let status_of = |r: &str| {
+        tasks
+            .iter()
+            .find(|(t, _)| t == r)
+            .map(|(_, s)| s.clone())
+            .unwrap_or_else(|| panic!("no {r} in {tasks:?}"))
+    };
+    assert_eq!(status_of("doomed"), "FAILED_WITH_TERMINAL_ERROR");
+    assert_eq!(status_of("long"), "CANCELED");
+    assert_eq!(status_of("quick"), "COMPLETED");
+    assert!(tasks.iter().all(|(r, _)| r != "after"), "{tasks:?}");
+    assert_eq!(steps.count("after"), 0);
+    shutdown.cancel();
+}

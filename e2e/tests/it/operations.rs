@@ -17,19 +17,25 @@ use crate::constructs::statuses;
 use crate::RUN_TIMEOUT;
 
 /// The task name the counting worker serves.
-const STEP: &str = "op_step";
+pub(crate) const STEP: &str = "op_step";
+
+/// How often the test worker heartbeats a running activity: a STOP reaches a handler
+/// within about this long.
+const HEARTBEAT_INTERVAL: Duration = Duration::from_millis(200);
 
 /// A worker, in the test process, that counts executions per task ref and can hold a
-/// ref (its handler waits until released) or fail it once.
+/// ref (its handler waits until released, or until the heartbeat service says to stop
+/// it) or fail it once. Stops are recorded with their reasons.
 #[derive(Clone, Default)]
-struct Steps {
+pub(crate) struct Steps {
     runs: Arc<Mutex<HashMap<String, u32>>>,
     held: Arc<Mutex<HashSet<String>>>,
     fail_once: Arc<Mutex<HashSet<String>>>,
+    stops: Arc<Mutex<HashMap<String, Vec<String>>>>,
 }
 
 impl Steps {
-    fn start(&self, suite: &Suite, shutdown: &CancellationToken) {
+    pub(crate) fn start(&self, suite: &Suite, shutdown: &CancellationToken) {
         let env = suite.env();
         let config = weft::Config {
             amqp_url: env.amqp_url.clone(),
@@ -41,13 +47,22 @@ impl Steps {
         let steps = self.clone();
         let worker = Worker::builder(&config)
             .concurrency(64)
-            .handler(STEP, move |task| {
+            .heartbeat_tick(Duration::from_millis(50))
+            .heartbeat_interval(HEARTBEAT_INTERVAL)
+            .activity(STEP, move |task, ctx| {
                 let steps = steps.clone();
                 async move {
                     let r = task.task_ref.clone();
                     *steps.runs.lock().unwrap().entry(r.clone()).or_default() += 1;
                     while steps.held.lock().unwrap().contains(&r) {
-                        tokio::time::sleep(Duration::from_millis(20)).await;
+                        tokio::select! {
+                            _ = ctx.cancelled() => {
+                                let reason = ctx.stop_reason().unwrap_or_default();
+                                steps.stops.lock().unwrap().entry(r.clone()).or_default().push(reason);
+                                return Err(ActivityError::retryable("stopped"));
+                            }
+                            _ = tokio::time::sleep(Duration::from_millis(20)) => {}
+                        }
                     }
                     if steps.fail_once.lock().unwrap().remove(&r) {
                         return Err(ActivityError::terminal(format!("{r} failed once")));
@@ -60,7 +75,34 @@ impl Steps {
         tokio::spawn(async move { worker.run(shutdown).await });
     }
 
-    fn count(&self, task_ref: &str) -> u32 {
+    /// Waits until a handler of `task_ref` held by [`Steps::hold`] was told to stop (by
+    /// its heartbeat's answer) for the `n`th time and returns the reason it was given.
+    pub(crate) async fn stopped(&self, task_ref: &str, n: usize) -> String {
+        let deadline = tokio::time::Instant::now() + RUN_TIMEOUT;
+        loop {
+            let reason = self
+                .stops
+                .lock()
+                .unwrap()
+                .get(task_ref)
+                .and_then(|r| r.get(n - 1).cloned());
+            if let Some(reason) = reason {
+                return reason;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the handler of {task_ref} was never told to stop ({n} times)"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// How many times a handler of `task_ref` was told to stop.
+    pub(crate) fn stop_count(&self, task_ref: &str) -> usize {
+        self.stops.lock().unwrap().get(task_ref).map_or(0, Vec::len)
+    }
+
+    pub(crate) fn count(&self, task_ref: &str) -> u32 {
         self.runs
             .lock()
             .unwrap()
@@ -69,16 +111,21 @@ impl Steps {
             .unwrap_or(0)
     }
 
-    fn hold(&self, task_ref: &str) {
+    /// Makes the next execution of `task_ref` fail terminally.
+    pub(crate) fn fail_once(&self, task_ref: &str) {
+        self.fail_once.lock().unwrap().insert(task_ref.to_owned());
+    }
+
+    pub(crate) fn hold(&self, task_ref: &str) {
         self.held.lock().unwrap().insert(task_ref.to_owned());
     }
 
-    fn release(&self, task_ref: &str) {
+    pub(crate) fn release(&self, task_ref: &str) {
         self.held.lock().unwrap().remove(task_ref);
     }
 
     /// Waits until the worker has started `task_ref` `n` times.
-    async fn started(&self, task_ref: &str, n: u32) {
+    pub(crate) async fn started(&self, task_ref: &str, n: u32) {
         let deadline = tokio::time::Instant::now() + RUN_TIMEOUT;
         while self.count(task_ref) < n {
             assert!(
@@ -181,6 +228,8 @@ async fn skip_terminate_pause_and_resume() {
     )
     .await;
     assert_eq!(status, 200, "{text}");
+    let reason = steps.stopped("b", 1).await;
+    assert!(reason.contains("skipped"), "{reason}");
     let wf = crate::ended(&suite, &id, "COMPLETED").await;
     assert_eq!(task(&wf, "b")["status"], "SKIPPED");
     assert_eq!(task(&wf, "b")["outputData"], json!({"skipped": "b"}));
@@ -191,7 +240,6 @@ async fn skip_terminate_pause_and_resume() {
         0,
         "a task skipped before it was reached never runs"
     );
-    // b's late result is ignored.
     steps.release("b");
     let (status, body, _) = send(
         client,
@@ -266,6 +314,11 @@ async fn skip_terminate_pause_and_resume() {
     .await;
     assert_eq!(status, 200, "{text}");
     crate::ended(&suite, &id, "COMPLETED").await;
+    assert_eq!(
+        steps.stop_count("a"),
+        0,
+        "a pause lets running tasks finish"
+    );
     let (status, body, _) = send(
         client,
         Method::PUT,
@@ -275,7 +328,7 @@ async fn skip_terminate_pause_and_resume() {
     .await;
     assert_eq!(status, 409, "{body}");
 
-    // Terminate: the running task is canceled, its late result ignored.
+    // Terminate: the running task is canceled and its handler told to stop.
     steps.hold("a");
     let a_before = steps.count("a");
     let id = client.start("five", json!({"n": 4})).await.unwrap();
@@ -295,6 +348,8 @@ async fn skip_terminate_pause_and_resume() {
     );
     assert_eq!(wf["reasonForIncompletion"], "enough");
     assert_eq!(task(&wf, "a")["status"], "CANCELED");
+    let reason = steps.stopped("a", 1).await;
+    assert!(reason.contains("terminated: enough"), "{reason}");
     steps.release("a");
     let (status, body, _) =
         send(client, Method::DELETE, &format!("/api/workflow/{id}"), None).await;
@@ -339,6 +394,8 @@ async fn skip_terminate_pause_and_resume() {
             .contains("parent"),
         "{child_wf}"
     );
+    let reason = steps.stopped("child_a", 1).await;
+    assert!(reason.contains("terminated"), "{reason}");
     steps.release("child_a");
     shutdown.cancel();
 }
@@ -403,7 +460,7 @@ async fn reset_retry_and_restart() {
     assert_eq!(body["path"], "taskRef", "{body}");
 
     // Retry after a failure: back to the failed task.
-    steps.fail_once.lock().unwrap().insert("c".into());
+    steps.fail_once("c");
     let id = client.start("five", json!({"n": 2})).await.unwrap();
     crate::ended(&suite, &id, "FAILED").await;
     let before = steps.count("c");
@@ -434,6 +491,7 @@ async fn reset_retry_and_restart() {
     let (status, _, text) =
         send(client, Method::DELETE, &format!("/api/workflow/{id}"), None).await;
     assert_eq!(status, 200, "{text}");
+    steps.stopped("b", 1).await;
     steps.release("b");
     let a_before = steps.count("a");
     let (status, _, text) = send(
@@ -446,6 +504,54 @@ async fn reset_retry_and_restart() {
     assert_eq!(status, 204, "{text}");
     crate::ended(&suite, &id, "COMPLETED").await;
     assert_eq!(steps.count("a"), a_before + 1);
+
+    // Reset of a RUNNING run: the old run ends TERMINATED naming the reset point and
+    // the new run; its running activity's handler is told to stop.
+    steps.hold("c");
+    let (b_before, c_before) = (steps.count("b"), steps.count("c"));
+    let id = client.start("five", json!({"n": 5})).await.unwrap();
+    steps.started("c", c_before + 1).await;
+    let old_run = client.get(&id).await.unwrap()["runId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let (status, _, new_run) = send(
+        client,
+        Method::POST,
+        &format!("/api/workflow/{id}/reset"),
+        Some(json!({"taskRef": "b", "reason": "bad input"})),
+    )
+    .await;
+    assert_eq!(status, 200, "{new_run}");
+    let reason = steps.stopped("c", 1).await;
+    assert!(reason.contains("reset to task \"b\""), "{reason}");
+    steps.release("c");
+    crate::ended(&suite, &id, "COMPLETED").await;
+    assert_eq!(
+        steps.count("b"),
+        b_before + 2,
+        "b runs again in the new run"
+    );
+    let (status, page, _) = send(
+        client,
+        Method::GET,
+        &format!("/api/workflow/{id}/history?runId={old_run}&limit=1000"),
+        None,
+    )
+    .await;
+    assert_eq!(status, 200, "{page}");
+    let end = page["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .rev()
+        .find(|e| e["type"] == "WorkflowTerminated")
+        .unwrap_or_else(|| panic!("old run {old_run} not terminated: {page}"));
+    let why = end["attributes"]["reason"].as_str().unwrap();
+    assert!(
+        why.contains("reset to task \"b\"") && why.contains(&new_run) && why.contains("bad input"),
+        "{why}"
+    );
 
     // Two operators reset the same run at once: exactly one wins.
     let id = client.start("five", json!({"n": 4})).await.unwrap();
