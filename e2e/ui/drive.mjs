@@ -156,6 +156,8 @@ async function main() {
     await page.click(`${node('chosen')} a.node-link`);
     await page.waitForSelector('#task-detail h2:text-is("chosen")', { timeout: BOUND });
     await page.waitForSelector('#task-detail .worker', { timeout: BOUND });
+    // The heartbeat registry's view of the attempt (its worker registered it).
+    await page.waitForSelector('#task-detail .heartbeat .hb-status', { timeout: BOUND });
     await page.click('#task-detail button[data-op="Reset to this task"]');
     await confirm(page);
     await page.waitForSelector('#run-chain li[data-current="true"]', { timeout: BOUND });

@@ -147,10 +147,24 @@ async fn a_polled_task_completed_over_http_becomes_an_activity_result() {
     }
     // The attempt is registered: its heartbeats answer CONTINUE.
     let beat = env
-        .post(&format!("/api/tasks/{}/heartbeat", s.task_id), &json!({}))
+        .post(
+            &format!("/api/tasks/{}/heartbeat", s.task_id),
+            &json!({"details": {"pct": 40}}),
+        )
         .await;
     assert_eq!(beat.status, StatusCode::OK, "{}", beat.text());
     assert_eq!(beat.json()["action"], json!("CONTINUE"));
+    // The task shows the worker's last heartbeat and its progress details.
+    let read = env.get(&format!("/api/tasks/{}", s.task_id)).await.json();
+    let heartbeat = &read["heartbeat"];
+    assert_eq!(heartbeat["status"], json!("RUNNING"), "{read}");
+    assert_eq!(heartbeat["attempt"], json!(1));
+    assert_eq!(heartbeat["details"], json!({"pct": 40}));
+    assert_eq!(heartbeat["timeoutSeconds"], json!(30));
+    assert!(
+        heartbeat["lastHeartbeatTime"].as_i64().unwrap_or(0) > 0,
+        "{read}"
+    );
 
     let result = json!({
         "workflowInstanceId": s.workflow_id,
@@ -212,6 +226,8 @@ async fn a_polled_task_completed_over_http_becomes_an_activity_result() {
     assert_eq!(read.status, StatusCode::OK, "{}", read.text());
     assert_eq!(read.json()["status"], json!("COMPLETED"));
     assert_eq!(read.json()["taskType"], json!(task_name));
+    assert_eq!(read.json()["heartbeat"]["status"], json!("COMPLETED"));
+    assert_eq!(read.json()["heartbeat"]["details"], json!({"pct": 40}));
     finish(env, &task_name).await;
 }
 

@@ -207,7 +207,10 @@ class RunPage {
     try {
       // The current run's tasks come with the workflow; an earlier run's from the task API.
       const tasks = this.isCurrent && this.wf && Array.isArray(this.wf.tasks) ? this.wf.tasks : [];
-      const t = tasks.find((x) => x.taskId === n.taskId) || await api.task(n.taskId);
+      let t = tasks.find((x) => x.taskId === n.taskId);
+      // Activities: the task API adds the heartbeat registry's view (last heartbeat,
+      // progress details); a workflow's task list does not carry it.
+      if (!t || !n.logical) t = await api.task(n.taskId).catch((e) => { if (t) return t; throw e; });
       if (this.selected !== nodeId) return;
       // The worker's log lines (POST /api/tasks/{taskId}/log), when it wrote any.
       const logs = h('div', { class: 'logs' });
@@ -231,7 +234,7 @@ class RunPage {
         logs,
         h('h3', {}, 'Input'), json(t.inputData),
         h('h3', {}, 'Output'), json(t.outputData),
-        heartbeatOf(t) !== undefined ? [h('h3', {}, 'Heartbeat details'), json(heartbeatOf(t))] : []);
+        heartbeatSection(t.heartbeat));
     } catch (e) {
       body.replaceChildren(h('p', { class: 'empty' }, `Input and output of ${n.taskId}: ${e.message}. The history below has them.`));
     }
@@ -259,7 +262,15 @@ class RunPage {
   }
 }
 
-/** The last heartbeat's details of a task, where the task view carries them. */
-function heartbeatOf(t) {
-  return t.heartbeatDetails ?? t.heartbeat ?? undefined;
+/** The heartbeat registry's view of a task's attempt: status, last beat, details. */
+function heartbeatSection(hb) {
+  if (!hb) return [];
+  return h('div', { class: 'heartbeat' },
+    h('h3', {}, 'Heartbeat'),
+    h('dl', {},
+      h('dt', {}, 'attempt'), h('dd', { class: 'hb-status' }, `${hb.attempt}: ${hb.status}`),
+      h('dt', {}, 'last heartbeat'), h('dd', {}, hb.lastHeartbeatTime ? fmtTime(hb.lastHeartbeatTime) : '—'),
+      h('dt', {}, 'timeout'), h('dd', {}, hb.timeoutSeconds ? `${hb.timeoutSeconds} s` : 'not watched'),
+      hb.stopReason ? [h('dt', {}, 'stopped'), h('dd', { class: 'reason' }, hb.stopReason)] : []),
+    hb.details != null ? [h('h3', {}, 'Progress details'), json(hb.details)] : []);
 }

@@ -32,7 +32,8 @@ pub fn routes() -> Router<AppState> {
         .route("/api/tasks/{task_id}/log", post(logs::add).get(logs::list))
 }
 
-/// `GET /api/tasks/{taskId}`: the task as stored; 404 for an unknown one.
+/// `GET /api/tasks/{taskId}`: the task as stored, with the heartbeat registry's view of
+/// its attempt (last heartbeat, progress details); 404 for an unknown one.
 async fn task(
     State(state): State<AppState>,
     Path(raw): Path<String>,
@@ -40,5 +41,6 @@ async fn task(
     let unknown = || ApiError::NotFound(format!("task {raw} not found"));
     let id = Uuid::parse_str(&raw).map_err(|_| unknown())?;
     let row = view::load(&state.store, id).await?.ok_or_else(unknown)?;
-    Ok(Json(view::Task::from_row(row)))
+    let check = state.registry.get(id).await?;
+    Ok(Json(view::Task::from_row(row).with_heartbeat(check)))
 }

@@ -4,6 +4,7 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 use serde_json::Value;
 use uuid::Uuid;
+use weft::registry::{AttemptStatus, TaskCheck};
 use weft::store::Store;
 
 use crate::views::{map_or_empty, ms};
@@ -59,6 +60,42 @@ pub struct Task {
     workflow_priority: i32,
     /// The run (Weft's addition).
     run_id: Uuid,
+    /// What the heartbeat registry knows of the newest attempt (Weft's addition;
+    /// absent for tasks no worker took, and in poll answers).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    heartbeat: Option<Heartbeat>,
+}
+
+/// The heartbeat registry's view of a task's newest attempt: the worker's last sign of
+/// life, the progress details it reported (`ActivityContext::heartbeat`) and, once it
+/// ended, how.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Heartbeat {
+    attempt: i32,
+    /// RUNNING, COMPLETED, FAILED, TIMED_OUT or STOPPED.
+    status: AttemptStatus,
+    /// Epoch milliseconds of the last heartbeat; `null` before the first one.
+    last_heartbeat_time: Option<i64>,
+    /// The last progress details a heartbeat carried.
+    details: Option<Value>,
+    /// The heartbeat timeout (`responseTimeoutSeconds`; 0: not watched).
+    timeout_seconds: i64,
+    /// Why the attempt was stopped or timed out.
+    stop_reason: Option<String>,
+}
+
+impl From<TaskCheck> for Heartbeat {
+    fn from(c: TaskCheck) -> Self {
+        Self {
+            attempt: c.attempt,
+            status: c.status,
+            last_heartbeat_time: c.last_heartbeat_at.map(|t| t.timestamp_millis()),
+            details: c.details,
+            timeout_seconds: c.timeout_seconds,
+            stop_reason: c.stop_reason,
+        }
+    }
 }
 
 impl Task {
@@ -104,7 +141,17 @@ impl Task {
             callback_from_worker: true,
             workflow_priority: 0,
             run_id: t.run_id,
+            heartbeat: None,
         }
+    }
+
+    /// The task with the registry's view of its newest attempt (when that is this
+    /// task's attempt).
+    pub fn with_heartbeat(mut self, check: Option<TaskCheck>) -> Self {
+        self.heartbeat = check
+            .filter(|c| c.attempt == self.retry_count + 1)
+            .map(Heartbeat::from);
+        self
     }
 
     /// The task as handed to `worker_id` by a poll at `started_at`: IN_PROGRESS.
