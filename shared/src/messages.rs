@@ -45,6 +45,9 @@ pub enum Command {
     Pause(Operation),
     /// An operator resumes a paused run.
     Resume(Operation),
+    /// The hook dispatcher settled the rollback hooks a reset fired (docs/hooks.md): the
+    /// run created by the reset may go on, or fails.
+    RollbackHooksDone(RollbackHooksDone),
 }
 
 impl Typed for Command {
@@ -63,6 +66,7 @@ impl Typed for Command {
             Command::Reset(_) => "Reset",
             Command::Pause(_) => "Pause",
             Command::Resume(_) => "Resume",
+            Command::RollbackHooksDone(_) => "RollbackHooksDone",
         }
     }
 }
@@ -164,6 +168,38 @@ pub enum ResetTarget {
     LastFailed,
     /// The first task (`restart`).
     First,
+}
+
+/// The rollback hooks of a reset are settled: each was sent (an awaited one delivered),
+/// or an awaited one ran out of attempts (`ok` false, `reason` naming it). Also the
+/// history event recording it in the run the reset created.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RollbackHooksDone {
+    /// The run the reset created, which waits for its rollback hooks.
+    pub run_id: Uuid,
+    /// Whether the run may go on.
+    pub ok: bool,
+    /// Why not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// One rollback hook a reset fired, as its `WorkflowReset` marker lists them (most
+/// recent task first).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RollbackHookRef {
+    /// The delivery (`GET /api/workflow/{id}/hooks`).
+    pub delivery_id: Uuid,
+    /// The rolled-back task's reference name.
+    pub task_ref: String,
+    /// Its loop iteration (0 outside loops).
+    #[serde(default)]
+    pub iteration: i32,
+    /// Awaited (`await: true`): the run goes on only once it succeeded.
+    #[serde(default)]
+    pub blocking: bool,
 }
 
 /// The heartbeat service's verdict on an attempt whose heartbeats stopped.
@@ -646,6 +682,8 @@ pub enum Event {
     /// This run continues an earlier run of the workflow from a reset point; the events
     /// before it are that run's prefix.
     WorkflowReset(WorkflowReset),
+    /// The rollback hooks the reset fired are settled (the run waited for them).
+    RollbackHooksDone(RollbackHooksDone),
 }
 
 impl Event {
@@ -673,6 +711,7 @@ impl Event {
             Event::WorkflowPaused(_) => "WorkflowPaused",
             Event::WorkflowResumed(_) => "WorkflowResumed",
             Event::WorkflowReset(_) => "WorkflowReset",
+            Event::RollbackHooksDone(_) => "RollbackHooksDone",
         }
     }
 
@@ -895,6 +934,10 @@ pub struct WorkflowReset {
     /// Why, as the operator gave it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// The rollback hooks the reset fired, most recent task first; while any is
+    /// unsettled the run schedules nothing (docs/hooks.md).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rollback_hooks: Vec<RollbackHookRef>,
 }
 
 /// Attributes of [`Event::TaskTimedOut`].

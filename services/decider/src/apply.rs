@@ -112,12 +112,44 @@ pub fn apply_command(state: &RunState, command: &Command) -> Applied {
                 }
             }
         }
+        Command::RollbackHooksDone(done) => rollback_done(state, done),
         Command::Signal(signal) => Applied::Ignored(format!(
             "signal {:?} for a run that is {}",
             signal.name,
             state.status.as_str()
         )),
     }
+}
+
+/// The rollback hooks of the reset that created the run are settled: it goes on, or,
+/// when an awaited hook ran out of attempts, the reset fails: the run ends FAILED with
+/// the dispatcher's reason, which names the hook (docs/hooks.md).
+fn rollback_done(state: &RunState, done: &weft::messages::RollbackHooksDone) -> Applied {
+    if done.run_id != state.run_id {
+        return Applied::Ignored(format!(
+            "rollback hooks of run {}, not the current one",
+            done.run_id
+        ));
+    }
+    if state.status != RunStatus::Running || !state.rolling_back {
+        return Applied::Ignored(format!(
+            "run {} is not waiting for rollback hooks",
+            state.run_id
+        ));
+    }
+    let mut events = vec![Event::RollbackHooksDone(done.clone())];
+    if !done.ok {
+        events.push(Event::WorkflowFailed(weft::messages::WorkflowFailed {
+            reason: format!(
+                "reset failed: {}",
+                done.reason
+                    .as_deref()
+                    .unwrap_or("an awaited rollback hook failed")
+            ),
+            failed_task_refs: Vec::new(),
+        }));
+    }
+    Applied::Events(events)
 }
 
 /// An operator command aimed at a run that a reset replaced since the operator looked

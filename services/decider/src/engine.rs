@@ -69,6 +69,8 @@ struct Working {
     effects_done_for_end: bool,
     /// Lifecycle events of the new events, for the events exchange.
     lifecycle: Vec<weft::messages::LifecycleEvent>,
+    /// Hook deliveries the new events fire (docs/hooks.md).
+    deliveries: Vec<weft::hooks::NewDelivery>,
 }
 
 /// A task that left its pending state without a result.
@@ -106,6 +108,7 @@ impl Working {
             replaced: false,
             effects_done_for_end: false,
             lifecycle: Vec::new(),
+            deliveries: Vec::new(),
         }
     }
 }
@@ -233,6 +236,7 @@ impl Shard {
             );
             batch.outbox.extend(w.outbox.iter().cloned());
             batch.timers.extend(w.timers.iter().cloned());
+            batch.hook_deliveries.extend(w.deliveries.iter().cloned());
         }
         if batch.is_empty() {
             return Ok(());
@@ -355,14 +359,21 @@ impl Shard {
                 .filter(|e| e.event_id as usize > known)
                 .cloned(),
         );
-        let (state, events) = crate::reset::successor_history(
-            &history,
-            plan,
-            reset,
-            &w.state.workflow_id,
-            Utc::now(),
-        )
-        .map_err(|e| Error::Decode(e.to_string()))?;
+        let now = Utc::now();
+        // Rollback hooks: decided from the old run as it stands, written with the reset.
+        let deliveries = crate::hooks::rollback(&w.state, &history, plan, reset, now);
+        let refs = deliveries
+            .iter()
+            .map(|d| weft::messages::RollbackHookRef {
+                delivery_id: d.id,
+                task_ref: d.task_ref.clone().unwrap_or_default(),
+                iteration: d.iteration,
+                blocking: d.blocking,
+            })
+            .collect();
+        let (state, events) =
+            crate::reset::successor_history(&history, plan, reset, &w.state.workflow_id, now, refs)
+                .map_err(|e| Error::Decode(e.to_string()))?;
         if w.state.status == RunStatus::Running {
             let iteration = match plan.iteration {
                 0 => String::new(),
@@ -386,6 +397,7 @@ impl Shard {
         }
         w.replaced = true;
         let mut successor = Working::new(state, None, events);
+        successor.deliveries = deliveries;
         // The copied prefix was announced by the old run; the marker and what it
         // canceled are new.
         let marker = successor
@@ -422,6 +434,8 @@ impl Shard {
         }
         let names = self.bus.names();
         for event in std::mem::take(&mut w.lifecycle) {
+            w.deliveries
+                .extend(crate::hooks::lifecycle(&w.state, &event));
             let key = event.event.clone();
             let message = weft::messages::EventMessage::LifecycleEvent(event);
             let envelope = Envelope::new(&w.state.workflow_id, Some(w.state.run_id), &message)?;

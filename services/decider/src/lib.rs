@@ -8,6 +8,7 @@
 
 pub mod apply;
 pub mod engine;
+pub mod hooks;
 pub mod interpreter;
 pub mod lifecycle;
 pub mod metrics;

@@ -62,7 +62,8 @@ pub fn of(state: &RunState, stored: &StoredEvent) -> Option<LifecycleEvent> {
         | Event::TimerStarted(_)
         | Event::TimerFired(_)
         | Event::ChildWorkflowStarted(_)
-        | Event::SkipRequested(_) => None,
+        | Event::SkipRequested(_)
+        | Event::RollbackHooksDone(_) => None,
     }
 }
 

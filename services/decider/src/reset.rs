@@ -13,7 +13,7 @@
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 use weft::dsl::TaskType;
-use weft::messages::{Event, Reset, ResetTarget, TaskCanceled, WorkflowReset};
+use weft::messages::{Event, Reset, ResetTarget, RollbackHookRef, TaskCanceled, WorkflowReset};
 use weft::store::runs::StoredEvent;
 
 use crate::apply::{conflict, Applied, ResetPlan};
@@ -152,13 +152,15 @@ fn bad_request(message: String) -> Applied {
 
 /// The successor run's history: the old run's prefix before `plan`'s cut (with the
 /// successor's task ids and `workflow_input` if given), the `WorkflowReset` marker, and a
-/// `TaskCanceled` for each task that was still running at the cut.
+/// `TaskCanceled` for each task that was still running at the cut. The marker lists the
+/// `rollback_hooks` the reset fired; the run waits for them (docs/hooks.md).
 pub fn successor_history(
     old: &[StoredEvent],
     plan: &ResetPlan,
     reset: &Reset,
     workflow_id: &str,
     now: DateTime<Utc>,
+    rollback_hooks: Vec<RollbackHookRef>,
 ) -> Result<(RunState, Vec<StoredEvent>), FoldError> {
     let new_run_id = reset.new_run_id;
     let previous_run_id = old.first().map_or(Uuid::nil(), |e| e.run_id);
@@ -207,6 +209,7 @@ pub fn successor_history(
             task_ref: plan.task_ref.clone(),
             iteration: plan.iteration,
             reason: reset.reason.clone(),
+            rollback_hooks,
         }),
     )?;
     let running: Vec<(Uuid, String)> = state

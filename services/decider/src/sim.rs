@@ -200,6 +200,7 @@ impl Sim {
             reset,
             &self.state.workflow_id,
             self.now(),
+            Vec::new(),
         )
         .unwrap();
         if self.state.status == crate::state::RunStatus::Running {

@@ -167,6 +167,9 @@ pub struct RunState {
     pub paused: bool,
     /// The run a reset continued from, and the task it went back to.
     pub reset_from: Option<(Uuid, String)>,
+    /// Waiting for the rollback hooks its reset fired: nothing is scheduled until the
+    /// dispatcher reports them settled (docs/hooks.md).
+    pub rolling_back: bool,
     /// Workflow variables (the definition's, updated by SET_VARIABLE).
     pub variables: Map<String, Value>,
     /// Output once completed.
@@ -230,6 +233,7 @@ impl RunState {
             pending_skips: Vec::new(),
             paused: false,
             reset_from: None,
+            rolling_back: false,
             timers: Vec::new(),
             output: None,
             reason: None,
@@ -392,7 +396,9 @@ impl RunState {
                 // The run the operator sees begins at the reset; the prefix is history.
                 self.start_time = at;
                 self.paused = false;
+                self.rolling_back = !reset.rollback_hooks.is_empty();
             }
+            Event::RollbackHooksDone(_) => self.rolling_back = false,
             Event::WorkflowTerminated(t) => {
                 self.status = RunStatus::Terminated;
                 self.reason = Some(t.reason.clone());
@@ -477,6 +483,7 @@ impl RunState {
             RunStatus::Terminated => "TERMINATED",
             RunStatus::TimedOut => "TIMED_OUT",
             // RUNNING while a worker has a task; QUEUING while tasks only wait for one.
+            RunStatus::Running if self.rolling_back => "ROLLING_BACK",
             RunStatus::Running => {
                 let activities = || self.tasks.iter().filter(|t| is_activity(&t.task_type));
                 if activities().any(|t| t.status == TaskStatus::InProgress) {

@@ -168,6 +168,22 @@ pub fn validate(
                 "only onRollback hooks can be awaited",
             ));
         }
+        // A body template reads the hook's event document (hooks::body), nothing else.
+        if let Some(body) = spec.get("body") {
+            let roots = crate::hooks::body::ROOTS;
+            if let Some(bad) = super::expr::references(body)
+                .into_iter()
+                .find(|r| !roots.contains(&r.as_str()))
+            {
+                return Err(DslError::new(
+                    format!("{here}.body"),
+                    format!(
+                        "a hook body can read {}; {bad:?} is none of them",
+                        roots.join(", ")
+                    ),
+                ));
+            }
+        }
     }
     Ok(())
 }
@@ -213,6 +229,18 @@ mod tests {
             "tasks[1].hooks.onComplete.headers",
         );
         err(json!({"hooks": {"secret": "s"}}), "tasks[1].hooks.secret");
+        err(
+            json!({"hooks": {"onRollback": {"url": "http://x", "body": {"a": "${t1.output.x}"}}}}),
+            "tasks[1].hooks.onRollback.body",
+        );
+        validate(
+            &extra(json!({"hooks": {"onRollback": {"url": "http://x",
+                "body": {"a": "${task.output.x}", "b": "${workflow.input.y} ${reason}"}}}})),
+            "tasks[1]",
+            &HookKind::ALL,
+            false,
+        )
+        .unwrap();
         let wf = extra(json!({"hooks": {"secret": "s3", "onFailure": {"url": "https://x"}}}));
         validate(&wf, "", &HookKind::ALL[1..], true).unwrap();
         assert_eq!(secret(&wf).as_deref(), Some("s3"));

@@ -6,6 +6,7 @@ pub mod definitions;
 pub mod graph;
 pub mod graph_build;
 pub mod graph_cache;
+pub mod hooks;
 pub mod operations;
 pub mod outbox;
 pub mod reads;

@@ -128,6 +128,8 @@ pub struct CommitBatch {
     pub timers: Vec<TimerRecord>,
     /// Verdicts on operator commands.
     pub outcomes: Vec<OperationOutcome>,
+    /// Hook deliveries the batch's changes fire (docs/hooks.md).
+    pub hook_deliveries: Vec<crate::hooks::NewDelivery>,
 }
 
 impl CommitBatch {
@@ -263,6 +265,8 @@ impl Store {
             .bind(col!(oc, |o| o.workflow_id.as_str()))
             .bind(col!(oc, |o| o.status))
             .bind(col!(oc, |o| o.body.clone()))
+            // hook deliveries: $74, one jsonb array
+            .bind(super::hooks::deliveries_json(&batch.hook_deliveries))
             .execute(&self.pool)
             .await;
         match result {
@@ -347,10 +351,22 @@ WITH new_runs AS (
     -- A redelivered operator command was already answered: the first verdict stands.
     ON CONFLICT (request_id) DO NOTHING
     RETURNING 1
+), hook_rows AS (
+    -- Only the head of a rollback sequence is due at once (store::hooks).
+    INSERT INTO hook_deliveries (id, workflow_id, run_id, hook, event, task_ref, task_id,
+        iteration, url, headers, body, signature, blocking, group_seq, next_attempt_at)
+    SELECT d.id, d.workflow_id, d.run_id, d.hook, d.event, d.task_ref, d.task_id,
+        d.iteration, d.url, d.headers, d.body, d.signature, d.blocking, d.group_seq,
+        CASE WHEN d.group_seq IS NULL OR d.group_seq = 0 THEN now() END
+    FROM jsonb_to_recordset($74::jsonb) AS d(id uuid, workflow_id text, run_id uuid,
+        hook text, event text, task_ref text, task_id uuid, iteration int, url text,
+        headers jsonb, body text, signature text, blocking bool, group_seq int)
+    ON CONFLICT (id) DO NOTHING
+    RETURNING 1
 )
 SELECT weft_check_versions((SELECT count(*) FROM updated_runs), $57),
     (SELECT count(*) FROM outcome_rows),
     (SELECT count(*) FROM new_runs), (SELECT count(*) FROM events),
     (SELECT count(*) FROM task_rows), (SELECT count(*) FROM outbox_rows),
-    (SELECT count(*) FROM timer_rows)
+    (SELECT count(*) FROM timer_rows), (SELECT count(*) FROM hook_rows)
 "#;

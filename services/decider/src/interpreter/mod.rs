@@ -190,7 +190,8 @@ pub enum Decision {
 
 /// Decides the next steps of `state`.
 pub fn decide(state: &RunState) -> Vec<Decision> {
-    if state.status != RunStatus::Running || state.paused {
+    // A run created by a reset waits for its rollback hooks (docs/hooks.md).
+    if state.status != RunStatus::Running || state.paused || state.rolling_back {
         return Vec::new();
     }
     let mut decisions = Vec::new();
