@@ -19,6 +19,8 @@ pub mod state;
 #[cfg(test)]
 mod history_builder;
 #[cfg(test)]
+mod hooks_tests;
+#[cfg(test)]
 mod operations_tests;
 #[cfg(test)]
 mod sim;

@@ -1,9 +1,11 @@
 //! The history service (DESIGN.md §2): keeper of the event log. In this version it
 //! re-publishes outbox rows that a crashed decider or gateway committed but did not
-//! publish (the sweeper) and publishes durable timers when they are due (the timer
-//! firer), and deletes verdicts on operator commands after their retention. Reads (status, history pages) are served by the gateway from
-//! the same store.
+//! publish (the sweeper), publishes durable timers when they are due (the timer
+//! firer), sends hook deliveries (the dispatcher, docs/hooks.md), and deletes verdicts
+//! on operator commands after their retention. Reads (status, history pages) are served
+//! by the gateway from the same store.
 
+pub mod hooks;
 pub mod retention;
 pub mod sweeper;
 pub mod timers;
@@ -28,10 +30,17 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> weft::Result<()
     );
     let firer = timers::TimerFirer::new(deps.store.clone(), deps.bus.clone(), &deps.metrics);
     let retention = retention::Retention::new(deps.store.clone(), &deps.metrics);
+    let dispatcher = hooks::Dispatcher::new(
+        deps.store.clone(),
+        deps.bus.clone(),
+        &deps.metrics,
+        hooks::HookConfig::from_env()?,
+    )?;
     // Every loop ends at shutdown.
     tokio::join!(
         sweeper.run(shutdown.clone()),
         retention.run(shutdown.clone()),
+        dispatcher.run(shutdown.clone()),
         firer.run(shutdown)
     );
     Ok(())

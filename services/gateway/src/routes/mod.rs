@@ -2,6 +2,7 @@
 
 pub mod graph;
 pub mod heartbeat;
+pub mod hooks;
 pub mod metadata;
 pub mod operations;
 pub mod search;
