@@ -12,6 +12,7 @@ mod crash;
 mod events;
 mod greet;
 mod heartbeats;
+mod hooks;
 mod http_tasks;
 mod operations;
 mod poison;
