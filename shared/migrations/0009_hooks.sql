@@ -43,6 +43,8 @@ CREATE TABLE hook_deliveries (
     -- one, it succeeded).
     released        BOOLEAN     NOT NULL DEFAULT false,
     last_error      TEXT,
+    -- W3C trace context of the decision that fired it: each attempt joins that trace.
+    traceparent     TEXT,
     created_at      TIMESTAMPTZ NOT NULL DEFAULT now(),
     updated_at      TIMESTAMPTZ NOT NULL DEFAULT now()
 );

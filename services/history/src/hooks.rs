@@ -185,6 +185,7 @@ impl Dispatcher {
             hook = %claimed.hook,
             attempt = claimed.attempt
         );
+        weft::telemetry::set_parent(&span, claimed.traceparent.as_deref());
         let result = self.send(claimed).instrument(span.clone()).await;
         if result.succeeded() {
             self.delivered.inc();
@@ -241,6 +242,10 @@ impl Dispatcher {
         }
         if let Some(signature) = &claimed.signature {
             request = request.header(hooks::SIGNATURE_HEADER, signature);
+        }
+        // The receiver may join the run's trace (this runs inside the delivery's span).
+        if let Some(traceparent) = weft::telemetry::current_traceparent() {
+            request = request.header("traceparent", traceparent);
         }
         let answer = request.body(claimed.body.clone()).send().await;
         let (status_code, error) = match answer {

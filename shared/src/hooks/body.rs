@@ -86,6 +86,7 @@ pub fn delivery(
         body,
         blocking: decl.blocking && firing.kind == HookKind::OnRollback,
         group_seq: firing.group_seq,
+        traceparent: crate::telemetry::current_traceparent(),
     }
 }
 

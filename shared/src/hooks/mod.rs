@@ -59,6 +59,8 @@ pub struct NewDelivery {
     pub blocking: bool,
     /// Position in the reset's rollback sequence (0 first); `None` for other hooks.
     pub group_seq: Option<i32>,
+    /// W3C trace context of the decision that fired it; the attempts join its trace.
+    pub traceparent: Option<String>,
 }
 
 /// The id of the delivery of `hook` for `cause` in run `run_id`: the same cause always

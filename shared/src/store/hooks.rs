@@ -41,7 +41,8 @@ FROM (SELECT id FROM hook_deliveries
       ORDER BY next_attempt_at LIMIT $1 FOR UPDATE SKIP LOCKED) due
 WHERE d.id = due.id
 RETURNING d.id, d.workflow_id, d.run_id, d.hook, d.event, d.task_ref, d.url, d.headers,
-          d.body, d.signature, d.blocking, d.group_seq, d.attempt_count, d.released";
+          d.body, d.signature, d.blocking, d.group_seq, d.attempt_count, d.released,
+          d.traceparent";
 
 /// The `jsonb` array the decider's commit inserts from (`jsonb_to_recordset`): one
 /// parameter for any number of deliveries.
@@ -56,6 +57,7 @@ pub fn deliveries_json(deliveries: &[NewDelivery]) -> Value {
                     "task_id": d.task_id, "iteration": d.iteration, "url": d.url,
                     "headers": d.headers, "body": d.body, "signature": d.signature,
                     "blocking": d.blocking, "group_seq": d.group_seq,
+                    "traceparent": d.traceparent,
                 })
             })
             .collect(),
@@ -94,6 +96,8 @@ pub struct Claimed {
     pub attempt: i32,
     /// Whether its rollback sequence had already moved past it.
     pub released: bool,
+    /// The trace of the decision that fired it.
+    pub traceparent: Option<String>,
 }
 
 /// How one attempt went.

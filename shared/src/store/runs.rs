@@ -354,13 +354,15 @@ WITH new_runs AS (
 ), hook_rows AS (
     -- Only the head of a rollback sequence is due at once (store::hooks).
     INSERT INTO hook_deliveries (id, workflow_id, run_id, hook, event, task_ref, task_id,
-        iteration, url, headers, body, signature, blocking, group_seq, next_attempt_at)
+        iteration, url, headers, body, signature, blocking, group_seq, next_attempt_at,
+        traceparent)
     SELECT d.id, d.workflow_id, d.run_id, d.hook, d.event, d.task_ref, d.task_id,
         d.iteration, d.url, d.headers, d.body, d.signature, d.blocking, d.group_seq,
-        CASE WHEN d.group_seq IS NULL OR d.group_seq = 0 THEN now() END
+        CASE WHEN d.group_seq IS NULL OR d.group_seq = 0 THEN now() END, d.traceparent
     FROM jsonb_to_recordset($74::jsonb) AS d(id uuid, workflow_id text, run_id uuid,
         hook text, event text, task_ref text, task_id uuid, iteration int, url text,
-        headers jsonb, body text, signature text, blocking bool, group_seq int)
+        headers jsonb, body text, signature text, blocking bool, group_seq int,
+        traceparent text)
     ON CONFLICT (id) DO NOTHING
     RETURNING 1
 )

@@ -30,6 +30,7 @@ fn delivery(run_id: Uuid, seq: Option<i32>, task_ref: &str, blocking: bool) -> N
         signature: None,
         blocking,
         group_seq: seq,
+        traceparent: None,
     }
 }
 
