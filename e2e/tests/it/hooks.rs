@@ -138,9 +138,10 @@ async fn receive(
     }
 }
 
-/// A suite of the four services whose dispatcher retries quickly, three attempts.
-async fn suite() -> Suite {
-    let env = TestEnv::create(EnvOptions {
+/// A suite of the four services whose dispatcher retries quickly, three attempts; the
+/// queues of the event listeners named `listeners` are removed with the environment.
+async fn suite(listeners: &[&str]) -> Suite {
+    let mut env = TestEnv::create(EnvOptions {
         extra_env: vec![
             ("WEFT_HOOK_MAX_ATTEMPTS".into(), "3".into()),
             ("WEFT_HOOK_RETRY_DELAY_MS".into(), "200".into()),
@@ -150,6 +151,10 @@ async fn suite() -> Suite {
     })
     .await
     .unwrap();
+    for name in listeners {
+        let queue = weft::listener::queue_name(&env.names(), name);
+        env.activity_queues.push(queue);
+    }
     Suite::start_with(env, &Service::CORE).await.unwrap()
 }
 
@@ -214,7 +219,7 @@ fn verify(call: &Call) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reset_fires_rollback_hooks_newest_first_signed_and_retried_before_the_task_runs_again() {
-    let suite = suite().await;
+    let suite = suite(&[]).await;
     let client = suite.client();
     let shutdown = CancellationToken::new();
     let steps = Steps::default();
@@ -334,7 +339,7 @@ async fn reset_fires_rollback_hooks_newest_first_signed_and_retried_before_the_t
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_awaited_rollback_hook_that_never_succeeds_fails_the_reset() {
-    let suite = suite().await;
+    let suite = suite(&[]).await;
     let client = suite.client();
     let shutdown = CancellationToken::new();
     let steps = Steps::default();
@@ -394,7 +399,7 @@ async fn an_awaited_rollback_hook_that_never_succeeds_fails_the_reset() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_timed_out_activity_fires_on_timeout_and_listeners_see_it() {
-    let suite = suite().await;
+    let suite = suite(&["e2e-log"]).await;
     let client = suite.client();
     let shutdown = CancellationToken::new();
     let steps = Steps::default();
