@@ -39,6 +39,9 @@ pub struct Graph {
     pub run_id: Uuid,
     /// The run's version (history length) the graph was computed at.
     pub version: i64,
+    /// The id of the run's trace (of its start request), when it was traced.
+    #[serde(default)]
+    pub trace_id: Option<String>,
     /// Every node of the definition (loop bodies once per iteration).
     pub nodes: Vec<Node>,
     /// Every edge between them.
@@ -214,6 +217,7 @@ pub fn build(
         workflow_id: workflow_id.to_owned(),
         run_id,
         version,
+        trace_id: None,
         nodes,
         edges,
     }
