@@ -448,6 +448,37 @@ async fn reset_retry_and_restart() {
     assert_eq!(chain[1]["resetFrom"]["taskRef"], "c");
     assert_eq!(chain[1]["current"], true);
 
+    // Conductor's rerun from a task id, with a new workflow input: d and e run again
+    // with it; c keeps its output.
+    let d_id = task(&wf, "d")["taskId"].as_str().unwrap().to_owned();
+    let (status, body, _) = send(
+        client,
+        Method::POST,
+        &format!("/api/workflow/{id}/rerun"),
+        Some(json!({"reRunFromTaskId": d_id, "taskInput": {"x": 1}})),
+    )
+    .await;
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(body["path"], "taskInput", "{body}");
+    let (status, _, text) = send(
+        client,
+        Method::POST,
+        &format!("/api/workflow/{id}/rerun"),
+        Some(json!({"reRunFromTaskId": d_id, "workflowInput": {"n": 9}})),
+    )
+    .await;
+    assert_eq!(status, 200, "{text}");
+    assert_eq!(text, id, "rerun answers the workflow id");
+    let rerun = crate::ended(&suite, &id, "COMPLETED").await;
+    assert_eq!(rerun["input"], json!({"n": 9}));
+    assert_eq!(task(&rerun, "e")["inputData"], json!({"n": 9}));
+    assert_eq!(
+        task(&rerun, "c")["outputData"],
+        task(&wf, "c")["outputData"]
+    );
+    assert_eq!(steps.count("c"), 2, "c is before the rerun point");
+    assert_eq!((steps.count("d"), steps.count("e")), (3, 3));
+
     // Reset to an unknown ref: 400 naming the field.
     let (status, body, _) = send(
         client,
