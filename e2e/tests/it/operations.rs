@@ -649,3 +649,35 @@ async fn terminate_racing_completions_never_leaves_a_lying_status() {
     eprintln!("{terminated} of 200 runs terminated, the rest completed first");
     shutdown.cancel();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_skipped_while_scheduled_never_runs_on_a_worker_that_comes_later() {
+    let suite = Suite::start(TestEnv::new().await.unwrap()).await.unwrap();
+    let client = suite.client();
+    client
+        .register(&sequence("queued", &["x", "y"]))
+        .await
+        .unwrap();
+    // No worker yet: x waits in its queue.
+    let id = client.start("queued", json!({"n": 1})).await.unwrap();
+    wait_task(client, &id, "x", "SCHEDULED").await;
+    let (status, _, text) = send(
+        client,
+        Method::PUT,
+        &format!("/api/workflow/{id}/skiptask/x"),
+        Some(json!({"taskOutput": {"skipped": true}})),
+    )
+    .await;
+    assert_eq!(status, 200, "{text}");
+
+    // The worker that comes now receives x's message but does not run it.
+    let shutdown = CancellationToken::new();
+    let steps = Steps::default();
+    steps.start(&suite, &shutdown);
+    let wf = crate::ended(&suite, &id, "COMPLETED").await;
+    assert_eq!(task(&wf, "x")["status"], "SKIPPED");
+    assert_eq!(task(&wf, "x")["outputData"], json!({"skipped": true}));
+    assert_eq!(steps.count("y"), 1);
+    assert_eq!(steps.count("x"), 0, "a skipped task never runs");
+    shutdown.cancel();
+}

@@ -519,7 +519,14 @@ mod tests {
         let shown: Vec<(&str, &str, Option<&str>, bool)> = g
             .nodes
             .iter()
-            .map(|n| (n.id.as_str(), n.kind.as_str(), n.status.as_deref(), n.logical))
+            .map(|n| {
+                (
+                    n.id.as_str(),
+                    n.kind.as_str(),
+                    n.status.as_deref(),
+                    n.logical,
+                )
+            })
             .collect();
         assert_eq!(
             shown,
