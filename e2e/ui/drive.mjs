@@ -106,6 +106,12 @@ async function main() {
       check(got === status, `node ${id}: ${got}, expected ${status}`);
     }
     const oldRun = (await page.textContent('#run-id')).trim();
+    // The run's trace id, linked to the trace viewer the gateway names (WEFT_TRACE_URL).
+    await page.waitForSelector('#trace-id a', { timeout: BOUND });
+    const traceId = (await page.textContent('#trace-id a')).trim();
+    check(/^[0-9a-f]{32}$/.test(traceId), `trace id ${traceId}`);
+    const traceHref = await page.getAttribute('#trace-id a', 'href');
+    check(traceHref === `http://traces.example/trace/${traceId}`, `trace link ${traceHref}`);
     check(await page.getAttribute('#app', 'data-run-status') === 'RUNNING', 'the run page does not say RUNNING');
     // The flowchart drew every node, and the timeline has a bar for each reached one.
     const drawn = await page.evaluate(() => window.weftUi.chart.cy.nodes().length);

@@ -45,6 +45,10 @@ pub struct Config {
     pub heartbeat_scan_interval: Duration,
     /// How long ended attempts stay in the registry (`WEFT_TASK_CHECK_RETENTION_HOURS`).
     pub task_check_retention: Duration,
+    /// Link from the web UI's run page to its trace (`WEFT_TRACE_URL`), with `{traceId}`
+    /// where the trace id goes, e.g. Jaeger's `http://localhost:16686/trace/{traceId}`;
+    /// unset: the trace id is shown without a link.
+    pub trace_url: Option<String>,
 }
 
 impl Default for Config {
@@ -65,6 +69,7 @@ impl Default for Config {
             heartbeat_write_interval: Duration::from_secs(60),
             heartbeat_scan_interval: Duration::from_secs(1),
             task_check_retention: Duration::from_secs(7 * 24 * 3600),
+            trace_url: None,
         }
     }
 }
@@ -105,6 +110,7 @@ impl Config {
             task_check_retention: parse(&get, "WEFT_TASK_CHECK_RETENTION_HOURS")?
                 .map(|h: u64| Duration::from_secs(h * 3600))
                 .unwrap_or(d.task_check_retention),
+            trace_url: get("WEFT_TRACE_URL").filter(|u| !u.trim().is_empty()),
         };
         cfg.validate()?;
         Ok(cfg)
@@ -138,6 +144,13 @@ impl Config {
             return Err(Error::Config(
                 "WEFT_HEARTBEAT_WRITE_INTERVAL_MS and WEFT_HEARTBEAT_SCAN_INTERVAL_MS must be at least 1".into(),
             ));
+        }
+        if let Some(url) = &self.trace_url {
+            if !url.contains("{traceId}") {
+                return Err(Error::Config(format!(
+                    "WEFT_TRACE_URL must contain {{traceId}} where the trace id goes, got {url:?}"
+                )));
+            }
         }
         if self.prefetch == 0 {
             return Err(Error::Config("WEFT_PREFETCH must be at least 1".into()));
@@ -190,5 +203,14 @@ mod tests {
         assert!(e.contains("WEFT_SHARDS"), "{e}");
         let e = with(&[("WEFT_NAMESPACE", "a.b")]).unwrap_err().to_string();
         assert!(e.contains("WEFT_NAMESPACE"), "{e}");
+        let e = with(&[("WEFT_TRACE_URL", "http://jaeger/trace")])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("WEFT_TRACE_URL"), "{e}");
+        let c = with(&[("WEFT_TRACE_URL", "http://j:16686/trace/{traceId}")]).unwrap();
+        assert_eq!(
+            c.trace_url.as_deref(),
+            Some("http://j:16686/trace/{traceId}")
+        );
     }
 }

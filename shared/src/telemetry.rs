@@ -244,6 +244,84 @@ pub fn set_parent(span: &tracing::Span, traceparent: Option<&str>) {
     }
 }
 
+/// AMQP header with a message's publish time, in microseconds since the Unix epoch: the
+/// consumer turns the time between it and the delivery into a `queue.wait` span.
+pub const PUBLISHED_AT_HEADER: &str = "x-weft-published-at";
+
+/// Microseconds since the Unix epoch, now (for [`PUBLISHED_AT_HEADER`]).
+pub fn now_micros() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX))
+}
+
+/// The context named by a `traceparent` value, if it is well formed.
+fn extract(traceparent: Option<&str>) -> Option<Context> {
+    let traceparent = traceparent.map(str::trim).filter(|s| !s.is_empty())?;
+    let carrier = HashMap::from([(TRACEPARENT.to_owned(), traceparent.to_owned())]);
+    let cx = TraceContextPropagator::new().extract(&carrier);
+    cx.span().span_context().is_valid().then_some(cx)
+}
+
+/// Records the time a message spent in `queue` as a span `queue.wait` (from its publish
+/// time to now, child of the publisher's span) and returns the traceparent the consumer
+/// continues, so that the consumer's span is the wait's child and the wait shows in the
+/// trace. Without a valid `traceparent` (an untraced message) or a publish time, nothing
+/// is recorded and `traceparent` is returned as it is.
+pub fn queue_wait(
+    traceparent: Option<&str>,
+    published_at_micros: Option<i64>,
+    queue: &str,
+) -> Option<String> {
+    use opentelemetry::trace::{Span as _, SpanKind, Tracer as _};
+    let (Some(parent), Some(published)) = (extract(traceparent), published_at_micros) else {
+        return traceparent.map(str::to_owned);
+    };
+    let now = std::time::SystemTime::now();
+    let start = u64::try_from(published)
+        .ok()
+        .map(|us| std::time::UNIX_EPOCH + std::time::Duration::from_micros(us))
+        .filter(|t| *t <= now)
+        .unwrap_or(now);
+    let tracer = opentelemetry::global::tracer(TRACER_NAME);
+    let mut span = tracer
+        .span_builder("queue.wait")
+        .with_kind(SpanKind::Consumer)
+        .with_start_time(start)
+        .with_attributes([opentelemetry::KeyValue::new(
+            "messaging.destination.name",
+            queue.to_owned(),
+        )])
+        .start_with_context(&tracer, &parent);
+    let context = span.span_context().clone();
+    span.end_with_timestamp(now);
+    traceparent_of(&Context::new().with_remote_span_context(context))
+        .or_else(|| traceparent.map(str::to_owned))
+}
+
+/// Whether two `traceparent` values belong to the same trace.
+pub fn same_trace(a: &str, b: &str) -> bool {
+    match (extract(Some(a)), extract(Some(b))) {
+        (Some(a), Some(b)) => {
+            a.span().span_context().trace_id() == b.span().span_context().trace_id()
+        }
+        _ => false,
+    }
+}
+
+/// Links `span` to the remote span named by `traceparent` (a cause in another trace,
+/// e.g. the operator request behind a signal); a missing or malformed value is ignored.
+pub fn add_link(span: &tracing::Span, traceparent: Option<&str>) {
+    if let Some(cx) = extract(traceparent) {
+        span.add_link(cx.span().span_context().clone());
+    }
+}
+
+/// The `traceparent` of `span` (to carry its context into a later span's parent or link).
+pub fn traceparent_of_span(span: &tracing::Span) -> Option<String> {
+    traceparent_of(&span.context())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -13,10 +13,12 @@ use weft_e2e::{Suite, TestEnv};
 
 use crate::RUN_TIMEOUT;
 
-/// Binds a queue of the test's own to the events exchange and forwards what arrives.
+/// Binds a queue of the test's own to the events exchange with `keys` and forwards what
+/// arrives.
 async fn listen(
     suite: &Suite,
     stop: &CancellationToken,
+    keys: &[&str],
 ) -> (
     Bus,
     String,
@@ -28,9 +30,8 @@ async fn listen(
         .unwrap();
     let queue = format!("{}.test-listener", env.namespace);
     let exchange = env.names().events_exchange();
-    bus.declare_queue(&queue, &[(exchange.as_str(), "#")])
-        .await
-        .unwrap();
+    let bindings: Vec<(&str, &str)> = keys.iter().map(|k| (exchange.as_str(), *k)).collect();
+    bus.declare_queue(&queue, &bindings).await.unwrap();
     let (tx, rx) = mpsc::unbounded_channel();
     bus.consume(
         &queue,
@@ -91,7 +92,7 @@ async fn every_lifecycle_change_is_published_once_in_order() {
     let suite = Suite::start(TestEnv::new().await.unwrap()).await.unwrap();
     let client = suite.client();
     let stop = CancellationToken::new();
-    let (bus, queue, mut rx) = listen(&suite, &stop).await;
+    let (bus, queue, mut rx) = listen(&suite, &stop, &["#"]).await;
     client
         .register(&json!({"name": "told", "version": 1, "tasks": [
             {"name": "make_name", "taskReferenceName": "m", "type": "SIMPLE",
@@ -169,6 +170,97 @@ async fn every_lifecycle_change_is_published_once_in_order() {
     if let Ok(Some((_, extra))) = tokio::time::timeout(Duration::from_millis(500), rx.recv()).await
     {
         assert_ne!(extra.workflow_id, id, "unexpected {extra:?}");
+    }
+    stop.cancel();
+    bus.teardown(&[queue]).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_listener_bound_to_some_keys_gets_those_events_only() {
+    use reqwest::Method;
+    let suite = Suite::start(TestEnv::new().await.unwrap()).await.unwrap();
+    let client = suite.client();
+    let stop = CancellationToken::new();
+    let keys = [
+        "workflow.*",
+        "task.skipped",
+        "task.failed",
+        "task.timed_out",
+    ];
+    let (bus, queue, mut rx) = listen(&suite, &stop, &keys).await;
+    let send = |method: Method, path: String| {
+        let client = client.clone();
+        async move {
+            let r = client.raw(method, &path, None).await.unwrap();
+            assert!(r.status < 300, "{path}: {} {}", r.status, r.text);
+        }
+    };
+    client
+        .register(&json!({"name": "ops_events", "version": 1, "tasks": [
+            {"name": "nobody", "taskReferenceName": "w1", "type": "SIMPLE"},
+            {"name": "make_name", "taskReferenceName": "m", "type": "SIMPLE",
+             "inputParameters": {"first": "Ada"}}]}))
+        .await
+        .unwrap();
+    // The example worker fails `count` without `n` terminally.
+    client
+        .register(&json!({"name": "fail_events", "version": 1, "tasks": [
+            {"name": "count", "taskReferenceName": "c", "type": "SIMPLE",
+             "inputParameters": {"text": "x"}}]}))
+        .await
+        .unwrap();
+    client
+        .register(&json!({"name": "late_events", "version": 1, "tasks": [
+            {"name": "nobody", "taskReferenceName": "p", "type": "SIMPLE",
+             "taskDefinition": {"pollTimeoutSeconds": 1}}]}))
+        .await
+        .unwrap();
+
+    // Pause, resume, skip: the run completes.
+    let a = client.start("ops_events", json!({})).await.unwrap();
+    until(&mut rx, &a, &["workflow.started"]).await;
+    send(Method::PUT, format!("/api/workflow/{a}/pause")).await;
+    send(Method::PUT, format!("/api/workflow/{a}/resume")).await;
+    send(Method::PUT, format!("/api/workflow/{a}/skiptask/w1")).await;
+    let seen_a = until(
+        &mut rx,
+        &a,
+        &[
+            "workflow.paused",
+            "workflow.resumed",
+            "task.skipped w1",
+            "workflow.completed",
+        ],
+    )
+    .await;
+
+    // A failure, a retry (a reset), the same failure again.
+    let b = client.start("fail_events", json!({})).await.unwrap();
+    let mut seen_b = until(&mut rx, &b, &["task.failed c", "workflow.failed"]).await;
+    send(Method::POST, format!("/api/workflow/{b}/retry")).await;
+    seen_b.extend(
+        until(
+            &mut rx,
+            &b,
+            &["workflow.reset", "task.failed c", "workflow.failed"],
+        )
+        .await,
+    );
+    let failed = seen_b.iter().find(|e| e.event == "task.failed").unwrap();
+    assert_eq!(failed.status, "FAILED_WITH_TERMINAL_ERROR");
+    assert!(failed.reason.is_some(), "{failed:?}");
+    let reset = seen_b.iter().find(|e| e.event == "workflow.reset").unwrap();
+    assert_ne!(reset.run_id, failed.run_id, "the reset is the new run's");
+
+    // No worker takes it in time.
+    let c = client.start("late_events", json!({})).await.unwrap();
+    let seen_c = until(&mut rx, &c, &["task.timed_out p", "workflow.timed_out"]).await;
+
+    // Only the bound keys arrived: no task.scheduled, task.started or task.completed.
+    for e in seen_a.iter().chain(&seen_b).chain(&seen_c) {
+        let bound = e.event.starts_with("workflow.")
+            || ["task.skipped", "task.failed", "task.timed_out"].contains(&e.event.as_str());
+        assert!(bound, "{} arrived on a queue not bound to it", e.event);
     }
     stop.cancel();
     bus.teardown(&[queue]).await.unwrap();

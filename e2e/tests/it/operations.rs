@@ -448,6 +448,37 @@ async fn reset_retry_and_restart() {
     assert_eq!(chain[1]["resetFrom"]["taskRef"], "c");
     assert_eq!(chain[1]["current"], true);
 
+    // Conductor's rerun from a task id, with a new workflow input: d and e run again
+    // with it; c keeps its output.
+    let d_id = task(&wf, "d")["taskId"].as_str().unwrap().to_owned();
+    let (status, body, _) = send(
+        client,
+        Method::POST,
+        &format!("/api/workflow/{id}/rerun"),
+        Some(json!({"reRunFromTaskId": d_id, "taskInput": {"x": 1}})),
+    )
+    .await;
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(body["path"], "taskInput", "{body}");
+    let (status, _, text) = send(
+        client,
+        Method::POST,
+        &format!("/api/workflow/{id}/rerun"),
+        Some(json!({"reRunFromTaskId": d_id, "workflowInput": {"n": 9}})),
+    )
+    .await;
+    assert_eq!(status, 200, "{text}");
+    assert_eq!(text, id, "rerun answers the workflow id");
+    let rerun = crate::ended(&suite, &id, "COMPLETED").await;
+    assert_eq!(rerun["input"], json!({"n": 9}));
+    assert_eq!(task(&rerun, "e")["inputData"], json!({"n": 9}));
+    assert_eq!(
+        task(&rerun, "c")["outputData"],
+        task(&wf, "c")["outputData"]
+    );
+    assert_eq!(steps.count("c"), 2, "c is before the rerun point");
+    assert_eq!((steps.count("d"), steps.count("e")), (3, 3));
+
     // Reset to an unknown ref: 400 naming the field.
     let (status, body, _) = send(
         client,
@@ -616,5 +647,37 @@ async fn terminate_racing_completions_never_leaves_a_lying_status() {
     }
     // Not a timing claim: the count only shows both outcomes are possible.
     eprintln!("{terminated} of 200 runs terminated, the rest completed first");
+    shutdown.cancel();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_skipped_while_scheduled_never_runs_on_a_worker_that_comes_later() {
+    let suite = Suite::start(TestEnv::new().await.unwrap()).await.unwrap();
+    let client = suite.client();
+    client
+        .register(&sequence("queued", &["x", "y"]))
+        .await
+        .unwrap();
+    // No worker yet: x waits in its queue.
+    let id = client.start("queued", json!({"n": 1})).await.unwrap();
+    wait_task(client, &id, "x", "SCHEDULED").await;
+    let (status, _, text) = send(
+        client,
+        Method::PUT,
+        &format!("/api/workflow/{id}/skiptask/x"),
+        Some(json!({"taskOutput": {"skipped": true}})),
+    )
+    .await;
+    assert_eq!(status, 200, "{text}");
+
+    // The worker that comes now receives x's message but does not run it.
+    let shutdown = CancellationToken::new();
+    let steps = Steps::default();
+    steps.start(&suite, &shutdown);
+    let wf = crate::ended(&suite, &id, "COMPLETED").await;
+    assert_eq!(task(&wf, "x")["status"], "SKIPPED");
+    assert_eq!(task(&wf, "x")["outputData"], json!({"skipped": true}));
+    assert_eq!(steps.count("y"), 1);
+    assert_eq!(steps.count("x"), 0, "a skipped task never runs");
     shutdown.cancel();
 }

@@ -88,6 +88,21 @@ fn parse(body: &Value) -> Vec<Span> {
     out
 }
 
+/// The chain of span names from `span` up to the first `decider.command` (excluded),
+/// e.g. `["activity", "queue.wait", "bus.publish"]`; panics when a parent is missing.
+fn chain_to_decision<'a>(span: &'a Span, ids: &HashMap<&str, &'a Span>) -> Vec<&'a Span> {
+    let mut chain = vec![span];
+    let mut at = span;
+    while at.name != "decider.command" {
+        at = ids
+            .get(at.parent_id.as_str())
+            .unwrap_or_else(|| panic!("{at:?} has no parent in the trace (chain {chain:?})"));
+        chain.push(at);
+    }
+    chain.pop();
+    chain
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_is_one_trace_across_every_service_and_the_worker() {
     let (base, spans) = receiver().await;
@@ -109,6 +124,7 @@ async fn a_run_is_one_trace_across_every_service_and_the_worker() {
              "inputParameters": {"first": "${workflow.input.first}"}},
             {"name": "pause", "taskReferenceName": "p", "type": "WAIT",
              "inputParameters": {"duration": "1 seconds"}},
+            {"name": "approve", "taskReferenceName": "approve", "type": "WAIT"},
             {"name": "shout", "taskReferenceName": "s", "type": "SIMPLE",
              "inputParameters": {"text": "${m.output.name}"}}]}))
         .await
@@ -117,12 +133,22 @@ async fn a_run_is_one_trace_across_every_service_and_the_worker() {
         .start("traced", json!({"first": "Ada"}))
         .await
         .unwrap();
+    // A signal sent by an operator's request (its own trace) joins the run's trace.
+    let signal = client
+        .post_json(
+            &format!("/api/workflow/{id}/signal/approve"),
+            &json!({"ok": true}),
+        )
+        .await
+        .unwrap();
+    assert!(signal.status < 300, "{}", signal.text);
     crate::ended(&suite, &id, "COMPLETED").await;
 
     let wanted: HashSet<&str> = [
         "weft-gateway",
         "weft-decider",
         "weft-history",
+        "weft-heartbeat",
         "weft-worker-example",
     ]
     .into_iter()
@@ -138,30 +164,72 @@ async fn a_run_is_one_trace_across_every_service_and_the_worker() {
         if let (Some(trace), 1) = (traces.iter().next(), traces.len()) {
             let in_trace: Vec<&Span> = seen.iter().filter(|s| s.trace_id == *trace).collect();
             let services: HashSet<&str> = in_trace.iter().map(|s| s.service.as_str()).collect();
-            let activities: Vec<&&Span> =
-                in_trace.iter().filter(|s| s.name == "activity").collect();
-            if wanted.is_subset(&services) && activities.len() >= 2 && commands.len() >= 6 {
-                // Parent links cross the bus: each activity's parent is a decision span,
-                // and the timer's firing is a child of the decision that set it.
+            let activities: Vec<&Span> = in_trace
+                .iter()
+                .copied()
+                .filter(|s| s.name == "activity")
+                .collect();
+            let signalled = commands
+                .iter()
+                .any(|s| s.attributes.get("command").map(String::as_str) == Some("Signal"));
+            let committed = in_trace.iter().any(|s| s.name == "decider.commit");
+            let registered = in_trace
+                .iter()
+                .any(|s| s.name == "heartbeat.apply" && s.service == "weft-heartbeat");
+            if wanted.is_subset(&services)
+                && activities.len() >= 2
+                && commands.len() >= 7
+                && signalled
+                && committed
+                && registered
+            {
+                // Parent links cross the bus: each activity is a child of the time its
+                // task waited in its queue, which follows the decider's publish of it,
+                // which follows the decision that scheduled it.
                 let ids: HashMap<&str, &Span> =
                     in_trace.iter().map(|s| (s.span_id.as_str(), *s)).collect();
                 for a in &activities {
-                    let parent = ids
-                        .get(a.parent_id.as_str())
-                        .unwrap_or_else(|| panic!("{a:?} has no parent in the trace"));
-                    assert_eq!(parent.name, "decider.command", "{a:?}");
+                    let chain: Vec<(&str, &str)> = chain_to_decision(a, &ids)
+                        .iter()
+                        .map(|s| (s.name.as_str(), s.service.as_str()))
+                        .collect();
+                    assert_eq!(
+                        chain,
+                        vec![
+                            ("activity", "weft-worker-example"),
+                            ("queue.wait", "weft-worker-example"),
+                            ("bus.publish", "weft-decider"),
+                        ],
+                        "{a:?}"
+                    );
                 }
+                // The timer's firing is a child of the decision that set it, and the
+                // decision it wakes follows its publish and queue wait.
                 let fired = in_trace
                     .iter()
                     .find(|s| s.name == "history.timer_fired")
                     .expect("the timer's firing is in the trace");
-                assert_eq!(ids[fired.parent_id.as_str()].service, "weft-decider");
+                assert_eq!(ids[fired.parent_id.as_str()].name, "decider.command");
+                let woken = commands
+                    .iter()
+                    .find(|s| s.attributes.get("command").map(String::as_str) == Some("TimerFired"))
+                    .expect("the decision the timer woke");
+                let chain: Vec<&str> = chain_to_decision(ids[woken.parent_id.as_str()], &ids)
+                    .iter()
+                    .map(|s| s.name.as_str())
+                    .collect();
+                assert_eq!(
+                    chain,
+                    vec!["queue.wait", "bus.publish", "history.timer_fired"]
+                );
                 break;
             }
             assert!(
                 tokio::time::Instant::now() < deadline,
-                "trace {trace} has services {services:?} and {} activity spans",
-                activities.len()
+                "trace {trace} has services {services:?}, {} activity spans, {} decisions \
+                 (signal: {signalled}, commit: {committed}, attempt registered: {registered})",
+                activities.len(),
+                commands.len()
             );
         } else {
             assert!(

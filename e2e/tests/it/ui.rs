@@ -72,7 +72,16 @@ fn chromium() -> PathBuf {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ui_shows_a_run_and_resets_it_in_a_browser() {
     let browser = chromium();
-    let suite = Suite::start(TestEnv::new().await.unwrap()).await.unwrap();
+    let options = weft_e2e::EnvOptions {
+        extra_env: vec![(
+            "WEFT_TRACE_URL".into(),
+            "http://traces.example/trace/{traceId}".into(),
+        )],
+        ..weft_e2e::EnvOptions::default()
+    };
+    let suite = Suite::start(TestEnv::create(options).await.unwrap())
+        .await
+        .unwrap();
     let client = suite.client();
     let shutdown = CancellationToken::new();
     let env = suite.env();

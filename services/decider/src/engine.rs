@@ -187,14 +187,25 @@ impl Shard {
         let mut order: Vec<String> = Vec::new();
         let mut retired: Vec<Working> = Vec::new();
         let mut outcomes = Vec::new();
+        // The traceparent of each command's span: the commit's span continues them.
+        let mut traced: Vec<String> = Vec::new();
         for (delivery, command) in deliveries.iter().zip(commands) {
             let Ok(command) = command else { continue };
+            let wf = &delivery.envelope.workflow_id;
+            if !working.contains_key(wf) {
+                if let Some(w) = self.load(wf).await? {
+                    working.insert(wf.clone(), w);
+                    order.push(wf.clone());
+                }
+            }
             let span = tracing::info_span!(
                 "decider.command",
-                workflow_id = %delivery.envelope.workflow_id,
+                workflow_id = %wf,
                 command = %delivery.envelope.kind
             );
-            weft::telemetry::set_parent(&span, delivery.traceparent.as_deref());
+            let run_trace = working.get(wf).and_then(|w| w.state.traceparent.as_deref());
+            trace_command(&span, delivery.traceparent.as_deref(), run_trace);
+            traced.extend(weft::telemetry::traceparent_of_span(&span));
             // `instrument`, not `span.enter()`: the guard must not live across awaits.
             let verdict = self
                 .apply_one(&mut working, &mut order, &mut retired, delivery, command)
@@ -242,7 +253,12 @@ impl Shard {
             return Ok(());
         }
         let started = Instant::now();
-        self.store.commit(&batch).await?;
+        let commit = tracing::info_span!("decider.commit", commands = deliveries.len());
+        weft::telemetry::set_parent(&commit, traced.first().map(String::as_str));
+        for other in traced.iter().skip(1) {
+            weft::telemetry::add_link(&commit, Some(other));
+        }
+        self.store.commit(&batch).instrument(commit).await?;
         self.metrics
             .commit_seconds
             .observe(started.elapsed().as_secs_f64());
@@ -871,6 +887,21 @@ fn append(w: &mut Working, event: Event) -> Result<(), Error> {
     }
     w.events.push(stored);
     Ok(())
+}
+
+/// Makes `span` (a command's) part of its run's trace: the trace of the start request,
+/// stored with the run (`run_trace`), so that decisions made much later (a signal, an
+/// operator's command, a heartbeat timeout) join the run's trace. A command already in
+/// that trace (an activity's result, a timer the run set) continues its sender's span; one
+/// from elsewhere (an operator's request) is linked to it instead.
+fn trace_command(span: &tracing::Span, delivered: Option<&str>, run_trace: Option<&str>) {
+    match run_trace {
+        Some(run) if !delivered.is_some_and(|d| weft::telemetry::same_trace(d, run)) => {
+            weft::telemetry::set_parent(span, Some(run));
+            weft::telemetry::add_link(span, delivered);
+        }
+        _ => weft::telemetry::set_parent(span, delivered),
+    }
 }
 
 /// Whether `event` ends its run.

@@ -301,3 +301,85 @@ fn reset_refusals() {
     assert_eq!(status, 409);
     assert!(message.contains("no longer the current run"), "{message}");
 }
+
+#[test]
+fn retry_applies_to_timed_out_and_terminated_runs_and_a_failed_optional_task() {
+    // TIMED_OUT: back to the task that ran out of time.
+    let def = json!({"name": "slow", "tasks": [
+        {"name": "t", "taskReferenceName": "a"},
+        {"name": "t", "taskReferenceName": "b", "taskDefinition": {"timeoutSeconds": 5}},
+        {"name": "t", "taskReferenceName": "c"}]});
+    let mut sim = Sim::start(def, json!({}));
+    sim.complete("a", json!({})).take("b");
+    let due = sim.state.timers[0].fire_at;
+    sim.fire_timers_due_by(due);
+    assert_eq!(sim.state.record().status, "TIMED_OUT");
+    let next = sim.reset(&reset(ResetTarget::LastFailed));
+    assert_eq!(next.pending(), vec!["b"]);
+    assert_eq!(next.state.latest("a").unwrap().status.as_str(), "COMPLETED");
+
+    // TERMINATED: back to the task the terminate canceled.
+    let mut sim = Sim::start(five(), json!({}));
+    sim.complete("a", json!({})).complete("b", json!({}));
+    sim.command(&Command::Terminate(Terminate {
+        op: Operation::default(),
+        reason: "stop".into(),
+    }));
+    let next = sim.reset(&reset(ResetTarget::LastFailed));
+    assert_eq!(next.pending(), vec!["c"]);
+
+    // RUNNING with an optional task that failed for good: back to it.
+    let def = json!({"name": "opt", "tasks": [
+        {"name": "t", "taskReferenceName": "a"},
+        {"name": "t", "taskReferenceName": "b", "optional": true},
+        {"name": "t", "taskReferenceName": "c"}]});
+    let mut sim = Sim::start(def, json!({}));
+    sim.complete("a", json!({})).fail("b", "flaky");
+    assert_eq!(sim.state.record().status, "RUNNING");
+    assert_eq!(
+        sim.state.latest("b").unwrap().status.as_str(),
+        "COMPLETED_WITH_ERRORS"
+    );
+    assert_eq!(sim.pending(), vec!["c"]);
+    let next = sim.reset(&reset(ResetTarget::LastFailed));
+    assert_eq!(next.pending(), vec!["b"]);
+    assert_eq!(next.state.record().status, "RUNNING");
+}
+
+#[test]
+fn restart_of_a_failed_run_begins_again_with_the_new_input() {
+    let mut sim = Sim::start(five(), json!({"n": 1}));
+    sim.complete("a", json!({})).fail("b", "boom");
+    assert_eq!(sim.state.record().status, "FAILED");
+    let mut restart = reset(ResetTarget::First);
+    restart.workflow_input = Some(json!({"n": 2}));
+    let next = sim.reset(&restart);
+    assert_eq!(next.pending(), vec!["a"]);
+    assert_eq!(next.state.input, json!({"n": 2}));
+    assert_eq!(next.state.tasks.len(), 1, "nothing of the old run is kept");
+}
+
+#[test]
+fn reset_to_a_sub_workflow_task_starts_a_new_child() {
+    let def = json!({"name": "parent", "tasks": [
+        {"name": "t", "taskReferenceName": "a"},
+        {"name": "child", "taskReferenceName": "child", "type": "SUB_WORKFLOW",
+         "subWorkflowParam": {"name": "kid", "workflowDefinition":
+            {"name": "kid", "version": 1, "tasks": [{"name": "t", "taskReferenceName": "k1"}]}}},
+        {"name": "t", "taskReferenceName": "after"}]});
+    let mut sim = Sim::start(def, json!({}));
+    sim.complete("a", json!({}));
+    let child = |s: &Sim| {
+        s.state.latest("child").unwrap().output.clone().unwrap()["subWorkflowId"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    let first_child = child(&sim);
+    let running = sim.state.latest("child").unwrap().status.as_str();
+    let next = sim.reset(&to_ref("child"));
+    let second_child = child(&next);
+    assert_ne!(first_child, second_child, "a new child run");
+    assert_eq!(next.state.latest("child").unwrap().status.as_str(), running);
+    assert_eq!(next.state.latest("a").unwrap().status.as_str(), "COMPLETED");
+}

@@ -68,11 +68,13 @@ impl Sim {
         self
     }
 
-    /// Applies decisions until there are none.
+    /// Applies decisions until there are none; then checks replay: the history folded
+    /// again from its first event gives the same run, which decides nothing more.
     pub fn settle(&mut self) {
         for _ in 0..1_000 {
             let decisions = decide(&self.state);
             if decisions.is_empty() {
+                self.check_replay();
                 return;
             }
             for d in decisions {
@@ -82,6 +84,22 @@ impl Sim {
             }
         }
         panic!("the interpreter did not settle");
+    }
+
+    /// Deterministic replay (DESIGN.md §3.4): folding the recorded history again yields
+    /// the state the simulation reached, and the same (no) decisions.
+    fn check_replay(&self) {
+        let replayed = RunState::from_history(&self.state.workflow_id, &self.events)
+            .unwrap_or_else(|e| panic!("replay failed: {e}"));
+        assert_eq!(
+            replayed, self.state,
+            "replaying the history gives another run"
+        );
+        assert!(
+            decide(&replayed).is_empty(),
+            "the replayed run decides again: {:?}",
+            decide(&replayed)
+        );
     }
 
     /// Refs of activities waiting for a worker, in schedule order.

@@ -52,6 +52,7 @@ pub fn router(state: AppState) -> Router {
         .merge(routes::heartbeat::routes())
         .merge(routes::tasks::routes())
         .merge(routes::ui::routes())
+        .merge(routes::ui::config_routes())
         .merge(routes::graph::routes())
         .merge(routes::search::routes())
         .merge(routes::stats::routes())
@@ -137,6 +138,7 @@ async fn connect(config: &Config, shutdown: &CancellationToken) -> weft::Result<
         AppState::new(store, bus, config.max_body_bytes, Metrics::new())
             .with_registry(registry)
             .with_graph_cache(graphs)
+            .with_trace_url(config.trace_url.clone())
             .with_shutdown(shutdown.clone()),
     )
 }

@@ -29,6 +29,8 @@ pub struct AppState {
     pub graph_cache: Option<GraphCache>,
     /// Cancelled when the gateway shuts down: long polls answer at once.
     pub shutdown: CancellationToken,
+    /// The UI's link to a trace (`WEFT_TRACE_URL`, with `{traceId}`).
+    pub trace_url: Option<String>,
 }
 
 impl AppState {
@@ -40,6 +42,7 @@ impl AppState {
             registry: Registry::new(store.clone(), None, Duration::from_secs(60)),
             graph_cache: None,
             shutdown: CancellationToken::new(),
+            trace_url: None,
             store,
             bus,
             max_body_bytes,
@@ -57,6 +60,12 @@ impl AppState {
     /// Ends long polls when `shutdown` is cancelled.
     pub fn with_shutdown(mut self, shutdown: CancellationToken) -> Self {
         self.shutdown = shutdown;
+        self
+    }
+
+    /// Links the UI's run pages to their traces (`{traceId}` in `url` is replaced).
+    pub fn with_trace_url(mut self, url: Option<String>) -> Self {
+        self.trace_url = url;
         self
     }
 

@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 use weft::bus::{Bus, ConsumeOptions, Delivery, Disposition};
 use weft::messages::{
     HeartbeatAction, HeartbeatAnswer, HeartbeatAnswers, HeartbeatMessage, Heartbeats,
@@ -79,9 +80,28 @@ impl Ingest {
         if let Err(reason) = check(&message) {
             return Disposition::DeadLetter(reason);
         }
+        // A traced message (an attempt's start or end, a stop from the decider) gets its
+        // span in the run's trace; untraced heartbeat batches (many runs at once) none.
+        let span = match delivery.traceparent.as_deref() {
+            Some(parent) => {
+                let span = tracing::info_span!(
+                    "heartbeat.apply",
+                    message = %delivery.envelope.kind,
+                    workflow_id = %delivery.envelope.workflow_id
+                );
+                weft::telemetry::set_parent(&span, Some(parent));
+                span
+            }
+            None => tracing::Span::none(),
+        };
+        self.apply(&delivery, message).instrument(span).await
+    }
+
+    /// Applies a decoded, checked message to the registry.
+    async fn apply(&self, delivery: &Delivery, message: HeartbeatMessage) -> Disposition {
         let applied = match message {
             HeartbeatMessage::Heartbeats(beats) => {
-                self.answer(&delivery, &beats).await;
+                self.answer(delivery, &beats).await;
                 Ok(())
             }
             HeartbeatMessage::AttemptStarted(s) => {

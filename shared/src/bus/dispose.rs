@@ -24,12 +24,28 @@ fn header_text(props: &BasicProperties, name: &str) -> Option<String> {
     }
 }
 
-/// Decodes the envelope of `raw`; the error is the reason to dead-letter it.
+/// A header's value as an integer.
+fn header_int(props: &BasicProperties, name: &str) -> Option<i64> {
+    match props.headers().as_ref()?.inner().get(name)? {
+        AMQPValue::LongLongInt(v) => Some(*v),
+        AMQPValue::LongInt(v) => Some(i64::from(*v)),
+        AMQPValue::Timestamp(v) => i64::try_from(*v).ok(),
+        _ => None,
+    }
+}
+
+/// Decodes the envelope of `raw` (the consumer continues the trace after a `queue.wait`
+/// span for the time the message spent in `queue`); the error is the reason to dead-letter it.
 pub(crate) fn decode(raw: &RawDelivery, queue: &str) -> Result<Delivery, String> {
     let envelope = Envelope::from_bytes(&raw.data).map_err(|e| e.to_string())?;
+    let traceparent = crate::telemetry::queue_wait(
+        header_text(&raw.properties, TRACEPARENT_HEADER).as_deref(),
+        header_int(&raw.properties, crate::telemetry::PUBLISHED_AT_HEADER),
+        queue,
+    );
     Ok(Delivery {
         envelope,
-        traceparent: header_text(&raw.properties, TRACEPARENT_HEADER),
+        traceparent,
         redelivered: raw.redelivered,
         queue: queue.to_owned(),
         reply_to: raw.properties.reply_to().as_ref().map(|s| s.to_string()),

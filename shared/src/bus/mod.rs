@@ -25,6 +25,7 @@ use std::sync::Arc;
 
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use crate::topology::Names;
 use crate::{Envelope, Error, Result};
@@ -159,7 +160,9 @@ impl Bus {
         self.link.publish(exchange, routing_key, &body, props).await
     }
 
-    /// Publishes pre-encoded bytes (the outbox), persistent, confirmed.
+    /// Publishes pre-encoded bytes (the outbox, timers), persistent, confirmed. A traced
+    /// message (`traceparent` given) gets a `bus.publish` span, child of the span that
+    /// produced it, which the consumer's side continues.
     pub async fn publish_bytes(
         &self,
         exchange: &str,
@@ -167,8 +170,21 @@ impl Bus {
         body: &[u8],
         traceparent: Option<&str>,
     ) -> Result<()> {
-        let props = publish::properties(publish::envelope_id(body), traceparent);
-        self.link.publish(exchange, routing_key, body, props).await
+        let Some(parent) = traceparent else {
+            let props = publish::properties(publish::envelope_id(body), None);
+            return self.link.publish(exchange, routing_key, body, props).await;
+        };
+        let span = tracing::info_span!("bus.publish", exchange, routing_key);
+        crate::telemetry::set_parent(&span, Some(parent));
+        let traceparent = crate::telemetry::traceparent_of_span(&span);
+        let props = publish::properties(
+            publish::envelope_id(body),
+            traceparent.as_deref().or(Some(parent)),
+        );
+        self.link
+            .publish(exchange, routing_key, body, props)
+            .instrument(span)
+            .await
     }
 
     /// Publishes a command to its workflow's shard.

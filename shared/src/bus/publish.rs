@@ -40,15 +40,18 @@ pub(crate) fn properties(message_id: Option<Uuid>, traceparent: Option<&str>) ->
     if let Some(id) = message_id {
         props = props.with_message_id(id.to_string().into());
     }
+    let mut headers = FieldTable::default();
     if let Some(tp) = traceparent {
-        let mut headers = FieldTable::default();
         headers.insert(
             TRACEPARENT_HEADER.into(),
             AMQPValue::LongString(LongString::from(tp)),
         );
-        props = props.with_headers(headers);
     }
-    props
+    headers.insert(
+        crate::telemetry::PUBLISHED_AT_HEADER.into(),
+        AMQPValue::LongLongInt(crate::telemetry::now_micros()),
+    );
+    props.with_headers(headers)
 }
 
 /// The `id` of an encoded envelope, if the body is one.

@@ -334,6 +334,18 @@ impl Walker<'_> {
         visible: &HashSet<String>,
         fork: Option<&WorkflowTask>,
     ) -> Result<(), DslError> {
+        let closes_a_fork = fork.is_some_and(|f| {
+            matches!(
+                f.task_type(),
+                Some(TaskType::ForkJoin | TaskType::ForkJoinDynamic)
+            )
+        });
+        if !closes_a_fork {
+            return Err(DslError::new(
+                path,
+                "a JOIN must come right after the FORK_JOIN or FORK_JOIN_DYNAMIC it closes",
+            ));
+        }
         // Refs inside the preceding static fork's branches (a dynamic fork's are known
         // only at run time).
         let forked: Option<HashSet<String>> = fork
@@ -1396,6 +1408,12 @@ mod tests {
             "not a task of the FORK_JOIN",
         );
         assert_err(join_on(json!("a")), "tasks[2].joinOn", "array");
+        assert_err(
+            wf(json!([simple("a", json!({})),
+                      {"name": "j", "taskReferenceName": "j", "type": "JOIN", "joinOn": ["a"]}])),
+            "tasks[1]",
+            "right after the FORK_JOIN",
+        );
         assert_err(
             join_on(json!([1])),
             "tasks[2].joinOn[0]",

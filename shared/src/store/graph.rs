@@ -70,9 +70,9 @@ impl Store {
         else {
             return Ok(None);
         };
-        let definition = sqlx::query_scalar::<_, serde_json::Value>(
-            "SELECT attributes->'definition' FROM history_events
-             WHERE run_id = $1 AND event_id = 1",
+        let (definition, traceparent) = sqlx::query_as::<_, (serde_json::Value, Option<String>)>(
+            "SELECT attributes->'definition', attributes->>'traceparent' FROM history_events
+                 WHERE run_id = $1 AND event_id = 1",
         )
         .bind(run_id)
         .fetch_optional(&mut *tx)
@@ -84,12 +84,9 @@ impl Store {
             .await?;
         tx.commit().await?;
         let def: WorkflowDef = serde_json::from_value(definition)?;
-        Ok(Some(graph_build::build(
-            workflow_id,
-            run_id,
-            version,
-            &def,
-            &rows,
-        )))
+        let mut graph = graph_build::build(workflow_id, run_id, version, &def, &rows);
+        // traceparent: version-traceid-spanid-flags.
+        graph.trace_id = traceparent.and_then(|tp| tp.split('-').nth(1).map(str::to_owned));
+        Ok(Some(graph))
     }
 }

@@ -39,6 +39,9 @@ pub struct Graph {
     pub run_id: Uuid,
     /// The run's version (history length) the graph was computed at.
     pub version: i64,
+    /// The id of the run's trace (of its start request), when it was traced.
+    #[serde(default)]
+    pub trace_id: Option<String>,
     /// Every node of the definition (loop bodies once per iteration).
     pub nodes: Vec<Node>,
     /// Every edge between them.
@@ -214,6 +217,7 @@ pub fn build(
         workflow_id: workflow_id.to_owned(),
         run_id,
         version,
+        trace_id: None,
         nodes,
         edges,
     }
@@ -446,5 +450,103 @@ fn collect_refs(tasks: &[WorkflowTask], out: &mut Vec<String>) {
         for list in t.children() {
             collect_refs(list, out);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn row(task_ref: &str, task_type: &str, seq: i32, status: &str) -> GraphRow {
+        GraphRow {
+            task_id: Uuid::new_v4(),
+            task_ref: task_ref.into(),
+            task_type: task_type.into(),
+            seq,
+            iteration: 0,
+            attempt: 1,
+            status: status.into(),
+            scheduled_ms: 1_000 + i64::from(seq),
+            start_ms: None,
+            end_ms: None,
+            input_bytes: Some(2),
+            output_bytes: None,
+            selected_case: None,
+            sub_workflow_id: None,
+            forked: None,
+        }
+    }
+
+    fn edge_lines(g: &Graph) -> Vec<String> {
+        let mut out: Vec<String> = g
+            .edges
+            .iter()
+            .map(|e| format!("{}>{} {} {}", e.from, e.to, e.kind, e.followed))
+            .collect();
+        out.sort();
+        out
+    }
+
+    #[test]
+    fn a_dynamic_fork_shows_the_tasks_it_forked_between_it_and_its_join() {
+        let def: WorkflowDef = serde_json::from_value(json!({"name": "dyn", "tasks": [
+            {"name": "fan", "taskReferenceName": "fan", "type": "FORK_JOIN_DYNAMIC",
+             "dynamicForkTasksParam": "tasks", "dynamicForkTasksInputParamName": "inputs",
+             "inputParameters": {"tasks": "${workflow.input.tasks}",
+                                 "inputs": "${workflow.input.inputs}"}},
+            {"name": "join", "taskReferenceName": "join", "type": "JOIN"},
+            {"name": "last", "taskReferenceName": "last", "type": "SIMPLE"}]}))
+        .unwrap();
+        let run = Uuid::new_v4();
+
+        // Before the fork ran: nothing forked, the fork leads straight to its join.
+        let g = build("wf", run, 1, &def, &[]);
+        let ids: Vec<&str> = g.nodes.iter().map(|n| n.id.as_str()).collect();
+        assert_eq!(ids, vec!["fan", "join", "last"]);
+
+        // It forked two tasks: one done, one running.
+        let mut fan = row("fan", "FORK_JOIN_DYNAMIC", 0, "COMPLETED");
+        fan.forked = Some(sqlx::types::Json(vec!["d1".into(), "d2".into()]));
+        let rows = vec![
+            fan,
+            row("d1", "SIMPLE", 1, "COMPLETED"),
+            row("d2", "HTTP", 2, "IN_PROGRESS"),
+            row("join", "JOIN", 3, "IN_PROGRESS"),
+        ];
+        let g = build("wf", run, 9, &def, &rows);
+        let shown: Vec<(&str, &str, Option<&str>, bool)> = g
+            .nodes
+            .iter()
+            .map(|n| {
+                (
+                    n.id.as_str(),
+                    n.kind.as_str(),
+                    n.status.as_deref(),
+                    n.logical,
+                )
+            })
+            .collect();
+        assert_eq!(
+            shown,
+            vec![
+                ("fan", "FORK_JOIN_DYNAMIC", Some("COMPLETED"), true),
+                ("d1", "SIMPLE", Some("COMPLETED"), false),
+                ("d2", "HTTP", Some("IN_PROGRESS"), false),
+                ("join", "JOIN", Some("IN_PROGRESS"), true),
+                ("last", "SIMPLE", None, false),
+            ]
+        );
+        assert_eq!(
+            edge_lines(&g),
+            vec![
+                "d1>join join true",
+                "d2>join join true",
+                "fan>d1 fork true",
+                "fan>d2 fork true",
+                "join>last sequence false",
+            ]
+        );
     }
 }

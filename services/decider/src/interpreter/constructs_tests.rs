@@ -850,7 +850,11 @@ fn group_join_fails_the_run_below_its_success_percent() {
 #[test]
 fn a_loop_that_never_ends_fails_at_its_iteration_cap() {
     let mut sim = Sim::start(counting_loop("true"), json!({}));
+    // The cap is recorded in the run's start (so that replay uses the same one).
     sim.state.max_loop_iterations = 3;
+    if let weft::messages::Event::WorkflowStarted(started) = &mut sim.events[0].event {
+        started.max_loop_iterations = Some(3);
+    }
     for _ in 0..3 {
         sim.complete("step", json!({}));
     }
@@ -924,4 +928,86 @@ fn non_retryable_error_kinds_are_never_retried() {
         2,
         "no retry after a non-retryable kind"
     );
+}
+
+#[test]
+fn total_timeout_during_a_retry_back_off_ends_the_retries() {
+    let def = json!({"name": "w", "tasks": [
+        {"name": "a", "taskReferenceName": "a", "type": "SIMPLE",
+         "taskDefinition": {"retryCount": 5, "retryDelaySeconds": 100, "totalTimeoutSeconds": 50}}]});
+    let mut sim = Sim::start(def, json!({}));
+    sim.fail("a", "flaky");
+    // The total deadline (50 s after the first scheduling) comes before the retry (100 s).
+    let total = sim.state.timers.iter().map(|t| t.fire_at).min().unwrap();
+    sim.fire_timers_due_by(total);
+    assert_eq!(sim.state.status, RunStatus::TimedOut);
+    assert_eq!(
+        sim.state.latest("a").unwrap().attempt,
+        1,
+        "no second attempt"
+    );
+    assert!(sim
+        .state
+        .reason
+        .clone()
+        .unwrap_or_default()
+        .contains("totalTimeoutSeconds"));
+}
+
+#[test]
+fn an_optional_task_out_of_total_time_lets_the_run_go_on() {
+    let def = json!({"name": "w", "tasks": [
+        {"name": "a", "taskReferenceName": "a", "type": "SIMPLE", "optional": true,
+         "taskDefinition": {"retryCount": 5, "retryDelaySeconds": 0, "totalTimeoutSeconds": 50}},
+        simple("b")]});
+    let mut sim = Sim::start(def, json!({}));
+    sim.take("a");
+    sim.fire_timers_due_by(fire_at(&sim, 0));
+    assert_eq!(sim.state.latest("a").unwrap().status.as_str(), "TIMED_OUT");
+    assert_eq!(sim.state.latest("a").unwrap().attempt, 1, "not retried");
+    assert_eq!(sim.pending(), vec!["b"]);
+    sim.complete("b", json!({}));
+    assert_eq!(sim.state.status, RunStatus::Completed);
+}
+
+#[test]
+fn timeout_policy_alert_only_lets_the_attempt_run_on() {
+    let def = json!({"name": "w", "tasks": [
+        {"name": "a", "taskReferenceName": "a", "type": "SIMPLE",
+         "taskDefinition": {"timeoutSeconds": 5, "totalTimeoutSeconds": 8,
+                            "timeoutPolicy": "ALERT_ONLY"}}]});
+    let mut sim = Sim::start(def, json!({}));
+    sim.take("a");
+    let last = sim.state.timers.iter().map(|t| t.fire_at).max().unwrap();
+    sim.fire_timers_due_by(last);
+    assert!(
+        sim.state.timers.iter().all(|t| t.fired),
+        "both deadlines passed"
+    );
+    assert_eq!(sim.state.status, RunStatus::Running);
+    assert_eq!(
+        sim.state.latest("a").unwrap().status.as_str(),
+        "IN_PROGRESS"
+    );
+    sim.complete("a", json!({"late": true}));
+    assert_eq!(sim.state.status, RunStatus::Completed);
+}
+
+#[test]
+fn a_join_goes_on_past_an_optional_task_that_timed_out_for_good() {
+    let def = json!({"name": "w", "tasks": [
+        {"name": "f", "taskReferenceName": "f", "type": "FORK_JOIN", "forkTasks": [
+            [{"name": "a", "taskReferenceName": "a", "type": "SIMPLE", "optional": true,
+              "taskDefinition": {"retryCount": 0, "timeoutSeconds": 5, "timeoutPolicy": "RETRY"}}],
+            [simple("b")]]},
+        {"name": "j", "taskReferenceName": "j", "type": "JOIN", "joinOn": ["a", "b"]},
+        simple("after")]});
+    let mut sim = Sim::start(def, json!({}));
+    sim.take("a").complete("b", json!({}));
+    assert_eq!(sim.pending(), vec!["a"]);
+    sim.fire_timers_due_by(fire_at(&sim, 0));
+    assert_eq!(sim.state.latest("a").unwrap().status.as_str(), "TIMED_OUT");
+    assert_eq!(sim.pending(), vec!["after"], "the join completed");
+    sim.complete("after", json!({}));
+    assert_eq!(sim.state.status, RunStatus::Completed);
 }

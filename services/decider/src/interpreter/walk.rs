@@ -130,9 +130,25 @@ impl<'a> Walker<'a> {
                 matches!(
                     t.status,
                     TaskStatus::Completed | TaskStatus::CompletedWithErrors | TaskStatus::Skipped
-                )
+                ) || self.optional_given_up(t)
             })
         })
+    }
+
+    /// Whether `t` is an optional task that timed out for good (out of retries or of
+    /// total time): the run goes on without it, so a JOIN does too. (An optional task
+    /// that failed for good is COMPLETED_WITH_ERRORS already.)
+    fn optional_given_up(&self, t: &TaskState) -> bool {
+        if t.status != TaskStatus::TimedOut {
+            return false;
+        }
+        let Some(task) = crate::state::find_task(&self.state.definition.tasks, &t.task_ref)
+            .filter(|task| task.optional)
+        else {
+            return false;
+        };
+        let policy = Policy::of(task);
+        t.attempt > policy.retry_count || self.total_deadline_passed(t, &policy)
     }
 
     /// An operator's skip: a skipped task is done; a task whose skip was requested
@@ -221,6 +237,21 @@ impl<'a> Walker<'a> {
                 | TaskStatus::CompletedWithErrors
                 | TaskStatus::Skipped
                 | TaskStatus::Canceled => return Flow::Done,
+                // Out of total time (`totalTimeoutSeconds`, over every attempt and back-off):
+                // no more retries; an optional task lets the run go on.
+                TaskStatus::Failed | TaskStatus::TimedOut
+                    if self.total_deadline_passed(t, &policy) =>
+                {
+                    if task.optional {
+                        return Flow::Done;
+                    }
+                    return Flow::Stop(vec![Decision::TimeOutWorkflow {
+                        reason: format!(
+                            "task {:?} did not finish within totalTimeoutSeconds ({}) over {} attempt(s)",
+                            t.task_ref, policy.total_timeout_seconds, t.attempt
+                        ),
+                    }]);
+                }
                 TaskStatus::Failed | TaskStatus::TimedOut
                     if t.attempt <= policy.retry_count
                         && policy.is_retryable(t.error_kind.as_deref()) =>
@@ -299,32 +330,24 @@ impl<'a> Walker<'a> {
     /// attempt's scheduling across retries. Each is a durable timer set once.
     fn running(&self, task: &WorkflowTask, t: &TaskState, policy: &Policy) -> Flow {
         let mut decisions = Vec::new();
-        if policy.total_timeout_seconds > 0 {
-            let first = self
-                .state
-                .tasks
-                .iter()
-                .find(|x| x.task_ref == t.task_ref && x.iteration == t.iteration)
-                .unwrap_or(t);
-            let due =
-                first.scheduled_time + chrono::Duration::seconds(policy.total_timeout_seconds);
-            let timer_id = Uuid::new_v5(&first.task_id, b"total-timeout");
+        if let Some((timer_id, due)) = self.total_deadline(t, policy) {
             match self.deadline(t, timer_id, due) {
                 Deadline::Set(d) => decisions.push(d),
                 Deadline::Pending => {}
+                // ALERT_ONLY: the deadline is only reported (the timer's firing is in
+                // the history); the attempt goes on.
+                Deadline::Passed if policy.timeout_policy == TimeoutPolicy::AlertOnly => {}
+                // The attempt times out; the next walk sees it out of total time: no
+                // retry, and the run times out unless the task is optional.
                 Deadline::Passed => {
-                    let reason = format!(
-                        "task {:?} did not finish within totalTimeoutSeconds ({}) over {} attempt(s)",
-                        t.task_ref, policy.total_timeout_seconds, t.attempt
-                    );
-                    return Flow::Stop(vec![
-                        Decision::TimeOutTask {
-                            task_id: t.task_id,
-                            task_ref: task.task_reference_name.clone(),
-                            reason: reason.clone(),
-                        },
-                        Decision::TimeOutWorkflow { reason },
-                    ]);
+                    return Flow::Waiting(vec![Decision::TimeOutTask {
+                        task_id: t.task_id,
+                        task_ref: task.task_reference_name.clone(),
+                        reason: format!(
+                            "attempt {} did not finish within totalTimeoutSeconds ({}) over {} attempt(s)",
+                            t.attempt, policy.total_timeout_seconds, t.attempt
+                        ),
+                    }]);
                 }
             }
         }
@@ -372,6 +395,39 @@ impl<'a> Walker<'a> {
                 }
             }
         }
+    }
+
+    /// The `totalTimeoutSeconds` deadline of `t`'s task (its timer and due time), counted
+    /// from the first attempt's scheduling in this iteration; `None` without one.
+    fn total_deadline(
+        &self,
+        t: &TaskState,
+        policy: &Policy,
+    ) -> Option<(Uuid, chrono::DateTime<chrono::Utc>)> {
+        if policy.total_timeout_seconds <= 0 {
+            return None;
+        }
+        let first = self
+            .state
+            .tasks
+            .iter()
+            .find(|x| x.task_ref == t.task_ref && x.iteration == t.iteration)
+            .unwrap_or(t);
+        Some((
+            Uuid::new_v5(&first.task_id, b"total-timeout"),
+            first.scheduled_time + chrono::Duration::seconds(policy.total_timeout_seconds),
+        ))
+    }
+
+    /// Whether `t`'s task has run out of total time (its deadline timer fired).
+    fn total_deadline_passed(&self, t: &TaskState, policy: &Policy) -> bool {
+        policy.timeout_policy != TimeoutPolicy::AlertOnly
+            && self.total_deadline(t, policy).is_some_and(|(timer_id, _)| {
+                self.state
+                    .timers
+                    .iter()
+                    .any(|x| x.timer_id == timer_id && x.fired)
+            })
     }
 
     /// Where the deadline timer `timer_id` of `t` stands.

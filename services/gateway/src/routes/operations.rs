@@ -184,6 +184,9 @@ struct RerunRequest {
     re_run_from_task_ref: Option<String>,
     #[serde(default)]
     workflow_input: Option<Value>,
+    /// Conductor's override of the rerun task's input: refused unless empty.
+    #[serde(default)]
+    task_input: Option<Value>,
 }
 
 /// Conductor's `POST /api/workflow/{id}/rerun`: reset to `reRunFromTaskId` (or
@@ -212,6 +215,19 @@ async fn rerun(
             "invalid_field",
             "workflowInput",
             "workflowInput must be a JSON object",
+        ));
+    }
+    let task_input_given = match &request.task_input {
+        None | Some(Value::Null) => false,
+        Some(Value::Object(m)) => !m.is_empty(),
+        Some(_) => true,
+    };
+    if task_input_given {
+        return Err(ApiError::invalid(
+            "unsupported_field",
+            "taskInput",
+            "taskInput is not supported: a rerun task's input is resolved again from the \
+             workflow input and earlier outputs; pass workflowInput instead",
         ));
     }
     let target = match (request.re_run_from_task_id, request.re_run_from_task_ref) {

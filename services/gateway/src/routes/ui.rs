@@ -5,10 +5,14 @@
 //! here at compile time, so the binary serves them with nothing on disk and a fresh
 //! clone builds without npm. They talk to the REST API like any other client.
 
+use axum::extract::State;
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use axum::Router;
+use axum::{Json, Router};
+use serde_json::json;
+
+use crate::state::AppState;
 
 const INDEX_HTML: &str = include_str!("../../ui/index.html");
 const APP_CSS: &str = include_str!("../../ui/app.css");
@@ -29,6 +33,17 @@ pub fn routes<S: Clone + Send + Sync + 'static>() -> Router<S> {
             "/ui/app.js",
             get(|| async { asset("text/javascript; charset=utf-8", APP_JS) }),
         )
+}
+
+/// `GET /api/ui/config`: what the UI needs to know of this deployment, e.g.
+/// `{"traceUrl": "http://localhost:16686/trace/{traceId}"}` (`null`: no trace viewer).
+pub fn config_routes() -> Router<AppState> {
+    Router::new().route(
+        "/api/ui/config",
+        get(|State(state): State<AppState>| async move {
+            Json(json!({ "traceUrl": state.trace_url }))
+        }),
+    )
 }
 
 /// An embedded file; revalidated on each load so that a new gateway's UI is seen at once.

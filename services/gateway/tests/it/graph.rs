@@ -42,6 +42,9 @@ fn definition() -> Value {
         {"name": "last", "taskReferenceName": "last", "type": "SIMPLE"}]})
 }
 
+/// The trace of every test run's start request.
+const TRACE_ID: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
+
 /// A RUNNING run of `wf` at `version`, with its `WorkflowStarted` event.
 async fn insert_run(env: &TestEnv, wf: &str, run: Uuid, current: bool, version: i64) {
     sqlx::query(
@@ -63,7 +66,8 @@ async fn insert_run(env: &TestEnv, wf: &str, run: Uuid, current: bool, version: 
     )
     .bind(run)
     .bind(at(0))
-    .bind(json!({"definition": definition(), "input": {}}))
+    .bind(json!({"definition": definition(), "input": {},
+                 "traceparent": format!("00-{TRACE_ID}-00f067aa0ba902b7-01")}))
     .execute(env.store.pool())
     .await
     .expect("insert event");
@@ -182,6 +186,7 @@ async fn graph_shows_every_node_loop_iterations_branches_taken_and_not_and_the_c
     let g = r.json();
     assert_eq!(g["runId"], run.to_string());
     assert_eq!(g["version"], 20);
+    assert_eq!(g["traceId"], TRACE_ID, "the run's trace, for the UI's link");
     let ids: Vec<&str> = g["nodes"]
         .as_array()
         .expect("nodes")

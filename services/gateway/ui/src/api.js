@@ -45,6 +45,7 @@ export const api = {
   graph: (id, runId) => request('GET', `/api/workflow/${enc(id)}/graph${q({ runId })}`),
   history: (id, runId, after, limit) =>
     request('GET', `/api/workflow/${enc(id)}/history${q({ runId, after, limit })}`),
+  uiConfig: () => request('GET', '/api/ui/config'),
   task: (taskId) => request('GET', `/api/tasks/${enc(taskId)}`),
   taskLogs: (taskId) => request('GET', `/api/tasks/${enc(taskId)}/log`),
   terminate: (id, reason) => request('DELETE', `/api/workflow/${enc(id)}${q({ reason })}`),

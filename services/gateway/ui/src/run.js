@@ -70,8 +70,12 @@ class RunPage {
       const current = this.runs.find((r) => r.current) || null;
       this.runId = this.wantedRun || wf.runId || (current && current.runId);
       this.isCurrent = !this.wantedRun || this.wantedRun === (wf.runId || (current && current.runId));
-      const graph = await api.graph(this.id, this.wantedRun || undefined);
+      const [graph, config] = await Promise.all([
+        api.graph(this.id, this.wantedRun || undefined),
+        this.config || api.uiConfig().catch(() => ({})),
+      ]);
       if (this.disposed) return;
+      this.config = config;
       this.graph = graph;
       this.renderHeader();
       this.renderChain();
@@ -119,10 +123,22 @@ class RunPage {
         h('dt', {}, 'ended'), h('dd', {}, fmtTime(end)),
         h('dt', {}, 'duration'), h('dd', {}, s ? fmtDuration((e || Date.now()) - s) : ''),
         wf.correlationId ? [h('dt', {}, 'correlation'), h('dd', {}, wf.correlationId)] : [],
+        this.traceLink(),
         this.isCurrent && wf.reasonForIncompletion ? [h('dt', {}, 'reason'), h('dd', { class: 'reason' }, wf.reasonForIncompletion)] : [],
         wf.parentWorkflowId ? [h('dt', {}, 'parent'), h('dd', {}, h('a', { href: `#/run/${encodeURIComponent(wf.parentWorkflowId)}` }, wf.parentWorkflowId))] : []),
       this.isCurrent ? h('details', {}, h('summary', {}, 'input / output / variables'),
         h('div', { class: 'io' }, h('div', {}, h('h3', {}, 'input'), json(wf.input)), h('div', {}, h('h3', {}, 'output'), json(wf.output)), h('div', {}, h('h3', {}, 'variables'), json(wf.variables)))) : '');
+  }
+
+  /** The run's trace id, linked to the trace viewer when the gateway names one. */
+  traceLink() {
+    const traceId = this.graph && this.graph.traceId;
+    if (!traceId) return [];
+    const template = this.config && this.config.traceUrl;
+    const shown = template
+      ? h('a', { href: template.replace('{traceId}', encodeURIComponent(traceId)), target: '_blank', rel: 'noopener' }, traceId)
+      : traceId;
+    return [h('dt', {}, 'trace'), h('dd', { id: 'trace-id' }, shown)];
   }
 
   renderChain() {

@@ -8,10 +8,13 @@ use tracing::Instrument;
 
 use super::Shared;
 use crate::bus::Disposition;
-use crate::messages::{ActivityCompleted, ActivityFailed, ActivityTask, AttemptRef, Command};
+use crate::messages::{
+    ActivityCompleted, ActivityFailed, ActivityTask, AttemptRef, Beat, Command, HeartbeatAction,
+};
 use crate::worker::attempt::{self, Ended};
 use crate::worker::builder::BoxedHandler;
 use crate::worker::heartbeat::Stop;
+use crate::worker::heartbeat::Transport;
 use crate::worker::stats::Counter;
 use crate::worker::{ActivityContext, ActivityError};
 use crate::{Envelope, Error};
@@ -49,20 +52,49 @@ impl Shared {
         );
     }
 
+    /// Whether the attempt of `task` was stopped while it waited in its queue (an
+    /// operator skipped it, its run was terminated or reset): the heartbeat registry
+    /// keeps a stop that came before the attempt started. `Some(reason)` when stopped;
+    /// `None` when it may run, including when the heartbeat service does not answer in
+    /// time (the first heartbeat asks again).
+    async fn stopped_before_start(&self, task: &ActivityTask) -> Option<String> {
+        let beat = Beat {
+            task_id: task.task_id,
+            details: None,
+        };
+        match self.start_check.send(vec![beat]).await {
+            Ok(answers) => answers
+                .get(&task.task_id)
+                .filter(|a| a.action == HeartbeatAction::Stop)
+                .map(|a| a.reason.clone().unwrap_or_else(|| "stopped".to_owned())),
+            Err(e) => {
+                tracing::debug!(error = %e, "no answer to the check before the start; running the activity");
+                None
+            }
+        }
+    }
+
     /// Registers the attempt, runs the handler (in its own task, so a panic is caught)
-    /// while the scheduler heartbeats it, then publishes the result.
+    /// while the scheduler heartbeats it, then publishes the result. An attempt stopped
+    /// before it started (e.g. skipped while SCHEDULED) is acknowledged without running.
     pub(super) async fn execute(&self, handler: BoxedHandler, task: ActivityTask) -> Disposition {
         let started_at = Utc::now();
         let registering = attempt::started(&self.bus, &self.worker_id, &task, started_at);
-        let registered = tokio::select! {
-            registered = registering => registered,
-            _ = self.abandon.cancelled() => Err(Error::ShuttingDown),
+        let checking = self.stopped_before_start(&task);
+        let (registered, stopped) = tokio::select! {
+            both = futures_util::future::join(registering, checking) => both,
+            _ = self.abandon.cancelled() => (Err(Error::ShuttingDown), None),
         };
         if let Err(e) = registered {
             // Nothing ran yet: the task goes back and runs when the broker is healthy.
             self.stats.incr(Counter::Requeued);
             tracing::warn!(error = %e, "could not register the attempt with the heartbeat service; the activity goes back to its queue");
             return Disposition::Requeue;
+        }
+        if let Some(reason) = stopped {
+            self.stats.incr(Counter::Stopped);
+            tracing::info!(task_id = %task.task_id, %reason, "activity stopped before it started; not running it");
+            return Disposition::Ack;
         }
         self.stats.incr(Counter::Started);
         self.report_started(&task, started_at);

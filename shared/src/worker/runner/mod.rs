@@ -26,6 +26,9 @@ const REPORT_EVERY: Duration = Duration::from_secs(60);
 const ABANDON_WAIT: Duration = Duration::from_secs(2);
 /// How long one heartbeat request waits for the service's answer.
 const HEARTBEAT_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long the check before an activity starts waits for the heartbeat service; without
+/// an answer the activity runs (its first heartbeat asks again).
+const START_CHECK_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// State shared by every delivery of every queue of one worker.
 struct Shared {
@@ -45,6 +48,9 @@ struct Shared {
     heartbeats: Heartbeats,
     /// How long a stopped handler may take to return.
     stop_grace: Duration,
+    /// Asks the heartbeat service, before a handler starts, whether its attempt was
+    /// stopped while it waited in its queue (skipped, its run terminated).
+    start_check: BusTransport,
 }
 
 pub(super) async fn run(worker: Worker, shutdown: CancellationToken) -> Result<()> {
@@ -79,6 +85,10 @@ pub(super) async fn run(worker: Worker, shutdown: CancellationToken) -> Result<(
         worker_id: worker_id.clone(),
         timeout: HEARTBEAT_TIMEOUT,
     };
+    let start_check = BusTransport {
+        timeout: START_CHECK_TIMEOUT,
+        ..transport.clone()
+    };
     tokio::spawn(heartbeat::run(heartbeats.clone(), transport, beats_stop));
 
     let shared = Arc::new(Shared {
@@ -92,6 +102,7 @@ pub(super) async fn run(worker: Worker, shutdown: CancellationToken) -> Result<(
         stats: Stats::default(),
         heartbeats,
         stop_grace,
+        start_check,
     });
     let opts = ConsumeOptions {
         prefetch: u16::try_from(concurrency).unwrap_or(u16::MAX),
