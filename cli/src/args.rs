@@ -64,7 +64,7 @@ pub enum Command {
     Get(GetArgs),
     /// End a run now (TERMINATED); its running tasks are canceled.
     Terminate(TerminateArgs),
-    /// Continue an ended run from its last failed task (a new run of the same id).
+    /// Continue an ended run from the task it stopped at (a new run of the same id).
     Retry(IdArgs),
     /// Run an ended run again from its first task (a new run of the same id).
     Restart(IdArgs),

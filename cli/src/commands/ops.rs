@@ -32,12 +32,12 @@ pub async fn terminate(client: &Client, args: &TerminateArgs, out: &mut dyn Writ
     report(out, &args.id, &applied, &format!("terminated {}", args.id))
 }
 
-/// `weft retry ID`: a new run from the last failed task.
+/// `weft retry ID`: a new run from the last failed, timed-out or canceled task.
 pub async fn retry(client: &Client, id: &str, out: &mut dyn Write) -> Result<u8> {
     let applied = client
         .operate(Method::POST, &["api", "workflow", id, "retry"], &[], None)
         .await?;
-    let done = format!("retried {id}: a new run continues from its last failed task");
+    let done = format!("retried {id}: a new run continues from where it stopped");
     report(out, id, &applied, &done)
 }
 
