@@ -6,6 +6,7 @@
 mod activities;
 mod bad_input;
 mod children;
+mod cli;
 mod conductor_python;
 mod constructs;
 mod crash;

@@ -1,0 +1,33 @@
+//! `weft`: the command line (see the crate docs of `weft_cli` and `weft --help`).
+
+use std::io::Write as _;
+use std::process::ExitCode;
+
+use clap::Parser as _;
+use weft_cli::{exit, Cli};
+
+fn main() -> ExitCode {
+    // Usage errors, --help and --version end here (exit 2, 0, 0).
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("weft: cannot start the async runtime: {e}");
+            return ExitCode::from(exit::UNAVAILABLE);
+        }
+    };
+    let mut stdout = std::io::stdout().lock();
+    let result = runtime.block_on(weft_cli::run(cli, &mut stdout));
+    let _ = stdout.flush();
+    match result {
+        Ok(code) => ExitCode::from(code),
+        Err(e) if e.is_broken_pipe() => ExitCode::from(exit::OK),
+        Err(e) => {
+            eprintln!("weft: {e}");
+            ExitCode::from(e.exit_code())
+        }
+    }
+}

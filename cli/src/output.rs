@@ -1,0 +1,501 @@
+//! How the gateway's documents read on a terminal: pure functions from JSON to text, so
+//! that every shape is unit-tested without a gateway.
+//!
+//! Times are shown in UTC (`2025-01-31 12:00:01.234Z`); durations in ms, s, min or h.
+
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+
+/// Workflow statuses after which nothing changes any more.
+pub const TERMINAL: [&str; 4] = ["COMPLETED", "FAILED", "TIMED_OUT", "TERMINATED"];
+
+/// A string field, or `-` when absent or empty.
+fn text<'a>(v: &'a Value, field: &str) -> &'a str {
+    v[field].as_str().filter(|s| !s.is_empty()).unwrap_or("-")
+}
+
+/// An optional string field: absent, null and empty are `None`.
+fn opt<'a>(v: &'a Value, field: &str) -> Option<&'a str> {
+    v[field].as_str().filter(|s| !s.is_empty())
+}
+
+/// Epoch milliseconds (0 or absent: unset) as a UTC time.
+pub fn time(ms: Option<i64>) -> String {
+    ms.filter(|&ms| ms > 0)
+        .and_then(DateTime::<Utc>::from_timestamp_millis)
+        .map_or_else(
+            || "-".to_owned(),
+            |t| t.format("%Y-%m-%d %H:%M:%S%.3fZ").to_string(),
+        )
+}
+
+/// A duration in milliseconds, short: `850 ms`, `3.2 s`, `4 min 5 s`, `2 h 10 min`.
+pub fn duration(ms: i64) -> String {
+    let ms = ms.max(0);
+    match ms {
+        0..=999 => format!("{ms} ms"),
+        1_000..=59_999 => format!("{:.1} s", ms as f64 / 1000.0),
+        60_000..=3_599_999 => format!("{} min {} s", ms / 60_000, ms % 60_000 / 1000),
+        _ => format!("{} h {} min", ms / 3_600_000, ms % 3_600_000 / 60_000),
+    }
+}
+
+/// The time between two epoch-millisecond fields, when both are set.
+fn elapsed(v: &Value, from: &str, to: &str) -> Option<i64> {
+    let (a, b) = (v[from].as_i64()?, v[to].as_i64()?);
+    (a > 0 && b > 0).then(|| b - a)
+}
+
+/// Compact JSON on one line.
+pub fn compact(v: &Value) -> String {
+    serde_json::to_string(v).unwrap_or_default()
+}
+
+/// Pretty JSON.
+pub fn pretty(v: &Value) -> String {
+    serde_json::to_string_pretty(v).unwrap_or_default()
+}
+
+/// Left-aligned columns, two spaces apart, each row indented by `indent`; trailing
+/// spaces trimmed.
+pub fn table(rows: &[Vec<String>], indent: &str) -> String {
+    let columns = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let widths: Vec<usize> = (0..columns)
+        .map(|c| {
+            rows.iter()
+                .filter_map(|r| r.get(c))
+                .map(|cell| cell.chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let mut out = String::new();
+    for row in rows {
+        let mut line = indent.to_owned();
+        for (cell, width) in row.iter().zip(&widths) {
+            line.push_str(cell);
+            line.extend(std::iter::repeat_n(' ', width - cell.chars().count() + 2));
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+/// A task's reference name, with its loop iteration when it has one (`body#2`).
+pub fn task_label(task: &Value) -> String {
+    let reference = text(task, "referenceTaskName");
+    match task["iteration"].as_i64() {
+        Some(i) if i > 0 => format!("{reference}#{i}"),
+        _ => reference.to_owned(),
+    }
+}
+
+/// One line of `run --wait` progress: a task and the status it just reached.
+pub fn progress_line(task: &Value) -> String {
+    let status = text(task, "status");
+    let mut line = format!(
+        "  {status:<11} {} ({})",
+        task_label(task),
+        text(task, "taskDefName")
+    );
+    if let Some(ms) = elapsed(task, "startTime", "endTime").filter(|_| status != "IN_PROGRESS") {
+        line.push_str(&format!(" in {}", duration(ms)));
+    }
+    if let Some(reason) = opt(task, "reasonForIncompletion") {
+        line.push_str(&format!(": {reason}"));
+    }
+    line
+}
+
+/// The status line: `COMPLETED` or `RUNNING (QUEUING)` when the sub-status says more.
+pub fn status_line(wf: &Value) -> String {
+    let status = text(wf, "status");
+    match opt(wf, "subStatus") {
+        Some(sub) if sub != status => format!("{status} (subStatus {sub})"),
+        _ => status.to_owned(),
+    }
+}
+
+/// The end of a followed run: `COMPLETED in 1.2 s` (and the reason), then the output.
+pub fn final_report(wf: &Value) -> String {
+    let mut out = text(wf, "status").to_owned();
+    if let Some(ms) = elapsed(wf, "startTime", "endTime") {
+        out.push_str(&format!(" in {}", duration(ms)));
+    }
+    if let Some(reason) = opt(wf, "reasonForIncompletion") {
+        out.push_str(&format!(": {reason}"));
+    }
+    out.push('\n');
+    if let Some(failed) = failed_refs(wf) {
+        out.push_str(&format!("failed tasks: {failed}\n"));
+    }
+    out.push_str(&format!("output: {}\n", pretty(&wf["output"])));
+    out
+}
+
+fn failed_refs(wf: &Value) -> Option<String> {
+    let refs: Vec<&str> = wf["failedReferenceTaskNames"]
+        .as_array()?
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    (!refs.is_empty()).then(|| refs.join(", "))
+}
+
+/// `weft get`: a run's summary.
+pub fn workflow_summary(wf: &Value) -> String {
+    let mut fields: Vec<Vec<String>> = vec![
+        vec!["workflow".into(), text(wf, "workflowId").into()],
+        vec![
+            "definition".into(),
+            format!(
+                "{} version {}",
+                text(wf, "workflowName"),
+                wf["workflowVersion"].as_i64().unwrap_or(0)
+            ),
+        ],
+        vec!["status".into(), status_line(wf)],
+    ];
+    if let Some(run) = opt(wf, "runId") {
+        fields.push(vec!["run".into(), run.into()]);
+    }
+    for (label, field) in [
+        ("correlation", "correlationId"),
+        ("parent", "parentWorkflowId"),
+    ] {
+        if let Some(v) = opt(wf, field) {
+            fields.push(vec![label.into(), v.into()]);
+        }
+    }
+    fields.push(vec!["started".into(), time(wf["startTime"].as_i64())]);
+    if let Some(ms) = elapsed(wf, "startTime", "endTime") {
+        fields.push(vec![
+            "ended".into(),
+            format!("{} (took {})", time(wf["endTime"].as_i64()), duration(ms)),
+        ]);
+    }
+    if let Some(reason) = opt(wf, "reasonForIncompletion") {
+        fields.push(vec!["reason".into(), reason.into()]);
+    }
+    if let Some(failed) = failed_refs(wf) {
+        fields.push(vec!["failed".into(), failed]);
+    }
+    fields.push(vec!["input".into(), compact(&wf["input"])]);
+    if TERMINAL.contains(&text(wf, "status")) || !is_empty_object(&wf["output"]) {
+        fields.push(vec!["output".into(), compact(&wf["output"])]);
+    }
+    let tasks = wf["tasks"].as_array().map(Vec::as_slice).unwrap_or(&[]);
+    if tasks.is_empty() {
+        fields.push(vec!["tasks".into(), "none yet".into()]);
+        return table(&fields, "");
+    }
+    fields.push(vec!["tasks".into()]);
+    let mut out = table(&fields, "");
+    out.push_str(&tasks_table(tasks));
+    out
+}
+
+fn is_empty_object(v: &Value) -> bool {
+    v.is_null() || v.as_object().is_some_and(serde_json::Map::is_empty)
+}
+
+/// The tasks of a run, one row each, in schedule order.
+pub fn tasks_table(tasks: &[Value]) -> String {
+    let mut rows = vec![vec![
+        "REF".to_owned(),
+        "NAME".into(),
+        "TYPE".into(),
+        "STATUS".into(),
+        "ATTEMPT".into(),
+        "TOOK".into(),
+        "REASON".into(),
+    ]];
+    for t in tasks {
+        rows.push(vec![
+            task_label(t),
+            text(t, "taskDefName").into(),
+            text(t, "taskType").into(),
+            text(t, "status").into(),
+            (t["retryCount"].as_i64().unwrap_or(0) + 1).to_string(),
+            elapsed(t, "startTime", "endTime").map_or_else(|| "-".into(), duration),
+            opt(t, "reasonForIncompletion").unwrap_or("").into(),
+        ]);
+    }
+    table(&rows, "  ")
+}
+
+/// `weft def list`: one row per definition version.
+pub fn definitions_table(defs: &[Value]) -> String {
+    if defs.is_empty() {
+        return "no workflow definitions registered\n".to_owned();
+    }
+    let mut sorted: Vec<&Value> = defs.iter().collect();
+    sorted.sort_by(|a, b| {
+        (text(a, "name"), a["version"].as_i64()).cmp(&(text(b, "name"), b["version"].as_i64()))
+    });
+    let mut rows = vec![vec![
+        "NAME".to_owned(),
+        "VERSION".into(),
+        "TASKS".into(),
+        "DESCRIPTION".into(),
+    ]];
+    for d in sorted {
+        rows.push(vec![
+            text(d, "name").into(),
+            d["version"].as_i64().unwrap_or(1).to_string(),
+            d["tasks"].as_array().map_or(0, Vec::len).to_string(),
+            opt(d, "description").unwrap_or("").into(),
+        ]);
+    }
+    table(&rows, "")
+}
+
+/// `weft search`: Conductor's `{totalHits, results: [WorkflowSummary]}` as a table.
+pub fn search_table(result: &Value, start: u32) -> String {
+    let hits = result["results"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or(&[]);
+    let total = result["totalHits"].as_i64().unwrap_or(hits.len() as i64);
+    if hits.is_empty() {
+        return format!("no runs found ({total} in all)\n");
+    }
+    let mut rows = vec![vec![
+        "WORKFLOW ID".to_owned(),
+        "NAME".into(),
+        "VERSION".into(),
+        "STATUS".into(),
+        "STARTED".into(),
+        "TOOK".into(),
+    ]];
+    for h in hits {
+        let took = h["executionTime"]
+            .as_i64()
+            .filter(|&ms| ms > 0)
+            .map_or_else(|| "-".into(), duration);
+        rows.push(vec![
+            text(h, "workflowId").into(),
+            text(h, "workflowType").into(),
+            h["version"].as_i64().unwrap_or(0).to_string(),
+            text(h, "status").into(),
+            iso_time(text(h, "startTime")),
+            took,
+        ]);
+    }
+    let mut out = table(&rows, "");
+    let first = u64::from(start) + 1;
+    let last = u64::from(start) + hits.len() as u64;
+    out.push_str(&format!("runs {first}-{last} of {total}\n"));
+    out
+}
+
+/// Conductor's ISO-8601 summary times shown like [`time`].
+fn iso_time(raw: &str) -> String {
+    DateTime::parse_from_rfc3339(raw)
+        .map(|t| time(Some(t.timestamp_millis())))
+        .unwrap_or_else(|_| raw.to_owned())
+}
+
+/// `weft history`: one line per event: id, time, type and its attributes.
+pub fn history_lines(events: &[Value]) -> String {
+    if events.is_empty() {
+        return "no events yet\n".to_owned();
+    }
+    let rows: Vec<Vec<String>> = events
+        .iter()
+        .map(|e| {
+            vec![
+                e["eventId"].as_i64().unwrap_or(0).to_string(),
+                time(e["time"].as_i64()),
+                text(e, "type").into(),
+                attributes(&e["attributes"]),
+            ]
+        })
+        .collect();
+    table(&rows, "")
+}
+
+/// An event's attributes on one line, cut at 160 characters.
+fn attributes(v: &Value) -> String {
+    if is_empty_object(v) {
+        return String::new();
+    }
+    let line = compact(v);
+    match line.char_indices().nth(160) {
+        Some((cut, _)) => format!("{}…", &line[..cut]),
+        None => line,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    const T0: i64 = 1_735_732_800_000; // 2025-01-01 12:00:00Z
+
+    fn task(reference: &str, name: &str, status: &str, iteration: i64) -> Value {
+        json!({"taskId": format!("id-{reference}-{iteration}"), "referenceTaskName": reference,
+               "taskDefName": name, "taskType": "SIMPLE", "status": status,
+               "iteration": iteration, "retryCount": 0,
+               "startTime": T0, "endTime": if status == "IN_PROGRESS" { 0 } else { T0 + 42 }})
+    }
+
+    #[test]
+    fn times_and_durations_read_short() {
+        assert_eq!(time(Some(T0 + 7)), "2025-01-01 12:00:00.007Z");
+        assert_eq!(time(Some(0)), "-");
+        assert_eq!(time(None), "-");
+        assert_eq!(duration(42), "42 ms");
+        assert_eq!(duration(3_250), "3.2 s");
+        assert_eq!(duration(245_000), "4 min 5 s");
+        assert_eq!(duration(7_800_000), "2 h 10 min");
+    }
+
+    #[test]
+    fn tables_align_columns() {
+        let rows = vec![
+            vec!["A".to_owned(), "long cell".into(), "x".into()],
+            vec!["bbb".to_owned(), "c".into(), String::new()],
+        ];
+        assert_eq!(table(&rows, "  "), "  A    long cell  x\n  bbb  c\n");
+    }
+
+    #[test]
+    fn progress_lines_name_the_task_its_status_and_time() {
+        assert_eq!(
+            progress_line(&task("n", "make_name", "COMPLETED", 0)),
+            "  COMPLETED   n (make_name) in 42 ms"
+        );
+        assert_eq!(
+            progress_line(&task("body", "count", "IN_PROGRESS", 2)),
+            "  IN_PROGRESS body#2 (count)"
+        );
+        let mut failed = task("s", "shout", "FAILED", 0);
+        failed["reasonForIncompletion"] = json!("boom");
+        assert_eq!(
+            progress_line(&failed),
+            "  FAILED      s (shout) in 42 ms: boom"
+        );
+    }
+
+    #[test]
+    fn the_final_report_gives_status_time_reason_and_output() {
+        let wf = json!({"status": "FAILED", "startTime": T0, "endTime": T0 + 1_500,
+                        "reasonForIncompletion": "task s failed: boom",
+                        "failedReferenceTaskNames": ["s"], "output": {}});
+        assert_eq!(
+            final_report(&wf),
+            "FAILED in 1.5 s: task s failed: boom\nfailed tasks: s\noutput: {}\n"
+        );
+        let wf = json!({"status": "COMPLETED", "startTime": T0, "endTime": T0 + 20,
+                        "output": {"result": "ADA WEFT x3"}});
+        assert_eq!(
+            final_report(&wf),
+            "COMPLETED in 20 ms\noutput: {\n  \"result\": \"ADA WEFT x3\"\n}\n"
+        );
+    }
+
+    #[test]
+    fn a_workflow_summary_shows_status_tasks_and_reason() {
+        let wf = json!({
+            "workflowId": "wf-1", "workflowName": "greet", "workflowVersion": 1,
+            "status": "TERMINATED", "subStatus": "TERMINATED", "runId": "r-1",
+            "correlationId": "order-7", "startTime": T0, "endTime": T0 + 2_000,
+            "reasonForIncompletion": "stopped by ops", "input": {"first": "Ada"},
+            "output": {}, "failedReferenceTaskNames": [],
+            "tasks": [task("n", "make_name", "COMPLETED", 0), task("s", "shout", "CANCELED", 0)]
+        });
+        let expected = "\
+workflow     wf-1
+definition   greet version 1
+status       TERMINATED
+run          r-1
+correlation  order-7
+started      2025-01-01 12:00:00.000Z
+ended        2025-01-01 12:00:02.000Z (took 2.0 s)
+reason       stopped by ops
+input        {\"first\":\"Ada\"}
+output       {}
+tasks
+  REF  NAME       TYPE    STATUS     ATTEMPT  TOOK   REASON
+  n    make_name  SIMPLE  COMPLETED  1        42 ms
+  s    shout      SIMPLE  CANCELED   1        42 ms
+";
+        assert_eq!(workflow_summary(&wf), expected);
+    }
+
+    #[test]
+    fn a_queued_workflow_shows_its_sub_status_and_no_tasks() {
+        let wf = json!({"workflowId": "wf-2", "workflowName": "greet", "workflowVersion": 3,
+                        "status": "RUNNING", "subStatus": "QUEUING", "startTime": T0,
+                        "endTime": 0, "input": {}, "output": {}, "tasks": []});
+        let text = workflow_summary(&wf);
+        assert!(
+            text.contains("status      RUNNING (subStatus QUEUING)\n"),
+            "{text}"
+        );
+        assert!(text.contains("tasks       none yet\n"), "{text}");
+        assert!(
+            !text.contains("output"),
+            "a running run's empty output is not shown: {text}"
+        );
+        assert!(!text.contains("ended"), "{text}");
+    }
+
+    #[test]
+    fn definitions_are_listed_by_name_and_version() {
+        let defs = [
+            json!({"name": "greet", "version": 2, "tasks": [{}, {}]}),
+            json!({"name": "approve", "version": 1, "tasks": [{}], "description": "needs ops"}),
+            json!({"name": "greet", "version": 1, "tasks": [{}, {}, {}]}),
+        ];
+        assert_eq!(
+            definitions_table(&defs),
+            "NAME     VERSION  TASKS  DESCRIPTION\n\
+             approve  1        1      needs ops\n\
+             greet    1        3\n\
+             greet    2        2\n"
+        );
+        assert_eq!(
+            definitions_table(&[]),
+            "no workflow definitions registered\n"
+        );
+    }
+
+    #[test]
+    fn search_results_are_a_table_with_a_count() {
+        let result = json!({"totalHits": 7, "results": [
+            {"workflowId": "wf-1", "workflowType": "greet", "version": 1, "status": "COMPLETED",
+             "startTime": "2025-01-01T12:00:00.000Z", "executionTime": 1500}]});
+        assert_eq!(
+            search_table(&result, 3),
+            "WORKFLOW ID  NAME   VERSION  STATUS     STARTED                   TOOK\n\
+             wf-1         greet  1        COMPLETED  2025-01-01 12:00:00.000Z  1.5 s\n\
+             runs 4-4 of 7\n"
+        );
+        assert_eq!(
+            search_table(&json!({"totalHits": 0, "results": []}), 0),
+            "no runs found (0 in all)\n"
+        );
+    }
+
+    #[test]
+    fn history_lines_show_each_event() {
+        let events = [
+            json!({"eventId": 1, "time": T0, "type": "WorkflowStarted", "attributes": {}}),
+            json!({"eventId": 2, "time": T0 + 5, "type": "TaskScheduled",
+                   "attributes": {"taskRef": "n"}}),
+        ];
+        assert_eq!(
+            history_lines(&events),
+            "1  2025-01-01 12:00:00.000Z  WorkflowStarted\n\
+             2  2025-01-01 12:00:00.005Z  TaskScheduled    {\"taskRef\":\"n\"}\n"
+        );
+        let long = json!({"eventId": 3, "time": T0, "type": "X",
+                          "attributes": {"blob": "y".repeat(300)}});
+        assert!(history_lines(&[long]).trim_end().ends_with('…'));
+    }
+}
