@@ -561,6 +561,10 @@ pub struct Heartbeats {
     pub worker_id: String,
     /// One per running attempt.
     pub beats: Vec<Beat>,
+    /// A probe before attempts start (was any stopped while it waited in its queue?):
+    /// answered at once, without waiting for registrations still being written.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub probe: bool,
 }
 
 /// One attempt's heartbeat.

@@ -300,6 +300,7 @@ async fn worker(
         let message = HeartbeatMessage::Heartbeats(Heartbeats {
             worker_id: format!("bench-{w}"),
             beats,
+            probe: false,
         });
         let Ok(request) = Envelope::new("", None, &message) else {
             continue;

@@ -161,7 +161,9 @@ impl Ingest {
             .filter(|&i| answers[i].1.action == HeartbeatAction::NotFound)
             .collect();
         let ids: Vec<uuid::Uuid> = unknown.iter().map(|&i| answers[i].0).collect();
-        if unknown.is_empty() || !self.pending.wait_for(&ids).await {
+        // A probe asks only whether an attempt was stopped before it started: a stop is
+        // already in the registry, so a registration still being written changes nothing.
+        if unknown.is_empty() || beats.probe || !self.pending.wait_for(&ids).await {
             return Ok(answers);
         }
         let again: Vec<_> = unknown.iter().map(|&i| beats.beats[i].clone()).collect();

@@ -60,6 +60,7 @@ async fn heartbeat(env: &TestEnv, task_id: Uuid) -> HeartbeatAnswer {
     let request = HeartbeatMessage::Heartbeats(Heartbeats {
         worker_id: "worker-1".into(),
         beats: vec![beat(task_id)],
+        probe: false,
     });
     let envelope = Envelope::new("worker-1", None, &request).unwrap();
     let reply = env

@@ -27,6 +27,8 @@ pub(crate) struct BusTransport {
     pub(crate) worker_id: String,
     /// How long one request may wait for its answer.
     pub(crate) timeout: Duration,
+    /// Requests are probes before attempts start (`Heartbeats::probe`).
+    pub(crate) probe: bool,
 }
 
 impl Transport for BusTransport {
@@ -34,6 +36,7 @@ impl Transport for BusTransport {
         let message = HeartbeatMessage::Heartbeats(Heartbeats {
             worker_id: self.worker_id.clone(),
             beats,
+            probe: self.probe,
         });
         // A batch is about many workflows: the envelope names none.
         let request = Envelope::new("", None, &message)?;

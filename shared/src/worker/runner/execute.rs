@@ -21,11 +21,21 @@ use crate::{Envelope, Error};
 
 type Running = AbortOnDropHandle<Result<serde_json::Value, ActivityError>>;
 
+/// How long a handler runs before the run is told it started: shorter activities are
+/// reported by their result alone (which carries the start time).
+const START_REPORT_DELAY: std::time::Duration = std::time::Duration::from_millis(20);
+
 impl Shared {
-    /// Tells the run the attempt is IN_PROGRESS (its `timeoutSeconds` counts from here),
-    /// beside the handler rather than before it: should the result overtake this message,
-    /// the decider ignores the late start, and the result carries the start time anyway.
-    fn report_started(&self, task: &ActivityTask, started_at: DateTime<Utc>) {
+    /// Tells the run the attempt is IN_PROGRESS (its `timeoutSeconds` counts from
+    /// `started_at`, carried in the message) once the handler has run for
+    /// [`START_REPORT_DELAY`], beside the handler rather than before it. An activity that
+    /// ends sooner is never reported started: its result carries the start time, and the
+    /// decider is spared a commit per activity. Dropping the handle cancels the report.
+    fn report_started(
+        &self,
+        task: &ActivityTask,
+        started_at: DateTime<Utc>,
+    ) -> Option<AbortOnDropHandle<()>> {
         let command = Command::ActivityStarted(crate::messages::ActivityStarted {
             task_id: task.task_id,
             run_id: task.run_id,
@@ -35,21 +45,26 @@ impl Shared {
         });
         let envelope = match Envelope::new(&task.workflow_id, Some(task.run_id), &command) {
             Ok(envelope) => envelope,
-            Err(e) => return tracing::warn!(error = %e, "could not encode ActivityStarted"),
+            Err(e) => {
+                tracing::warn!(error = %e, "could not encode ActivityStarted");
+                return None;
+            }
         };
         let (bus, exchange, key) = (
             self.bus.clone(),
             self.commands_exchange.clone(),
             task.reply_to.clone(),
         );
-        tokio::spawn(
+        let report = tokio::spawn(
             async move {
+                tokio::time::sleep(START_REPORT_DELAY).await;
                 if let Err(e) = bus.publish(&exchange, &key, &envelope).await {
                     tracing::warn!(error = %e, "could not report the activity's start");
                 }
             }
             .in_current_span(),
         );
+        Some(AbortOnDropHandle::new(report))
     }
 
     /// Whether the attempt of `task` was stopped while it waited in its queue (an
@@ -97,7 +112,7 @@ impl Shared {
             return Disposition::Ack;
         }
         self.stats.incr(Counter::Started);
-        self.report_started(&task, started_at);
+        let start_report = self.report_started(&task, started_at);
         let clock = std::time::Instant::now();
         let (workflow_id, run_id, reply_to) =
             (task.workflow_id.clone(), task.run_id, task.reply_to.clone());
@@ -124,6 +139,8 @@ impl Shared {
                 return Disposition::Requeue;
             }
         };
+        // Finished: a start report still waiting is not needed (the result says it all).
+        drop(start_report);
         if stop.token().is_cancelled() {
             // Stopped while returning: the decider would ignore the result anyway.
             return self.stopped(running, &stop).await;

@@ -84,9 +84,11 @@ pub(super) async fn run(worker: Worker, shutdown: CancellationToken) -> Result<(
         bus: bus.clone(),
         worker_id: worker_id.clone(),
         timeout: HEARTBEAT_TIMEOUT,
+        probe: false,
     };
     let start_check = BusTransport {
         timeout: START_CHECK_TIMEOUT,
+        probe: true,
         ..transport.clone()
     };
     tokio::spawn(heartbeat::run(heartbeats.clone(), transport, beats_stop));

@@ -44,6 +44,8 @@ struct Seen {
     finished: HashMap<Uuid, String>,
     /// Tasks already answered THROTTLED once.
     throttled: HashSet<Uuid>,
+    /// Tasks probed before their handler started (not heartbeats: not in `requests`).
+    probed: HashSet<Uuid>,
 }
 
 impl Seen {
@@ -66,6 +68,9 @@ struct Rules {
     stop: HashMap<Uuid, String>,
     /// THROTTLED the first time, CONTINUE after.
     throttle_once: HashSet<Uuid>,
+    /// STOP with this reason to the probe before the handler starts (stopped while it
+    /// waited in its queue); every other probe is answered NOT_FOUND (not registered yet).
+    stopped_before_start: HashMap<Uuid, String>,
 }
 
 struct Service {
@@ -133,6 +138,24 @@ fn record(log: &Mutex<Seen>, rules: &Rules, d: &Delivery) -> Option<Envelope> {
             None
         }
         HeartbeatMessage::StopAttempts(_) => None,
+        HeartbeatMessage::Heartbeats(batch) if batch.probe => {
+            let mut results = BTreeMap::new();
+            for beat in &batch.beats {
+                seen.probed.insert(beat.task_id);
+                let answer = match rules.stopped_before_start.get(&beat.task_id) {
+                    Some(reason) => HeartbeatAnswer {
+                        action: HeartbeatAction::Stop,
+                        reason: Some(reason.clone()),
+                    },
+                    None => HeartbeatAnswer {
+                        action: HeartbeatAction::NotFound,
+                        reason: None,
+                    },
+                };
+                results.insert(beat.task_id, answer);
+            }
+            Some(answers(d, results))
+        }
         HeartbeatMessage::Heartbeats(batch) => {
             let mut results = BTreeMap::new();
             for beat in &batch.beats {
@@ -155,13 +178,18 @@ fn record(log: &Mutex<Seen>, rules: &Rules, d: &Delivery) -> Option<Envelope> {
                     .filter_map(|b| Some((b.task_id, b.details.clone()?)))
                     .collect(),
             });
-            let mut answer = d.envelope.clone();
-            answer.id = Uuid::now_v7();
-            answer.kind = "HeartbeatAnswers".into();
-            answer.payload = serde_json::to_value(HeartbeatAnswers { results }).unwrap();
-            Some(answer)
+            Some(answers(d, results))
         }
     }
+}
+
+/// The reply to the request `d`.
+fn answers(d: &Delivery, results: BTreeMap<Uuid, HeartbeatAnswer>) -> Envelope {
+    let mut answer = d.envelope.clone();
+    answer.id = Uuid::now_v7();
+    answer.kind = "HeartbeatAnswers".into();
+    answer.payload = serde_json::to_value(HeartbeatAnswers { results }).unwrap();
+    answer
 }
 
 /// `n` tasks of `task_name` with a heartbeat timeout, scheduled concurrently.
@@ -616,5 +644,58 @@ async fn without_automatic_heartbeats_only_handlers_that_report_are_beaten() {
     shutdown.cancel();
     stopped(run).await;
     service.stop().await;
+    decider.teardown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_attempt_stopped_before_it_started_is_acked_without_running() {
+    let mut decider = Decider::start().await;
+    let skipped = decider.task("gate", json!({"n": 1}));
+    let normal = decider.task("gate", json!({"n": 2}));
+    let rules = Rules {
+        stopped_before_start: HashMap::from([(skipped.task_id, "skipped by an operator".into())]),
+        ..Rules::default()
+    };
+    let service = Service::start(&decider.bus, rules);
+    decider.schedule(&skipped).await;
+    decider.schedule(&normal).await;
+    let ran: Arc<Mutex<Vec<Uuid>>> = Arc::default();
+    let log = ran.clone();
+    let worker = decider
+        .worker()
+        .handler("gate", move |task: ActivityTask| {
+            let log = log.clone();
+            async move {
+                log.lock().unwrap().push(task.task_id);
+                Ok(json!("ran"))
+            }
+        })
+        .build();
+    let shutdown = CancellationToken::new();
+    let run = spawn(worker, &shutdown);
+
+    let (_, command) = decider.next_result().await;
+    assert!(matches!(command, Command::ActivityCompleted(c) if c.task_id == normal.task_id));
+    decider.assert_no_result().await;
+    service
+        .wait_for("both attempts probed", |s| {
+            s.probed.contains(&skipped.task_id) && s.probed.contains(&normal.task_id)
+        })
+        .await;
+    assert_eq!(
+        *ran.lock().unwrap(),
+        vec![normal.task_id],
+        "the stopped one never ran"
+    );
+    // Registered like any attempt (the registry keeps the stop), and its delivery acked:
+    // nothing is left in the queue for another worker.
+    assert!(service.seen().started.contains_key(&skipped.task_id));
+    shutdown.cancel();
+    stopped(run).await;
+    let queue = decider.bus.names().activity_queue("gate");
+    let left = decider.bus.get(&queue).await.unwrap();
+    assert!(left.is_none(), "the stopped attempt's delivery was acked");
+    service.stop().await;
+    decider.bus.teardown(&[queue]).await.unwrap();
     decider.teardown().await;
 }
