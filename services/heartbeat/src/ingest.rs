@@ -16,11 +16,13 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 use weft::bus::{Bus, ConsumeOptions, Delivery, Disposition};
 use weft::messages::{
-    HeartbeatAction, HeartbeatAnswer, HeartbeatAnswers, HeartbeatMessage, Heartbeats,
+    AttemptFinished, AttemptStarted, HeartbeatAction, HeartbeatAnswer, HeartbeatAnswers,
+    HeartbeatMessage, Heartbeats,
 };
 use weft::registry::{throttled, Registry};
 use weft::{envelope, Envelope, Error};
 
+use crate::group::{Group, Outcome};
 use crate::pending::Pending;
 
 /// Messages handled at once: heartbeat batches of many workers are answered in parallel.
@@ -41,6 +43,8 @@ pub fn start(
         concurrency: CONCURRENCY,
     };
     let ingest = Ingest {
+        starts: registrations(&registry),
+        finishes: ends(&registry),
         registry,
         bus: bus.clone(),
         pending: Pending::default(),
@@ -57,9 +61,48 @@ pub fn start(
     )
 }
 
+/// Registrations written in groups.
+fn registrations(registry: &Registry) -> Group<AttemptStarted> {
+    let registry = registry.clone();
+    Group::start(move |started: Vec<AttemptStarted>| {
+        let registry = registry.clone();
+        async move {
+            match registry.register_many(&started).await {
+                Ok(_) => vec![Outcome::Done; started.len()],
+                Err(e) => vec![Outcome::Failed(e.to_string()); started.len()],
+            }
+        }
+    })
+}
+
+/// Ends (results published) written in groups.
+fn ends(registry: &Registry) -> Group<AttemptFinished> {
+    let registry = registry.clone();
+    Group::start(move |finished: Vec<AttemptFinished>| {
+        let registry = registry.clone();
+        async move {
+            match registry.finish_many(&finished).await {
+                Ok(each) => each
+                    .into_iter()
+                    .map(|r| match r {
+                        Ok(_) => Outcome::Done,
+                        Err(Error::Decode(why)) => Outcome::Refused(why),
+                        Err(e) => Outcome::Failed(e.to_string()),
+                    })
+                    .collect(),
+                Err(e) => vec![Outcome::Failed(e.to_string()); finished.len()],
+            }
+        }
+    })
+}
+
 /// What every handler shares.
 #[derive(Debug, Clone)]
 pub struct Ingest {
+    /// Registrations, written in groups.
+    pub starts: Group<AttemptStarted>,
+    /// Ends, written in groups.
+    pub finishes: Group<AttemptFinished>,
     /// The registry messages are applied to.
     pub registry: Registry,
     /// Where heartbeat answers are sent.
@@ -99,22 +142,26 @@ impl Ingest {
 
     /// Applies a decoded, checked message to the registry.
     async fn apply(&self, delivery: &Delivery, message: HeartbeatMessage) -> Disposition {
-        let applied = match message {
+        let outcome = match message {
             HeartbeatMessage::Heartbeats(beats) => {
                 self.answer(delivery, &beats).await;
-                Ok(())
+                Outcome::Done
             }
             HeartbeatMessage::AttemptStarted(s) => {
                 let _registering = self.pending.start(s.attempt.task_id);
-                self.registry.register(&s).await.map(drop)
+                self.starts.submit(s).await
             }
-            HeartbeatMessage::AttemptFinished(f) => self.registry.finish(&f).await.map(drop),
-            HeartbeatMessage::StopAttempts(s) => self.registry.stop(&s).await,
+            HeartbeatMessage::AttemptFinished(f) => self.finishes.submit(f).await,
+            HeartbeatMessage::StopAttempts(s) => match self.registry.stop(&s).await {
+                Ok(()) => Outcome::Done,
+                Err(Error::Decode(why)) => Outcome::Refused(why),
+                Err(e) => Outcome::Failed(e.to_string()),
+            },
         };
-        match applied {
-            Ok(()) => Disposition::Ack,
-            Err(Error::Decode(reason)) => Disposition::DeadLetter(reason),
-            Err(e) => {
+        match outcome {
+            Outcome::Done => Disposition::Ack,
+            Outcome::Refused(reason) => Disposition::DeadLetter(reason),
+            Outcome::Failed(e) => {
                 tracing::warn!(error = %e, kind = %delivery.envelope.kind, "registry write failed; the message goes back to the queue");
                 tokio::select! {
                     _ = self.shutdown.cancelled() => {}
@@ -156,14 +203,16 @@ impl Ingest {
         &self,
         beats: &Heartbeats,
     ) -> weft::Result<Vec<(uuid::Uuid, HeartbeatAnswer)>> {
+        if beats.probe {
+            let ids: Vec<uuid::Uuid> = beats.beats.iter().map(|b| b.task_id).collect();
+            return self.registry.probe(&ids).await;
+        }
         let mut answers = self.registry.heartbeat(&beats.beats).await?;
         let unknown: Vec<usize> = (0..answers.len())
             .filter(|&i| answers[i].1.action == HeartbeatAction::NotFound)
             .collect();
         let ids: Vec<uuid::Uuid> = unknown.iter().map(|&i| answers[i].0).collect();
-        // A probe asks only whether an attempt was stopped before it started: a stop is
-        // already in the registry, so a registration still being written changes nothing.
-        if unknown.is_empty() || beats.probe || !self.pending.wait_for(&ids).await {
+        if unknown.is_empty() || !self.pending.wait_for(&ids).await {
             return Ok(answers);
         }
         let again: Vec<_> = unknown.iter().map(|&i| beats.beats[i].clone()).collect();

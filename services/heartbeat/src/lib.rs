@@ -8,6 +8,7 @@
 //!
 //! The work itself is [`weft::registry`], shared with the gateway (HTTP workers).
 
+pub mod group;
 pub mod ingest;
 pub mod metrics;
 pub mod pending;

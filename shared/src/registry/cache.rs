@@ -331,6 +331,28 @@ impl Cache {
         (lives.len() == task_ids.len()).then_some(lives)
     }
 
+    /// The status (and stop reason) Redis holds for each task, `None` for a task it does
+    /// not know; `None` altogether when Redis cannot answer. Reads only.
+    pub(crate) async fn statuses(
+        &self,
+        task_ids: &[Uuid],
+    ) -> Option<Vec<Option<(AttemptStatus, String)>>> {
+        let mut pipe = redis::pipe();
+        for id in task_ids {
+            pipe.cmd("HMGET").arg(self.key(*id)).arg("s").arg("r");
+        }
+        let raw: Vec<(Option<String>, Option<String>)> = self
+            .call("reading statuses", |mut c| async move {
+                pipe.query_async(&mut c).await
+            })
+            .await?;
+        Some(
+            raw.into_iter()
+                .map(|(s, r)| Some((AttemptStatus::parse(&s?)?, r.unwrap_or_default())))
+                .collect(),
+        )
+    }
+
     /// The last heartbeat (ms) and details Redis holds for a task, if any.
     pub(crate) async fn peek(&self, task_id: Uuid) -> Option<(Option<i64>, Option<String>)> {
         let key = self.key(task_id);

@@ -162,6 +162,33 @@ impl Registry {
         Ok(row.status)
     }
 
+    /// [`Registry::register`] for many attempts in one statement and one Redis call
+    /// (group commit); the status of each, in order.
+    pub async fn register_many(&self, started: &[AttemptStarted]) -> Result<Vec<AttemptStatus>> {
+        if started.is_empty() {
+            return Ok(Vec::new());
+        }
+        let rows = pg::insert_started_many(self.store.pool(), started).await?;
+        add(&self.stats.status_writes, rows.len() as u64);
+        if let Some(cache) = &self.cache {
+            let entries: Vec<Entry> = rows.iter().map(entry).collect();
+            cache.populate(&entries, self.write_interval).await;
+        }
+        let by_attempt: HashMap<(Uuid, i32), AttemptStatus> = rows
+            .iter()
+            .map(|r| ((r.task_id, r.attempt), r.status))
+            .collect();
+        Ok(started
+            .iter()
+            .map(|s| {
+                by_attempt
+                    .get(&(s.attempt.task_id, s.attempt.attempt))
+                    .copied()
+                    .unwrap_or(AttemptStatus::Running)
+            })
+            .collect())
+    }
+
     /// Records heartbeats and answers each: CONTINUE for a running attempt, STOP (with
     /// the reason) for one stopped, timed out or finished, NOT_FOUND for an unknown task,
     /// THROTTLED (for the whole batch) when too many heartbeats are in flight. One answer
@@ -192,6 +219,42 @@ impl Registry {
                 self.answer_from_store(&encoded, false).await
             }
         }
+    }
+
+    /// Answers a probe before attempts start: STOP (with the reason) for an attempt that
+    /// was stopped while it waited in its queue, NOT_FOUND for one not registered yet,
+    /// its status's answer otherwise. Reads only, from Redis (where every stop is
+    /// written); from PostgreSQL only when Redis cannot answer. Records no heartbeat.
+    pub async fn probe(&self, task_ids: &[Uuid]) -> Result<Vec<(Uuid, HeartbeatAnswer)>> {
+        if let Some(cache) = &self.cache {
+            if let Some(known) = cache.statuses(task_ids).await {
+                return Ok(task_ids
+                    .iter()
+                    .zip(known)
+                    .map(|(id, k)| {
+                        let answer = k.map_or_else(not_found, |(status, reason)| {
+                            status.answer(Some(&reason))
+                        });
+                        (*id, answer)
+                    })
+                    .collect());
+            }
+        }
+        let rows: HashMap<Uuid, Stored> = pg::load_latest(self.store.pool(), task_ids)
+            .await?
+            .into_iter()
+            .map(|s| (s.task_id, s))
+            .collect();
+        Ok(task_ids
+            .iter()
+            .map(|id| {
+                let answer = rows
+                    .get(id)
+                    .map(|r| r.status.answer(r.reason.as_deref()))
+                    .unwrap_or_else(not_found);
+                (*id, answer)
+            })
+            .collect())
     }
 
     /// Answers from what Redis said; writes behind the attempts that are due, and answers
@@ -299,22 +362,65 @@ impl Registry {
     /// ("already finished"). An attempt already timed out or stopped keeps that status.
     /// Any other `status` is [`Error::Decode`] (a bad message: dead-letter it).
     pub async fn finish(&self, finished: &AttemptFinished) -> Result<AttemptStatus> {
-        let status = AttemptStatus::from_result(&finished.status).ok_or_else(|| {
-            Error::Decode(format!(
-                "AttemptFinished status {:?}: expected COMPLETED, FAILED or FAILED_WITH_TERMINAL_ERROR",
-                finished.status
-            ))
-        })?;
-        let rows = pg::end(
-            self.store.pool(),
-            &[finished.attempt],
-            status,
-            None,
-            Some(finished.output_bytes),
-        )
-        .await?;
+        self.finish_many(std::slice::from_ref(finished))
+            .await?
+            .pop()
+            .unwrap_or_else(|| Err(Error::Decode("no answer for the attempt".into())))
+    }
+
+    /// [`Registry::finish`] for many attempts in one statement and one Redis call (group
+    /// commit). The outer error is the database's; each attempt gets its status, or
+    /// [`Error::Decode`] for a status that is not a result's.
+    pub async fn finish_many(
+        &self,
+        finished: &[AttemptFinished],
+    ) -> Result<Vec<Result<AttemptStatus>>> {
+        let statuses: Vec<Result<AttemptStatus>> = finished
+            .iter()
+            .map(|f| {
+                AttemptStatus::from_result(&f.status).ok_or_else(|| {
+                    Error::Decode(format!(
+                        "AttemptFinished status {:?}: expected COMPLETED, FAILED or FAILED_WITH_TERMINAL_ERROR",
+                        f.status
+                    ))
+                })
+            })
+            .collect();
+        let ends: Vec<pg::End<'_>> = finished
+            .iter()
+            .zip(&statuses)
+            .filter_map(|(f, s)| {
+                let status = *s.as_ref().ok()?;
+                Some(pg::End {
+                    attempt: f.attempt,
+                    status,
+                    reason: None,
+                    output_bytes: Some(f.output_bytes),
+                })
+            })
+            .collect();
+        let rows = if ends.is_empty() {
+            Vec::new()
+        } else {
+            pg::end_each(self.store.pool(), &ends).await?
+        };
         self.cache_ends(&rows).await;
-        Ok(rows.first().map(|r| r.status).unwrap_or(status))
+        let by_attempt: HashMap<(Uuid, i32), AttemptStatus> = rows
+            .iter()
+            .map(|r| ((r.task_id, r.attempt), r.status))
+            .collect();
+        Ok(finished
+            .iter()
+            .zip(statuses)
+            .map(|(f, s)| {
+                s.map(|wanted| {
+                    by_attempt
+                        .get(&(f.attempt.task_id, f.attempt.attempt))
+                        .copied()
+                        .unwrap_or(wanted)
+                })
+            })
+            .collect())
     }
 
     /// Stops attempts (the decider's terminate, reset, skip, fork cancel): STOPPED with

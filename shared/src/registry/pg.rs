@@ -39,12 +39,36 @@ fn stored((task_id, attempt, status, reason, timeout_seconds): StoredRow) -> Res
 /// or result that came first is not undone) but gets the attempt's details filled in.
 /// Returns the row's status afterwards.
 pub(crate) async fn insert_started(pool: &PgPool, s: &AttemptStarted) -> Result<Stored> {
-    let row: StoredRow = sqlx::query_as(
+    let mut rows = insert_started_many(pool, std::slice::from_ref(s)).await?;
+    rows.pop()
+        .ok_or_else(|| crate::Error::Decode("the registration returned no row".into()))
+}
+
+/// [`insert_started`] for many attempts in one statement (the last registration of an
+/// attempt repeated in `started` wins). One row per distinct attempt, in no order.
+pub(crate) async fn insert_started_many(
+    pool: &PgPool,
+    started: &[AttemptStarted],
+) -> Result<Vec<Stored>> {
+    // ON CONFLICT cannot touch a row twice in one statement.
+    let mut seen = std::collections::HashSet::new();
+    let unique: Vec<&AttemptStarted> = started
+        .iter()
+        .rev()
+        .filter(|s| seen.insert((s.attempt.task_id, s.attempt.attempt)))
+        .collect();
+    let col = |f: fn(&AttemptStarted) -> String| unique.iter().map(|s| f(s)).collect::<Vec<_>>();
+    let rows: Vec<StoredRow> = sqlx::query_as(
         "INSERT INTO task_check AS c (task_id, attempt, workflow_id, run_id, task_name, task_ref,
              worker_id, reply_to, status, input_bytes, timeout_seconds, started_at,
              last_heartbeat_at, expires_at)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'RUNNING', $9, $10, $11, now(),
-             CASE WHEN $10 > 0 THEN now() + make_interval(secs => $10) END)
+         SELECT task_id, attempt, workflow_id, run_id, task_name, task_ref, worker_id,
+             reply_to, 'RUNNING', input_bytes, timeout_seconds, started_at, now(),
+             CASE WHEN timeout_seconds > 0 THEN now() + make_interval(secs => timeout_seconds) END
+         FROM UNNEST($1::uuid[], $2::int[], $3::text[], $4::uuid[], $5::text[], $6::text[],
+             $7::text[], $8::text[], $9::bigint[], $10::bigint[], $11::timestamptz[])
+             AS x(task_id, attempt, workflow_id, run_id, task_name, task_ref, worker_id,
+                  reply_to, input_bytes, timeout_seconds, started_at)
          ON CONFLICT (task_id, attempt) DO UPDATE SET
              workflow_id = EXCLUDED.workflow_id, run_id = EXCLUDED.run_id,
              task_name = EXCLUDED.task_name, task_ref = EXCLUDED.task_ref,
@@ -53,20 +77,25 @@ pub(crate) async fn insert_started(pool: &PgPool, s: &AttemptStarted) -> Result<
              started_at = EXCLUDED.started_at
          RETURNING task_id, attempt, status, stop_reason, timeout_seconds",
     )
-    .bind(s.attempt.task_id)
-    .bind(s.attempt.attempt)
-    .bind(&s.workflow_id)
-    .bind(s.run_id)
-    .bind(&s.task_name)
-    .bind(&s.task_ref)
-    .bind(&s.worker_id)
-    .bind(&s.reply_to)
-    .bind(s.input_bytes)
-    .bind(s.response_timeout_seconds.max(0))
-    .bind(s.started_at)
-    .fetch_one(pool)
+    .bind(unique.iter().map(|s| s.attempt.task_id).collect::<Vec<_>>())
+    .bind(unique.iter().map(|s| s.attempt.attempt).collect::<Vec<_>>())
+    .bind(col(|s| s.workflow_id.clone()))
+    .bind(unique.iter().map(|s| s.run_id).collect::<Vec<_>>())
+    .bind(col(|s| s.task_name.clone()))
+    .bind(col(|s| s.task_ref.clone()))
+    .bind(col(|s| s.worker_id.clone()))
+    .bind(col(|s| s.reply_to.clone()))
+    .bind(unique.iter().map(|s| s.input_bytes).collect::<Vec<_>>())
+    .bind(
+        unique
+            .iter()
+            .map(|s| s.response_timeout_seconds.max(0))
+            .collect::<Vec<_>>(),
+    )
+    .bind(unique.iter().map(|s| s.started_at).collect::<Vec<_>>())
+    .fetch_all(pool)
     .await?;
-    stored(row)
+    rows.into_iter().map(stored).collect()
 }
 
 /// The newest attempt of each task in `task_ids` (unknown tasks are absent).
@@ -137,13 +166,46 @@ pub(crate) async fn end(
     reason: Option<&str>,
     output_bytes: Option<i64>,
 ) -> Result<Vec<Stored>> {
-    let ids: Vec<Uuid> = attempts.iter().map(|a| a.task_id).collect();
-    let nums: Vec<i32> = attempts.iter().map(|a| a.attempt).collect();
+    let ends: Vec<End<'_>> = attempts
+        .iter()
+        .map(|a| End {
+            attempt: *a,
+            status,
+            reason,
+            output_bytes,
+        })
+        .collect();
+    end_each(pool, &ends).await
+}
+
+/// How one attempt ends.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct End<'a> {
+    pub attempt: AttemptRef,
+    pub status: AttemptStatus,
+    pub reason: Option<&'a str>,
+    pub output_bytes: Option<i64>,
+}
+
+/// [`end`] with a status, reason and size per attempt, in one statement (the first end
+/// of an attempt repeated in `ends` wins). Returns the rows as they are afterwards.
+pub(crate) async fn end_each(pool: &PgPool, ends: &[End<'_>]) -> Result<Vec<Stored>> {
+    let mut seen = std::collections::HashSet::new();
+    let unique: Vec<&End<'_>> = ends
+        .iter()
+        .filter(|e| seen.insert((e.attempt.task_id, e.attempt.attempt)))
+        .collect();
+    let ids: Vec<Uuid> = unique.iter().map(|e| e.attempt.task_id).collect();
+    let nums: Vec<i32> = unique.iter().map(|e| e.attempt.attempt).collect();
+    let statuses: Vec<&str> = unique.iter().map(|e| e.status.as_str()).collect();
+    let reasons: Vec<Option<&str>> = unique.iter().map(|e| e.reason).collect();
+    let sizes: Vec<Option<i64>> = unique.iter().map(|e| e.output_bytes).collect();
     let mut tx = pool.begin().await?;
     sqlx::query(
         "INSERT INTO task_check AS c (task_id, attempt, status, stop_reason, output_bytes)
-         SELECT DISTINCT task_id, attempt, $3, $4, $5
-         FROM UNNEST($1::uuid[], $2::int[]) AS x(task_id, attempt)
+         SELECT task_id, attempt, status, stop_reason, output_bytes
+         FROM UNNEST($1::uuid[], $2::int[], $3::text[], $4::text[], $5::bigint[])
+             AS x(task_id, attempt, status, stop_reason, output_bytes)
          ON CONFLICT (task_id, attempt) DO UPDATE SET
              status = EXCLUDED.status, stop_reason = EXCLUDED.stop_reason,
              output_bytes = EXCLUDED.output_bytes, updated_at = now()
@@ -151,9 +213,9 @@ pub(crate) async fn end(
     )
     .bind(&ids)
     .bind(&nums)
-    .bind(status.as_str())
-    .bind(reason)
-    .bind(output_bytes)
+    .bind(&statuses)
+    .bind(&reasons)
+    .bind(&sizes)
     .execute(&mut *tx)
     .await?;
     let rows: Vec<StoredRow> = sqlx::query_as(

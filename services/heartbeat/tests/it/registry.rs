@@ -274,3 +274,72 @@ async fn a_batch_gets_one_answer_per_beat_in_order() {
     );
     env.finish().await;
 }
+
+#[tokio::test]
+async fn registrations_and_ends_written_in_groups_keep_each_attempts_outcome() {
+    let env = TestEnv::new().await;
+    let registry = env.registry();
+    let (a, b, stopped) = (started(30), started(30), started(30));
+    registry
+        .stop(&StopAttempts {
+            attempts: vec![stopped.attempt],
+            reason: "skipped by an operator".into(),
+        })
+        .await
+        .unwrap();
+    // `a` twice in one group (a redelivery): written once.
+    let statuses = registry
+        .register_many(&[a.clone(), b.clone(), stopped.clone(), a.clone()])
+        .await
+        .unwrap();
+    assert_eq!(
+        statuses,
+        vec![
+            AttemptStatus::Running,
+            AttemptStatus::Running,
+            AttemptStatus::Stopped,
+            AttemptStatus::Running
+        ]
+    );
+    // The probe before a start sees the stop and the registrations, and records nothing.
+    let probed = registry
+        .probe(&[a.attempt.task_id, stopped.attempt.task_id, uuid::Uuid::new_v4()])
+        .await
+        .unwrap();
+    let actions: Vec<HeartbeatAction> = probed.iter().map(|(_, p)| p.action).collect();
+    assert_eq!(
+        actions,
+        vec![
+            HeartbeatAction::Continue,
+            HeartbeatAction::Stop,
+            HeartbeatAction::NotFound
+        ]
+    );
+    assert!(is_stop(&probed[1].1, "skipped by an operator"));
+
+    let finished = |s: &weft::messages::AttemptStarted, status: &str| AttemptFinished {
+        attempt: s.attempt,
+        status: status.into(),
+        output_bytes: 7,
+    };
+    let ends = registry
+        .finish_many(&[finished(&a, "COMPLETED"), finished(&b, "DONE?")])
+        .await
+        .unwrap();
+    assert_eq!(ends[0].as_ref().unwrap(), &AttemptStatus::Completed);
+    assert!(
+        matches!(&ends[1], Err(weft::Error::Decode(why)) if why.contains("DONE?")),
+        "{:?}",
+        ends[1]
+    );
+    assert_eq!(
+        stored_status(&env.store, a.attempt.task_id).await.as_deref(),
+        Some("COMPLETED")
+    );
+    assert_eq!(
+        stored_status(&env.store, b.attempt.task_id).await.as_deref(),
+        Some("RUNNING"),
+        "a bad end changes nothing"
+    );
+    env.finish().await;
+}
