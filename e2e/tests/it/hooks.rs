@@ -190,13 +190,29 @@ async fn reset(client: &Client, id: &str, task_ref: &str) -> String {
     resp.text
 }
 
+/// The hook deliveries of `id` once each has settled (DELIVERED, DEAD or SKIPPED): a
+/// receiver sees a call before the dispatcher records its outcome.
 async fn hooks_of(client: &Client, id: &str) -> Vec<Value> {
-    let resp = client
-        .raw(Method::GET, &format!("/api/workflow/{id}/hooks"), None)
-        .await
-        .unwrap();
-    assert_eq!(resp.status, 200, "{}", resp.text);
-    resp.json.unwrap().as_array().unwrap().clone()
+    let deadline = tokio::time::Instant::now() + RUN_TIMEOUT;
+    loop {
+        let resp = client
+            .raw(Method::GET, &format!("/api/workflow/{id}/hooks"), None)
+            .await
+            .unwrap();
+        assert_eq!(resp.status, 200, "{}", resp.text);
+        let deliveries = resp.json.unwrap().as_array().unwrap().clone();
+        let settled = deliveries.iter().all(|d| {
+            ["DELIVERED", "DEAD", "SKIPPED"].contains(&d["status"].as_str().unwrap_or(""))
+        });
+        if settled {
+            return deliveries;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the hooks of {id} never settled: {deliveries:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
 }
 
 fn status_codes(delivery: &Value) -> Vec<Value> {

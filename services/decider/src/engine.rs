@@ -287,13 +287,8 @@ impl Shard {
         delivery: &Delivery,
         command: &Command,
     ) -> Result<Option<Verdict>, Error> {
+        // `try_batch` loaded the run (if there is one) before the command's span.
         let wf = delivery.envelope.workflow_id.clone();
-        if !working.contains_key(&wf) {
-            if let Some(w) = self.load(&wf).await? {
-                working.insert(wf.clone(), w);
-                order.push(wf.clone());
-            }
-        }
         let verdict = match (working.get_mut(&wf), command) {
             (None, Command::StartWorkflow(start)) => {
                 let w = self.start_run(&wf, start, delivery.traceparent.clone())?;

@@ -1,10 +1,13 @@
 //! Group commit for the registry's writes: registrations (`AttemptStarted`) and ends
 //! (`AttemptFinished`) handled concurrently are written together, one statement and one
 //! Redis call for all that queued up while the previous group was being written, instead
-//! of one transaction each. A worker's activity start waits on this write, so the group
-//! never waits to fill: it takes what is there.
+//! of one transaction each. The group never waits to fill: it takes what is there, so an
+//! idle service writes each item at once.
 
 use std::future::Future;
+use std::panic::AssertUnwindSafe;
+
+use futures_util::FutureExt;
 
 use tokio::sync::{mpsc, oneshot};
 
@@ -55,7 +58,16 @@ impl<T: Send + 'static> Group<T> {
                     }
                 }
                 let (values, waiters): (Vec<T>, Vec<_>) = items.into_iter().unzip();
-                let outcomes = apply(values).await;
+                // A panic fails this group's items (handed back), not the writer.
+                let outcomes = AssertUnwindSafe(apply(values))
+                    .catch_unwind()
+                    .await
+                    .unwrap_or_else(|_| {
+                        tracing::error!(
+                            "the group writer panicked; its items go back to the queue"
+                        );
+                        Vec::new()
+                    });
                 let mut outcomes = outcomes.into_iter();
                 for waiter in waiters {
                     let outcome = outcomes
@@ -118,5 +130,15 @@ mod tests {
         let all: Vec<u32> = groups.iter().flatten().copied().collect();
         assert_eq!(all.len(), 6);
         assert!(groups.len() < 6, "grouped: {groups:?}");
+    }
+
+    #[tokio::test]
+    async fn a_group_that_panics_fails_its_items_and_the_writer_goes_on() {
+        let group = Group::start(|items: Vec<u32>| async move {
+            assert!(!items.contains(&13), "unlucky");
+            vec![Outcome::Done; items.len()]
+        });
+        assert!(matches!(group.submit(13).await, Outcome::Failed(_)));
+        assert_eq!(group.submit(7).await, Outcome::Done);
     }
 }

@@ -61,7 +61,16 @@ pub fn start(
     )
 }
 
-/// Registrations written in groups.
+/// What a registry write's error means for its message.
+fn outcome_of(e: &Error) -> Outcome {
+    match e {
+        Error::Decode(why) => Outcome::Refused(why.clone()),
+        other => Outcome::Failed(other.to_string()),
+    }
+}
+
+/// Registrations written in groups. A group that fails is written again one by one, so
+/// that one bad registration fails alone rather than with its group.
 fn registrations(registry: &Registry) -> Group<AttemptStarted> {
     let registry = registry.clone();
     Group::start(move |started: Vec<AttemptStarted>| {
@@ -69,29 +78,47 @@ fn registrations(registry: &Registry) -> Group<AttemptStarted> {
         async move {
             match registry.register_many(&started).await {
                 Ok(_) => vec![Outcome::Done; started.len()],
-                Err(e) => vec![Outcome::Failed(e.to_string()); started.len()],
+                Err(e) if started.len() == 1 => vec![outcome_of(&e)],
+                Err(e) => {
+                    tracing::warn!(error = %e, group = started.len(), "a group of registrations failed; writing them one by one");
+                    let mut outcomes = Vec::with_capacity(started.len());
+                    for s in &started {
+                        outcomes.push(match registry.register(s).await {
+                            Ok(_) => Outcome::Done,
+                            Err(e) => outcome_of(&e),
+                        });
+                    }
+                    outcomes
+                }
             }
         }
     })
 }
 
-/// Ends (results published) written in groups.
+/// Ends (results published) written in groups; a group that fails, one by one.
 fn ends(registry: &Registry) -> Group<AttemptFinished> {
     let registry = registry.clone();
     Group::start(move |finished: Vec<AttemptFinished>| {
         let registry = registry.clone();
         async move {
-            match registry.finish_many(&finished).await {
-                Ok(each) => each
-                    .into_iter()
-                    .map(|r| match r {
-                        Ok(_) => Outcome::Done,
-                        Err(Error::Decode(why)) => Outcome::Refused(why),
-                        Err(e) => Outcome::Failed(e.to_string()),
-                    })
-                    .collect(),
-                Err(e) => vec![Outcome::Failed(e.to_string()); finished.len()],
-            }
+            let each = match registry.finish_many(&finished).await {
+                Ok(each) => each,
+                Err(e) if finished.len() == 1 => return vec![outcome_of(&e)],
+                Err(e) => {
+                    tracing::warn!(error = %e, group = finished.len(), "a group of ends failed; writing them one by one");
+                    let mut each = Vec::with_capacity(finished.len());
+                    for f in &finished {
+                        each.push(registry.finish(f).await);
+                    }
+                    each
+                }
+            };
+            each.into_iter()
+                .map(|r| match r {
+                    Ok(_) => Outcome::Done,
+                    Err(e) => outcome_of(&e),
+                })
+                .collect()
         }
     })
 }

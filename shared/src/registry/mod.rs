@@ -223,35 +223,42 @@ impl Registry {
 
     /// Answers a probe before attempts start: STOP (with the reason) for an attempt that
     /// was stopped while it waited in its queue, NOT_FOUND for one not registered yet,
-    /// its status's answer otherwise. Reads only, from Redis (where every stop is
-    /// written); from PostgreSQL only when Redis cannot answer. Records no heartbeat.
+    /// its status's answer otherwise. Reads only, and records no heartbeat: Redis first,
+    /// PostgreSQL (by primary key) for what Redis does not hold — an entry expired, lost
+    /// in an outage, or a stop committed but not cached yet — or for all when Redis
+    /// cannot answer.
     pub async fn probe(&self, task_ids: &[Uuid]) -> Result<Vec<(Uuid, HeartbeatAnswer)>> {
-        if let Some(cache) = &self.cache {
-            if let Some(known) = cache.statuses(task_ids).await {
-                return Ok(task_ids
-                    .iter()
-                    .zip(known)
-                    .map(|(id, k)| {
-                        let answer = k.map_or_else(not_found, |(status, reason)| {
-                            status.answer(Some(&reason))
-                        });
-                        (*id, answer)
-                    })
-                    .collect());
-            }
-        }
-        let rows: HashMap<Uuid, Stored> = pg::load_latest(self.store.pool(), task_ids)
-            .await?
-            .into_iter()
-            .map(|s| (s.task_id, s))
+        let cached = match &self.cache {
+            Some(cache) => cache.statuses(task_ids).await,
+            None => None,
+        };
+        let cached = cached.unwrap_or_else(|| vec![None; task_ids.len()]);
+        let missed: Vec<Uuid> = task_ids
+            .iter()
+            .zip(&cached)
+            .filter(|(_, c)| c.is_none())
+            .map(|(id, _)| *id)
             .collect();
+        let stored: HashMap<Uuid, Stored> = if missed.is_empty() {
+            HashMap::new()
+        } else {
+            pg::load_latest(self.store.pool(), &missed)
+                .await?
+                .into_iter()
+                .map(|s| (s.task_id, s))
+                .collect()
+        };
         Ok(task_ids
             .iter()
-            .map(|id| {
-                let answer = rows
-                    .get(id)
-                    .map(|r| r.status.answer(r.reason.as_deref()))
-                    .unwrap_or_else(not_found);
+            .zip(cached)
+            .map(|(id, c)| {
+                let answer = match c {
+                    Some((status, reason)) => status.answer(Some(&reason)),
+                    None => stored
+                        .get(id)
+                        .map(|r| r.status.answer(r.reason.as_deref()))
+                        .unwrap_or_else(not_found),
+                };
                 (*id, answer)
             })
             .collect())

@@ -1011,3 +1011,27 @@ fn a_join_goes_on_past_an_optional_task_that_timed_out_for_good() {
     sim.complete("after", json!({}));
     assert_eq!(sim.state.status, RunStatus::Completed);
 }
+
+#[test]
+fn a_join_goes_on_past_an_optional_task_out_of_total_time_during_its_back_off() {
+    let def = json!({"name": "w", "tasks": [
+        {"name": "f", "taskReferenceName": "f", "type": "FORK_JOIN", "forkTasks": [
+            [{"name": "a", "taskReferenceName": "a", "type": "SIMPLE", "optional": true,
+              "taskDefinition": {"retryCount": 3, "retryDelaySeconds": 100,
+                                 "totalTimeoutSeconds": 50}}],
+            [simple("b")]]},
+        {"name": "j", "taskReferenceName": "j", "type": "JOIN", "joinOn": ["a", "b"]},
+        simple("after")]});
+    let mut sim = Sim::start(def, json!({}));
+    sim.complete("b", json!({}));
+    sim.fail("a", "flaky");
+    assert_eq!(sim.state.latest("a").unwrap().status.as_str(), "FAILED");
+    let total = sim.state.timers.iter().map(|t| t.fire_at).min().unwrap();
+    sim.fire_timers_due_by(total);
+    assert_eq!(
+        sim.state.latest("a").unwrap().attempt,
+        1,
+        "no retry past the total"
+    );
+    assert_eq!(sim.pending(), vec!["after"], "the join completed");
+}

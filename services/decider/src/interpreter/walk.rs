@@ -135,11 +135,12 @@ impl<'a> Walker<'a> {
         })
     }
 
-    /// Whether `t` is an optional task that timed out for good (out of retries or of
-    /// total time): the run goes on without it, so a JOIN does too. (An optional task
-    /// that failed for good is COMPLETED_WITH_ERRORS already.)
+    /// Whether `t` is an optional task given up for good: timed out with no retry left,
+    /// or failed or timed out past its total time (during a back-off its last failure
+    /// is still FAILED). The run goes on without it, so a JOIN does too. (An optional
+    /// task whose last retry failed is COMPLETED_WITH_ERRORS already.)
     fn optional_given_up(&self, t: &TaskState) -> bool {
-        if t.status != TaskStatus::TimedOut {
+        if !matches!(t.status, TaskStatus::TimedOut | TaskStatus::Failed) {
             return false;
         }
         let Some(task) = crate::state::find_task(&self.state.definition.tasks, &t.task_ref)
@@ -148,7 +149,8 @@ impl<'a> Walker<'a> {
             return false;
         };
         let policy = Policy::of(task);
-        t.attempt > policy.retry_count || self.total_deadline_passed(t, &policy)
+        (t.status == TaskStatus::TimedOut && t.attempt > policy.retry_count)
+            || self.total_deadline_passed(t, &policy)
     }
 
     /// An operator's skip: a skipped task is done; a task whose skip was requested
@@ -407,11 +409,17 @@ impl<'a> Walker<'a> {
         if policy.total_timeout_seconds <= 0 {
             return None;
         }
+        // A copy canceled at a reset's cut is not an attempt of this run: the task ran
+        // again from attempt 1, and its budget counts from there.
         let first = self
             .state
             .tasks
             .iter()
-            .find(|x| x.task_ref == t.task_ref && x.iteration == t.iteration)
+            .find(|x| {
+                x.task_ref == t.task_ref
+                    && x.iteration == t.iteration
+                    && x.status != TaskStatus::Canceled
+            })
             .unwrap_or(t);
         Some((
             Uuid::new_v5(&first.task_id, b"total-timeout"),

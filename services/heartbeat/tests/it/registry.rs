@@ -303,7 +303,11 @@ async fn registrations_and_ends_written_in_groups_keep_each_attempts_outcome() {
     );
     // The probe before a start sees the stop and the registrations, and records nothing.
     let probed = registry
-        .probe(&[a.attempt.task_id, stopped.attempt.task_id, uuid::Uuid::new_v4()])
+        .probe(&[
+            a.attempt.task_id,
+            stopped.attempt.task_id,
+            uuid::Uuid::new_v4(),
+        ])
         .await
         .unwrap();
     let actions: Vec<HeartbeatAction> = probed.iter().map(|(_, p)| p.action).collect();
@@ -333,11 +337,15 @@ async fn registrations_and_ends_written_in_groups_keep_each_attempts_outcome() {
         ends[1]
     );
     assert_eq!(
-        stored_status(&env.store, a.attempt.task_id).await.as_deref(),
+        stored_status(&env.store, a.attempt.task_id)
+            .await
+            .as_deref(),
         Some("COMPLETED")
     );
     assert_eq!(
-        stored_status(&env.store, b.attempt.task_id).await.as_deref(),
+        stored_status(&env.store, b.attempt.task_id)
+            .await
+            .as_deref(),
         Some("RUNNING"),
         "a bad end changes nothing"
     );

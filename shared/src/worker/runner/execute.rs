@@ -132,7 +132,10 @@ impl Shared {
             AbortOnDropHandle::new(tokio::spawn(handler(task, ctx).in_current_span()));
         let joined = tokio::select! {
             joined = &mut running => joined,
-            _ = stop.token().cancelled() => return self.stopped(running, &stop).await,
+            _ = stop.token().cancelled() => {
+                drop(start_report);
+                return self.stopped(running, &stop).await;
+            }
             _ = self.abandon.cancelled() => {
                 self.stats.incr(Counter::Requeued);
                 tracing::warn!("activity abandoned at shutdown; it goes back to its queue");
