@@ -12,6 +12,7 @@ pub mod hooks;
 pub mod ids;
 pub mod listener;
 pub mod messages;
+pub mod purge;
 pub mod registry;
 pub mod runtime;
 pub mod shutdown;

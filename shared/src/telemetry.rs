@@ -228,15 +228,12 @@ fn traceparent_of(cx: &Context) -> Option<String> {
 /// OpenTelemetry fixes a span's parent when the span starts. A missing or malformed
 /// `traceparent` leaves `span` as the root of a new trace.
 pub fn set_parent(span: &tracing::Span, traceparent: Option<&str>) {
-    let Some(traceparent) = traceparent.map(str::trim).filter(|s| !s.is_empty()) else {
+    let Some(cx) = extract(traceparent) else {
+        if traceparent.is_some_and(|t| !t.trim().is_empty()) {
+            tracing::debug!(traceparent, "ignoring malformed traceparent");
+        }
         return;
     };
-    let carrier = HashMap::from([(TRACEPARENT.to_owned(), traceparent.to_owned())]);
-    let cx = TraceContextPropagator::new().extract(&carrier);
-    if !cx.span().span_context().is_valid() {
-        tracing::debug!(traceparent, "ignoring malformed traceparent");
-        return;
-    }
     match OpenTelemetrySpanExt::set_parent(span, cx) {
         // No OpenTelemetry layer, or the span is filtered out: nothing to link.
         Ok(()) | Err(SetParentError::LayerNotFound | SetParentError::SpanDisabled) => {}

@@ -97,3 +97,46 @@ impl Drop for TestDb {
         }
     }
 }
+
+/// What most integration tests stand on: a database of their own (migrated, through a
+/// store), and a namespace of their own on the broker.
+#[derive(Debug)]
+pub struct Backing {
+    /// The namespace's names.
+    pub names: crate::topology::Names,
+    /// A store on the test database.
+    pub store: crate::store::Store,
+    /// A bus on the test namespace.
+    pub bus: crate::bus::Bus,
+    /// The store's and bus's connection token: cancel it after the teardown.
+    pub connections: tokio_util::sync::CancellationToken,
+    /// The database, dropped last by whoever keeps it.
+    pub db: TestDb,
+}
+
+impl Backing {
+    /// Creates database `<db_prefix>_<random>` (a store of `pool` connections) and
+    /// namespace `<ns_prefix>-<random>` with `shards` command shards.
+    ///
+    /// # Panics
+    /// When PostgreSQL or RabbitMQ cannot be reached: a test cannot run without them.
+    pub async fn create(db_prefix: &str, ns_prefix: &str, pool: u32, shards: u16) -> Self {
+        let db = TestDb::create(db_prefix).await;
+        let connections = tokio_util::sync::CancellationToken::new();
+        let store = crate::store::Store::connect(&db.url, pool, &connections)
+            .await
+            .expect("connect and migrate");
+        let names =
+            crate::topology::Names::new(&format!("{ns_prefix}-{}", random_suffix()), shards);
+        let bus = crate::bus::Bus::connect(&amqp_url(), names.clone(), connections.clone())
+            .await
+            .expect("connect to the broker");
+        Self {
+            names,
+            store,
+            bus,
+            connections,
+            db,
+        }
+    }
+}

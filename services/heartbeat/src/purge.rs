@@ -36,25 +36,14 @@ impl Purge {
 
     /// Purges until `shutdown`: a full batch is followed at once by the next one.
     pub async fn run(&self, shutdown: CancellationToken) {
-        loop {
-            let wait = match self.registry.purge(self.retention, BATCH).await {
-                Ok(n) => {
-                    self.purged.inc_by(n);
-                    if n as i64 == BATCH {
-                        Duration::ZERO
-                    } else {
-                        IDLE
-                    }
-                }
-                Err(e) => {
-                    tracing::warn!(error = %e, "purging ended attempts failed");
-                    IDLE
-                }
-            };
-            tokio::select! {
-                _ = shutdown.cancelled() => return,
-                _ = tokio::time::sleep(wait) => {}
-            }
-        }
+        weft::purge::in_batches(
+            "ended attempts",
+            BATCH,
+            IDLE,
+            &self.purged,
+            shutdown,
+            || self.registry.purge(self.retention, BATCH),
+        )
+        .await;
     }
 }

@@ -36,29 +36,17 @@ impl Retention {
 
     /// Purges until `shutdown`: a full batch is followed at once by the next one.
     pub async fn run(&self, shutdown: CancellationToken) {
-        loop {
-            let wait = match self
-                .store
-                .purge_operation_outcomes(VERDICT_RETENTION, BATCH)
-                .await
-            {
-                Ok(n) => {
-                    self.purged.inc_by(n);
-                    if n as i64 == BATCH {
-                        Duration::ZERO
-                    } else {
-                        IDLE
-                    }
-                }
-                Err(e) => {
-                    tracing::warn!(error = %e, "purging operation outcomes failed");
-                    IDLE
-                }
-            };
-            tokio::select! {
-                _ = shutdown.cancelled() => return,
-                _ = tokio::time::sleep(wait) => {}
-            }
-        }
+        weft::purge::in_batches(
+            "operation outcomes",
+            BATCH,
+            IDLE,
+            &self.purged,
+            shutdown,
+            || {
+                self.store
+                    .purge_operation_outcomes(VERDICT_RETENTION, BATCH)
+            },
+        )
+        .await;
     }
 }

@@ -43,15 +43,13 @@ pub struct TestEnv {
 impl TestEnv {
     /// A fresh database and namespace.
     pub async fn new() -> Self {
-        let db = TestDb::create("hb").await;
-        let connections = CancellationToken::new();
-        let store = Store::connect(&db.url, 6, &connections)
-            .await
-            .expect("connect and migrate");
-        let names = Names::new(&format!("hbt-{}", random_suffix()), SHARDS);
-        let bus = Bus::connect(&amqp_url(), names.clone(), connections.clone())
-            .await
-            .expect("connect to the broker");
+        let weft::testing::Backing {
+            names,
+            store,
+            bus,
+            connections,
+            db,
+        } = weft::testing::Backing::create("hb", "hbt", 6, SHARDS).await;
         Self {
             names,
             db_url: db.url.clone(),

@@ -21,7 +21,7 @@ pub const SHARDS: u16 = 4;
 /// Routing key (on the commands exchange) of the test queue.
 pub const TEST_KEY: &str = "timer-test";
 
-pub use weft::testing::{amqp_url, random_suffix, TestDb};
+pub use weft::testing::{amqp_url, TestDb};
 
 /// A message received by the test queue, with the local time it arrived.
 #[derive(Debug)]
@@ -70,15 +70,13 @@ pub struct TestEnv {
 impl TestEnv {
     /// A fresh database and namespace.
     pub async fn new() -> Self {
-        let db = TestDb::create("hist").await;
-        let connections = CancellationToken::new();
-        let store = Store::connect(&db.url, 5, &connections)
-            .await
-            .expect("connect and migrate");
-        let names = Names::new(&format!("histt-{}", random_suffix()), SHARDS);
-        let bus = Bus::connect(&amqp_url(), names.clone(), connections.clone())
-            .await
-            .expect("connect to the broker");
+        let weft::testing::Backing {
+            names,
+            store,
+            bus,
+            connections,
+            db,
+        } = weft::testing::Backing::create("hist", "histt", 5, SHARDS).await;
         Self {
             names,
             db_url: db.url.clone(),
