@@ -381,7 +381,7 @@ async fn scan(args: &Args) -> anyhow::Result<String> {
 async fn scan_on(env: &TestEnv, args: &Args) -> anyhow::Result<String> {
     let token = CancellationToken::new();
     let store = Store::connect(&env.database_url, 4, &token).await?;
-    let pool = store.pool();
+    let pool = store.pg_pool().unwrap();
     eprintln!("loading {} rows into task_check", args.scan_rows);
     let t0 = Instant::now();
     let chunk = 1_000_000u64;

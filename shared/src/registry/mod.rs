@@ -25,8 +25,8 @@
 
 mod cache;
 mod model;
-mod pg;
-mod scan;
+pub mod rows;
+pub mod scan;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -36,15 +36,16 @@ use std::time::Duration;
 use tokio::sync::Semaphore;
 use uuid::Uuid;
 
+pub use crate::store::pg::registry::SCAN_SQL;
 pub use cache::Cache;
 pub use model::{not_found, throttled, AttemptStatus, TaskCheck};
-pub use scan::{ScanReport, SCAN_SQL};
+pub use scan::ScanReport;
 
 use crate::messages::{AttemptFinished, AttemptStarted, Beat, HeartbeatAnswer, StopAttempts};
 use crate::store::Store;
 use crate::{Error, Result};
 use cache::{Cached, Entry};
-use pg::{BeatWrite, Stored};
+use rows::{BeatWrite, End, Stored};
 
 /// Heartbeats handled at once per registry before new ones are answered THROTTLED.
 pub const DEFAULT_MAX_IN_FLIGHT: usize = 50_000;
@@ -154,7 +155,12 @@ impl Registry {
     /// heartbeat timeout. Idempotent; an attempt already stopped or finished (a stop that
     /// raced the start) stays so, and the status it has is returned.
     pub async fn register(&self, started: &AttemptStarted) -> Result<AttemptStatus> {
-        let row = pg::insert_started(self.store.pool(), started).await?;
+        let row = self
+            .store
+            .insert_started_many(std::slice::from_ref(started))
+            .await?
+            .pop()
+            .ok_or_else(|| Error::Decode("the registration returned no row".into()))?;
         add(&self.stats.status_writes, 1);
         if let Some(cache) = &self.cache {
             cache.populate(&[entry(&row)], self.write_interval).await;
@@ -168,7 +174,7 @@ impl Registry {
         if started.is_empty() {
             return Ok(Vec::new());
         }
-        let rows = pg::insert_started_many(self.store.pool(), started).await?;
+        let rows = self.store.insert_started_many(started).await?;
         add(&self.stats.status_writes, rows.len() as u64);
         if let Some(cache) = &self.cache {
             let entries: Vec<Entry> = rows.iter().map(entry).collect();
@@ -242,7 +248,8 @@ impl Registry {
         let stored: HashMap<Uuid, Stored> = if missed.is_empty() {
             HashMap::new()
         } else {
-            pg::load_latest(self.store.pool(), &missed)
+            self.store
+                .load_latest(&missed)
                 .await?
                 .into_iter()
                 .map(|s| (s.task_id, s))
@@ -298,7 +305,7 @@ impl Registry {
         }
         add(&self.stats.cache_hits, (beats.len() - missed.len()) as u64);
         if !due.is_empty() {
-            let written = pg::write_beats(self.store.pool(), &due).await?;
+            let written = self.store.write_beats(&due).await?;
             add(&self.stats.heartbeat_writes, written);
         }
         if !missed.is_empty() {
@@ -325,7 +332,9 @@ impl Registry {
         repopulate: bool,
     ) -> Result<Vec<(Uuid, HeartbeatAnswer)>> {
         let ids: Vec<Uuid> = beats.iter().map(|(id, _)| *id).collect();
-        let rows: HashMap<Uuid, Stored> = pg::load_latest(self.store.pool(), &ids)
+        let rows: HashMap<Uuid, Stored> = self
+            .store
+            .load_latest(&ids)
             .await?
             .into_iter()
             .map(|s| (s.task_id, s))
@@ -344,7 +353,7 @@ impl Registry {
                 })
             })
             .collect();
-        let written = pg::write_beats(self.store.pool(), &writes).await?;
+        let written = self.store.write_beats(&writes).await?;
         add(&self.stats.heartbeat_writes, written);
         if repopulate {
             if let Some(cache) = &self.cache {
@@ -393,12 +402,12 @@ impl Registry {
                 })
             })
             .collect();
-        let ends: Vec<pg::End<'_>> = finished
+        let ends: Vec<End<'_>> = finished
             .iter()
             .zip(&statuses)
             .filter_map(|(f, s)| {
                 let status = *s.as_ref().ok()?;
-                Some(pg::End {
+                Some(End {
                     attempt: f.attempt,
                     status,
                     reason: None,
@@ -409,7 +418,7 @@ impl Registry {
         let rows = if ends.is_empty() {
             Vec::new()
         } else {
-            pg::end_each(self.store.pool(), &ends).await?
+            self.store.end_each(&ends).await?
         };
         self.cache_ends(&rows).await;
         let by_attempt: HashMap<(Uuid, i32), AttemptStatus> = rows
@@ -437,14 +446,17 @@ impl Registry {
         if stop.attempts.is_empty() {
             return Ok(());
         }
-        let rows = pg::end(
-            self.store.pool(),
-            &stop.attempts,
-            AttemptStatus::Stopped,
-            Some(&stop.reason),
-            None,
-        )
-        .await?;
+        let ends: Vec<End<'_>> = stop
+            .attempts
+            .iter()
+            .map(|a| End {
+                attempt: *a,
+                status: AttemptStatus::Stopped,
+                reason: Some(&stop.reason),
+                output_bytes: None,
+            })
+            .collect();
+        let rows = self.store.end_each(&ends).await?;
         self.cache_ends(&rows).await;
         Ok(())
     }
@@ -460,7 +472,7 @@ impl Registry {
     /// What the registry knows of a task's newest attempt, with the last heartbeat and
     /// details from Redis when newer; `None` for an unknown task.
     pub async fn get(&self, task_id: Uuid) -> Result<Option<TaskCheck>> {
-        let Some(mut check) = pg::get(self.store.pool(), task_id).await? else {
+        let Some(mut check) = self.store.task_check(task_id).await? else {
             return Ok(None);
         };
         if let Some(cache) = &self.cache {

@@ -18,14 +18,16 @@
 
 use std::time::Duration;
 
+use futures_util::FutureExt;
 use uuid::Uuid;
 
-use super::cache::Liveness;
-use super::pg::{self, BeatWrite};
-use super::{add, AttemptStatus, Entry, Registry};
+use super::cache::Entry;
+use super::rows::{Liveness, ScanCandidate};
+use super::{add, AttemptStatus, Registry};
 use crate::bus::Bus;
 use crate::messages::{ActivityTimedOut, Command};
-use crate::store::outbox::{self, OutboxMessage};
+use crate::store::outbox::OutboxMessage;
+use crate::topology::Names;
 use crate::{Envelope, Result};
 
 /// What one scan did.
@@ -35,94 +37,55 @@ pub struct ScanReport {
     pub candidates: usize,
     /// Attempts timed out.
     pub timed_out: usize,
-    /// Candidates Redis showed alive (their deadline was moved).
+    /// Candidates the cache showed alive (their deadline was moved).
     pub extended: usize,
-    /// Candidates left for a later scan (no Redis evidence, deadline not surely passed).
+    /// Candidates left for a later scan (no cache evidence, deadline not surely passed).
     pub deferred: usize,
 }
-
-/// `(task_id, attempt, workflow_id, run_id, reply_to, timeout_seconds,
-/// last heartbeat ms, deadline passed by more than the write interval)`.
-type Candidate = (
-    Uuid,
-    i32,
-    String,
-    Option<Uuid>,
-    String,
-    i64,
-    Option<i64>,
-    bool,
-);
-
-/// The scanner's query, also shown with EXPLAIN ANALYZE by the benchmark.
-pub const SCAN_SQL: &str =
-    "SELECT task_id, attempt, workflow_id, run_id, reply_to, timeout_seconds,
-        (extract(epoch FROM last_heartbeat_at) * 1000)::bigint,
-        expires_at < now() - make_interval(secs => $2)
- FROM task_check
- WHERE status = 'RUNNING' AND expires_at IS NOT NULL AND expires_at < now()
- ORDER BY expires_at
- LIMIT $1
- FOR UPDATE SKIP LOCKED";
 
 impl Registry {
     /// Times out, at most `limit` at a time, the attempts whose heartbeats stopped for
     /// longer than their timeout, telling each run's shard with `ActivityTimedOut`.
     /// Call it every scan interval, again at once while it returns `limit` candidates.
     pub async fn scan(&self, bus: &Bus, limit: i64) -> Result<ScanReport> {
-        let mut tx = self.store.pool().begin().await?;
-        let candidates: Vec<Candidate> = sqlx::query_as(SCAN_SQL)
-            .bind(limit)
-            .bind(self.write_interval.as_secs_f64())
-            .fetch_all(&mut *tx)
-            .await?;
-        let mut report = ScanReport {
-            candidates: candidates.len(),
-            ..ScanReport::default()
-        };
-        if candidates.is_empty() {
-            return Ok(report);
-        }
-        let ids: Vec<Uuid> = candidates.iter().map(|c| c.0).collect();
-        let lives = match &self.cache {
-            Some(cache) => cache.liveness(&ids).await,
-            None => None,
-        };
-        let mut alive = Vec::new();
-        let mut expired = Vec::new();
-        for (i, c) in candidates.into_iter().enumerate() {
-            let live = lives.as_ref().map(|l| l[i]);
-            match verdict(&c, live) {
-                Verdict::Alive(last_ms) => alive.push(BeatWrite {
-                    task_id: c.0,
-                    attempt: c.1,
-                    at_ms: Some(last_ms),
-                    details: None,
-                }),
-                Verdict::Expired => expired.push(c),
-                Verdict::Unsure => report.deferred += 1,
+        let cache = self.cache.clone();
+        let probe = move |ids: Vec<Uuid>| {
+            let cache = cache.clone();
+            async move {
+                let lives = cache?.liveness(&ids).await?;
+                Some(
+                    lives
+                        .into_iter()
+                        .map(|l| Liveness {
+                            now_ms: l.now_ms,
+                            last_ms: l.last_ms,
+                        })
+                        .collect(),
+                )
             }
-        }
-        let extended = pg::write_beats(&mut *tx, &alive).await?;
-        add(&self.stats.heartbeat_writes, extended);
-        report.extended = alive.len();
-        let messages = self.time_out(&mut tx, bus, &expired).await?;
-        tx.commit().await?;
-        report.timed_out = expired.len();
-        add(&self.stats.timed_out, expired.len() as u64);
-        add(&self.stats.status_writes, expired.len() as u64);
-        if let Err(e) = self.store.publish_outbox(bus, &messages).await {
+            .boxed()
+        };
+        let outcome = self
+            .store
+            .scan_expired(bus.names(), limit, self.write_interval, &probe)
+            .await?;
+        let report = outcome.report;
+        add(&self.stats.heartbeat_writes, report.extended as u64);
+        add(&self.stats.timed_out, report.timed_out as u64);
+        add(&self.stats.status_writes, report.timed_out as u64);
+        if let Err(e) = self.store.publish_outbox(bus, &outcome.messages).await {
             tracing::warn!(error = %e, "publishing ActivityTimedOut failed; the outbox sweeper will");
         }
         if let Some(cache) = &self.cache {
-            let entries: Vec<Entry> = expired
+            let entries: Vec<Entry> = outcome
+                .expired
                 .iter()
-                .map(|c| Entry {
-                    task_id: c.0,
-                    attempt: c.1,
+                .map(|&(task_id, attempt, timeout_seconds)| Entry {
+                    task_id,
+                    attempt,
                     status: AttemptStatus::TimedOut,
-                    reason: Some(reason(c.5)),
-                    timeout_seconds: c.5,
+                    reason: Some(reason(timeout_seconds)),
+                    timeout_seconds,
                 })
                 .collect();
             cache.set_status(&entries, self.write_interval).await;
@@ -130,91 +93,65 @@ impl Registry {
         Ok(report)
     }
 
-    /// Marks `expired` TIMED_OUT and queues their `ActivityTimedOut` in the outbox.
-    async fn time_out(
-        &self,
-        tx: &mut sqlx::PgConnection,
-        bus: &Bus,
-        expired: &[Candidate],
-    ) -> Result<Vec<OutboxMessage>> {
-        if expired.is_empty() {
-            return Ok(Vec::new());
-        }
-        let ids: Vec<Uuid> = expired.iter().map(|c| c.0).collect();
-        let attempts: Vec<i32> = expired.iter().map(|c| c.1).collect();
-        let reasons: Vec<String> = expired.iter().map(|c| reason(c.5)).collect();
-        sqlx::query(
-            "UPDATE task_check AS c SET status = 'TIMED_OUT', stop_reason = x.reason,
-                 updated_at = now()
-             FROM UNNEST($1::uuid[], $2::int[], $3::text[]) AS x(task_id, attempt, reason)
-             WHERE c.task_id = x.task_id AND c.attempt = x.attempt",
-        )
-        .bind(&ids)
-        .bind(&attempts)
-        .bind(&reasons)
-        .execute(&mut *tx)
-        .await?;
-        let names = bus.names();
-        let mut messages = Vec::with_capacity(expired.len());
-        for (c, why) in expired.iter().zip(reasons) {
-            let (task_id, attempt, workflow_id, run_id, reply_to) = (c.0, c.1, &c.2, c.3, &c.4);
-            let Some(run_id) = run_id else { continue };
-            let command = Command::ActivityTimedOut(ActivityTimedOut {
-                task_id,
-                run_id,
-                attempt,
-                reason: why,
-            });
-            let envelope = Envelope::new(workflow_id, Some(run_id), &command)?;
-            let key = if reply_to.is_empty() {
-                names.command_key_for(workflow_id)
-            } else {
-                reply_to.clone()
-            };
-            messages.push(OutboxMessage::new(
-                names.commands_exchange(),
-                key,
-                &envelope,
-                crate::telemetry::current_traceparent(),
-            )?);
-        }
-        outbox::insert(tx, &messages).await?;
-        Ok(messages)
-    }
-
     /// Deletes up to `batch` attempts that ended more than `retention` ago; returns how
     /// many. Bounded so that a large backlog never holds long locks: call it again while
     /// it returns `batch`.
     pub async fn purge(&self, retention: Duration, batch: i64) -> Result<u64> {
-        let done = sqlx::query(
-            "DELETE FROM task_check WHERE (task_id, attempt) IN (
-                 SELECT task_id, attempt FROM task_check
-                 WHERE status <> 'RUNNING' AND updated_at < now() - make_interval(secs => $1)
-                 LIMIT $2)",
-        )
-        .bind(retention.as_secs_f64())
-        .bind(batch)
-        .execute(self.store.pool())
-        .await?;
-        Ok(done.rows_affected())
+        self.store.purge_task_checks(retention, batch).await
     }
 }
 
-fn reason(timeout_seconds: i64) -> String {
+/// The stop reason of an attempt timed out by the scanner.
+pub fn reason(timeout_seconds: i64) -> String {
     format!("no heartbeat for {timeout_seconds}s (responseTimeoutSeconds)")
 }
 
+/// The `ActivityTimedOut` commands for `expired`, for the outbox (a backend writes them
+/// in the transaction that marks the attempts TIMED_OUT).
+pub fn timeout_messages(names: &Names, expired: &[ScanCandidate]) -> Result<Vec<OutboxMessage>> {
+    let mut messages = Vec::with_capacity(expired.len());
+    for c in expired {
+        let Some(run_id) = c.run_id else { continue };
+        let command = Command::ActivityTimedOut(ActivityTimedOut {
+            task_id: c.task_id,
+            run_id,
+            attempt: c.attempt,
+            reason: reason(c.timeout_seconds),
+        });
+        let envelope = Envelope::new(&c.workflow_id, Some(run_id), &command)?;
+        let key = if c.reply_to.is_empty() {
+            names.command_key_for(&c.workflow_id)
+        } else {
+            c.reply_to.clone()
+        };
+        messages.push(OutboxMessage::new(
+            names.commands_exchange(),
+            key,
+            &envelope,
+            crate::telemetry::current_traceparent(),
+        )?);
+    }
+    Ok(messages)
+}
+
+/// The scanner's judgement of one candidate.
 #[derive(Debug, PartialEq)]
-enum Verdict {
+pub enum Verdict {
     /// Redis saw a heartbeat this recent (ms): not expired.
     Alive(i64),
+    /// Its heartbeats stopped for longer than its timeout.
     Expired,
     /// No Redis evidence and the stored deadline may still lag: decide later.
     Unsure,
 }
 
-fn verdict(c: &Candidate, live: Option<Liveness>) -> Verdict {
-    let (timeout_ms, stored_last, surely_passed) = (c.5 * 1_000, c.6, c.7);
+/// Judges a candidate from the cache's evidence (`None`: none).
+pub fn verdict(c: &ScanCandidate, live: Option<Liveness>) -> Verdict {
+    let (timeout_ms, stored_last, surely_passed) = (
+        c.timeout_seconds * 1_000,
+        c.last_heartbeat_ms,
+        c.surely_passed,
+    );
     match live {
         Some(Liveness {
             now_ms,
@@ -236,18 +173,18 @@ fn verdict(c: &Candidate, live: Option<Liveness>) -> Verdict {
 mod tests {
     use super::*;
 
-    fn candidate(timeout_s: i64, stored_last: i64, surely: bool) -> Candidate {
+    fn candidate(timeout_s: i64, stored_last: i64, surely: bool) -> ScanCandidate {
         let id = Uuid::nil();
-        (
-            id,
-            1,
-            "wf".into(),
-            Some(id),
-            "shard.0".into(),
-            timeout_s,
-            Some(stored_last),
-            surely,
-        )
+        ScanCandidate {
+            task_id: id,
+            attempt: 1,
+            workflow_id: "wf".into(),
+            run_id: Some(id),
+            reply_to: "shard.0".into(),
+            timeout_seconds: timeout_s,
+            last_heartbeat_ms: Some(stored_last),
+            surely_passed: surely,
+        }
     }
 
     #[test]

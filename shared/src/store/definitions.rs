@@ -4,9 +4,12 @@
 //! Conductor field Weft does not interpret (`extra`), so register → get round-trips.
 //! Callers validate before writing: nothing here checks the DSL.
 
+use async_trait::async_trait;
+
+use super::backend::DefinitionStore;
+use super::pg::PgStore;
 use serde_json::Value;
 
-use super::Store;
 use crate::dsl::WorkflowDef;
 use crate::Result;
 
@@ -36,11 +39,12 @@ pub struct StoredDefinition {
     pub updated_at: chrono::DateTime<chrono::Utc>,
 }
 
-impl Store {
+#[async_trait]
+impl DefinitionStore for PgStore {
     /// Writes `def` under its `(name, version)`. Without `overwrite` an existing version is
     /// left untouched and [`PutOutcome::Exists`] is returned; the check and the write are
     /// one statement, so two concurrent registrations cannot both "create".
-    pub async fn put_definition(&self, def: &WorkflowDef, overwrite: bool) -> Result<PutOutcome> {
+    async fn put_definition(&self, def: &WorkflowDef, overwrite: bool) -> Result<PutOutcome> {
         let json = serde_json::to_value(def)?;
         // `xmax = 0` is true only for a freshly inserted tuple, which tells an insert
         // from an update in the same round trip.
@@ -68,7 +72,7 @@ impl Store {
     }
 
     /// The definition `name` at `version`, or its highest version when `version` is `None`.
-    pub async fn get_definition(
+    async fn get_definition(
         &self,
         name: &str,
         version: Option<i32>,
@@ -99,7 +103,7 @@ impl Store {
 
     /// Every registered definition, all versions, ordered by name then version
     /// (Conductor's `GET /metadata/workflow` lists all versions too).
-    pub async fn list_definitions(&self) -> Result<Vec<StoredDefinition>> {
+    async fn list_definitions(&self) -> Result<Vec<StoredDefinition>> {
         Ok(sqlx::query_as::<_, StoredDefinition>(
             "SELECT name, version, definition, created_at, updated_at
              FROM definitions ORDER BY name, version",
@@ -110,7 +114,7 @@ impl Store {
 
     /// Removes one version; `false` when it did not exist. Runs already started keep the
     /// copy of the definition they were started with, so removal never breaks them.
-    pub async fn delete_definition(&self, name: &str, version: i32) -> Result<bool> {
+    async fn delete_definition(&self, name: &str, version: i32) -> Result<bool> {
         let done = sqlx::query("DELETE FROM definitions WHERE name = $1 AND version = $2")
             .bind(name)
             .bind(version)

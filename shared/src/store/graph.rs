@@ -2,10 +2,13 @@
 //! show, and the run's graph computed from ONE snapshot of its task rows and its frozen
 //! definition (history event 1, read by primary key; history is never scanned).
 
+use async_trait::async_trait;
+
+use super::backend::GraphStore;
+use super::pg::PgStore;
 use uuid::Uuid;
 
 use super::graph_build::{self, Graph, GraphRow};
-use super::Store;
 use crate::dsl::WorkflowDef;
 use crate::{Error, Result};
 
@@ -32,9 +35,10 @@ const GRAPH_ROWS: &str = "SELECT task_id, task_ref, task_type, seq, iteration, a
             THEN output->'forkedTasks' END AS forked
     FROM tasks WHERE run_id = $1";
 
-impl Store {
+#[async_trait]
+impl GraphStore for PgStore {
     /// The run `run_id` of `workflow_id` (or its current run) and its version.
-    pub async fn run_version(
+    async fn run_version(
         &self,
         workflow_id: &str,
         run_id: Option<Uuid>,
@@ -55,7 +59,7 @@ impl Store {
 
     /// The graph of run `run_id` of `workflow_id`, computed from one repeatable-read
     /// snapshot: its version, task rows and definition agree. `None`: no such run.
-    pub async fn run_graph(&self, workflow_id: &str, run_id: Uuid) -> Result<Option<Graph>> {
+    async fn run_graph(&self, workflow_id: &str, run_id: Uuid) -> Result<Option<Graph>> {
         let mut tx = self.pool.begin().await?;
         sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
             .execute(&mut *tx)

@@ -14,6 +14,10 @@
 //! dead-lettered, the run is told with a `RollbackHooksDone` command, written to the
 //! outbox in the transaction that settles the attempt.
 
+use async_trait::async_trait;
+
+use super::backend::HookStore;
+use super::pg::PgStore;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -22,7 +26,6 @@ use serde_json::{json, Value};
 use uuid::Uuid;
 
 use super::outbox::OutboxMessage;
-use super::Store;
 use crate::hooks::{Backoff, NewDelivery};
 use crate::messages::{Command, RollbackHooksDone};
 use crate::topology::Names;
@@ -158,9 +161,10 @@ pub struct DeliveryView {
     pub updated_at: DateTime<Utc>,
 }
 
-impl Store {
+#[async_trait]
+impl HookStore for PgStore {
     /// Claims up to `limit` due deliveries for one attempt each, leased for `lease`.
-    pub async fn claim_hook_deliveries(&self, limit: i64, lease: Duration) -> Result<Vec<Claimed>> {
+    async fn claim_hook_deliveries(&self, limit: i64, lease: Duration) -> Result<Vec<Claimed>> {
         Ok(sqlx::query_as(CLAIM_SQL)
             .bind(limit)
             .bind(lease.as_secs_f64())
@@ -172,7 +176,7 @@ impl Store {
     /// `backoff`, or dead-lettered once attempts run out; moves its rollback sequence on.
     /// Returns the outbox messages committed with it (the `RollbackHooksDone` command),
     /// for the caller to publish.
-    pub async fn settle_hook_attempt(
+    async fn settle_hook_attempt(
         &self,
         names: &Names,
         claimed: &Claimed,
@@ -279,7 +283,7 @@ impl Store {
 
     /// How long until the earliest pending delivery is due, by the database's clock
     /// (zero when one is due; `None` when none is pending with a due time).
-    pub async fn next_hook_delivery_in(&self) -> Result<Option<Duration>> {
+    async fn next_hook_delivery_in(&self) -> Result<Option<Duration>> {
         let seconds: Option<f64> = sqlx::query_scalar(
             "SELECT EXTRACT(EPOCH FROM min(next_attempt_at) - clock_timestamp())::float8
              FROM hook_deliveries WHERE status = 'PENDING'",
@@ -290,7 +294,7 @@ impl Store {
     }
 
     /// Every delivery of `workflow_id`'s runs, oldest first.
-    pub async fn hook_deliveries(&self, workflow_id: &str) -> Result<Vec<DeliveryView>> {
+    async fn hook_deliveries(&self, workflow_id: &str) -> Result<Vec<DeliveryView>> {
         Ok(sqlx::query_as(
             "SELECT id AS delivery_id, run_id, hook, event, task_ref, task_id, iteration, url,
                     status, blocking, group_seq AS sequence, attempt_count, attempts,

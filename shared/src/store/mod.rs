@@ -1,7 +1,9 @@
-//! The PostgreSQL store (sqlx). Migrations live in `shared/migrations` and are applied
-//! at start-up by every service, so a service started on a fresh database creates the
-//! schema (sqlx's migrator takes an advisory lock, so concurrent starts are safe).
+//! The store: runs, history, tasks, definitions, timers, outbox, hooks and the heartbeat
+//! registry's rows. One contract ([`backend`]), two backends: PostgreSQL ([`pg`], the
+//! production store) and SQLite ([`sqlite`], embedded, for `weft dev`). Each backend's
+//! SQL lives in its own module; the types here and in the concern modules are shared.
 
+pub mod backend;
 pub mod definitions;
 pub mod graph;
 pub mod graph_build;
@@ -9,6 +11,7 @@ pub mod graph_cache;
 pub mod hooks;
 pub mod operations;
 pub mod outbox;
+pub mod pg;
 pub mod reads;
 pub mod runs;
 pub mod search;
@@ -18,113 +21,109 @@ pub mod task_api;
 pub mod taskdefs;
 pub mod timers;
 
+use std::sync::Arc;
 use std::time::Duration;
 
-use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
 
-use crate::{Error, Result};
+pub use backend::Backend;
+pub use pg::PgStore;
 
-/// A cheap-to-clone handle on the database.
+use crate::bus::Bus;
+use crate::Result;
+use operations::OperationOutcome;
+
+/// A cheap-to-clone handle on the store, whichever its backend. Every concern's methods
+/// ([`backend`]) are called through it: it dereferences to `dyn Backend`.
 #[derive(Clone, Debug)]
 pub struct Store {
-    pool: PgPool,
-    /// Deletes published outbox rows in the background, in batches.
-    janitor: outbox::Janitor,
+    backend: Arc<dyn Backend>,
+    /// The pool, when the backend is PostgreSQL (tests and benchmarks query it directly).
+    pg: Option<PgPool>,
 }
 
-static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
+impl std::ops::Deref for Store {
+    type Target = dyn Backend;
+
+    fn deref(&self) -> &Self::Target {
+        &*self.backend
+    }
+}
 
 impl Store {
-    /// Connects (retrying with back-off until `shutdown`) and applies pending migrations.
+    /// Opens the store named by `url`, applying pending migrations: a `postgres://` URL
+    /// (connecting with back-off until `shutdown`; the database is created when missing)
+    /// or a `sqlite:` URL (`sqlite:PATH`, `sqlite::memory:`).
     pub async fn connect(
         url: &str,
         max_connections: u32,
         shutdown: &CancellationToken,
     ) -> Result<Self> {
-        let options: PgConnectOptions = url
-            .parse()
-            .map_err(|e| Error::Config(format!("WEFT_DATABASE_URL: {e}")))?;
-        let mut delay = Duration::from_millis(100);
-        let pool = loop {
-            let attempt = PgPoolOptions::new()
-                .max_connections(max_connections)
-                .acquire_timeout(Duration::from_secs(10))
-                .connect_with(options.clone())
-                .await;
-            match attempt {
-                Ok(pool) => break pool,
-                Err(e) if is_missing_database(&e) => {
-                    create_database(&options).await?;
-                    continue;
-                }
-                Err(e) => {
-                    tracing::warn!(error = %e, retry_in_ms = delay.as_millis() as u64, "database not reachable");
-                    tokio::select! {
-                        _ = shutdown.cancelled() => return Err(Error::ShuttingDown),
-                        _ = tokio::time::sleep(delay) => {}
-                    }
-                    delay = (delay * 2).min(Duration::from_secs(5));
-                }
-            }
-        };
-        MIGRATOR.run(&pool).await?;
-        // Deleting published outbox rows need not wait for the WAL flush: losing such a
-        // delete in a database crash only means a duplicate publish by the sweeper, and
-        // consumers are idempotent.
-        let relaxed = PgPoolOptions::new()
-            .max_connections(1)
-            .acquire_timeout(Duration::from_secs(10))
-            .connect_lazy_with(options.options([("synchronous_commit", "off")]));
-        Ok(Self {
-            pool,
-            janitor: outbox::Janitor::spawn(relaxed),
-        })
+        let pg = PgStore::connect(url, max_connections, shutdown).await?;
+        Ok(Self::from_pg(pg))
     }
 
-    /// Wraps an existing pool (tests); does not migrate. Needs a Tokio runtime.
+    /// Wraps an existing PostgreSQL pool (tests); does not migrate. Needs a Tokio runtime.
     pub fn from_pool(pool: PgPool) -> Self {
+        Self::from_pg(PgStore::from_pool(pool))
+    }
+
+    fn from_pg(pg: PgStore) -> Self {
         Self {
-            janitor: outbox::Janitor::spawn(pool.clone()),
-            pool,
+            pg: Some(pg.pool().clone()),
+            backend: Arc::new(pg),
         }
     }
 
-    /// The connection pool.
-    pub fn pool(&self) -> &PgPool {
-        &self.pool
+    /// A store on any backend.
+    pub fn new(backend: impl Backend + 'static) -> Self {
+        Self {
+            backend: Arc::new(backend),
+            pg: None,
+        }
     }
 
-    /// Readiness: a trivial round trip.
-    pub async fn ping(&self) -> Result<()> {
-        sqlx::query("SELECT 1").execute(&self.pool).await?;
-        Ok(())
+    /// The PostgreSQL pool, when the backend is PostgreSQL.
+    pub fn pg_pool(&self) -> Option<&PgPool> {
+        self.pg.as_ref()
     }
-}
 
-/// Postgres error 3D000: the database named in the URL does not exist.
-fn is_missing_database(e: &sqlx::Error) -> bool {
-    matches!(e, sqlx::Error::Database(db) if db.code().as_deref() == Some("3D000"))
-}
-
-/// Creates the database named in `options` through the `postgres` maintenance database,
-/// so that a first start on a fresh server needs no manual step.
-async fn create_database(options: &PgConnectOptions) -> Result<()> {
-    use sqlx::ConnectOptions;
-    let name = options.get_database().unwrap_or("weft").to_owned();
-    let mut admin = options.clone().database("postgres").connect().await?;
-    let quoted = format!("\"{}\"", name.replace('"', "\"\""));
-    match sqlx::query(&format!("CREATE DATABASE {quoted}"))
-        .execute(&mut admin)
-        .await
-    {
-        Ok(_) => tracing::info!(database = %name, "created database"),
-        // A concurrent starter created it first: 42P04 (duplicate database), or 23505
-        // when both inserts race on pg_database's unique index.
-        Err(sqlx::Error::Database(db))
-            if matches!(db.code().as_deref(), Some("42P04") | Some("23505")) => {}
-        Err(e) => return Err(e.into()),
+    /// Waits up to `timeout` for the verdict on `request_id` (primary-key probes with a
+    /// growing pause: operator commands are rare, and the decider answers in
+    /// milliseconds). `None` when it did not come in time: the command stays queued and
+    /// takes effect when a decider gets to it.
+    pub async fn wait_operation_outcome(
+        &self,
+        request_id: Uuid,
+        timeout: Duration,
+    ) -> Result<Option<OperationOutcome>> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        let mut pause = operations::FIRST_POLL;
+        loop {
+            if let Some(outcome) = self.operation_outcome(request_id).await? {
+                return Ok(Some(outcome));
+            }
+            let now = tokio::time::Instant::now();
+            if now >= deadline {
+                return Ok(None);
+            }
+            tokio::time::sleep(pause.min(deadline - now)).await;
+            pause = (pause * 2).min(operations::MAX_POLL);
+        }
     }
-    Ok(())
+
+    /// Publishes up to `limit` due timers (confirmed, concurrently) and deletes the
+    /// published ones, in one transaction; returns how many were published.
+    ///
+    /// If a publish fails, the others are still deleted and committed, the failed rows
+    /// stay for a later round, and the first error is returned.
+    pub async fn fire_due_timers(&self, bus: &Bus, limit: i64) -> Result<usize> {
+        let report = self.fire_timers(bus, limit).await?;
+        match report.failed.into_iter().next() {
+            Some((_, e)) => Err(e),
+            None => Ok(report.lateness.len()),
+        }
+    }
 }

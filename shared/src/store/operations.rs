@@ -6,6 +6,10 @@
 //! single writer, records its verdict under the request's id in the transaction that
 //! applies the command (or alone, for a refusal), and the gateway waits for that row.
 
+use async_trait::async_trait;
+
+use super::backend::OperationStore;
+use super::pg::PgStore;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -13,7 +17,6 @@ use serde_json::Value;
 use sqlx::Row;
 use uuid::Uuid;
 
-use super::Store;
 use crate::Result;
 
 /// The decider's verdict on one operator command.
@@ -47,12 +50,13 @@ pub struct ChainedRun {
 }
 
 /// First and last pause between two looks at the outcome table.
-const FIRST_POLL: Duration = Duration::from_millis(2);
-const MAX_POLL: Duration = Duration::from_millis(100);
+pub(super) const FIRST_POLL: Duration = Duration::from_millis(2);
+pub(super) const MAX_POLL: Duration = Duration::from_millis(100);
 
-impl Store {
+#[async_trait]
+impl OperationStore for PgStore {
     /// The verdict recorded for `request_id`, if any.
-    pub async fn operation_outcome(&self, request_id: Uuid) -> Result<Option<OperationOutcome>> {
+    async fn operation_outcome(&self, request_id: Uuid) -> Result<Option<OperationOutcome>> {
         let row = sqlx::query(
             "SELECT workflow_id, status, body FROM operation_outcomes WHERE request_id = $1",
         )
@@ -70,32 +74,8 @@ impl Store {
         .transpose()
     }
 
-    /// Waits up to `timeout` for the verdict on `request_id` (primary-key probes with a
-    /// growing pause: operator commands are rare, and the decider answers in
-    /// milliseconds). `None` when it did not come in time: the command stays queued and
-    /// takes effect when a decider gets to it.
-    pub async fn wait_operation_outcome(
-        &self,
-        request_id: Uuid,
-        timeout: Duration,
-    ) -> Result<Option<OperationOutcome>> {
-        let deadline = tokio::time::Instant::now() + timeout;
-        let mut pause = FIRST_POLL;
-        loop {
-            if let Some(outcome) = self.operation_outcome(request_id).await? {
-                return Ok(Some(outcome));
-            }
-            let now = tokio::time::Instant::now();
-            if now >= deadline {
-                return Ok(None);
-            }
-            tokio::time::sleep(pause.min(deadline - now)).await;
-            pause = (pause * 2).min(MAX_POLL);
-        }
-    }
-
     /// Deletes verdicts older than `age`, at most `limit` of them; returns how many.
-    pub async fn purge_operation_outcomes(&self, age: Duration, limit: i64) -> Result<u64> {
+    async fn purge_operation_outcomes(&self, age: Duration, limit: i64) -> Result<u64> {
         let age = chrono::Duration::from_std(age).unwrap_or(chrono::Duration::days(1));
         let done = sqlx::query(
             "DELETE FROM operation_outcomes WHERE request_id IN (
@@ -110,7 +90,7 @@ impl Store {
     }
 
     /// Every run of `workflow_id`, oldest first.
-    pub async fn run_chain(&self, workflow_id: &str) -> Result<Vec<ChainedRun>> {
+    async fn run_chain(&self, workflow_id: &str) -> Result<Vec<ChainedRun>> {
         let rows = sqlx::query(
             "SELECT run_id, status, reset_from_run_id, reset_task_ref, is_current, start_time,
                     end_time
@@ -130,29 +110,6 @@ impl Store {
                     is_current: r.try_get("is_current")?,
                     start_time: r.try_get("start_time")?,
                     end_time: r.try_get("end_time")?,
-                })
-            })
-            .collect()
-    }
-
-    /// The whole history of run `run_id`, oldest first.
-    pub async fn run_events(&self, run_id: Uuid) -> Result<Vec<super::runs::StoredEvent>> {
-        let rows = sqlx::query(
-            "SELECT event_id, time, type, attributes FROM history_events
-             WHERE run_id = $1 ORDER BY event_id",
-        )
-        .bind(run_id)
-        .fetch_all(&self.pool)
-        .await?;
-        rows.into_iter()
-            .map(|r| {
-                let kind: String = r.try_get("type")?;
-                let attributes: Value = r.try_get("attributes")?;
-                Ok(super::runs::StoredEvent {
-                    run_id,
-                    event_id: r.try_get("event_id")?,
-                    time: r.try_get("time")?,
-                    event: crate::messages::Event::from_parts(&kind, attributes)?,
                 })
             })
             .collect()

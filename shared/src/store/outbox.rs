@@ -2,12 +2,15 @@
 //! state change that caused them, published after the commit, then deleted. A crash
 //! between commit and publish leaves the row behind for the history service's sweeper.
 
+use async_trait::async_trait;
+
+use super::backend::OutboxStore;
+use super::pg::PgStore;
 use std::time::Duration;
 
 use sqlx::PgConnection;
 use uuid::Uuid;
 
-use super::Store;
 use crate::bus::Bus;
 use crate::{Envelope, Result};
 
@@ -131,11 +134,12 @@ pub(super) async fn publish_all<'a>(
     futures_util::future::join_all(publishes).await
 }
 
-impl Store {
+#[async_trait]
+impl OutboxStore for PgStore {
     /// Publishes committed outbox messages (confirmed); their rows are then deleted in
     /// the background. Messages are published concurrently; a failure leaves the rows
     /// for the sweeper.
-    pub async fn publish_outbox(&self, bus: &Bus, messages: &[OutboxMessage]) -> Result<()> {
+    async fn publish_outbox(&self, bus: &Bus, messages: &[OutboxMessage]) -> Result<()> {
         if messages.is_empty() {
             return Ok(());
         }
@@ -165,7 +169,7 @@ impl Store {
     /// Re-publishes rows older than `older_than` (left by a crash between commit and
     /// publish), at most `limit` per call; returns how many were published.
     /// `SKIP LOCKED` lets several sweepers run without publishing a row twice at once.
-    pub async fn sweep_outbox(&self, bus: &Bus, older_than: Duration, limit: i64) -> Result<usize> {
+    async fn sweep_outbox(&self, bus: &Bus, older_than: Duration, limit: i64) -> Result<usize> {
         let mut tx = self.pool.begin().await?;
         let rows: Vec<OutboxRow> = sqlx::query_as(
             "SELECT id, exchange, routing_key, body, traceparent FROM outbox

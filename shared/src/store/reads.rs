@@ -4,11 +4,14 @@
 //! is served by an index of the schema: `runs_current_by_workflow`, `tasks_by_run`, and
 //! the `history_events` primary key `(run_id, event_id)`.
 
+use async_trait::async_trait;
+
+use super::backend::ReadStore;
+use super::pg::PgStore;
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 use uuid::Uuid;
 
-use super::Store;
 use crate::Result;
 
 /// A run's materialised state.
@@ -114,9 +117,10 @@ const TASKS_OF_RUN: &str = "SELECT task_id, run_id, workflow_id, task_ref, task_
     start_time, end_time, update_time
     FROM tasks WHERE run_id = $1 ORDER BY seq, iteration, attempt";
 
-impl Store {
+#[async_trait]
+impl ReadStore for PgStore {
     /// The current run of `workflow_id` (the newest of its reset chain), if it has one.
-    pub async fn current_run(&self, workflow_id: &str) -> Result<Option<RunView>> {
+    async fn current_run(&self, workflow_id: &str) -> Result<Option<RunView>> {
         let sql = format!("SELECT {RUN_COLUMNS} FROM runs WHERE workflow_id = $1 AND is_current");
         Ok(sqlx::query_as::<_, RunView>(&sql)
             .bind(workflow_id)
@@ -127,7 +131,7 @@ impl Store {
     /// The current run of `workflow_id` and its task rows, read from ONE snapshot (a
     /// repeatable-read transaction): the decider commits a run's status and its tasks
     /// together, and a reader must never see one without the other.
-    pub async fn current_run_with_tasks(
+    async fn current_run_with_tasks(
         &self,
         workflow_id: &str,
     ) -> Result<Option<(RunView, Vec<TaskView>)>> {
@@ -152,11 +156,7 @@ impl Store {
     }
 
     /// Run `run_id`, provided it belongs to `workflow_id`.
-    pub async fn run_of_workflow(
-        &self,
-        workflow_id: &str,
-        run_id: Uuid,
-    ) -> Result<Option<RunView>> {
+    async fn run_of_workflow(&self, workflow_id: &str, run_id: Uuid) -> Result<Option<RunView>> {
         let sql = format!("SELECT {RUN_COLUMNS} FROM runs WHERE run_id = $1 AND workflow_id = $2");
         Ok(sqlx::query_as::<_, RunView>(&sql)
             .bind(run_id)
@@ -167,7 +167,7 @@ impl Store {
 
     /// The task rows of `run_id` in schedule order (`seq`, then iteration and attempt, so
     /// the order is total even if a row is ever re-used for a retry).
-    pub async fn tasks_of_run(&self, run_id: Uuid) -> Result<Vec<TaskView>> {
+    async fn tasks_of_run(&self, run_id: Uuid) -> Result<Vec<TaskView>> {
         Ok(sqlx::query_as::<_, TaskView>(TASKS_OF_RUN)
             .bind(run_id)
             .fetch_all(&self.pool)
@@ -175,12 +175,7 @@ impl Store {
     }
 
     /// Up to `limit` events of `run_id` with `event_id > after`, in order.
-    pub async fn history_page(
-        &self,
-        run_id: Uuid,
-        after: i64,
-        limit: i64,
-    ) -> Result<Vec<EventView>> {
+    async fn history_page(&self, run_id: Uuid, after: i64, limit: i64) -> Result<Vec<EventView>> {
         Ok(sqlx::query_as::<_, EventView>(
             "SELECT event_id, type, time, attributes FROM history_events
              WHERE run_id = $1 AND event_id > $2 ORDER BY event_id LIMIT $3",

@@ -2,6 +2,10 @@
 //! changes (events, run rows, task rows, outbox) in one transaction with an
 //! optimistic version check per run.
 
+use async_trait::async_trait;
+
+use super::backend::RunStore;
+use super::pg::PgStore;
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 use sqlx::Row;
@@ -10,7 +14,6 @@ use uuid::Uuid;
 use super::operations::OperationOutcome;
 use super::outbox::OutboxMessage;
 use super::timers::TimerRecord;
-use super::Store;
 use crate::messages::Event;
 use crate::{Error, Result};
 
@@ -142,12 +145,10 @@ impl CommitBatch {
     }
 }
 
-impl Store {
+#[async_trait]
+impl RunStore for PgStore {
     /// Loads the current run of `workflow_id`: its version and full history, oldest first.
-    pub async fn load_current_run(
-        &self,
-        workflow_id: &str,
-    ) -> Result<Option<(i64, Vec<StoredEvent>)>> {
+    async fn load_current_run(&self, workflow_id: &str) -> Result<Option<(i64, Vec<StoredEvent>)>> {
         let row =
             sqlx::query("SELECT run_id, version FROM runs WHERE workflow_id = $1 AND is_current")
                 .bind(workflow_id)
@@ -160,12 +161,35 @@ impl Store {
         Ok(Some((version, events)))
     }
 
+    /// The whole history of run `run_id`, oldest first.
+    async fn run_events(&self, run_id: Uuid) -> Result<Vec<StoredEvent>> {
+        let rows = sqlx::query(
+            "SELECT event_id, time, type, attributes FROM history_events
+             WHERE run_id = $1 ORDER BY event_id",
+        )
+        .bind(run_id)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.into_iter()
+            .map(|r| {
+                let kind: String = r.try_get("type")?;
+                let attributes: Value = r.try_get("attributes")?;
+                Ok(StoredEvent {
+                    run_id,
+                    event_id: r.try_get("event_id")?,
+                    time: r.try_get("time")?,
+                    event: crate::messages::Event::from_parts(&kind, attributes)?,
+                })
+            })
+            .collect()
+    }
+
     /// Commits `batch` atomically, in ONE statement (one round trip): data-modifying
     /// CTEs write the runs, events, tasks and outbox rows, and `weft_check_versions`
     /// aborts the whole statement when an updated run's version moved. Returns
     /// [`Error::VersionConflict`] then, and a unique violation when a new run collides
     /// with an existing current run; nothing is written in either case.
-    pub async fn commit(&self, batch: &CommitBatch) -> Result<()> {
+    async fn commit(&self, batch: &CommitBatch) -> Result<()> {
         macro_rules! col {
             ($items:expr, $f:expr) => {
                 $items.iter().map($f).collect::<Vec<_>>()

@@ -8,11 +8,14 @@
 //! `*`; `*` alone matches everything. Every filter is served by a partial index of
 //! migration 0007 whose order is the answer's order, so a page costs its size.
 
+use async_trait::async_trait;
+
+use super::backend::SearchStore;
+use super::pg::PgStore;
 use chrono::{DateTime, TimeZone, Utc};
 use sqlx::{Postgres, QueryBuilder};
 
 use super::reads::RunView;
-use super::Store;
 use crate::Result;
 
 /// `totalHits` counts at most this many matches (as Elasticsearch's default
@@ -207,9 +210,10 @@ pub struct SearchHit {
     pub output_bytes: Option<i32>,
 }
 
-impl Store {
+#[async_trait]
+impl SearchStore for PgStore {
     /// The page of matches and how many there are (at most [`MAX_COUNTED_HITS`]).
-    pub async fn search_runs(&self, search: &Search) -> Result<(i64, Vec<SearchHit>)> {
+    async fn search_runs(&self, search: &Search) -> Result<(i64, Vec<SearchHit>)> {
         // One index walk per value of a multi-valued status/type filter, each stopping
         // after `start + size` rows, merged: PostgreSQL 15 cannot walk `= ANY` in order.
         let mut page = QueryBuilder::<Postgres>::new(format!("SELECT {HIT_COLUMNS} FROM ("));

@@ -5,11 +5,14 @@
 //! The idempotency key is a UNIQUE column: a repeated key, even from concurrent requests,
 //! finds the first start instead of creating a second run.
 
+use async_trait::async_trait;
+
+use super::backend::StartStore;
+use super::pg::PgStore;
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 
 use super::outbox::{self, OutboxMessage};
-use super::Store;
 use crate::{Error, Result};
 
 /// A start to record.
@@ -58,7 +61,8 @@ pub struct StartRow {
     pub created_at: DateTime<Utc>,
 }
 
-impl Store {
+#[async_trait]
+impl StartStore for PgStore {
     /// In one transaction: records `start` and inserts `messages` into the outbox (their
     /// ids are set). When the idempotency key is already taken nothing is written and the
     /// first start's workflow id is returned.
@@ -66,7 +70,7 @@ impl Store {
     /// Concurrent requests with the same key are safe: the second `INSERT` waits on the
     /// first one's uniqueness check and, once it commits, does nothing; the following
     /// `SELECT` (a new snapshot under READ COMMITTED) then sees the committed row.
-    pub async fn accept_start(
+    async fn accept_start(
         &self,
         start: &NewStart,
         messages: &mut [OutboxMessage],
@@ -108,7 +112,7 @@ impl Store {
     }
 
     /// The accepted start of `workflow_id`, if any.
-    pub async fn get_start(&self, workflow_id: &str) -> Result<Option<StartRow>> {
+    async fn get_start(&self, workflow_id: &str) -> Result<Option<StartRow>> {
         Ok(sqlx::query_as::<_, StartRow>(
             "SELECT workflow_id, idempotency_key, workflow_name, workflow_version, input,
                     correlation_id, created_at

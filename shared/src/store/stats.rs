@@ -5,11 +5,14 @@
 //! number (so a busy definition costs a bounded read of `runs_by_name_time`). Every run
 //! counts, those replaced by a reset included (they did run).
 
+use async_trait::async_trait;
+
+use super::backend::StatsStore;
+use super::pg::PgStore;
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
 
-use super::Store;
 use crate::Result;
 
 /// p50, p95 and p99 of one measure (nearest rank: each is a value some run had).
@@ -103,10 +106,11 @@ fn triple(v: Option<Vec<i64>>) -> Option<Percentiles> {
     }
 }
 
-impl Store {
+#[async_trait]
+impl StatsStore for PgStore {
     /// Statistics of the newest `limit` runs of definition `name` (of `version`, when
     /// given) started at or after `since`.
-    pub async fn run_stats(
+    async fn run_stats(
         &self,
         name: &str,
         version: Option<i32>,

@@ -1,11 +1,14 @@
 //! What the gateway's task API reads and writes besides commands: a task with its run
 //! (poll, results, task by id) and task execution logs (`task_logs`, migration 0006).
 
+use async_trait::async_trait;
+
+use super::backend::TaskApiStore;
+use super::pg::PgStore;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use super::reads::TaskView;
-use super::Store;
 use crate::Result;
 
 /// A task row with what its run adds.
@@ -29,10 +32,11 @@ pub struct TaskLog {
     pub created_time: DateTime<Utc>,
 }
 
-impl Store {
+#[async_trait]
+impl TaskApiStore for PgStore {
     /// Task `task_id` with its run's name (primary keys of `tasks` and `runs`); `None` for
     /// an unknown task.
-    pub async fn task_with_run(&self, task_id: Uuid) -> Result<Option<TaskWithRun>> {
+    async fn task_with_run(&self, task_id: Uuid) -> Result<Option<TaskWithRun>> {
         Ok(sqlx::query_as::<_, TaskWithRun>(
             "SELECT t.task_id, t.run_id, t.workflow_id, t.task_ref, t.task_type, t.task_name,
                     t.seq, t.iteration, t.attempt, t.status, t.input, t.output, t.reason,
@@ -47,7 +51,7 @@ impl Store {
     }
 
     /// Appends `lines` to the log of `task_id`, in order, in one statement.
-    pub async fn append_task_logs(&self, task_id: Uuid, lines: &[TaskLog]) -> Result<()> {
+    async fn append_task_logs(&self, task_id: Uuid, lines: &[TaskLog]) -> Result<()> {
         if lines.is_empty() {
             return Ok(());
         }
@@ -68,7 +72,7 @@ impl Store {
     }
 
     /// The log of `task_id`, in the order it was appended.
-    pub async fn task_logs(&self, task_id: Uuid) -> Result<Vec<TaskLog>> {
+    async fn task_logs(&self, task_id: Uuid) -> Result<Vec<TaskLog>> {
         Ok(sqlx::query_as::<_, TaskLog>(
             "SELECT log, created_time FROM task_logs WHERE task_id = $1 ORDER BY seq",
         )

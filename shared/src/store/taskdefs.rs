@@ -3,11 +3,14 @@
 //! Stored as the JSON of the parsed [`TaskDef`]: Conductor's defaults filled in, every
 //! field Weft does not interpret kept (`extra`). Callers validate before writing.
 
+use async_trait::async_trait;
+
+use super::backend::TaskDefStore;
+use super::pg::PgStore;
 use std::collections::HashSet;
 
 use serde_json::Value;
 
-use super::Store;
 use crate::dsl::taskdef::TaskDef;
 use crate::Result;
 
@@ -24,10 +27,11 @@ pub struct StoredTaskDef {
     pub updated_at: chrono::DateTime<chrono::Utc>,
 }
 
-impl Store {
+#[async_trait]
+impl TaskDefStore for PgStore {
     /// Creates or replaces each of `defs` in one statement. When a name occurs more than
     /// once the last one wins, as if they were written in order.
-    pub async fn put_task_defs(&self, defs: &[TaskDef]) -> Result<()> {
+    async fn put_task_defs(&self, defs: &[TaskDef]) -> Result<()> {
         // One INSERT cannot touch a row twice: keep each name's last occurrence.
         let mut seen = HashSet::new();
         let unique: Vec<&TaskDef> = defs
@@ -52,7 +56,7 @@ impl Store {
     }
 
     /// The task definition `name`.
-    pub async fn get_task_def(&self, name: &str) -> Result<Option<StoredTaskDef>> {
+    async fn get_task_def(&self, name: &str) -> Result<Option<StoredTaskDef>> {
         Ok(sqlx::query_as::<_, StoredTaskDef>(
             "SELECT name, definition, created_at, updated_at
              FROM task_definitions WHERE name = $1",
@@ -63,7 +67,7 @@ impl Store {
     }
 
     /// The task definitions among `names` that exist (one query; order unspecified).
-    pub async fn get_task_defs(&self, names: &[String]) -> Result<Vec<StoredTaskDef>> {
+    async fn get_task_defs(&self, names: &[String]) -> Result<Vec<StoredTaskDef>> {
         if names.is_empty() {
             return Ok(Vec::new());
         }
@@ -77,7 +81,7 @@ impl Store {
     }
 
     /// Every task definition, ordered by name.
-    pub async fn list_task_defs(&self) -> Result<Vec<StoredTaskDef>> {
+    async fn list_task_defs(&self) -> Result<Vec<StoredTaskDef>> {
         Ok(sqlx::query_as::<_, StoredTaskDef>(
             "SELECT name, definition, created_at, updated_at
              FROM task_definitions ORDER BY name",
@@ -88,7 +92,7 @@ impl Store {
 
     /// Removes `name`; `false` when it did not exist. Started runs keep the copy frozen
     /// into their definition, so removal never changes them.
-    pub async fn delete_task_def(&self, name: &str) -> Result<bool> {
+    async fn delete_task_def(&self, name: &str) -> Result<bool> {
         let done = sqlx::query("DELETE FROM task_definitions WHERE name = $1")
             .bind(name)
             .execute(&self.pool)

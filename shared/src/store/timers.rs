@@ -9,6 +9,10 @@
 //! leaves the row, which is published again later: a duplicate, which idempotent
 //! consumers absorb; a row is never lost and never published before it is due.
 
+use async_trait::async_trait;
+
+use super::backend::TimerStore;
+use super::pg::PgStore;
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
@@ -16,7 +20,6 @@ use sqlx::PgConnection;
 use uuid::Uuid;
 
 use super::outbox::publish_all;
-use super::Store;
 use crate::bus::Bus;
 use crate::topology::Names;
 use crate::{Envelope, Error, Result};
@@ -166,23 +169,11 @@ struct DueTimer {
     db_now: DateTime<Utc>,
 }
 
-impl Store {
-    /// Publishes up to `limit` due timers (confirmed, concurrently) and deletes the
-    /// published ones, in one transaction; returns how many were published.
-    ///
-    /// If a publish fails, the others are still deleted and committed, the failed rows
-    /// stay for a later round, and the first error is returned.
-    pub async fn fire_due_timers(&self, bus: &Bus, limit: i64) -> Result<usize> {
-        let report = self.fire_timers(bus, limit).await?;
-        match report.failed.into_iter().next() {
-            Some((_, e)) => Err(e),
-            None => Ok(report.lateness.len()),
-        }
-    }
-
+#[async_trait]
+impl TimerStore for PgStore {
     /// [`Store::fire_due_timers`], reporting each timer's lateness and each failure
     /// instead of the first error (for the firer's metrics and logs).
-    pub async fn fire_timers(&self, bus: &Bus, limit: i64) -> Result<FireReport> {
+    async fn fire_timers(&self, bus: &Bus, limit: i64) -> Result<FireReport> {
         // Measured from before the transaction starts, so lateness is never understated:
         // `now()` in the query is the transaction's start.
         let started = Instant::now();
@@ -246,7 +237,7 @@ impl Store {
 
     /// When the earliest pending timer is due (`None` when there is none), as the
     /// database stores it. It may already be past.
-    pub async fn next_timer_at(&self) -> Result<Option<DateTime<Utc>>> {
+    async fn next_timer_at(&self) -> Result<Option<DateTime<Utc>>> {
         let next: Option<DateTime<Utc>> = sqlx::query_scalar("SELECT min(fire_at) FROM timers")
             .fetch_one(&self.pool)
             .await?;
@@ -257,7 +248,7 @@ impl Store {
     /// (`Duration::ZERO` when it is already due; `None` when there is no timer). A firer
     /// sleeps this long rather than `next_timer_at() - Utc::now()`, so that a skew between
     /// its clock and the database's can neither make it spin nor oversleep.
-    pub async fn next_timer_in(&self) -> Result<Option<Duration>> {
+    async fn next_timer_in(&self) -> Result<Option<Duration>> {
         let seconds: Option<f64> = sqlx::query_scalar(
             "SELECT EXTRACT(EPOCH FROM min(fire_at) - clock_timestamp())::float8 FROM timers",
         )

@@ -57,7 +57,7 @@ async fn insert_run(env: &TestEnv, wf: &str, run: Uuid, current: bool, version: 
     .bind(at(0))
     .bind(version)
     .bind(current)
-    .execute(env.store.pool())
+    .execute(env.store.pg_pool().unwrap())
     .await
     .expect("insert run");
     sqlx::query(
@@ -68,7 +68,7 @@ async fn insert_run(env: &TestEnv, wf: &str, run: Uuid, current: bool, version: 
     .bind(at(0))
     .bind(json!({"definition": definition(), "input": {},
                  "traceparent": format!("00-{TRACE_ID}-00f067aa0ba902b7-01")}))
-    .execute(env.store.pool())
+    .execute(env.store.pg_pool().unwrap())
     .await
     .expect("insert event");
 }
@@ -98,7 +98,7 @@ async fn insert_tasks(env: &TestEnv, wf: &str, run: Uuid, rows: &[Row<'_>]) {
         .bind(output)
         .bind(at(i64::from(*seq) * 10))
         .bind(ended.then(|| at(i64::from(*seq) * 10 + 5)))
-        .execute(env.store.pool())
+        .execute(env.store.pg_pool().unwrap())
         .await
         .expect("insert task");
     }
@@ -280,7 +280,7 @@ async fn graph_of_an_earlier_run_by_run_id_and_errors_name_the_problem() {
     halfway(&env, wf, old).await;
     sqlx::query("UPDATE runs SET is_current = false WHERE run_id = $1")
         .bind(old)
-        .execute(env.store.pool())
+        .execute(env.store.pg_pool().unwrap())
         .await
         .expect("retire");
     insert_run(&env, wf, new, true, 1).await;
@@ -366,12 +366,12 @@ async fn graph_is_cached_by_run_version_and_a_new_event_is_never_hidden_by_the_c
     // The decider commits an event: a new version, so the graph is computed afresh.
     sqlx::query("UPDATE runs SET version = 21 WHERE run_id = $1")
         .bind(run)
-        .execute(env.store.pool())
+        .execute(env.store.pg_pool().unwrap())
         .await
         .expect("bump");
     sqlx::query("UPDATE tasks SET status = 'COMPLETED' WHERE run_id = $1 AND seq = 8")
         .bind(run)
-        .execute(env.store.pool())
+        .execute(env.store.pg_pool().unwrap())
         .await
         .expect("complete a#2");
     let fresh = env.get(&uri).await.json();

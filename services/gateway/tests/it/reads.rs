@@ -40,7 +40,7 @@ async fn insert_run(env: &TestEnv, wf: &str, run: Uuid, current: bool, done: boo
     .bind(done.then(|| at(5_000)))
     .bind(at(5_000))
     .bind(current)
-    .execute(env.store.pool())
+    .execute(env.store.pg_pool().unwrap())
     .await
     .expect("insert run");
 }
@@ -76,7 +76,7 @@ async fn insert_task(
     .bind(ended.then(|| at(i64::from(seq) * 100 + 10)))
     .bind(ended.then(|| at(i64::from(seq) * 100 + 50)))
     .bind(at(i64::from(seq) * 100 + 50))
-    .execute(env.store.pool())
+    .execute(env.store.pg_pool().unwrap())
     .await
     .expect("insert task");
     id
@@ -92,7 +92,7 @@ async fn insert_events(env: &TestEnv, run: Uuid, count: i64) {
         .bind(event_id)
         .bind(at(event_id))
         .bind(json!({"n": event_id}))
-        .execute(env.store.pool())
+        .execute(env.store.pg_pool().unwrap())
         .await
         .expect("insert event");
     }

@@ -66,7 +66,7 @@ async fn insert(env: &TestEnv, r: Run<'_>) {
     .bind(at(r.start_ms))
     .bind(end)
     .bind(r.current)
-    .execute(env.store.pool())
+    .execute(env.store.pg_pool().unwrap())
     .await
     .expect("insert run");
 }

@@ -9,7 +9,7 @@ use crate::utils::{next_delivery, simple_def, TestEnv};
 
 async fn count_starts(env: &TestEnv) -> i64 {
     sqlx::query_scalar("SELECT count(*) FROM workflow_starts")
-        .fetch_one(env.store.pool())
+        .fetch_one(env.store.pg_pool().unwrap())
         .await
         .expect("count starts")
 }
@@ -74,7 +74,7 @@ async fn start_commits_the_start_and_publishes_start_workflow_to_the_shard_queue
          FROM workflow_starts WHERE workflow_id = $1",
     )
     .bind(&id)
-    .fetch_one(env.store.pool())
+    .fetch_one(env.store.pg_pool().unwrap())
     .await
     .expect("the start row");
     assert_eq!(
@@ -111,7 +111,7 @@ async fn start_commits_the_start_and_publishes_start_workflow_to_the_shard_queue
     let mut left: i64 = -1;
     for _ in 0..500 {
         left = sqlx::query_scalar("SELECT count(*) FROM outbox")
-            .fetch_one(env.store.pool())
+            .fetch_one(env.store.pg_pool().unwrap())
             .await
             .expect("count outbox");
         if left == 0 {

@@ -34,7 +34,7 @@ async fn schedule(env: &TestEnv, task_name: &str) -> Scheduled {
     .bind(run_id)
     .bind(&workflow_id)
     .bind(now)
-    .execute(env.store.pool())
+    .execute(env.store.pg_pool().unwrap())
     .await
     .expect("insert run");
     sqlx::query(
@@ -48,7 +48,7 @@ async fn schedule(env: &TestEnv, task_name: &str) -> Scheduled {
     .bind(&workflow_id)
     .bind(task_name)
     .bind(now)
-    .execute(env.store.pool())
+    .execute(env.store.pg_pool().unwrap())
     .await
     .expect("insert task");
     let names = env.bus.names();
@@ -217,7 +217,7 @@ async fn a_polled_task_completed_over_http_becomes_an_activity_result() {
     // Once the decider recorded the result, another result is refused.
     sqlx::query("UPDATE tasks SET status = 'COMPLETED' WHERE task_id = $1")
         .bind(s.task_id)
-        .execute(env.store.pool())
+        .execute(env.store.pg_pool().unwrap())
         .await
         .expect("complete the row");
     let late = env.post("/api/tasks", &result).await;
@@ -278,7 +278,7 @@ async fn failed_results_and_update_v2_reach_the_run_and_hand_out_the_next_task()
             "SELECT expires_at, details, status FROM task_check WHERE task_id = $1",
         )
         .bind(second.task_id)
-        .fetch_one(env.store.pool())
+        .fetch_one(env.store.pg_pool().unwrap())
         .await
         .expect("the attempt is registered")
     };
@@ -310,7 +310,7 @@ async fn tasks_of_runs_that_moved_on_are_never_handed_out() {
     let live = schedule(&env, &task_name).await;
     sqlx::query("UPDATE tasks SET status = 'CANCELED' WHERE task_id = $1")
         .bind(stale.task_id)
-        .execute(env.store.pool())
+        .execute(env.store.pg_pool().unwrap())
         .await
         .expect("cancel the row");
     let r = env

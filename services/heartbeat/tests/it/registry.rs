@@ -71,7 +71,7 @@ async fn an_attempt_due_for_a_write_gets_its_heartbeat_and_details_written() {
     let details: Option<serde_json::Value> =
         sqlx::query_scalar("SELECT details FROM task_check WHERE task_id = $1")
             .bind(id)
-            .fetch_one(env.store.pool())
+            .fetch_one(env.store.pg_pool().unwrap())
             .await
             .unwrap();
     assert_eq!(details, Some(json!({"step": "b"})));

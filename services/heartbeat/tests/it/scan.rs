@@ -20,7 +20,7 @@ async fn age_in_postgres(env: &TestEnv, task_id: Uuid, secs: i64) {
     )
     .bind(task_id)
     .bind(secs as f64)
-    .execute(env.store.pool())
+    .execute(env.store.pg_pool().unwrap())
     .await
     .unwrap();
 }
@@ -80,7 +80,7 @@ async fn a_silent_attempt_is_timed_out_once_and_its_run_is_told() {
         Some("TIMED_OUT")
     );
     let outbox: i64 = sqlx::query_scalar("SELECT count(*) FROM outbox")
-        .fetch_one(env.store.pool())
+        .fetch_one(env.store.pg_pool().unwrap())
         .await
         .unwrap();
     assert!(
@@ -154,7 +154,7 @@ async fn two_scanners_time_each_attempt_out_exactly_once() {
         "UPDATE task_check SET expires_at = expires_at - interval '200 seconds',
              last_heartbeat_at = last_heartbeat_at - interval '200 seconds'",
     )
-    .execute(env.store.pool())
+    .execute(env.store.pg_pool().unwrap())
     .await
     .unwrap();
     let mut redis = env.redis().await;
@@ -210,7 +210,7 @@ async fn ended_attempts_are_purged_after_their_retention_and_running_ones_kept()
         .await
         .unwrap();
     sqlx::query("UPDATE task_check SET updated_at = now() - interval '3 hours'")
-        .execute(env.store.pool())
+        .execute(env.store.pg_pool().unwrap())
         .await
         .unwrap();
     let retention = Duration::from_secs(3600);
@@ -243,18 +243,18 @@ async fn the_scanner_query_uses_the_partial_index() {
         "INSERT INTO task_check (task_id, attempt, status, updated_at)
          SELECT gen_random_uuid(), 1, 'COMPLETED', now() FROM generate_series(1, 20000)",
     )
-    .execute(env.store.pool())
+    .execute(env.store.pg_pool().unwrap())
     .await
     .unwrap();
     sqlx::query("ANALYZE task_check")
-        .execute(env.store.pool())
+        .execute(env.store.pg_pool().unwrap())
         .await
         .unwrap();
     let sql = format!("EXPLAIN {}", weft::registry::SCAN_SQL);
     let plan: Vec<String> = sqlx::query_scalar(&sql)
         .bind(500_i64)
         .bind(60.0_f64)
-        .fetch_all(env.store.pool())
+        .fetch_all(env.store.pg_pool().unwrap())
         .await
         .unwrap();
     let plan = plan.join("\n");

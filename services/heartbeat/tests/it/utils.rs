@@ -182,7 +182,7 @@ pub fn is_stop(answer: &HeartbeatAnswer, reason: &str) -> bool {
 pub async fn stored_status(store: &Store, task_id: Uuid) -> Option<String> {
     sqlx::query_scalar("SELECT status FROM task_check WHERE task_id = $1")
         .bind(task_id)
-        .fetch_optional(store.pool())
+        .fetch_optional(store.pg_pool().unwrap())
         .await
         .expect("read task_check")
 }

@@ -69,17 +69,17 @@ async fn the_claim_reads_pending_due_rows_through_its_index() {
                 'task.completed', 'http://x', '{}', 'DELIVERED'
          FROM generate_series(1, 20000) AS i",
     )
-    .execute(env.store.pool())
+    .execute(env.store.pg_pool().unwrap())
     .await
     .expect("insert 20,000 settled deliveries");
     sqlx::query("ANALYZE hook_deliveries")
-        .execute(env.store.pool())
+        .execute(env.store.pg_pool().unwrap())
         .await
         .expect("analyze");
     let lines: Vec<String> = sqlx::query_scalar(&format!("EXPLAIN {CLAIM_SQL}"))
         .bind(32i64)
         .bind(30.0f64)
-        .fetch_all(env.store.pool())
+        .fetch_all(env.store.pg_pool().unwrap())
         .await
         .expect("explain");
     let plan = lines.join("\n");

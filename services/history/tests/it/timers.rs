@@ -194,7 +194,7 @@ async fn a_timer_whose_publish_fails_stays_and_fires_later() {
     sqlx::query("UPDATE timers SET exchange = $1 WHERE id = $2")
         .bind(env.names.commands_exchange())
         .bind(bad.id)
-        .execute(env.store.pool())
+        .execute(env.store.pg_pool().unwrap())
         .await
         .expect("update");
     let firer = spawn_firer(
@@ -228,7 +228,7 @@ async fn a_firer_stopped_before_its_commit_leaves_the_timer_to_another() {
     env.insert(std::slice::from_ref(&timer)).await;
 
     // A replica takes the row and publishes it, but dies before committing.
-    let mut crashed = env.store.pool().begin().await.expect("begin");
+    let mut crashed = env.store.pg_pool().unwrap().begin().await.expect("begin");
     let taken: Vec<(Uuid,)> = sqlx::query_as(&format!("SELECT id FROM ({DUE_TIMERS_QUERY}) due"))
         .bind(10i64)
         .fetch_all(&mut *crashed)
@@ -278,7 +278,13 @@ async fn cancel_for_run_deletes_only_that_runs_timers() {
     ];
     env.insert(&timers).await;
 
-    let mut conn = env.store.pool().acquire().await.expect("a connection");
+    let mut conn = env
+        .store
+        .pg_pool()
+        .unwrap()
+        .acquire()
+        .await
+        .expect("a connection");
     assert_eq!(
         timers::cancel_for_run(&mut conn, run_a)
             .await
@@ -314,7 +320,7 @@ where
 {
     let lines: Vec<String> = sqlx::query_scalar(&format!("EXPLAIN {sql}"))
         .bind(param)
-        .fetch_all(env.store.pool())
+        .fetch_all(env.store.pg_pool().unwrap())
         .await
         .expect("explain");
     lines.join("\n")
@@ -329,11 +335,11 @@ async fn the_timer_queries_use_their_indexes() {
                 now() + make_interval(secs => 3600 + i), 'x', 'y', '\\x00'::bytea
          FROM generate_series(1, 20000) AS i",
     )
-    .execute(env.store.pool())
+    .execute(env.store.pg_pool().unwrap())
     .await
     .expect("insert 20,000 future timers");
     sqlx::query("ANALYZE timers")
-        .execute(env.store.pool())
+        .execute(env.store.pg_pool().unwrap())
         .await
         .expect("analyze");
 

@@ -145,7 +145,7 @@ impl TestEnv {
 
     /// Inserts `timers` in one transaction, as the decider does.
     pub async fn insert(&self, timers: &[TimerRecord]) {
-        let mut tx = self.store.pool().begin().await.expect("begin");
+        let mut tx = self.store.pg_pool().unwrap().begin().await.expect("begin");
         timers::insert(&mut tx, timers)
             .await
             .expect("insert timers");
@@ -155,7 +155,7 @@ impl TestEnv {
     /// The database's clock.
     pub async fn db_now(&self) -> DateTime<Utc> {
         sqlx::query_scalar("SELECT clock_timestamp()")
-            .fetch_one(self.store.pool())
+            .fetch_one(self.store.pg_pool().unwrap())
             .await
             .expect("read the clock")
     }
@@ -164,7 +164,7 @@ impl TestEnv {
     pub async fn timer_exists(&self, id: Uuid) -> bool {
         sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM timers WHERE id = $1)")
             .bind(id)
-            .fetch_one(self.store.pool())
+            .fetch_one(self.store.pg_pool().unwrap())
             .await
             .expect("query timers")
     }
@@ -172,7 +172,7 @@ impl TestEnv {
     /// Rows in `timers`.
     pub async fn timer_count(&self) -> i64 {
         sqlx::query_scalar("SELECT count(*) FROM timers")
-            .fetch_one(self.store.pool())
+            .fetch_one(self.store.pg_pool().unwrap())
             .await
             .expect("count timers")
     }

@@ -2,23 +2,22 @@
 //! that touches many attempts is one statement over arrays (UNNEST), so a batch of
 //! heartbeats costs one round trip.
 
+use std::time::Duration;
+
+use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use sqlx::{PgExecutor, PgPool};
 use uuid::Uuid;
 
-use super::model::{AttemptStatus, TaskCheck};
-use crate::messages::{AttemptRef, AttemptStarted};
+use super::PgStore;
+use crate::messages::AttemptStarted;
+use crate::registry::rows::{BeatWrite, End, ScanCandidate, ScanOutcome, Stored};
+use crate::registry::scan::{reason, timeout_messages, verdict, Verdict};
+use crate::registry::{AttemptStatus, ScanReport, TaskCheck};
+use crate::store::backend::{LivenessProbe, RegistryStore};
+use crate::store::outbox;
+use crate::topology::Names;
 use crate::{Error, Result};
-
-/// An attempt's status as stored.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) struct Stored {
-    pub task_id: Uuid,
-    pub attempt: i32,
-    pub status: AttemptStatus,
-    pub reason: Option<String>,
-    pub timeout_seconds: i64,
-}
 
 type StoredRow = (Uuid, i32, String, Option<String>, i64);
 
@@ -34,22 +33,10 @@ fn stored((task_id, attempt, status, reason, timeout_seconds): StoredRow) -> Res
     })
 }
 
-/// Registers a started attempt as RUNNING with a deadline of now + timeout (database
-/// clock). An existing row keeps its status (a redelivered start changes nothing; a stop
-/// or result that came first is not undone) but gets the attempt's details filled in.
-/// Returns the row's status afterwards.
-pub(crate) async fn insert_started(pool: &PgPool, s: &AttemptStarted) -> Result<Stored> {
-    let mut rows = insert_started_many(pool, std::slice::from_ref(s)).await?;
-    rows.pop()
-        .ok_or_else(|| crate::Error::Decode("the registration returned no row".into()))
-}
-
-/// [`insert_started`] for many attempts in one statement (the last registration of an
+/// Registers started attempts as RUNNING with a deadline of now + timeout (database
+/// clock), many in one statement (the last registration of an
 /// attempt repeated in `started` wins). One row per distinct attempt, in no order.
-pub(crate) async fn insert_started_many(
-    pool: &PgPool,
-    started: &[AttemptStarted],
-) -> Result<Vec<Stored>> {
+async fn insert_started_many(pool: &PgPool, started: &[AttemptStarted]) -> Result<Vec<Stored>> {
     // ON CONFLICT cannot touch a row twice in one statement.
     let mut seen = std::collections::HashSet::new();
     let unique: Vec<&AttemptStarted> = started
@@ -99,7 +86,7 @@ pub(crate) async fn insert_started_many(
 }
 
 /// The newest attempt of each task in `task_ids` (unknown tasks are absent).
-pub(crate) async fn load_latest(pool: &PgPool, task_ids: &[Uuid]) -> Result<Vec<Stored>> {
+async fn load_latest(pool: &PgPool, task_ids: &[Uuid]) -> Result<Vec<Stored>> {
     let rows: Vec<StoredRow> = sqlx::query_as(
         "SELECT DISTINCT ON (task_id) task_id, attempt, status, stop_reason, timeout_seconds
          FROM task_check WHERE task_id = ANY($1)
@@ -111,20 +98,9 @@ pub(crate) async fn load_latest(pool: &PgPool, task_ids: &[Uuid]) -> Result<Vec<
     rows.into_iter().map(stored).collect()
 }
 
-/// A heartbeat to write to PostgreSQL.
-#[derive(Debug, Clone)]
-pub(crate) struct BeatWrite {
-    pub task_id: Uuid,
-    pub attempt: i32,
-    /// When (ms since the epoch, Redis clock); `None`: now, by the database clock.
-    pub at_ms: Option<i64>,
-    /// Progress details (JSON text) to keep; `None` keeps the stored ones.
-    pub details: Option<String>,
-}
-
 /// Writes heartbeats of RUNNING attempts: last heartbeat (never moved backwards),
 /// deadline = last heartbeat + timeout, details. Returns the rows written.
-pub(crate) async fn write_beats(pool: impl PgExecutor<'_>, beats: &[BeatWrite]) -> Result<u64> {
+async fn write_beats(pool: impl PgExecutor<'_>, beats: &[BeatWrite]) -> Result<u64> {
     if beats.is_empty() {
         return Ok(0);
     }
@@ -155,41 +131,9 @@ pub(crate) async fn write_beats(pool: impl PgExecutor<'_>, beats: &[BeatWrite]) 
     Ok(done.rows_affected())
 }
 
-/// Ends RUNNING attempts with `status` (and `reason`, `output_bytes`); attempts not
-/// registered yet get a row in that status, so that a late registration cannot bring
-/// them back to RUNNING. Attempts already ended keep their first end. Returns every
-/// attempt's status afterwards.
-pub(crate) async fn end(
-    pool: &PgPool,
-    attempts: &[AttemptRef],
-    status: AttemptStatus,
-    reason: Option<&str>,
-    output_bytes: Option<i64>,
-) -> Result<Vec<Stored>> {
-    let ends: Vec<End<'_>> = attempts
-        .iter()
-        .map(|a| End {
-            attempt: *a,
-            status,
-            reason,
-            output_bytes,
-        })
-        .collect();
-    end_each(pool, &ends).await
-}
-
-/// How one attempt ends.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct End<'a> {
-    pub attempt: AttemptRef,
-    pub status: AttemptStatus,
-    pub reason: Option<&'a str>,
-    pub output_bytes: Option<i64>,
-}
-
 /// [`end`] with a status, reason and size per attempt, in one statement (the first end
 /// of an attempt repeated in `ends` wins). Returns the rows as they are afterwards.
-pub(crate) async fn end_each(pool: &PgPool, ends: &[End<'_>]) -> Result<Vec<Stored>> {
+async fn end_each(pool: &PgPool, ends: &[End<'_>]) -> Result<Vec<Stored>> {
     let mut seen = std::collections::HashSet::new();
     let unique: Vec<&End<'_>> = ends
         .iter()
@@ -255,7 +199,7 @@ struct CheckRow {
 }
 
 /// The newest attempt's row of a task.
-pub(crate) async fn get(pool: &PgPool, task_id: Uuid) -> Result<Option<TaskCheck>> {
+async fn get(pool: &PgPool, task_id: Uuid) -> Result<Option<TaskCheck>> {
     let row: Option<CheckRow> = sqlx::query_as(
         "SELECT task_id, attempt, workflow_id, run_id, task_name, task_ref, worker_id,
                 status, stop_reason, input_bytes, output_bytes, details, timeout_seconds,
@@ -287,4 +231,151 @@ pub(crate) async fn get(pool: &PgPool, task_id: Uuid) -> Result<Option<TaskCheck
         last_heartbeat_at: r.last_heartbeat_at,
         expires_at: r.expires_at,
     }))
+}
+
+/// The scanner's query, also shown with EXPLAIN ANALYZE by the benchmark.
+pub const SCAN_SQL: &str =
+    "SELECT task_id, attempt, workflow_id, run_id, reply_to, timeout_seconds,
+        (extract(epoch FROM last_heartbeat_at) * 1000)::bigint,
+        expires_at < now() - make_interval(secs => $2)
+ FROM task_check
+ WHERE status = 'RUNNING' AND expires_at IS NOT NULL AND expires_at < now()
+ ORDER BY expires_at
+ LIMIT $1
+ FOR UPDATE SKIP LOCKED";
+
+/// A row of [`SCAN_SQL`].
+type CandidateRow = (
+    Uuid,
+    i32,
+    String,
+    Option<Uuid>,
+    String,
+    i64,
+    Option<i64>,
+    bool,
+);
+
+#[async_trait]
+impl RegistryStore for PgStore {
+    async fn insert_started_many(&self, started: &[AttemptStarted]) -> Result<Vec<Stored>> {
+        insert_started_many(&self.pool, started).await
+    }
+
+    async fn load_latest(&self, task_ids: &[Uuid]) -> Result<Vec<Stored>> {
+        load_latest(&self.pool, task_ids).await
+    }
+
+    async fn write_beats(&self, beats: &[BeatWrite]) -> Result<u64> {
+        write_beats(&self.pool, beats).await
+    }
+
+    async fn end_each(&self, ends: &[End<'_>]) -> Result<Vec<Stored>> {
+        end_each(&self.pool, ends).await
+    }
+
+    async fn task_check(&self, task_id: Uuid) -> Result<Option<TaskCheck>> {
+        get(&self.pool, task_id).await
+    }
+
+    /// Reads the candidates through the partial index `task_check_running_expiry` and
+    /// locks them `FOR UPDATE SKIP LOCKED`, so several scanners never take the same
+    /// attempt.
+    async fn scan_expired(
+        &self,
+        names: &Names,
+        limit: i64,
+        write_interval: Duration,
+        probe: LivenessProbe<'_>,
+    ) -> Result<ScanOutcome> {
+        let mut tx = self.pool.begin().await?;
+        let rows: Vec<CandidateRow> = sqlx::query_as(SCAN_SQL)
+            .bind(limit)
+            .bind(write_interval.as_secs_f64())
+            .fetch_all(&mut *tx)
+            .await?;
+        let mut outcome = ScanOutcome {
+            report: ScanReport {
+                candidates: rows.len(),
+                ..ScanReport::default()
+            },
+            ..ScanOutcome::default()
+        };
+        if rows.is_empty() {
+            return Ok(outcome);
+        }
+        let candidates: Vec<ScanCandidate> = rows.into_iter().map(candidate).collect();
+        let lives = probe(candidates.iter().map(|c| c.task_id).collect()).await;
+        let mut alive = Vec::new();
+        let mut expired = Vec::new();
+        for (i, c) in candidates.into_iter().enumerate() {
+            let live = lives.as_ref().and_then(|l| l.get(i).copied());
+            match verdict(&c, live) {
+                Verdict::Alive(last_ms) => alive.push(BeatWrite {
+                    task_id: c.task_id,
+                    attempt: c.attempt,
+                    at_ms: Some(last_ms),
+                    details: None,
+                }),
+                Verdict::Expired => expired.push(c),
+                Verdict::Unsure => outcome.report.deferred += 1,
+            }
+        }
+        write_beats(&mut *tx, &alive).await?;
+        outcome.report.extended = alive.len();
+        if !expired.is_empty() {
+            let ids: Vec<Uuid> = expired.iter().map(|c| c.task_id).collect();
+            let attempts: Vec<i32> = expired.iter().map(|c| c.attempt).collect();
+            let reasons: Vec<String> = expired.iter().map(|c| reason(c.timeout_seconds)).collect();
+            sqlx::query(
+                "UPDATE task_check AS c SET status = 'TIMED_OUT', stop_reason = x.reason,
+                     updated_at = now()
+                 FROM UNNEST($1::uuid[], $2::int[], $3::text[]) AS x(task_id, attempt, reason)
+                 WHERE c.task_id = x.task_id AND c.attempt = x.attempt",
+            )
+            .bind(&ids)
+            .bind(&attempts)
+            .bind(&reasons)
+            .execute(&mut *tx)
+            .await?;
+            outcome.messages = timeout_messages(names, &expired)?;
+            outbox::insert(&mut tx, &outcome.messages).await?;
+        }
+        tx.commit().await?;
+        outcome.report.timed_out = expired.len();
+        outcome.expired = expired
+            .iter()
+            .map(|c| (c.task_id, c.attempt, c.timeout_seconds))
+            .collect();
+        Ok(outcome)
+    }
+
+    async fn purge_task_checks(&self, retention: Duration, batch: i64) -> Result<u64> {
+        let done = sqlx::query(
+            "DELETE FROM task_check WHERE (task_id, attempt) IN (
+                 SELECT task_id, attempt FROM task_check
+                 WHERE status <> 'RUNNING' AND updated_at < now() - make_interval(secs => $1)
+                 LIMIT $2)",
+        )
+        .bind(retention.as_secs_f64())
+        .bind(batch)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected())
+    }
+}
+
+fn candidate(
+    (task_id, attempt, workflow_id, run_id, reply_to, timeout_seconds, last, surely): CandidateRow,
+) -> ScanCandidate {
+    ScanCandidate {
+        task_id,
+        attempt,
+        workflow_id,
+        run_id,
+        reply_to,
+        timeout_seconds,
+        last_heartbeat_ms: last,
+        surely_passed: surely,
+    }
 }

@@ -1,0 +1,304 @@
+//! The store's contract: one trait per concern, each implemented once per backend
+//! (PostgreSQL in [`super::pg`], SQLite in [`super::sqlite`]). Services never see a
+//! backend: they hold a [`super::Store`], which dereferences to `dyn Backend`, so
+//! `store.commit(&batch)` works on either and no service branches on the backend.
+//!
+//! Methods that publish (`publish_outbox`, `sweep_outbox`, `fire_timers`, the registry
+//! scan) take the [`Bus`]: how rows are claimed around a publish (row locks in
+//! PostgreSQL, the single writer in SQLite) is the backend's business.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use futures_util::future::BoxFuture;
+use uuid::Uuid;
+
+use super::definitions::{PutOutcome, StoredDefinition};
+use super::graph::RunVersion;
+use super::graph_build::Graph;
+use super::hooks::{AttemptResult, Claimed, DeliveryView};
+use super::operations::{ChainedRun, OperationOutcome};
+use super::outbox::OutboxMessage;
+use super::reads::{EventView, RunView, TaskView};
+use super::runs::{CommitBatch, StoredEvent};
+use super::search::{Search, SearchHit};
+use super::starts::{NewStart, StartOutcome, StartRow};
+use super::stats::RunStats;
+use super::task_api::{TaskLog, TaskWithRun};
+use super::taskdefs::StoredTaskDef;
+use super::timers::FireReport;
+use crate::bus::Bus;
+use crate::dsl::taskdef::TaskDef;
+use crate::dsl::WorkflowDef;
+use crate::hooks::Backoff;
+use crate::messages::AttemptStarted;
+use crate::registry::rows::{BeatWrite, End, Liveness, ScanOutcome, Stored};
+use crate::registry::TaskCheck;
+use crate::topology::Names;
+use crate::Result;
+
+/// Every concern of the store; what a [`super::Store`] holds.
+pub trait Backend:
+    RunStore
+    + ReadStore
+    + GraphStore
+    + SearchStore
+    + StatsStore
+    + DefinitionStore
+    + TaskDefStore
+    + StartStore
+    + OperationStore
+    + TaskApiStore
+    + OutboxStore
+    + TimerStore
+    + HookStore
+    + RegistryStore
+    + Health
+    + Send
+    + Sync
+    + std::fmt::Debug
+{
+}
+
+impl<T> Backend for T where
+    T: RunStore
+        + ReadStore
+        + GraphStore
+        + SearchStore
+        + StatsStore
+        + DefinitionStore
+        + TaskDefStore
+        + StartStore
+        + OperationStore
+        + TaskApiStore
+        + OutboxStore
+        + TimerStore
+        + HookStore
+        + RegistryStore
+        + Health
+        + Send
+        + Sync
+        + std::fmt::Debug
+{
+}
+
+/// Readiness.
+#[async_trait]
+pub trait Health {
+    /// A trivial round trip.
+    async fn ping(&self) -> Result<()>;
+    /// The backend's name, for logs and `/healthz`: `postgres` or `sqlite`.
+    fn backend_name(&self) -> &'static str;
+}
+
+/// The decider's reads and its atomic commit (docs/decider.md).
+#[async_trait]
+pub trait RunStore {
+    /// Loads the current run of `workflow_id`: its version and full history, oldest first.
+    async fn load_current_run(&self, workflow_id: &str) -> Result<Option<(i64, Vec<StoredEvent>)>>;
+
+    /// Commits `batch` atomically. Returns [`crate::Error::VersionConflict`] when an
+    /// updated run's version moved, and a store error whose database error is a unique
+    /// violation when a new run collides with an existing current run (the decider
+    /// reloads and retries on both); nothing is written in either case.
+    async fn commit(&self, batch: &CommitBatch) -> Result<()>;
+
+    /// A run's whole history, oldest first.
+    async fn run_events(&self, run_id: Uuid) -> Result<Vec<StoredEvent>>;
+}
+
+/// The read side of runs and tasks (gateway, history service).
+#[async_trait]
+pub trait ReadStore {
+    /// The current run of `workflow_id`.
+    async fn current_run(&self, workflow_id: &str) -> Result<Option<RunView>>;
+    /// The current run of `workflow_id` with its tasks.
+    async fn current_run_with_tasks(
+        &self,
+        workflow_id: &str,
+    ) -> Result<Option<(RunView, Vec<TaskView>)>>;
+    /// Run `run_id` of `workflow_id` (any run of its chain).
+    async fn run_of_workflow(&self, workflow_id: &str, run_id: Uuid) -> Result<Option<RunView>>;
+    /// The tasks of a run, in schedule order.
+    async fn tasks_of_run(&self, run_id: Uuid) -> Result<Vec<TaskView>>;
+    /// Up to `limit` events of a run after event `after`.
+    async fn history_page(&self, run_id: Uuid, after: i64, limit: i64) -> Result<Vec<EventView>>;
+}
+
+/// The flowchart of a run (docs/graph.md).
+#[async_trait]
+pub trait GraphStore {
+    /// A run's id and version (the graph cache's key); the current run when `run_id` is
+    /// `None`.
+    async fn run_version(
+        &self,
+        workflow_id: &str,
+        run_id: Option<Uuid>,
+    ) -> Result<Option<RunVersion>>;
+    /// A run's graph, built from its definition and task rows.
+    async fn run_graph(&self, workflow_id: &str, run_id: Uuid) -> Result<Option<Graph>>;
+}
+
+/// Search over runs.
+#[async_trait]
+pub trait SearchStore {
+    /// The total of matching runs and one page of them.
+    async fn search_runs(&self, search: &Search) -> Result<(i64, Vec<SearchHit>)>;
+}
+
+/// Per-definition statistics.
+#[async_trait]
+pub trait StatsStore {
+    /// Counts and percentiles of the runs of `name` (`version`) started since `since`.
+    async fn run_stats(
+        &self,
+        name: &str,
+        version: Option<i32>,
+        since: DateTime<Utc>,
+        limit: i64,
+    ) -> Result<RunStats>;
+}
+
+/// Workflow definitions.
+#[async_trait]
+pub trait DefinitionStore {
+    /// Stores a definition (replacing the same version only when `overwrite`).
+    async fn put_definition(&self, def: &WorkflowDef, overwrite: bool) -> Result<PutOutcome>;
+    /// A definition by name and version (the latest when `None`).
+    async fn get_definition(
+        &self,
+        name: &str,
+        version: Option<i32>,
+    ) -> Result<Option<StoredDefinition>>;
+    /// Every definition.
+    async fn list_definitions(&self) -> Result<Vec<StoredDefinition>>;
+    /// Deletes one version; whether it existed.
+    async fn delete_definition(&self, name: &str, version: i32) -> Result<bool>;
+}
+
+/// Task definitions.
+#[async_trait]
+pub trait TaskDefStore {
+    /// Creates or replaces task definitions.
+    async fn put_task_defs(&self, defs: &[TaskDef]) -> Result<()>;
+    /// One task definition.
+    async fn get_task_def(&self, name: &str) -> Result<Option<StoredTaskDef>>;
+    /// The task definitions among `names`.
+    async fn get_task_defs(&self, names: &[String]) -> Result<Vec<StoredTaskDef>>;
+    /// Every task definition.
+    async fn list_task_defs(&self) -> Result<Vec<StoredTaskDef>>;
+    /// Deletes one; whether it existed.
+    async fn delete_task_def(&self, name: &str) -> Result<bool>;
+}
+
+/// Accepted starts (the gateway's idempotent start).
+#[async_trait]
+pub trait StartStore {
+    /// Records a start and its outbox messages in one transaction, or reports the start
+    /// already recorded for the workflow id.
+    async fn accept_start(
+        &self,
+        start: &NewStart,
+        messages: &mut [OutboxMessage],
+    ) -> Result<StartOutcome>;
+    /// The start recorded for `workflow_id`.
+    async fn get_start(&self, workflow_id: &str) -> Result<Option<StartRow>>;
+}
+
+/// Operator commands' verdicts and run chains.
+#[async_trait]
+pub trait OperationStore {
+    /// The verdict on `request_id`, when the decider gave one.
+    async fn operation_outcome(&self, request_id: Uuid) -> Result<Option<OperationOutcome>>;
+    /// Deletes verdicts older than `age`, at most `limit`; returns how many.
+    async fn purge_operation_outcomes(&self, age: Duration, limit: i64) -> Result<u64>;
+    /// Every run of `workflow_id`, oldest first.
+    async fn run_chain(&self, workflow_id: &str) -> Result<Vec<ChainedRun>>;
+}
+
+/// The task API for HTTP workers.
+#[async_trait]
+pub trait TaskApiStore {
+    /// A task with its run's ids.
+    async fn task_with_run(&self, task_id: Uuid) -> Result<Option<TaskWithRun>>;
+    /// Appends log lines to a task.
+    async fn append_task_logs(&self, task_id: Uuid, lines: &[TaskLog]) -> Result<()>;
+    /// A task's log lines, oldest first.
+    async fn task_logs(&self, task_id: Uuid) -> Result<Vec<TaskLog>>;
+}
+
+/// The transactional outbox.
+#[async_trait]
+pub trait OutboxStore {
+    /// Publishes committed outbox messages (confirmed), then forgets their rows; a failed
+    /// publish leaves its row for the sweeper.
+    async fn publish_outbox(&self, bus: &Bus, messages: &[OutboxMessage]) -> Result<()>;
+    /// Re-publishes rows older than `older_than`, at most `limit`; returns how many.
+    async fn sweep_outbox(&self, bus: &Bus, older_than: Duration, limit: i64) -> Result<usize>;
+}
+
+/// Durable timers.
+#[async_trait]
+pub trait TimerStore {
+    /// Publishes up to `limit` due timers and deletes the published ones.
+    async fn fire_timers(&self, bus: &Bus, limit: i64) -> Result<FireReport>;
+    /// When the earliest pending timer is due, by the store's clock.
+    async fn next_timer_at(&self) -> Result<Option<DateTime<Utc>>>;
+    /// How long until the earliest pending timer is due (`ZERO` when due, `None` when
+    /// there is none), by the store's clock.
+    async fn next_timer_in(&self) -> Result<Option<Duration>>;
+}
+
+/// Hook deliveries (docs/hooks.md).
+#[async_trait]
+pub trait HookStore {
+    /// Claims (leases) up to `limit` due deliveries.
+    async fn claim_hook_deliveries(&self, limit: i64, lease: Duration) -> Result<Vec<Claimed>>;
+    /// Records one attempt's result; returns the outbox messages it caused (published by
+    /// the caller).
+    async fn settle_hook_attempt(
+        &self,
+        names: &Names,
+        claimed: &Claimed,
+        result: &AttemptResult,
+        backoff: &Backoff,
+    ) -> Result<Vec<OutboxMessage>>;
+    /// How long until the next delivery is due.
+    async fn next_hook_delivery_in(&self) -> Result<Option<Duration>>;
+    /// A workflow's deliveries, for the API.
+    async fn hook_deliveries(&self, workflow_id: &str) -> Result<Vec<DeliveryView>>;
+}
+
+/// Asks the heartbeat cache how alive the candidates are (`None`: no evidence).
+pub type LivenessProbe<'a> =
+    &'a (dyn Fn(Vec<Uuid>) -> BoxFuture<'static, Option<Vec<Liveness>>> + Send + Sync);
+
+/// The heartbeat registry's rows (`task_check`, docs/heartbeats.md).
+#[async_trait]
+pub trait RegistryStore {
+    /// Registers started attempts (the last of a repeated attempt wins); one row per
+    /// distinct attempt afterwards, in no order.
+    async fn insert_started_many(&self, started: &[AttemptStarted]) -> Result<Vec<Stored>>;
+    /// The newest attempt of each task (unknown tasks absent).
+    async fn load_latest(&self, task_ids: &[Uuid]) -> Result<Vec<Stored>>;
+    /// Writes heartbeats of RUNNING attempts; returns the rows written.
+    async fn write_beats(&self, beats: &[BeatWrite]) -> Result<u64>;
+    /// Ends attempts (the first end of a repeated attempt wins); rows afterwards.
+    async fn end_each(&self, ends: &[End<'_>]) -> Result<Vec<Stored>>;
+    /// The newest attempt's row of a task.
+    async fn task_check(&self, task_id: Uuid) -> Result<Option<TaskCheck>>;
+    /// One scan: claims up to `limit` RUNNING attempts past their stored deadline, asks
+    /// `probe` about them, writes through the heartbeats of the live ones, marks the
+    /// expired ones TIMED_OUT and writes their `ActivityTimedOut` to the outbox, all in
+    /// one transaction. The caller publishes `ScanOutcome::messages`.
+    async fn scan_expired(
+        &self,
+        names: &Names,
+        limit: i64,
+        write_interval: Duration,
+        probe: LivenessProbe<'_>,
+    ) -> Result<ScanOutcome>;
+    /// Deletes up to `batch` ended attempts older than `retention`; returns how many.
+    async fn purge_task_checks(&self, retention: Duration, batch: i64) -> Result<u64>;
+}
