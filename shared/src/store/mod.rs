@@ -15,6 +15,7 @@ pub mod pg;
 pub mod reads;
 pub mod runs;
 pub mod search;
+pub mod sqlite;
 pub mod starts;
 pub mod stats;
 pub mod task_api;

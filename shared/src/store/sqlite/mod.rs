@@ -1,0 +1,88 @@
+//! The SQLite backend (sqlx), for `weft dev`: the whole store in one file (or in memory),
+//! nothing to install. Its schema is `shared/migrations-sqlite` (the same tables as
+//! PostgreSQL's, in SQLite's types), applied at open.
+//!
+//! One process owns the file. SQLite has one writer at a time: every write transaction
+//! starts with `BEGIN IMMEDIATE` (it takes the write lock at once, so two transactions
+//! never both read and then fail to upgrade), and waits its turn through the busy
+//! timeout. WAL journaling lets reads run beside the writer. No transaction is held
+//! across a publish on the bus: the in-process bus journals messages in the same file,
+//! and would wait for the write lock the transaction holds.
+
+use std::path::Path;
+use std::str::FromStr;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use sqlx::sqlite::SqliteSynchronous;
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions};
+
+use super::backend::Health;
+use crate::{Error, Result};
+
+static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations-sqlite");
+
+/// How long a statement waits for the write lock before failing.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The SQLite backend: one pool on one database file.
+#[derive(Clone, Debug)]
+pub struct SqliteStore {
+    pub(crate) pool: SqlitePool,
+}
+
+impl SqliteStore {
+    /// Opens (creating it when missing) the database at `url` (`sqlite:PATH`,
+    /// `sqlite://PATH` or `sqlite::memory:`) and applies pending migrations.
+    pub async fn open(url: &str) -> Result<Self> {
+        let memory = url.contains(":memory:");
+        let options = SqliteConnectOptions::from_str(url)
+            .map_err(|e| Error::Config(format!("WEFT_DATABASE_URL: {e}")))?
+            .create_if_missing(true)
+            .foreign_keys(true)
+            .busy_timeout(BUSY_TIMEOUT);
+        let options = match memory {
+            true => options,
+            false => options
+                .journal_mode(SqliteJournalMode::Wal)
+                .synchronous(SqliteSynchronous::Normal),
+        };
+        // An in-memory database lives as long as its one connection: keep exactly one,
+        // forever.
+        let pool = match memory {
+            true => SqlitePoolOptions::new()
+                .min_connections(1)
+                .max_connections(1)
+                .idle_timeout(None)
+                .max_lifetime(None),
+            false => SqlitePoolOptions::new().max_connections(4),
+        }
+        .acquire_timeout(BUSY_TIMEOUT)
+        .connect_with(options)
+        .await?;
+        MIGRATOR.run(&pool).await?;
+        Ok(Self { pool })
+    }
+
+    /// Opens the database file `path` (created when missing).
+    pub async fn open_file(path: &Path) -> Result<Self> {
+        Self::open(&format!("sqlite://{}", path.display())).await
+    }
+
+    /// The pool (the in-process bus journals its messages through it).
+    pub fn pool(&self) -> &SqlitePool {
+        &self.pool
+    }
+}
+
+#[async_trait]
+impl Health for SqliteStore {
+    async fn ping(&self) -> Result<()> {
+        sqlx::query("SELECT 1").execute(&self.pool).await?;
+        Ok(())
+    }
+
+    fn backend_name(&self) -> &'static str {
+        "sqlite"
+    }
+}
