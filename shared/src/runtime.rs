@@ -1,6 +1,11 @@
 //! Start-up shared by the back-end services: serve `/healthz`, `/readyz` and
 //! `/metrics` first (so a service waiting for its dependencies is visibly alive and
 //! not ready), then connect the store and the bus, retrying until they answer.
+//!
+//! What a service runs on is its [`Backing`]: connected from the configuration
+//! (PostgreSQL, RabbitMQ, Redis: a service's own binary), or handed over already open
+//! (`weft dev`: SQLite, the in-process bus and in-memory caches, shared by every service
+//! of the process). Services pass it through and never look inside.
 
 use std::net::SocketAddr;
 use std::sync::{Arc, OnceLock};
@@ -10,21 +15,95 @@ use tokio_util::sync::CancellationToken;
 
 use crate::admin::{self, Metrics};
 use crate::bus::Bus;
+use crate::registry::Cache;
+use crate::store::graph_cache::GraphCache;
 use crate::store::Store;
 use crate::topology::Names;
 use crate::{Config, Result};
 
+/// Where a service's store, bus and caches come from.
+#[derive(Debug, Clone, Default)]
+pub enum Backing {
+    /// Connect what the configuration names (`WEFT_DATABASE_URL`, `WEFT_AMQP_URL`,
+    /// `WEFT_REDIS_URL`), retrying until each answers, and serve the admin endpoints on
+    /// `WEFT_ADMIN_ADDR`.
+    #[default]
+    Connect,
+    /// Use these, already open and shared with the other services of the process; the
+    /// process serves health and metrics on its own (the gateway's port).
+    Provided(Provided),
+}
+
+/// A store, a bus and caches opened once for every service of a process.
+#[derive(Debug, Clone)]
+pub struct Provided {
+    /// The store.
+    pub store: Store,
+    /// The bus.
+    pub bus: Bus,
+    /// The heartbeat registry's cache.
+    pub cache: Cache,
+    /// The flowchart cache.
+    pub graphs: GraphCache,
+}
+
+impl Backing {
+    /// The store and the bus: connected per the configuration, or the provided ones.
+    pub async fn store_and_bus(
+        &self,
+        config: &Config,
+        max_db_connections: u32,
+        shutdown: &CancellationToken,
+    ) -> Result<(Store, Bus)> {
+        match self {
+            Backing::Connect => {
+                let store =
+                    Store::connect(&config.database_url, max_db_connections, shutdown).await?;
+                let names = Names::new(&config.namespace, config.shards);
+                let bus = Bus::connect(&config.amqp_url, names, shutdown.clone()).await?;
+                tracing::info!(namespace = %config.namespace, "connected to PostgreSQL and RabbitMQ");
+                Ok((store, bus))
+            }
+            Backing::Provided(p) => Ok((p.store.clone(), p.bus.clone())),
+        }
+    }
+
+    /// The provided bus, if any.
+    pub fn provided_bus(&self) -> Option<Bus> {
+        match self {
+            Backing::Connect => None,
+            Backing::Provided(p) => Some(p.bus.clone()),
+        }
+    }
+
+    /// The heartbeat registry's cache (Redis, or the provided one).
+    pub fn cache(&self, config: &Config) -> Result<Cache> {
+        match self {
+            Backing::Connect => Cache::new(&config.redis_url, &config.namespace),
+            Backing::Provided(p) => Ok(p.cache.clone()),
+        }
+    }
+
+    /// The flowchart cache (Redis, or the provided one).
+    pub fn graphs(&self, config: &Config) -> Result<GraphCache> {
+        match self {
+            Backing::Connect => GraphCache::new(&config.redis_url, &config.namespace),
+            Backing::Provided(p) => Ok(p.graphs.clone()),
+        }
+    }
+}
+
 /// What a connected service works with.
 #[derive(Debug, Clone)]
 pub struct Deps {
-    /// PostgreSQL.
+    /// The store.
     pub store: Store,
-    /// RabbitMQ.
+    /// The bus.
     pub bus: Bus,
     /// The service's metrics registry (rendered on `/metrics`).
     pub metrics: Metrics,
-    /// The admin server task; ends after shutdown.
-    pub admin: Arc<JoinHandle<()>>,
+    /// The admin server task, when the service serves its own; ends after shutdown.
+    pub admin: Option<Arc<JoinHandle<()>>>,
 }
 
 /// Serves the admin endpoints on `WEFT_ADMIN_ADDR` (or `default_admin`), then connects
@@ -35,7 +114,27 @@ pub async fn connect(
     max_db_connections: u32,
     shutdown: &CancellationToken,
 ) -> Result<Deps> {
+    connect_on(&Backing::Connect, config, default_admin, max_db_connections, shutdown).await
+}
+
+/// [`connect`] on `backing`: a provided backing is used as it is, without an admin
+/// server of the service's own.
+pub async fn connect_on(
+    backing: &Backing,
+    config: &Config,
+    default_admin: SocketAddr,
+    max_db_connections: u32,
+    shutdown: &CancellationToken,
+) -> Result<Deps> {
     let metrics = Metrics::new();
+    if let Backing::Provided(p) = backing {
+        return Ok(Deps {
+            store: p.store.clone(),
+            bus: p.bus.clone(),
+            metrics,
+            admin: None,
+        });
+    }
     let deps: Arc<OnceLock<(Store, Bus)>> = Arc::new(OnceLock::new());
     let probe = deps.clone();
     let ready = admin::ready_check(move || {
@@ -60,16 +159,15 @@ pub async fn connect(
             tracing::error!(error = %e, "admin endpoint failed");
         }
     });
-    let store = Store::connect(&config.database_url, max_db_connections, shutdown).await?;
-    let names = Names::new(&config.namespace, config.shards);
-    let bus = Bus::connect(&config.amqp_url, names, shutdown.clone()).await?;
+    let (store, bus) = backing
+        .store_and_bus(config, max_db_connections, shutdown)
+        .await?;
     let _ = deps.set((store.clone(), bus.clone()));
-    tracing::info!(namespace = %config.namespace, "connected to PostgreSQL and RabbitMQ");
     Ok(Deps {
         store,
         bus,
         metrics,
-        admin: Arc::new(admin_task),
+        admin: Some(Arc::new(admin_task)),
     })
 }
 

@@ -6,6 +6,10 @@ pub mod activities;
 
 use weft::worker::WorkerBuilder;
 
+/// The example workflow definitions these activities serve (`workflows/*.json`), for
+/// `weft dev --example` to register.
+pub const WORKFLOWS: [(&str, &str); 1] = [("greet", include_str!("../workflows/greet.json"))];
+
 /// The task names this worker serves.
 pub const TASK_NAMES: [&str; 3] = ["make_name", "shout", "count"];
 

@@ -30,6 +30,7 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
+use weft::runtime::Backing;
 use weft::Config;
 
 /// The decider's admin port when `WEFT_ADMIN_ADDR` is unset.
@@ -39,7 +40,17 @@ pub const DEFAULT_ADMIN_ADDR: SocketAddr =
 /// Runs the decider until `shutdown`; in-flight batches finish and are acknowledged,
 /// nothing unfinished is.
 pub async fn run(config: Config, shutdown: CancellationToken) -> weft::Result<()> {
-    let deps = weft::runtime::connect(&config, DEFAULT_ADMIN_ADDR, 8, &shutdown).await?;
+    run_on(Backing::Connect, config, shutdown).await
+}
+
+/// [`run`] on `backing` (`weft dev` provides an open store and bus).
+pub async fn run_on(
+    backing: Backing,
+    config: Config,
+    shutdown: CancellationToken,
+) -> weft::Result<()> {
+    let deps =
+        weft::runtime::connect_on(&backing, &config, DEFAULT_ADMIN_ADDR, 8, &shutdown).await?;
     let names = deps.bus.names().clone();
     let batch = usize::from(config.prefetch);
     let publishers = TaskTracker::new();

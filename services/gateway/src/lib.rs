@@ -27,9 +27,7 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
 use weft::admin::Metrics;
-use weft::bus::Bus;
-use weft::store::Store;
-use weft::topology::Names;
+use weft::runtime::Backing;
 use weft::Config;
 
 pub use error::{ApiError, Error};
@@ -70,11 +68,20 @@ pub fn router(state: AppState) -> Router {
 /// Connects to PostgreSQL (migrating it) and RabbitMQ, then serves on
 /// `config.http_addr` until `shutdown` is cancelled; in-flight requests finish first.
 pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Error> {
+    run_on(Backing::Connect, config, shutdown).await
+}
+
+/// [`run`] on `backing` (`weft dev` provides an open store, bus and caches).
+pub async fn run_on(
+    backing: Backing,
+    config: Config,
+    shutdown: CancellationToken,
+) -> Result<(), Error> {
     let addr = config.http_addr;
     let listener = TcpListener::bind(addr)
         .await
         .map_err(|source| Error::Serve { addr, source })?;
-    serve(listener, config, shutdown).await
+    serve_on(backing, listener, config, shutdown).await
 }
 
 /// As [`run`], on an already bound listener (tests bind port 0).
@@ -83,6 +90,16 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Erro
 /// `/healthz` answers 200, `/readyz` 503 and every other route 503, so an orchestrator
 /// sees a live but not-ready process (DESIGN.md §8).
 pub async fn serve(
+    listener: TcpListener,
+    config: Config,
+    shutdown: CancellationToken,
+) -> Result<(), Error> {
+    serve_on(Backing::Connect, listener, config, shutdown).await
+}
+
+/// [`serve`] on `backing`.
+pub async fn serve_on(
+    backing: Backing,
     listener: TcpListener,
     config: Config,
     shutdown: CancellationToken,
@@ -100,7 +117,7 @@ pub async fn serve(
     );
     tracing::info!(%addr, "gateway listening");
 
-    match connect(&config, &shutdown).await {
+    match connect(&backing, &config, &shutdown).await {
         Ok(state) => {
             // `app` is set once, here; nothing else can have set it.
             let _ = app.set(router(state));
@@ -126,14 +143,16 @@ pub async fn serve(
 }
 
 /// The gateway's dependencies, connected (each retries until reachable or shutdown).
-async fn connect(config: &Config, shutdown: &CancellationToken) -> weft::Result<AppState> {
-    let store = Store::connect(&config.database_url, POOL_SIZE, shutdown).await?;
-    let names = Names::new(&config.namespace, config.shards);
-    let bus = Bus::connect(&config.amqp_url, names, shutdown.clone()).await?;
-    let cache = weft::registry::Cache::new(&config.redis_url, &config.namespace)?;
+async fn connect(
+    backing: &Backing,
+    config: &Config,
+    shutdown: &CancellationToken,
+) -> weft::Result<AppState> {
+    let (store, bus) = backing.store_and_bus(config, POOL_SIZE, shutdown).await?;
+    let cache = backing.cache(config)?;
     let registry =
         weft::registry::Registry::new(store.clone(), Some(cache), config.heartbeat_write_interval);
-    let graphs = weft::store::graph_cache::GraphCache::new(&config.redis_url, &config.namespace)?;
+    let graphs = backing.graphs(config)?;
     Ok(
         AppState::new(store, bus, config.max_body_bytes, Metrics::new())
             .with_registry(registry)

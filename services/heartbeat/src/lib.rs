@@ -18,7 +18,8 @@ pub mod scanner;
 use std::net::SocketAddr;
 
 use tokio_util::sync::CancellationToken;
-use weft::registry::{Cache, Registry};
+use weft::registry::Registry;
+use weft::runtime::Backing;
 use weft::Config;
 
 /// The heartbeat service's admin port when `WEFT_ADMIN_ADDR` is unset.
@@ -31,9 +32,24 @@ const DB_CONNECTIONS: u32 = 8;
 /// Runs the heartbeat service until `shutdown`: stops taking messages, lets the handlers
 /// in flight finish (bounded; nothing unfinished is acknowledged) and ends the loops.
 pub async fn run(config: Config, shutdown: CancellationToken) -> weft::Result<()> {
-    let deps =
-        weft::runtime::connect(&config, DEFAULT_ADMIN_ADDR, DB_CONNECTIONS, &shutdown).await?;
-    let cache = Cache::new(&config.redis_url, &config.namespace)?;
+    run_on(Backing::Connect, config, shutdown).await
+}
+
+/// [`run`] on `backing` (`weft dev` provides an open store, bus and cache).
+pub async fn run_on(
+    backing: Backing,
+    config: Config,
+    shutdown: CancellationToken,
+) -> weft::Result<()> {
+    let deps = weft::runtime::connect_on(
+        &backing,
+        &config,
+        DEFAULT_ADMIN_ADDR,
+        DB_CONNECTIONS,
+        &shutdown,
+    )
+    .await?;
+    let cache = backing.cache(&config)?;
     let registry = Registry::new(
         deps.store.clone(),
         Some(cache),

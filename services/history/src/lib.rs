@@ -13,6 +13,7 @@ pub mod timers;
 use std::net::SocketAddr;
 
 use tokio_util::sync::CancellationToken;
+use weft::runtime::Backing;
 use weft::Config;
 
 /// The history service's admin port when `WEFT_ADMIN_ADDR` is unset.
@@ -21,7 +22,17 @@ pub const DEFAULT_ADMIN_ADDR: SocketAddr =
 
 /// Runs the history service until `shutdown`.
 pub async fn run(config: Config, shutdown: CancellationToken) -> weft::Result<()> {
-    let deps = weft::runtime::connect(&config, DEFAULT_ADMIN_ADDR, 4, &shutdown).await?;
+    run_on(Backing::Connect, config, shutdown).await
+}
+
+/// [`run`] on `backing` (`weft dev` provides an open store and bus).
+pub async fn run_on(
+    backing: Backing,
+    config: Config,
+    shutdown: CancellationToken,
+) -> weft::Result<()> {
+    let deps =
+        weft::runtime::connect_on(&backing, &config, DEFAULT_ADMIN_ADDR, 4, &shutdown).await?;
     let sweeper = sweeper::Sweeper::new(
         deps.store.clone(),
         deps.bus.clone(),

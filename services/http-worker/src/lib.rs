@@ -25,6 +25,7 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 use weft::worker::{ActivityTask, Worker};
+use weft::runtime::Backing;
 use weft::Config;
 
 pub use execute::HttpExecutor;
@@ -65,6 +66,15 @@ pub fn worker(config: &Config, concurrency: usize) -> Worker {
 /// Runs the HTTP worker until `shutdown`; running requests finish within
 /// `config.shutdown_grace`, what does not finish goes back to the queue.
 pub async fn run(config: Config, shutdown: CancellationToken) -> weft::Result<()> {
+    run_on(Backing::Connect, config, shutdown).await
+}
+
+/// [`run`] on `backing` (`weft dev` provides the in-process bus).
+pub async fn run_on(
+    backing: Backing,
+    config: Config,
+    shutdown: CancellationToken,
+) -> weft::Result<()> {
     let concurrency = concurrency_from(std::env::var(CONCURRENCY_ENV).ok().as_deref())?;
     let worker = worker(&config, concurrency);
     tracing::info!(
@@ -73,7 +83,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> weft::Result<()
         https = cfg!(feature = "https"),
         "weft-http-worker serving the {TASK_NAME} queue"
     );
-    worker.run(shutdown).await
+    worker.run_on_backing(&backing, shutdown).await
 }
 
 #[cfg(test)]

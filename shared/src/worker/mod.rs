@@ -153,6 +153,23 @@ impl Worker {
     /// and with a bus error when the broker refuses the topology or a consumer stops for
     /// good; a shutdown requested while still connecting is a clean `Ok(())`.
     pub async fn run(self, shutdown: CancellationToken) -> Result<()> {
-        runner::run(self, shutdown).await
+        runner::run(self, None, shutdown).await
+    }
+
+    /// [`Worker::run`] on an open bus instead of connecting one from the configuration:
+    /// a worker embedded in the process of `weft dev` takes its activities from the
+    /// in-process bus.
+    pub async fn run_on(self, bus: crate::bus::Bus, shutdown: CancellationToken) -> Result<()> {
+        runner::run(self, Some(bus), shutdown).await
+    }
+
+    /// [`Worker::run`] on a service's [`crate::runtime::Backing`]: the provided bus, or
+    /// one connected from the configuration.
+    pub async fn run_on_backing(
+        self,
+        backing: &crate::runtime::Backing,
+        shutdown: CancellationToken,
+    ) -> Result<()> {
+        runner::run(self, backing.provided_bus(), shutdown).await
     }
 }

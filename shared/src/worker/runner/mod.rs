@@ -53,7 +53,11 @@ struct Shared {
     start_check: BusTransport,
 }
 
-pub(super) async fn run(worker: Worker, shutdown: CancellationToken) -> Result<()> {
+pub(super) async fn run(
+    worker: Worker,
+    bus: Option<Bus>,
+    shutdown: CancellationToken,
+) -> Result<()> {
     let Worker {
         config,
         worker_id,
@@ -67,10 +71,13 @@ pub(super) async fn run(worker: Worker, shutdown: CancellationToken) -> Result<(
         return Err(Error::Config("the worker has no handler registered".into()));
     }
     let names = Names::new(&config.namespace, config.shards);
-    let bus = match Bus::connect(&config.amqp_url, names.clone(), shutdown.clone()).await {
-        Ok(bus) => bus,
-        Err(Error::ShuttingDown) => return Ok(()),
-        Err(e) => return Err(e),
+    let bus = match bus {
+        Some(bus) => bus,
+        None => match Bus::connect(&config.amqp_url, names.clone(), shutdown.clone()).await {
+            Ok(bus) => bus,
+            Err(Error::ShuttingDown) => return Ok(()),
+            Err(e) => return Err(e),
+        },
     };
     for task_name in handlers.keys() {
         bus.declare_activity_queue(task_name).await?;
