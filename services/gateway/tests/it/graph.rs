@@ -314,6 +314,11 @@ async fn graph_of_an_earlier_run_by_run_id_and_errors_name_the_problem() {
 /// Points the test's gateway at a graph cache on `url` under the test's namespace.
 fn with_cache(env: &mut TestEnv, url: &str) -> GraphCache {
     let cache = GraphCache::new(url, env.bus.names().namespace()).expect("cache");
+    use_cache(env, cache)
+}
+
+/// Points the test's gateway at `cache`.
+fn use_cache(env: &mut TestEnv, cache: GraphCache) -> GraphCache {
     let state = AppState::new(
         env.store.clone(),
         env.bus.clone(),
@@ -400,5 +405,41 @@ async fn graph_is_answered_from_postgres_when_redis_is_down() {
         assert_eq!(r.status, StatusCode::OK, "{}", r.text());
         assert_eq!(node(&r.json(), "child")["status"], "IN_PROGRESS");
     }
+    env.finish().await;
+}
+
+#[tokio::test]
+async fn graph_is_cached_in_memory_by_run_version_like_in_redis() {
+    let mut env = TestEnv::new().await;
+    let cache = use_cache(&mut env, GraphCache::in_memory());
+    let (wf, run) = ("wf-graph-6", Uuid::now_v7());
+    halfway(&env, wf, run).await;
+    let uri = format!("/api/workflow/{wf}/graph");
+
+    let cold = env.get(&uri).await.json();
+    let cached = cache.get(run, 20).await.expect("cached at version 20");
+    assert_eq!(serde_json::from_slice::<Value>(&cached).unwrap(), cold);
+
+    // The next read comes from memory: a marked entry shows through.
+    let mut marked = cold.clone();
+    marked["nodes"][0]["status"] = json!("FROM_CACHE");
+    cache.put(run, 20, marked.to_string().as_bytes()).await;
+    assert_eq!(env.get(&uri).await.json(), marked);
+
+    // A new version is another key: computed afresh, and cached beside the old one.
+    sqlx::query("UPDATE runs SET version = 21 WHERE run_id = $1")
+        .bind(run)
+        .execute(env.store.pool())
+        .await
+        .expect("bump");
+    let fresh = env.get(&uri).await.json();
+    assert_eq!(fresh["version"], 21);
+    assert_eq!(node(&fresh, "start")["status"], "COMPLETED");
+    let at_21 = cache.get(run, 21).await.expect("cached at version 21");
+    assert_eq!(serde_json::from_slice::<Value>(&at_21).unwrap(), fresh);
+    assert!(
+        cache.get(run, 20).await.is_some(),
+        "old versions only expire"
+    );
     env.finish().await;
 }

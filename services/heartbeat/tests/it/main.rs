@@ -3,6 +3,7 @@
 //! (`WEFT_TEST_AMQP_URL`), local servers by default. One binary keeps link time down;
 //! every test has a database, a bus namespace and a Redis key prefix of its own.
 
+mod memory;
 mod registry;
 mod scan;
 mod service;

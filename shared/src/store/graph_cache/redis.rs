@@ -1,6 +1,5 @@
 //! The flowchart cache in Redis: `<namespace>:graph:<run_id>:<version>` → the graph's
-//! JSON. A run's version grows with every event the decider commits, so an entry is
-//! never stale: a newer state has another key, and old keys expire on their own.
+//! JSON, set with an expiry of [`TTL`].
 //!
 //! Redis is a cache only: every failure answers "miss" and the caller computes the graph
 //! from PostgreSQL. After a failure Redis is left alone for [`BREAK_FOR`], so a dead
@@ -10,20 +9,18 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use async_trait::async_trait;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use uuid::Uuid;
 
+use super::{Backend, TTL};
 use crate::{Error, Result};
 
 /// How long Redis is left alone after a failed call.
 pub const BREAK_FOR: Duration = Duration::from_secs(1);
-/// Lifetime of an entry: a finished run's graph is read again; a running run's old
-/// versions are dead weight, which the expiry clears.
-const TTL_SECONDS: u64 = 3_600;
 
-/// A cheap-to-clone handle on the graph cache.
-#[derive(Clone)]
-pub struct GraphCache {
+/// The graph cache in Redis.
+pub(crate) struct RedisGraphCache {
     conn: ConnectionManager,
     prefix: String,
     epoch: Instant,
@@ -31,18 +28,18 @@ pub struct GraphCache {
     down_until_ms: Arc<AtomicU64>,
 }
 
-impl std::fmt::Debug for GraphCache {
+impl std::fmt::Debug for RedisGraphCache {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("GraphCache")
+        f.debug_struct("RedisGraphCache")
             .field("prefix", &self.prefix)
             .finish()
     }
 }
 
-impl GraphCache {
+impl RedisGraphCache {
     /// A cache on the Redis at `url` with keys under `<namespace>:graph:`. Connects
     /// lazily; only a malformed URL is an error.
-    pub fn new(url: &str, namespace: &str) -> Result<Self> {
+    pub(crate) fn new(url: &str, namespace: &str) -> Result<Self> {
         let client =
             redis::Client::open(url).map_err(|e| Error::Config(format!("WEFT_REDIS_URL: {e}")))?;
         let config = ConnectionManagerConfig::new()
@@ -57,41 +54,6 @@ impl GraphCache {
             epoch: Instant::now(),
             down_until_ms: Arc::default(),
         })
-    }
-
-    /// The key of a run's graph at a version.
-    pub fn key(&self, run_id: Uuid, version: i64) -> String {
-        format!("{}{run_id}:{version}", self.prefix)
-    }
-
-    /// The cached graph JSON, or `None` (absent, or Redis unavailable).
-    pub async fn get(&self, run_id: Uuid, version: i64) -> Option<Vec<u8>> {
-        let key = self.key(run_id, version);
-        self.call(|mut c| async move {
-            redis::cmd("GET")
-                .arg(key)
-                .query_async::<Option<Vec<u8>>>(&mut c)
-                .await
-        })
-        .await
-        .flatten()
-    }
-
-    /// Stores a graph's JSON; a failure is only logged (the next read recomputes).
-    pub async fn put(&self, run_id: Uuid, version: i64, json: &[u8]) {
-        let key = self.key(run_id, version);
-        let json = json.to_vec();
-        let _: Option<()> = self
-            .call(|mut c| async move {
-                redis::cmd("SET")
-                    .arg(key)
-                    .arg(json)
-                    .arg("EX")
-                    .arg(TTL_SECONDS)
-                    .exec_async(&mut c)
-                    .await
-            })
-            .await;
     }
 
     async fn call<T, F, Fut>(&self, op: F) -> Option<T>
@@ -113,5 +75,43 @@ impl GraphCache {
                 None
             }
         }
+    }
+}
+
+#[async_trait]
+impl Backend for RedisGraphCache {
+    /// The key of a run's graph at a version.
+    fn key(&self, run_id: Uuid, version: i64) -> String {
+        format!("{}{run_id}:{version}", self.prefix)
+    }
+
+    /// The cached graph JSON, or `None` (absent, or Redis unavailable).
+    async fn get(&self, run_id: Uuid, version: i64) -> Option<Vec<u8>> {
+        let key = self.key(run_id, version);
+        self.call(|mut c| async move {
+            redis::cmd("GET")
+                .arg(key)
+                .query_async::<Option<Vec<u8>>>(&mut c)
+                .await
+        })
+        .await
+        .flatten()
+    }
+
+    /// Stores a graph's JSON; a failure is only logged (the next read recomputes).
+    async fn put(&self, run_id: Uuid, version: i64, json: &[u8]) {
+        let key = self.key(run_id, version);
+        let json = json.to_vec();
+        let _: Option<()> = self
+            .call(|mut c| async move {
+                redis::cmd("SET")
+                    .arg(key)
+                    .arg(json)
+                    .arg("EX")
+                    .arg(TTL.as_secs())
+                    .exec_async(&mut c)
+                    .await
+            })
+            .await;
     }
 }

@@ -1,4 +1,4 @@
-//! The registry's hot copy in Redis: one hash per task, `<ns>:hb:<task_id>`, with the
+//! The registry's cache in Redis: one hash per task, `<ns>:hb:<task_id>`, with the
 //! attempt (`a`), status (`s`), stop reason (`r`), heartbeat timeout in seconds (`t`),
 //! last heartbeat (`l`, ms, Redis clock), last PostgreSQL write (`w`, ms) and the last
 //! progress details (`d`, JSON).
@@ -14,60 +14,20 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use async_trait::async_trait;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::Script;
 use uuid::Uuid;
 
-use super::model::AttemptStatus;
+use super::{ttl_ms, Backend, Cached, Entry, Liveness, UNWATCHED_TTL_MS};
+use crate::registry::model::AttemptStatus;
 use crate::{Error, Result};
 
 /// How long Redis is left alone after a failed call.
 pub const BREAK_FOR: Duration = Duration::from_secs(1);
-/// How long a finished attempt's status stays cached (late heartbeats answer STOP from
-/// Redis; afterwards from PostgreSQL until the row's retention ends).
-const FINISHED_TTL_MS: u64 = 3_600_000;
-/// Cache lifetime of an attempt without a heartbeat timeout, refreshed by each heartbeat.
-const UNWATCHED_TTL_MS: u64 = 24 * 3_600_000;
 
-/// One heartbeat of a batch, as Redis answered it.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) enum Cached {
-    /// Redis does not know the task: ask PostgreSQL.
-    Miss,
-    /// The attempt's cached status. For a RUNNING attempt the heartbeat was recorded;
-    /// `due` says the PostgreSQL copy is older than the write interval and must be
-    /// written now (with `details`, the latest known).
-    Known {
-        attempt: i32,
-        status: AttemptStatus,
-        reason: String,
-        due: bool,
-        details: Option<String>,
-    },
-}
-
-/// What Redis knows of an attempt's liveness, for the scanner.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub(crate) struct Liveness {
-    /// Redis's clock now, ms.
-    pub now_ms: i64,
-    /// The last heartbeat per asked task, ms; `None` when Redis has no entry.
-    pub last_ms: Option<i64>,
-}
-
-/// An attempt's state to cache.
-#[derive(Debug, Clone)]
-pub(crate) struct Entry {
-    pub task_id: Uuid,
-    pub attempt: i32,
-    pub status: AttemptStatus,
-    pub reason: Option<String>,
-    pub timeout_seconds: i64,
-}
-
-/// A cheap-to-clone handle on Redis for the registry.
-#[derive(Clone)]
-pub struct Cache {
+/// The registry's cache in Redis (see the module docs for the key layout).
+pub(crate) struct RedisCache {
     conn: ConnectionManager,
     prefix: String,
     health: Arc<Health>,
@@ -77,9 +37,9 @@ pub struct Cache {
     dirty: Arc<Mutex<HashSet<Uuid>>>,
 }
 
-impl std::fmt::Debug for Cache {
+impl std::fmt::Debug for RedisCache {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Cache")
+        f.debug_struct("RedisCache")
             .field("prefix", &self.prefix)
             .finish()
     }
@@ -100,11 +60,11 @@ struct Scripts {
     liveness: Script,
 }
 
-impl Cache {
+impl RedisCache {
     /// A handle on the Redis at `url` whose keys start with `<namespace>:hb:`. Connects
     /// lazily (on first use) and reconnects by itself: an unreachable Redis is not an
     /// error here, only a malformed URL is.
-    pub fn new(url: &str, namespace: &str) -> Result<Self> {
+    pub(crate) fn new(url: &str, namespace: &str) -> Result<Self> {
         let client =
             redis::Client::open(url).map_err(|e| Error::Config(format!("WEFT_REDIS_URL: {e}")))?;
         let config = ConnectionManagerConfig::new()
@@ -130,11 +90,6 @@ impl Cache {
             }),
             dirty: Arc::default(),
         })
-    }
-
-    /// Calls to Redis that failed since start.
-    pub fn errors(&self) -> u64 {
-        self.health.errors.load(Ordering::Relaxed)
     }
 
     fn key(&self, task_id: Uuid) -> String {
@@ -213,10 +168,13 @@ impl Cache {
             }
         }
     }
+}
 
+#[async_trait]
+impl Backend for RedisCache {
     /// Records one heartbeat per `(task, details JSON)` for the RUNNING attempts Redis
     /// knows, and reads every task's cached status. `None` when Redis is unavailable.
-    pub(crate) async fn beat(
+    async fn beat(
         &self,
         beats: &[(Uuid, Option<String>)],
         write_interval: Duration,
@@ -253,7 +211,7 @@ impl Cache {
 
     /// Caches entries whose key is absent (never overwrites: a status change written
     /// meanwhile wins over what was read before it). The last heartbeat is set to now.
-    pub(crate) async fn populate(&self, entries: &[Entry], write_interval: Duration) {
+    async fn populate(&self, entries: &[Entry], write_interval: Duration) {
         if entries.is_empty() {
             return;
         }
@@ -275,7 +233,7 @@ impl Cache {
 
     /// Writes status changes (overwriting). When Redis cannot take them, their keys are
     /// remembered and deleted once it answers again.
-    pub(crate) async fn set_status(&self, entries: &[Entry], write_interval: Duration) {
+    async fn set_status(&self, entries: &[Entry], write_interval: Duration) {
         if entries.is_empty() {
             return;
         }
@@ -310,7 +268,7 @@ impl Cache {
     }
 
     /// The last heartbeat Redis recorded for each task, with Redis's clock now.
-    pub(crate) async fn liveness(&self, task_ids: &[Uuid]) -> Option<Vec<Liveness>> {
+    async fn liveness(&self, task_ids: &[Uuid]) -> Option<Vec<Liveness>> {
         let mut inv = self.scripts.liveness.prepare_invoke();
         for id in task_ids {
             inv.key(self.key(*id));
@@ -333,10 +291,7 @@ impl Cache {
 
     /// The status (and stop reason) Redis holds for each task, `None` for a task it does
     /// not know; `None` altogether when Redis cannot answer. Reads only.
-    pub(crate) async fn statuses(
-        &self,
-        task_ids: &[Uuid],
-    ) -> Option<Vec<Option<(AttemptStatus, String)>>> {
+    async fn statuses(&self, task_ids: &[Uuid]) -> Option<Vec<Option<(AttemptStatus, String)>>> {
         let mut pipe = redis::pipe();
         for id in task_ids {
             pipe.cmd("HMGET").arg(self.key(*id)).arg("s").arg("r");
@@ -354,7 +309,7 @@ impl Cache {
     }
 
     /// The last heartbeat (ms) and details Redis holds for a task, if any.
-    pub(crate) async fn peek(&self, task_id: Uuid) -> Option<(Option<i64>, Option<String>)> {
+    async fn peek(&self, task_id: Uuid) -> Option<(Option<i64>, Option<String>)> {
         let key = self.key(task_id);
         let (l, d): (Option<i64>, Option<String>) = self
             .call("reading an attempt", |mut c| async move {
@@ -368,18 +323,10 @@ impl Cache {
             .await?;
         Some((l, d))
     }
-}
 
-/// How long an entry stays cached: a running attempt outlives its heartbeat timeout by
-/// two write intervals, so an entry only expires once its attempt is surely silent for
-/// longer than its timeout (the scanner then decides from PostgreSQL alone).
-fn ttl_ms(status: AttemptStatus, timeout_seconds: i64, write_interval: Duration) -> u64 {
-    match status {
-        AttemptStatus::Running if timeout_seconds > 0 => {
-            timeout_seconds as u64 * 1_000 + 2 * write_interval.as_millis() as u64 + 60_000
-        }
-        AttemptStatus::Running => UNWATCHED_TTL_MS,
-        _ => FINISHED_TTL_MS,
+    /// Calls to Redis that failed since start.
+    fn errors(&self) -> u64 {
+        self.health.errors.load(Ordering::Relaxed)
     }
 }
 
