@@ -24,5 +24,6 @@ macro_rules! both_transports {
 
 mod bus;
 mod bus_get;
+mod bus_local;
 mod rpc;
 mod worker;
