@@ -4,18 +4,17 @@
 use std::future::Future;
 use std::sync::Arc;
 
-use futures_util::{FutureExt, StreamExt};
-use lapin::message::Delivery as RawDelivery;
+use futures_util::FutureExt;
 use tokio_util::sync::CancellationToken;
 
-use super::connection::{Link, Session};
 use super::consume::{self, Ended, GRACE};
 use super::dispose;
+use super::transport::{Inbound, Subscription, Transport};
 use super::{Delivery, Disposition};
 
 /// `Bus::consume_batches`.
 pub(crate) async fn run<F, Fut>(
-    link: Arc<Link>,
+    transport: Arc<dyn Transport>,
     queue: String,
     prefetch: u16,
     max_batch: usize,
@@ -25,56 +24,46 @@ pub(crate) async fn run<F, Fut>(
     F: Fn(Vec<Delivery>) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = Vec<Disposition>> + Send + 'static,
 {
-    consume::supervise(&link, &queue, &shutdown, |session| {
-        session_loop(
-            &link, session, &queue, prefetch, max_batch, &handler, &shutdown,
-        )
+    consume::supervise(&*transport, &queue, prefetch, &shutdown, |sub| {
+        session_loop(sub, &queue, max_batch, &handler, &shutdown)
     })
     .await;
 }
 
 async fn session_loop<F, Fut>(
-    link: &Link,
-    session: Arc<Session>,
+    mut sub: Box<dyn Subscription>,
     queue: &str,
-    prefetch: u16,
     max_batch: usize,
     handler: &Arc<F>,
     shutdown: &CancellationToken,
-) -> lapin::Result<Ended>
+) -> Ended
 where
     F: Fn(Vec<Delivery>) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = Vec<Disposition>> + Send + 'static,
 {
-    let (channel, mut consumer) = consume::open(&session, queue, prefetch).await?;
     let ended = loop {
         let first = tokio::select! {
             biased;
             _ = shutdown.cancelled() => break Ended::Shutdown,
-            next = consumer.next() => next,
+            next = sub.next() => next,
         };
-        let mut raws = match first {
-            Some(Ok(raw)) => vec![raw],
-            Some(Err(e)) => break Ended::Lost(e.to_string()),
-            None => break Ended::Lost("the consumer was cancelled".into()),
+        let mut batch = match first {
+            Ok(inbound) => vec![inbound],
+            Err(reason) => break Ended::Lost(reason),
         };
         // Take what has already arrived without waiting for more.
         let mut lost = None;
-        while raws.len() < max_batch {
-            match consumer.next().now_or_never() {
-                Some(Some(Ok(raw))) => raws.push(raw),
-                Some(Some(Err(e))) => {
-                    lost = Some(e.to_string());
-                    break;
-                }
-                Some(None) => {
-                    lost = Some("the consumer was cancelled".to_owned());
+        while batch.len() < max_batch {
+            match sub.next().now_or_never() {
+                Some(Ok(inbound)) => batch.push(inbound),
+                Some(Err(reason)) => {
+                    lost = Some(reason);
                     break;
                 }
                 None => break,
             }
         }
-        if !handle(link, queue, raws, handler, shutdown).await {
+        if !handle(queue, batch, handler, shutdown).await {
             break Ended::Shutdown;
         }
         if let Some(reason) = lost {
@@ -82,18 +71,17 @@ where
         }
     };
     if matches!(ended, Ended::Shutdown) {
-        consume::cancel(&channel, &consumer).await;
+        sub.cancel().await;
     }
-    consume::close(&channel).await;
-    Ok(ended)
+    sub.close().await;
+    ended
 }
 
 /// Runs the handler on one batch and settles it; `false` when it was abandoned
 /// unfinished because shutdown outlasted the grace period.
 async fn handle<F, Fut>(
-    link: &Link,
     queue: &str,
-    raws: Vec<RawDelivery>,
+    inbounds: Vec<Inbound>,
     handler: &Arc<F>,
     shutdown: &CancellationToken,
 ) -> bool
@@ -101,16 +89,16 @@ where
     F: Fn(Vec<Delivery>) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = Vec<Disposition>> + Send + 'static,
 {
-    let mut kept = Vec::with_capacity(raws.len());
-    let mut batch = Vec::with_capacity(raws.len());
-    for raw in raws {
-        match dispose::decode(&raw, queue) {
+    let mut kept = Vec::with_capacity(inbounds.len());
+    let mut batch = Vec::with_capacity(inbounds.len());
+    for inbound in inbounds {
+        match dispose::decode(&inbound, queue) {
             Ok(delivery) => {
-                kept.push(raw);
+                kept.push(inbound);
                 batch.push(delivery);
             }
             Err(reason) => {
-                dispose::settle(link, queue, &raw, Disposition::DeadLetter(reason)).await;
+                dispose::settle(&*inbound.acker, queue, Disposition::DeadLetter(reason)).await;
             }
         }
     }
@@ -137,9 +125,9 @@ where
         tracing::error!(%queue, size, returned = dispositions.len(), "batch handler returned the wrong number of dispositions; requeueing the missing ones");
     }
     let mut dispositions = dispositions.into_iter();
-    for raw in &kept {
+    for inbound in &kept {
         let disposition = dispositions.next().unwrap_or(Disposition::Requeue);
-        dispose::settle(link, queue, raw, disposition).await;
+        dispose::settle(&*inbound.acker, queue, disposition).await;
     }
     true
 }

@@ -1,19 +1,11 @@
 //! Taking one message from a queue on demand (AMQP `basic.get`), for callers that pull
 //! rather than consume: the gateway's task poll hands activity tasks to HTTP workers.
 //!
-//! Each [`Bus::get`] opens its own channel and keeps it in the returned [`Taken`] until
-//! the message is settled: acknowledging needs the channel that delivered it, and a
-//! `Taken` dropped unsettled closes its channel, which gives the message back to the
-//! queue (so a caller that goes away mid-way loses nothing).
+//! The message stays unsettled in the returned [`Taken`] until it is settled; a `Taken`
+//! dropped unsettled gives the message back to the queue (so a caller that goes away
+//! mid-way loses nothing).
 
-use std::sync::Arc;
-
-use lapin::message::Delivery as RawDelivery;
-use lapin::options::{BasicAckOptions, BasicGetOptions, BasicNackOptions};
-use lapin::Channel;
-
-use super::connection::Link;
-use super::consume::close;
+use super::transport::{Inbound, Message};
 use super::{dispose, Bus, Delivery, Disposition};
 use crate::{Error, Result};
 
@@ -27,9 +19,7 @@ const MAX_POISON_PER_GET: usize = 16;
 pub struct Taken {
     /// The decoded message.
     pub delivery: Delivery,
-    raw: RawDelivery,
-    channel: Channel,
-    link: Arc<Link>,
+    inbound: Inbound,
 }
 
 impl Taken {
@@ -38,32 +28,25 @@ impl Taken {
     /// Fails when the channel or the connection went away first, in which case the broker
     /// gives the message to someone else (retrying cannot help; the message is not lost).
     pub async fn ack(self) -> Result<()> {
-        let acked = self.raw.acker.ack(BasicAckOptions::default()).await;
-        close(&self.channel).await;
-        acked
-            .map(|_| ())
+        self.inbound
+            .acker
+            .ack()
+            .await
             .map_err(|e| Error::Bus(format!("acknowledging a message taken from a queue: {e}")))
     }
 
     /// Gives the message back to its queue, for someone else to take.
     pub async fn requeue(self) {
-        let options = BasicNackOptions {
-            requeue: true,
-            ..BasicNackOptions::default()
-        };
-        if let Err(e) = self.raw.acker.nack(options).await {
-            // Closing the channel below requeues it anyway.
+        if let Err(e) = self.inbound.acker.requeue().await {
+            // Dropping the delivery's channel requeues it anyway.
             tracing::debug!(error = %e, "requeueing a taken message failed");
         }
-        close(&self.channel).await;
     }
 
     /// Settles the message as a consumer's handler would (ack, requeue, or move it to the
     /// queue's DLQ with the reason).
     pub async fn settle(self, disposition: Disposition) {
-        let queue = self.delivery.queue.clone();
-        dispose::settle(&self.link, &queue, &self.raw, disposition).await;
-        close(&self.channel).await;
+        dispose::settle(&*self.inbound.acker, &self.delivery.queue, disposition).await;
     }
 }
 
@@ -77,42 +60,30 @@ impl Bus {
     /// first).
     pub async fn get(&self, queue: &str) -> Result<Option<Taken>> {
         super::check_name("queue", queue)?;
-        let session = self.link.session().await.map_err(|f| f.into_error())?;
-        let channel = session
-            .conn
-            .create_channel()
-            .await
-            .map_err(|e| Error::Bus(format!("opening a channel: {e}")))?;
         for _ in 0..MAX_POISON_PER_GET {
-            let got = channel
-                .basic_get(queue.into(), BasicGetOptions { no_ack: false })
-                .await;
-            let raw = match got {
-                Ok(Some(message)) => message.delivery,
-                Ok(None) => {
-                    close(&channel).await;
-                    return Ok(None);
-                }
-                Err(e) => {
-                    close(&channel).await;
-                    return Err(Error::Bus(format!("basic.get on {queue}: {e}")));
-                }
+            let Some(inbound) = self.transport.get(queue).await? else {
+                return Ok(None);
             };
-            match dispose::decode(&raw, queue) {
-                Ok(delivery) => {
-                    return Ok(Some(Taken {
-                        delivery,
-                        raw,
-                        channel,
-                        link: self.link.clone(),
-                    }))
-                }
+            match dispose::decode(&inbound, queue) {
+                Ok(delivery) => return Ok(Some(Taken { delivery, inbound })),
                 Err(reason) => {
-                    dispose::settle(&self.link, queue, &raw, Disposition::DeadLetter(reason)).await;
+                    let poison = Disposition::DeadLetter(reason);
+                    dispose::settle(&*inbound.acker, queue, poison).await;
                 }
             }
         }
-        close(&channel).await;
         Ok(None)
+    }
+
+    /// Takes the next message of `queue` as it is, undecoded, and acknowledges it; for
+    /// looking into a dead-letter queue (tests, operators).
+    #[doc(hidden)]
+    pub async fn take_raw(&self, queue: &str) -> Result<Option<Message>> {
+        super::check_name("queue", queue)?;
+        let Some(inbound) = self.transport.get(queue).await? else {
+            return Ok(None);
+        };
+        inbound.acker.ack().await?;
+        Ok(Some(inbound.message))
     }
 }

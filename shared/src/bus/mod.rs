@@ -1,24 +1,28 @@
-//! The bus over RabbitMQ (lapin), DESIGN.md §4.
+//! The bus, DESIGN.md §4: over RabbitMQ (lapin), or in process for `weft dev`
+//! (docs/bus-in-process.md).
 //!
-//! One [`Bus`] owns one AMQP connection at a time and replaces it when it dies: publishers
-//! reconnect on demand (bounded retries), consumers re-establish themselves with back-off.
-//! Every queue Weft declares has a dead-letter queue `<queue>.dlq`; poison messages land
-//! there with the reason in the `x-weft-dead-reason` header and never block their queue.
+//! [`Bus`] is a cheap-to-clone facade over a [`Transport`]; what does not depend on the
+//! broker lives here once: envelopes and their headers (trace context, publish time),
+//! decoding deliveries (an undecodable body goes to the DLQ), the consumer loops with
+//! their concurrency and shutdown, panics in handlers, request timeouts. Every queue Weft
+//! declares has a dead-letter queue `<queue>.dlq`; poison messages land there with the
+//! reason in the `x-weft-dead-reason` header and never block their queue.
 //!
-//! Layout: `connection` keeps the live connection, `declare` the topology (the one place
-//! queue arguments are built), `publish` confirmed publishing, `consume` and `batch` the
-//! consumer loops, `dispose` what happens to a delivery once handled, `rpc` request/reply
-//! ([`Bus::call`], [`Bus::reply`]).
+//! Layout: `transport` the seam, `message` building outgoing messages, `consume` and
+//! `batch` the consumer loops, `dispose` what happens to a delivery once handled, `get`
+//! pulling one message, `rpc` request/reply ([`Bus::call`], [`Bus::reply`]); `amqp` the
+//! RabbitMQ transport, `local` the in-process one.
 
+mod amqp;
 mod backoff;
 mod batch;
-mod connection;
 mod consume;
-mod declare;
 mod dispose;
 mod get;
-mod publish;
+mod local;
+mod message;
 mod rpc;
+mod transport;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -30,8 +34,8 @@ use tracing::Instrument;
 use crate::topology::Names;
 use crate::{Envelope, Error, Result};
 
-use connection::Link;
 pub use get::Taken;
+pub use transport::{Acker, HeaderValue, Inbound, Message, Subscription, Transport};
 
 /// Header carrying the reason a message was dead-lettered by Weft.
 pub const DEAD_REASON_HEADER: &str = "x-weft-dead-reason";
@@ -53,10 +57,10 @@ pub(crate) fn check_name(what: &str, name: &str) -> Result<()> {
     Ok(())
 }
 
-/// A cheap-to-clone handle on the broker connection.
+/// A cheap-to-clone handle on the bus (a RabbitMQ connection, or the in-process broker).
 #[derive(Clone, Debug)]
 pub struct Bus {
-    link: Arc<Link>,
+    transport: Arc<dyn Transport>,
 }
 
 /// How a consumer takes messages.
@@ -103,35 +107,45 @@ impl Bus {
     /// [`crate::Error::Bus`] when the broker refuses the topology (e.g. a queue exists with
     /// other arguments), which retrying cannot fix.
     pub async fn connect(url: &str, names: Names, shutdown: CancellationToken) -> Result<Self> {
-        let longest = [
-            Names::dlq(&names.command_queue(names.shards().saturating_sub(1))),
-            Names::dlq(&names.heartbeat_queue()),
-            names.commands_exchange(),
-        ];
-        for name in &longest {
-            check_name("name", name).map_err(|e| Error::Config(format!("namespace: {e}")))?;
-        }
-        let link = Arc::new(Link::new(url, names));
-        link.session_wait(&shutdown).await?;
-        Ok(Self { link })
+        check_namespace(&names)?;
+        let transport = amqp::Amqp::connect(url, names, &shutdown).await?;
+        Ok(Self::with_transport(Arc::new(transport)))
+    }
+
+    /// An in-process bus (`weft dev`): the namespace's topology in memory, no broker.
+    ///
+    /// With a `journal`, every persistent message is also written to the `bus_journal`
+    /// table of that SQLite database before `publish` returns, and removed once
+    /// acknowledged; messages left there by an earlier process are queued again first
+    /// (marked redelivered). Without one, messages live in memory only. Clones of the
+    /// returned `Bus` share the broker; another `Bus::in_process` is another broker.
+    /// See docs/bus-in-process.md for what differs from RabbitMQ.
+    pub async fn in_process(names: Names, journal: Option<sqlx::SqlitePool>) -> Result<Self> {
+        check_namespace(&names)?;
+        let transport = local::Local::start(names, journal).await?;
+        Ok(Self::with_transport(Arc::new(transport)))
+    }
+
+    /// A bus over any [`Transport`].
+    pub fn with_transport(transport: Arc<dyn Transport>) -> Self {
+        Self { transport }
     }
 
     /// The names of this namespace.
     pub fn names(&self) -> &Names {
-        &self.link.names
+        self.transport.names()
     }
 
-    /// Whether the connection is currently up.
+    /// Whether the connection is currently up (always, in process).
     pub fn is_connected(&self) -> bool {
-        self.link.is_connected()
+        self.transport.is_connected()
     }
 
     /// Declares `weft.activity.<task_name>` bound to the activity exchange (idempotent).
     pub async fn declare_activity_queue(&self, task_name: &str) -> Result<()> {
         let names = self.names();
         let binding = (names.activity_exchange(), task_name.to_owned());
-        self.link
-            .declare_queue(&names.activity_queue(task_name), vec![binding])
+        self.declare(&names.activity_queue(task_name), vec![binding])
             .await
     }
 
@@ -144,7 +158,23 @@ impl Bus {
             .iter()
             .map(|(exchange, key)| ((*exchange).to_owned(), (*key).to_owned()))
             .collect();
-        self.link.declare_queue(queue, bindings).await
+        self.declare(queue, bindings).await
+    }
+
+    async fn declare(&self, queue: &str, bindings: Vec<(String, String)>) -> Result<()> {
+        check_name("queue", &Names::dlq(queue))?;
+        for (exchange, key) in &bindings {
+            check_name("exchange", exchange)?;
+            check_name("routing key", key)?;
+        }
+        self.transport.declare_queue(queue, bindings).await
+    }
+
+    /// Checks the names, then hands `message` to the transport.
+    async fn send(&self, exchange: &str, routing_key: &str, message: Message) -> Result<()> {
+        check_name("exchange", exchange)?;
+        check_name("routing key", routing_key)?;
+        self.transport.publish(exchange, routing_key, message).await
     }
 
     /// Publishes a persistent message and waits for the broker's confirm.
@@ -156,8 +186,8 @@ impl Bus {
     ) -> Result<()> {
         let body = envelope.to_bytes()?;
         let traceparent = crate::telemetry::current_traceparent();
-        let props = publish::properties(Some(envelope.id), traceparent.as_deref());
-        self.link.publish(exchange, routing_key, &body, props).await
+        let message = message::outgoing(body, Some(envelope.id), traceparent.as_deref());
+        self.send(exchange, routing_key, message).await
     }
 
     /// Publishes pre-encoded bytes (the outbox, timers), persistent, confirmed. A traced
@@ -170,19 +200,16 @@ impl Bus {
         body: &[u8],
         traceparent: Option<&str>,
     ) -> Result<()> {
+        let id = message::envelope_id(body);
         let Some(parent) = traceparent else {
-            let props = publish::properties(publish::envelope_id(body), None);
-            return self.link.publish(exchange, routing_key, body, props).await;
+            let message = message::outgoing(body.to_vec(), id, None);
+            return self.send(exchange, routing_key, message).await;
         };
         let span = tracing::info_span!("bus.publish", exchange, routing_key);
         crate::telemetry::set_parent(&span, Some(parent));
         let traceparent = crate::telemetry::traceparent_of_span(&span);
-        let props = publish::properties(
-            publish::envelope_id(body),
-            traceparent.as_deref().or(Some(parent)),
-        );
-        self.link
-            .publish(exchange, routing_key, body, props)
+        let message = message::outgoing(body.to_vec(), id, traceparent.as_deref().or(Some(parent)));
+        self.send(exchange, routing_key, message)
             .instrument(span)
             .await
     }
@@ -212,9 +239,15 @@ impl Bus {
         F: Fn(Delivery) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Disposition> + Send + 'static,
     {
-        let link = self.link.clone();
+        let transport = self.transport.clone();
         let queue = queue.to_owned();
-        tokio::spawn(consume::run(link, queue, opts, Arc::new(handler), shutdown))
+        tokio::spawn(consume::run(
+            transport,
+            queue,
+            opts,
+            Arc::new(handler),
+            shutdown,
+        ))
     }
 
     /// Consumes `queue` in batches of what is already buffered (up to `max_batch`),
@@ -234,11 +267,11 @@ impl Bus {
         F: Fn(Vec<Delivery>) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Vec<Disposition>> + Send + 'static,
     {
-        let link = self.link.clone();
+        let transport = self.transport.clone();
         let queue = queue.to_owned();
         let max_batch = max_batch.max(1);
         tokio::spawn(batch::run(
-            link,
+            transport,
             queue,
             prefetch,
             max_batch,
@@ -251,18 +284,48 @@ impl Bus {
     /// queues, heartbeat, queues declared through this `Bus`, their DLQs, the three
     /// exchanges) plus `extra_queues` and their DLQs. Missing queues are not an error.
     pub async fn teardown(&self, extra_queues: &[String]) -> Result<()> {
-        self.link.teardown(extra_queues).await
+        self.transport.teardown(extra_queues).await
     }
 
-    /// The AMQP connection name this `Bus` announces to the broker (unique per `Bus`).
+    /// Messages ready in `queue`, not counting those delivered and not settled yet.
+    /// Fails when the queue does not exist.
+    pub async fn message_count(&self, queue: &str) -> Result<u32> {
+        check_name("queue", queue)?;
+        self.transport.message_count(queue).await
+    }
+
+    /// Waits until every acknowledgement so far is durable: written to the journal of an
+    /// in-process bus (which writes them in groups, after the fact); a no-op on RabbitMQ.
+    /// Call it before exiting to spare the next start redeliveries.
+    pub async fn flush(&self) -> Result<()> {
+        self.transport.flush().await
+    }
+
+    /// The AMQP connection name this `Bus` announces to the broker (unique per `Bus`;
+    /// clones share it).
     #[doc(hidden)]
     pub fn connection_name(&self) -> &str {
-        &self.link.connection_name
+        self.transport.connection_name()
     }
 
-    /// Closes the current connection from the client side, as a test of recovery.
+    /// Closes the current connection from the client side, as a test of recovery. In
+    /// process: fails the calls waiting for a reply, as a lost reply channel would;
+    /// consumers and published messages are untouched.
     #[doc(hidden)]
     pub async fn force_disconnect(&self) {
-        self.link.force_disconnect().await;
+        self.transport.force_disconnect().await;
     }
+}
+
+/// Refuses a namespace whose longest names the broker could not carry.
+fn check_namespace(names: &Names) -> Result<()> {
+    let longest = [
+        Names::dlq(&names.command_queue(names.shards().saturating_sub(1))),
+        Names::dlq(&names.heartbeat_queue()),
+        names.commands_exchange(),
+    ];
+    for name in &longest {
+        check_name("name", name).map_err(|e| Error::Config(format!("namespace: {e}")))?;
+    }
+    Ok(())
 }

@@ -1,17 +1,20 @@
-//! The bus against a real RabbitMQ. Each test has its own namespace and tears it down.
+//! The bus's semantics, each scenario against RabbitMQ and in process (`<scenario>::amqp`,
+//! `<scenario>::in_process`); what is about the broker itself (connections, arguments,
+//! broker-level rejects) against RabbitMQ only. Each test has its own namespace and tears
+//! it down.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
-use lapin::options::{BasicAckOptions, BasicConsumeOptions, QueueDeclareOptions};
-use lapin::types::{AMQPValue, FieldTable};
+use lapin::options::{BasicConsumeOptions, QueueDeclareOptions};
+use lapin::types::FieldTable;
 use lapin::{Connection, ConnectionProperties};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
-use weft::bus::{Bus, ConsumeOptions, Delivery, Disposition};
+use weft::bus::{Bus, ConsumeOptions, Delivery, Disposition, Message};
 use weft::topology::Names;
 use weft::{Envelope, Error};
 
@@ -20,10 +23,43 @@ const URL: &str = "amqp://guest:guest@127.0.0.1:5672/%2f";
 const WAIT: Duration = Duration::from_secs(20);
 const TRACEPARENT: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
 
-/// A bus on a fresh namespace with two command shards.
-pub(crate) async fn bus() -> Bus {
-    let ns = format!("t{}", Uuid::new_v4().simple());
-    bus_on(&ns).await
+/// Which transport a scenario runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// RabbitMQ through lapin.
+    Amqp,
+    /// The in-process broker (no journal).
+    InProcess,
+}
+
+/// A fresh namespace name.
+pub(crate) fn namespace() -> String {
+    format!("t{}", Uuid::new_v4().simple())
+}
+
+/// A bus of `kind` on a fresh namespace with two command shards.
+pub(crate) async fn bus(kind: Kind) -> Bus {
+    match kind {
+        Kind::Amqp => bus_on(&namespace()).await,
+        Kind::InProcess => Bus::in_process(Names::new(&namespace(), 2), None)
+            .await
+            .unwrap(),
+    }
+}
+
+/// Two buses of `kind` on one namespace: two connections to RabbitMQ, or two handles on
+/// one in-process broker (another `Bus::in_process` would be another broker).
+pub(crate) async fn pair(kind: Kind) -> (Bus, Bus) {
+    match kind {
+        Kind::Amqp => {
+            let ns = namespace();
+            (bus_on(&ns).await, bus_on(&ns).await)
+        }
+        Kind::InProcess => {
+            let bus = bus(kind).await;
+            (bus.clone(), bus)
+        }
+    }
 }
 
 async fn bus_on(ns: &str) -> Bus {
@@ -82,59 +118,52 @@ async fn raw() -> Connection {
         .unwrap()
 }
 
-/// Takes one message off `queue` with a plain lapin consumer.
-pub(crate) async fn take_one(queue: &str) -> lapin::message::Delivery {
-    let conn = raw().await;
-    let ch = conn.create_channel().await.unwrap();
-    let mut consumer = ch
-        .basic_consume(
-            queue.into(),
-            "".into(),
-            BasicConsumeOptions::default(),
-            FieldTable::default(),
-        )
-        .await
-        .unwrap();
-    let d = tokio::time::timeout(WAIT, consumer.next())
-        .await
-        .expect("timed out waiting on the raw consumer")
-        .unwrap()
-        .unwrap();
-    d.acker.ack(BasicAckOptions::default()).await.unwrap();
-    d
+/// Takes one message off `queue` as it is (waiting for it) and acknowledges it.
+pub(crate) async fn take_one(bus: &Bus, queue: &str) -> Message {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        if let Some(message) = bus.take_raw(queue).await.unwrap() {
+            return message;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting on {queue}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 /// Ready messages in `queue`, waiting until it equals `want` (or the bound passes).
-pub(crate) async fn ready_count(queue: &str, want: u32) -> u32 {
-    let conn = raw().await;
-    let ch = conn.create_channel().await.unwrap();
-    let passive = QueueDeclareOptions {
-        passive: true,
-        ..QueueDeclareOptions::default()
-    };
+pub(crate) async fn ready_count(bus: &Bus, queue: &str, want: u32) -> u32 {
     let deadline = Instant::now() + WAIT;
     loop {
-        let q = ch
-            .queue_declare(queue.into(), passive, FieldTable::default())
-            .await
-            .unwrap();
-        if q.message_count() == want || Instant::now() > deadline {
-            return q.message_count();
+        let count = bus.message_count(queue).await.unwrap();
+        if count == want || Instant::now() > deadline {
+            return count;
         }
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
 
-pub(crate) fn header(d: &lapin::message::Delivery, name: &str) -> Option<String> {
-    match d.properties.headers().as_ref()?.inner().get(name)? {
-        AMQPValue::LongString(s) => Some(String::from_utf8_lossy(s.as_bytes()).into_owned()),
-        _ => None,
-    }
+pub(crate) fn header(m: &Message, name: &str) -> Option<String> {
+    m.header_text(name).map(str::to_owned)
 }
 
-#[tokio::test]
-async fn published_envelope_round_trips_with_its_traceparent() {
-    let bus = bus().await;
+both_transports!(
+    published_envelope_round_trips_with_its_traceparent,
+    commands_are_routed_to_their_workflow_shard,
+    undecodable_body_is_dead_lettered_with_its_reason_and_the_consumer_goes_on,
+    dead_letter_disposition_moves_the_message_to_the_dlq_with_the_reason,
+    requeued_message_comes_back_marked_redelivered,
+    concurrency_one_handles_messages_one_at_a_time_in_queue_order,
+    higher_concurrency_runs_handlers_side_by_side,
+    consume_batches_hands_over_what_is_buffered_in_order,
+    declaring_the_topology_twice_works,
+    shutdown_finishes_the_running_handler_and_leaves_the_rest_queued,
+    many_concurrent_publishes_are_all_confirmed,
+    teardown_removes_the_namespace,
+    a_panicking_handler_dead_letters_its_message_and_the_consumer_goes_on,
+);
+
+async fn published_envelope_round_trips_with_its_traceparent(kind: Kind) {
+    let bus = bus(kind).await;
     let names = bus.names().clone();
     bus.declare_activity_queue("greet").await.unwrap();
     let sent = envelope("wf-1", 7);
@@ -169,9 +198,8 @@ async fn published_envelope_round_trips_with_its_traceparent() {
     bus.teardown(&[]).await.unwrap();
 }
 
-#[tokio::test]
-async fn commands_are_routed_to_their_workflow_shard() {
-    let bus = bus().await;
+async fn commands_are_routed_to_their_workflow_shard(kind: Kind) {
+    let bus = bus(kind).await;
     let names = bus.names().clone();
     let stop = CancellationToken::new();
     let (tx, mut rx) = mpsc::unbounded_channel();
@@ -198,9 +226,8 @@ async fn commands_are_routed_to_their_workflow_shard() {
     bus.teardown(&[]).await.unwrap();
 }
 
-#[tokio::test]
-async fn undecodable_body_is_dead_lettered_with_its_reason_and_the_consumer_goes_on() {
-    let bus = bus().await;
+async fn undecodable_body_is_dead_lettered_with_its_reason_and_the_consumer_goes_on(kind: Kind) {
+    let bus = bus(kind).await;
     let names = bus.names().clone();
     bus.declare_activity_queue("poison").await.unwrap();
     let queue = names.activity_queue("poison");
@@ -216,21 +243,20 @@ async fn undecodable_body_is_dead_lettered_with_its_reason_and_the_consumer_goes
     let task = bus.consume(&queue, opts(8, 1), handler, stop.clone());
     assert_eq!(recv(&mut rx).await.envelope, good);
 
-    let dead = take_one(&Names::dlq(&queue)).await;
-    assert_eq!(dead.data, b"{not an envelope");
+    let dead = take_one(&bus, &Names::dlq(&queue)).await;
+    assert_eq!(dead.body, b"{not an envelope");
     let reason = header(&dead, "x-weft-dead-reason").unwrap();
     assert!(reason.contains("envelope"), "{reason}");
     assert_eq!(header(&dead, "x-weft-original-queue"), Some(queue.clone()));
-    assert_eq!(ready_count(&queue, 0).await, 0);
+    assert_eq!(ready_count(&bus, &queue, 0).await, 0);
 
     stop.cancel();
     task.await.unwrap();
     bus.teardown(&[]).await.unwrap();
 }
 
-#[tokio::test]
-async fn dead_letter_disposition_moves_the_message_to_the_dlq_with_the_reason() {
-    let bus = bus().await;
+async fn dead_letter_disposition_moves_the_message_to_the_dlq_with_the_reason(kind: Kind) {
+    let bus = bus(kind).await;
     let names = bus.names().clone();
     bus.declare_activity_queue("refuse").await.unwrap();
     let queue = names.activity_queue("refuse");
@@ -247,23 +273,22 @@ async fn dead_letter_disposition_moves_the_message_to_the_dlq_with_the_reason() 
     let stop = CancellationToken::new();
     let handler = |_d: Delivery| async { Disposition::DeadLetter("unknown task type".into()) };
     let task = bus.consume(&queue, opts(8, 1), handler, stop.clone());
-    let dead = take_one(&Names::dlq(&queue)).await;
-    assert_eq!(Envelope::from_bytes(&dead.data).unwrap(), sent);
+    let dead = take_one(&bus, &Names::dlq(&queue)).await;
+    assert_eq!(Envelope::from_bytes(&dead.body).unwrap(), sent);
     assert_eq!(
         header(&dead, "x-weft-dead-reason").as_deref(),
         Some("unknown task type")
     );
     assert_eq!(header(&dead, "traceparent").as_deref(), Some(TRACEPARENT));
-    assert_eq!(ready_count(&queue, 0).await, 0);
+    assert_eq!(ready_count(&bus, &queue, 0).await, 0);
 
     stop.cancel();
     task.await.unwrap();
     bus.teardown(&[]).await.unwrap();
 }
 
-#[tokio::test]
-async fn requeued_message_comes_back_marked_redelivered() {
-    let bus = bus().await;
+async fn requeued_message_comes_back_marked_redelivered(kind: Kind) {
+    let bus = bus(kind).await;
     let names = bus.names().clone();
     bus.declare_activity_queue("again").await.unwrap();
     let sent = envelope("wf-4", 1);
@@ -296,13 +321,12 @@ async fn requeued_message_comes_back_marked_redelivered() {
 
     stop.cancel();
     task.await.unwrap();
-    assert_eq!(ready_count(&queue, 0).await, 0);
+    assert_eq!(ready_count(&bus, &queue, 0).await, 0);
     bus.teardown(&[]).await.unwrap();
 }
 
-#[tokio::test]
-async fn concurrency_one_handles_messages_one_at_a_time_in_queue_order() {
-    let bus = bus().await;
+async fn concurrency_one_handles_messages_one_at_a_time_in_queue_order(kind: Kind) {
+    let bus = bus(kind).await;
     let names = bus.names().clone();
     bus.declare_activity_queue("ordered").await.unwrap();
     const N: u64 = 200;
@@ -345,9 +369,8 @@ async fn concurrency_one_handles_messages_one_at_a_time_in_queue_order() {
     bus.teardown(&[]).await.unwrap();
 }
 
-#[tokio::test]
-async fn higher_concurrency_runs_handlers_side_by_side() {
-    let bus = bus().await;
+async fn higher_concurrency_runs_handlers_side_by_side(kind: Kind) {
+    let bus = bus(kind).await;
     let names = bus.names().clone();
     bus.declare_activity_queue("parallel").await.unwrap();
     for n in 0..20 {
@@ -388,9 +411,8 @@ async fn higher_concurrency_runs_handlers_side_by_side() {
     bus.teardown(&[]).await.unwrap();
 }
 
-#[tokio::test]
-async fn consume_batches_hands_over_what_is_buffered_in_order() {
-    let bus = bus().await;
+async fn consume_batches_hands_over_what_is_buffered_in_order(kind: Kind) {
+    let bus = bus(kind).await;
     let names = bus.names().clone();
     bus.declare_activity_queue("batched").await.unwrap();
     let exchange = names.activity_exchange();
@@ -429,20 +451,17 @@ async fn consume_batches_hands_over_what_is_buffered_in_order() {
     assert_eq!(got, (0..N).collect::<Vec<_>>());
     assert!(sizes.iter().all(|&s| (1..=25).contains(&s)), "{sizes:?}");
     assert!(sizes.iter().any(|&s| s > 1), "{sizes:?}");
-    let dead = take_one(&Names::dlq(&queue)).await;
-    assert_eq!(dead.data, b"garbage");
-    assert_eq!(ready_count(&queue, 0).await, 0);
+    let dead = take_one(&bus, &Names::dlq(&queue)).await;
+    assert_eq!(dead.body, b"garbage");
+    assert_eq!(ready_count(&bus, &queue, 0).await, 0);
 
     stop.cancel();
     task.await.unwrap();
     bus.teardown(&[]).await.unwrap();
 }
 
-#[tokio::test]
-async fn declaring_the_topology_twice_works() {
-    let ns = format!("t{}", Uuid::new_v4().simple());
-    let first = bus_on(&ns).await;
-    let second = bus_on(&ns).await;
+async fn declaring_the_topology_twice_works(kind: Kind) {
+    let (first, second) = pair(kind).await;
     first.declare_activity_queue("shared").await.unwrap();
     second.declare_activity_queue("shared").await.unwrap();
     second.declare_activity_queue("shared").await.unwrap(); // cached
@@ -489,7 +508,7 @@ async fn publish_and_see(bus: &Bus, n: u64, rx: &mut mpsc::UnboundedReceiver<Del
 
 #[tokio::test]
 async fn publishing_and_consuming_resume_after_a_client_side_disconnect() {
-    let bus = bus().await;
+    let bus = bus(Kind::Amqp).await;
     bus.declare_activity_queue("resilient").await.unwrap();
     let stop = CancellationToken::new();
     let (handler, mut rx) = forwarding();
@@ -536,7 +555,7 @@ async fn close_from_broker(name: &str) {
 
 #[tokio::test]
 async fn publishing_and_consuming_resume_after_the_broker_closes_the_connection() {
-    let bus = bus().await;
+    let bus = bus(Kind::Amqp).await;
     bus.declare_activity_queue("resilient").await.unwrap();
     let stop = CancellationToken::new();
     let (handler, mut rx) = forwarding();
@@ -558,9 +577,8 @@ async fn publishing_and_consuming_resume_after_the_broker_closes_the_connection(
     bus.teardown(&[]).await.unwrap();
 }
 
-#[tokio::test]
-async fn shutdown_finishes_the_running_handler_and_leaves_the_rest_queued() {
-    let bus = bus().await;
+async fn shutdown_finishes_the_running_handler_and_leaves_the_rest_queued(kind: Kind) {
+    let bus = bus(kind).await;
     let names = bus.names().clone();
     bus.declare_activity_queue("drain").await.unwrap();
     for n in 0..3 {
@@ -590,7 +608,7 @@ async fn shutdown_finishes_the_running_handler_and_leaves_the_rest_queued() {
     release.notify_one();
     tokio::time::timeout(WAIT, task).await.unwrap().unwrap();
     // The first was finished and acked; the two buffered ones went back to the queue.
-    assert_eq!(ready_count(&queue, 2).await, 2);
+    assert_eq!(ready_count(&bus, &queue, 2).await, 2);
     assert!(started.try_recv().is_err());
     bus.teardown(&[]).await.unwrap();
 }
@@ -608,9 +626,8 @@ async fn connect_gives_up_when_shutdown_fires() {
     assert!(matches!(res, Err(Error::ShuttingDown)), "{res:?}");
 }
 
-#[tokio::test]
-async fn many_concurrent_publishes_are_all_confirmed() {
-    let bus = bus().await;
+async fn many_concurrent_publishes_are_all_confirmed(kind: Kind) {
+    let bus = bus(kind).await;
     let names = bus.names().clone();
     bus.declare_activity_queue("load").await.unwrap();
     const TASKS: u64 = 50;
@@ -634,13 +651,12 @@ async fn many_concurrent_publishes_are_all_confirmed() {
     let rate = total as f64 / started.elapsed().as_secs_f64();
     eprintln!("{total} confirmed publishes at {rate:.0}/s");
     let queue = names.activity_queue("load");
-    assert_eq!(ready_count(&queue, total as u32).await, total as u32);
+    assert_eq!(ready_count(&bus, &queue, total as u32).await, total as u32);
     bus.teardown(&[]).await.unwrap();
 }
 
-#[tokio::test]
-async fn teardown_removes_the_namespace() {
-    let bus = bus().await;
+async fn teardown_removes_the_namespace(kind: Kind) {
+    let bus = bus(kind).await;
     let names = bus.names().clone();
     bus.declare_activity_queue("gone").await.unwrap();
     let extra = format!("{}.listener", names.namespace());
@@ -653,11 +669,6 @@ async fn teardown_removes_the_namespace() {
         .await
         .unwrap();
 
-    let conn = raw().await;
-    let passive = QueueDeclareOptions {
-        passive: true,
-        ..QueueDeclareOptions::default()
-    };
     for queue in [
         names.command_queue(0),
         Names::dlq(&names.command_queue(1)),
@@ -665,10 +676,7 @@ async fn teardown_removes_the_namespace() {
         names.activity_queue("gone"),
         extra,
     ] {
-        let ch = conn.create_channel().await.unwrap();
-        let res = ch
-            .queue_declare(queue.as_str().into(), passive, FieldTable::default())
-            .await;
+        let res = bus.message_count(&queue).await;
         assert!(res.is_err(), "{queue} still exists");
     }
 }
@@ -676,9 +684,8 @@ async fn teardown_removes_the_namespace() {
 /// Shared with handlers that collect what they saw.
 type Seen = Arc<Mutex<Vec<u64>>>;
 
-#[tokio::test]
-async fn a_panicking_handler_dead_letters_its_message_and_the_consumer_goes_on() {
-    let bus = bus().await;
+async fn a_panicking_handler_dead_letters_its_message_and_the_consumer_goes_on(kind: Kind) {
+    let bus = bus(kind).await;
     let names = bus.names().clone();
     bus.declare_activity_queue("panics").await.unwrap();
     for n in 0..2 {
@@ -707,7 +714,7 @@ async fn a_panicking_handler_dead_letters_its_message_and_the_consumer_goes_on()
     let queue = names.activity_queue("panics");
     let task = bus.consume(&queue, opts(8, 1), handler, stop.clone());
     assert_eq!(recv(&mut rx).await, 1);
-    let dead = take_one(&Names::dlq(&queue)).await;
+    let dead = take_one(&bus, &Names::dlq(&queue)).await;
     let reason = header(&dead, "x-weft-dead-reason").unwrap();
     assert!(reason.contains("boom"), "{reason}");
     assert_eq!(*seen.lock().unwrap(), vec![0, 1]);
@@ -719,7 +726,7 @@ async fn a_panicking_handler_dead_letters_its_message_and_the_consumer_goes_on()
 
 #[tokio::test]
 async fn a_broker_level_reject_lands_in_the_dlq() {
-    let bus = bus().await;
+    let bus = bus(Kind::Amqp).await;
     let names = bus.names().clone();
     bus.declare_activity_queue("rejected").await.unwrap();
     let sent = envelope("wf-13", 1);
@@ -748,8 +755,8 @@ async fn a_broker_level_reject_lands_in_the_dlq() {
         .nack(lapin::options::BasicNackOptions::default())
         .await
         .unwrap();
-    let dead = take_one(&Names::dlq(&queue)).await;
-    assert_eq!(Envelope::from_bytes(&dead.data).unwrap(), sent);
+    let dead = take_one(&bus, &Names::dlq(&queue)).await;
+    assert_eq!(Envelope::from_bytes(&dead.body).unwrap(), sent);
     bus.teardown(&[]).await.unwrap();
 }
 

@@ -1,14 +1,19 @@
-//! `Bus::get`: taking messages on demand (the gateway's task poll) against a real
-//! RabbitMQ.
+//! `Bus::get`: taking messages on demand (the gateway's task poll), against RabbitMQ and
+//! in process.
 
 use weft::bus::Disposition;
 use weft::topology::Names;
 
-use crate::bus::{bus, envelope, header, n_of, ready_count, take_one};
+use crate::bus::{bus, envelope, header, n_of, ready_count, take_one, Kind};
 
-#[tokio::test]
-async fn get_takes_messages_in_order_and_none_once_the_queue_is_empty() {
-    let bus = bus().await;
+both_transports!(
+    get_takes_messages_in_order_and_none_once_the_queue_is_empty,
+    a_taken_message_dropped_or_requeued_unsettled_goes_back_to_its_queue,
+    get_moves_undecodable_messages_to_the_dlq_and_returns_the_next_one,
+);
+
+async fn get_takes_messages_in_order_and_none_once_the_queue_is_empty(kind: Kind) {
+    let bus = bus(kind).await;
     let names = bus.names().clone();
     bus.declare_activity_queue("pull").await.unwrap();
     let queue = names.activity_queue("pull");
@@ -25,13 +30,12 @@ async fn get_takes_messages_in_order_and_none_once_the_queue_is_empty() {
         taken.ack().await.unwrap();
     }
     assert!(bus.get(&queue).await.unwrap().is_none());
-    assert_eq!(ready_count(&queue, 0).await, 0);
+    assert_eq!(ready_count(&bus, &queue, 0).await, 0);
     bus.teardown(&[]).await.unwrap();
 }
 
-#[tokio::test]
-async fn a_taken_message_dropped_or_requeued_unsettled_goes_back_to_its_queue() {
-    let bus = bus().await;
+async fn a_taken_message_dropped_or_requeued_unsettled_goes_back_to_its_queue(kind: Kind) {
+    let bus = bus(kind).await;
     let names = bus.names().clone();
     bus.declare_activity_queue("pull").await.unwrap();
     let queue = names.activity_queue("pull");
@@ -40,25 +44,24 @@ async fn a_taken_message_dropped_or_requeued_unsettled_goes_back_to_its_queue() 
         .unwrap();
     let taken = bus.get(&queue).await.unwrap().expect("a message");
     drop(taken);
-    assert_eq!(ready_count(&queue, 1).await, 1);
+    assert_eq!(ready_count(&bus, &queue, 1).await, 1);
     let again = bus.get(&queue).await.unwrap().expect("the message again");
     assert_eq!(n_of(&again.delivery), 7);
     assert!(again.delivery.redelivered);
     again.requeue().await;
-    assert_eq!(ready_count(&queue, 1).await, 1);
+    assert_eq!(ready_count(&bus, &queue, 1).await, 1);
     let last = bus
         .get(&queue)
         .await
         .unwrap()
         .expect("the message once more");
     last.settle(Disposition::Ack).await;
-    assert_eq!(ready_count(&queue, 0).await, 0);
+    assert_eq!(ready_count(&bus, &queue, 0).await, 0);
     bus.teardown(&[]).await.unwrap();
 }
 
-#[tokio::test]
-async fn get_moves_undecodable_messages_to_the_dlq_and_returns_the_next_one() {
-    let bus = bus().await;
+async fn get_moves_undecodable_messages_to_the_dlq_and_returns_the_next_one(kind: Kind) {
+    let bus = bus(kind).await;
     let names = bus.names().clone();
     bus.declare_activity_queue("pull").await.unwrap();
     let queue = names.activity_queue("pull");
@@ -72,8 +75,8 @@ async fn get_moves_undecodable_messages_to_the_dlq_and_returns_the_next_one() {
     let taken = bus.get(&queue).await.unwrap().expect("the good message");
     assert_eq!(n_of(&taken.delivery), 3);
     taken.ack().await.unwrap();
-    let dead = take_one(&Names::dlq(&queue)).await;
-    assert_eq!(dead.data, b"{not an envelope");
+    let dead = take_one(&bus, &Names::dlq(&queue)).await;
+    assert_eq!(dead.body, b"{not an envelope");
     let reason = header(&dead, "x-weft-dead-reason").unwrap();
     assert!(reason.contains("envelope"), "{reason}");
     assert!(bus.get("no-such-queue-here").await.is_err());

@@ -1,5 +1,6 @@
-//! Request/reply (`Bus::call`, `Bus::reply`) over the real RabbitMQ's direct reply-to.
-//! Each test has its own namespace; the responder consumes the namespace's heartbeat queue.
+//! Request/reply (`Bus::call`, `Bus::reply`) over the real RabbitMQ's direct reply-to and
+//! in process. Each test has its own namespace; the responder consumes the namespace's
+//! heartbeat queue.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -12,25 +13,22 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 use weft::bus::{Bus, ConsumeOptions, Delivery, Disposition};
-use weft::topology::Names;
 use weft::{Envelope, Error};
+
+use crate::bus::{pair, Kind};
 
 /// Generous bound for a call that should be answered.
 const ANSWERED: Duration = Duration::from_secs(20);
 
-async fn bus_on(ns: &str) -> Bus {
-    let url = std::env::var("WEFT_AMQP_URL")
-        .unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:5672/%2f".to_owned());
-    Bus::connect(&url, Names::new(ns, 2), CancellationToken::new())
-        .await
-        .expect("broker reachable")
-}
-
-/// A caller and a responder, each with its own connection, on a fresh namespace.
-async fn pair() -> (Bus, Bus) {
-    let ns = format!("t{}", Uuid::new_v4().simple());
-    (bus_on(&ns).await, bus_on(&ns).await)
-}
+both_transports!(
+    a_call_gets_the_reply_to_its_request,
+    a_call_nobody_answers_fails_with_no_reply,
+    replying_to_a_message_that_asked_for_none_is_a_no_op,
+    a_late_reply_to_a_caller_that_gave_up_is_dropped_quietly,
+    many_concurrent_calls_each_get_their_own_reply,
+    a_call_waiting_when_the_connection_drops_fails_without_waiting_for_its_timeout,
+    a_reply_to_a_caller_whose_connection_is_gone_is_dropped_by_the_broker,
+);
 
 fn request(n: u64) -> Envelope {
     Envelope {
@@ -93,9 +91,8 @@ async fn call(bus: &Bus, n: u64, timeout: Duration) -> weft::Result<Envelope> {
     bus.call("", &queue, &request(n), timeout).await
 }
 
-#[tokio::test]
-async fn a_call_gets_the_reply_to_its_request() {
-    let (caller, server) = pair().await;
+async fn a_call_gets_the_reply_to_its_request(kind: Kind) {
+    let (caller, server) = pair(kind).await;
     let (seen_tx, mut seen) = mpsc::unbounded_channel();
     let stop = CancellationToken::new();
     let responder = server.clone();
@@ -126,9 +123,8 @@ async fn a_call_gets_the_reply_to_its_request() {
     caller.teardown(&[]).await.unwrap();
 }
 
-#[tokio::test]
-async fn a_call_nobody_answers_fails_with_no_reply() {
-    let (caller, _server) = pair().await;
+async fn a_call_nobody_answers_fails_with_no_reply(kind: Kind) {
+    let (caller, _server) = pair(kind).await;
     let err = call(&caller, 1, Duration::from_millis(300))
         .await
         .expect_err("nobody answers");
@@ -137,9 +133,8 @@ async fn a_call_nobody_answers_fails_with_no_reply() {
     caller.teardown(&[]).await.unwrap();
 }
 
-#[tokio::test]
-async fn replying_to_a_message_that_asked_for_none_is_a_no_op() {
-    let (caller, server) = pair().await;
+async fn replying_to_a_message_that_asked_for_none_is_a_no_op(kind: Kind) {
+    let (caller, server) = pair(kind).await;
     let delivery = Delivery {
         envelope: request(1),
         traceparent: None,
@@ -152,9 +147,8 @@ async fn replying_to_a_message_that_asked_for_none_is_a_no_op() {
     caller.teardown(&[]).await.unwrap();
 }
 
-#[tokio::test]
-async fn a_late_reply_to_a_caller_that_gave_up_is_dropped_quietly() {
-    let (caller, server) = pair().await;
+async fn a_late_reply_to_a_caller_that_gave_up_is_dropped_quietly(kind: Kind) {
+    let (caller, server) = pair(kind).await;
     // The request stays queued until the responder starts, after the call timed out.
     let err = call(&caller, 5, Duration::from_millis(200))
         .await
@@ -169,9 +163,8 @@ async fn a_late_reply_to_a_caller_that_gave_up_is_dropped_quietly() {
     caller.teardown(&[]).await.unwrap();
 }
 
-#[tokio::test]
-async fn many_concurrent_calls_each_get_their_own_reply() {
-    let (caller, server) = pair().await;
+async fn many_concurrent_calls_each_get_their_own_reply(kind: Kind) {
+    let (caller, server) = pair(kind).await;
     let responder = Responder::start(&server);
     let calls = (0..1_000u64).map(|n| {
         let caller = caller.clone();
@@ -188,7 +181,7 @@ async fn many_concurrent_calls_each_get_their_own_reply() {
 
 #[tokio::test]
 async fn calls_are_answered_again_after_the_caller_reconnects() {
-    let (caller, server) = pair().await;
+    let (caller, server) = pair(Kind::Amqp).await;
     let responder = Responder::start(&server);
     assert_eq!(n_of(&call(&caller, 1, ANSWERED).await.unwrap()), 2);
 
@@ -201,9 +194,10 @@ async fn calls_are_answered_again_after_the_caller_reconnects() {
     caller.teardown(&[]).await.unwrap();
 }
 
-#[tokio::test]
-async fn a_call_waiting_when_the_connection_drops_fails_without_waiting_for_its_timeout() {
-    let (caller, server) = pair().await;
+async fn a_call_waiting_when_the_connection_drops_fails_without_waiting_for_its_timeout(
+    kind: Kind,
+) {
+    let (caller, server) = pair(kind).await;
     // A responder that takes the request and never answers.
     let (seen_tx, mut seen) = mpsc::unbounded_channel();
     let stop = CancellationToken::new();
@@ -240,9 +234,8 @@ async fn a_call_waiting_when_the_connection_drops_fails_without_waiting_for_its_
     caller.teardown(&[]).await.unwrap();
 }
 
-#[tokio::test]
-async fn a_reply_to_a_caller_whose_connection_is_gone_is_dropped_by_the_broker() {
-    let (caller, server) = pair().await;
+async fn a_reply_to_a_caller_whose_connection_is_gone_is_dropped_by_the_broker(kind: Kind) {
+    let (caller, server) = pair(kind).await;
     // Take the request and keep it until the caller's connection is gone.
     let (held_tx, mut held) = mpsc::unbounded_channel();
     let stop = CancellationToken::new();

@@ -12,11 +12,11 @@ use std::time::Duration;
 use lapin::options::{BasicPublishOptions, ConfirmSelectOptions};
 use lapin::types::{AMQPValue, FieldTable, LongString};
 use lapin::{BasicProperties, Channel, Confirmation, Connection, PublisherConfirm};
-use uuid::Uuid;
 
-use super::backoff::Backoff;
 use super::connection::{Failure, Link};
-use super::{check_name, TRACEPARENT_HEADER};
+use crate::bus::backoff::Backoff;
+use crate::bus::check_name;
+use crate::bus::transport::{HeaderValue, Message};
 use crate::{Error, Result};
 
 /// Confirm channels per connection.
@@ -28,39 +28,73 @@ const MAX_ATTEMPTS: u32 = 8;
 /// exchange) do not get better with time: give up sooner.
 const MAX_CHANNEL_FAILURES: u32 = 2;
 /// AMQP delivery mode of a message written to disk.
-const PERSISTENT: u8 = 2;
+pub(crate) const PERSISTENT: u8 = 2;
+/// AMQP delivery mode of a message kept in memory only.
+const TRANSIENT: u8 = 1;
 /// The broker acks confirms in well under this; past it the connection is presumed dead.
 const CONFIRM_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// Properties of every Weft message.
-pub(crate) fn properties(message_id: Option<Uuid>, traceparent: Option<&str>) -> BasicProperties {
+/// The AMQP properties of `message`: JSON, its delivery mode, id, reply route and
+/// headers (text as long strings, integers as long-longs).
+pub(crate) fn properties(message: &Message) -> BasicProperties {
+    let mode = if message.persistent {
+        PERSISTENT
+    } else {
+        TRANSIENT
+    };
     let mut props = BasicProperties::default()
-        .with_delivery_mode(PERSISTENT)
+        .with_delivery_mode(mode)
         .with_content_type("application/json".into());
-    if let Some(id) = message_id {
-        props = props.with_message_id(id.to_string().into());
+    if let Some(id) = &message.message_id {
+        props = props.with_message_id(id.as_str().into());
+    }
+    if let Some(reply_to) = &message.reply_to {
+        props = props.with_reply_to(reply_to.as_str().into());
+    }
+    if let Some(id) = &message.correlation_id {
+        props = props.with_correlation_id(id.as_str().into());
     }
     let mut headers = FieldTable::default();
-    if let Some(tp) = traceparent {
-        headers.insert(
-            TRACEPARENT_HEADER.into(),
-            AMQPValue::LongString(LongString::from(tp)),
-        );
+    for (name, value) in &message.headers {
+        let value = match value {
+            HeaderValue::Text(s) => AMQPValue::LongString(LongString::from(s.as_str())),
+            HeaderValue::Int(v) => AMQPValue::LongLongInt(*v),
+        };
+        headers.insert(name.as_str().into(), value);
     }
-    headers.insert(
-        crate::telemetry::PUBLISHED_AT_HEADER.into(),
-        AMQPValue::LongLongInt(crate::telemetry::now_micros()),
-    );
     props.with_headers(headers)
 }
 
-/// The `id` of an encoded envelope, if the body is one.
-pub(crate) fn envelope_id(body: &[u8]) -> Option<Uuid> {
-    #[derive(serde::Deserialize)]
-    struct Id {
-        id: Uuid,
+/// The [`Message`] view of a delivery's body and properties; header types Weft does not
+/// write are left out.
+pub(crate) fn message_of(data: &[u8], props: &BasicProperties) -> Message {
+    let mut headers = std::collections::BTreeMap::new();
+    if let Some(table) = props.headers().as_ref() {
+        for (name, value) in table.inner() {
+            let value = match value {
+                AMQPValue::LongString(s) => {
+                    HeaderValue::Text(String::from_utf8_lossy(s.as_bytes()).into_owned())
+                }
+                AMQPValue::ShortString(s) => HeaderValue::Text(s.as_str().to_owned()),
+                AMQPValue::LongLongInt(v) => HeaderValue::Int(*v),
+                AMQPValue::LongInt(v) => HeaderValue::Int(i64::from(*v)),
+                AMQPValue::Timestamp(v) => match i64::try_from(*v) {
+                    Ok(v) => HeaderValue::Int(v),
+                    Err(_) => continue,
+                },
+                _ => continue,
+            };
+            headers.insert(name.as_str().to_owned(), value);
+        }
     }
-    serde_json::from_slice::<Id>(body).ok().map(|e| e.id)
+    Message {
+        body: data.to_vec(),
+        headers,
+        message_id: props.message_id().as_ref().map(|s| s.to_string()),
+        persistent: props.delivery_mode() == &Some(PERSISTENT),
+        reply_to: props.reply_to().as_ref().map(|s| s.to_string()),
+        correlation_id: props.correlation_id().as_ref().map(|s| s.to_string()),
+    }
 }
 
 /// Confirm-mode channels of one connection, opened lazily.
@@ -185,25 +219,37 @@ impl Link {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::bus::TRACEPARENT_HEADER;
 
     #[test]
-    fn messages_are_persistent_json_with_id_and_trace() {
-        let id = Uuid::new_v4();
-        let props = properties(Some(id), Some("00-abc-def-01"));
+    fn properties_and_message_of_round_trip() {
+        let mut message = Message {
+            body: b"{}".to_vec(),
+            message_id: Some("m-1".into()),
+            persistent: true,
+            correlation_id: Some("c-1".into()),
+            ..Message::default()
+        };
+        message.headers.insert(
+            TRACEPARENT_HEADER.into(),
+            HeaderValue::Text("00-abc-def-01".into()),
+        );
+        message
+            .headers
+            .insert("x-weft-published-at".into(), HeaderValue::Int(42));
+        let props = properties(&message);
         assert_eq!(props.delivery_mode(), &Some(PERSISTENT));
-        assert_eq!(props.message_id(), &Some(id.to_string().into()));
-        let headers = props.headers().clone().unwrap_or_default();
         assert_eq!(
-            headers.inner().get(TRACEPARENT_HEADER),
+            props
+                .headers()
+                .clone()
+                .unwrap_or_default()
+                .inner()
+                .get(TRACEPARENT_HEADER),
             Some(&AMQPValue::LongString("00-abc-def-01".into()))
         );
-    }
-
-    #[test]
-    fn envelope_id_reads_the_id_of_an_encoded_envelope() {
-        let id = Uuid::new_v4();
-        let body = serde_json::json!({ "id": id, "type": "X", "payload": {} }).to_string();
-        assert_eq!(envelope_id(body.as_bytes()), Some(id));
-        assert_eq!(envelope_id(b"not json"), None);
+        assert_eq!(message_of(b"{}", &props), message);
+        message.persistent = false;
+        assert_eq!(properties(&message).delivery_mode(), &Some(TRANSIENT));
     }
 }

@@ -12,9 +12,9 @@ use std::time::{Duration, Instant};
 use lapin::{Connection, ConnectionProperties};
 use tokio_util::sync::CancellationToken;
 
-use super::backoff::Backoff;
 use super::declare;
 use super::publish::Pool;
+use crate::bus::backoff::Backoff;
 use crate::topology::Names;
 use crate::{Error, Result};
 

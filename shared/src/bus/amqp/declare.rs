@@ -10,8 +10,8 @@ use lapin::options::{
 use lapin::types::{AMQPValue, FieldTable, LongString};
 use lapin::{Channel, Connection, ExchangeKind};
 
-use super::check_name;
 use super::connection::{Declared, Link};
+use crate::bus::check_name;
 use crate::topology::Names;
 use crate::Result;
 

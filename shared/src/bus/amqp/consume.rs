@@ -1,0 +1,162 @@
+//! Consuming over AMQP: one channel per consumer with its prefetch (basic.qos), and the
+//! ackers that settle what the broker delivered.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use futures_util::StreamExt;
+use lapin::message::Delivery as RawDelivery;
+use lapin::options::{
+    BasicAckOptions, BasicCancelOptions, BasicConsumeOptions, BasicNackOptions, BasicQosOptions,
+};
+use lapin::types::{AMQPValue, FieldTable, LongString};
+use lapin::{Channel, Consumer};
+
+use super::connection::{Link, Session};
+use super::publish::{self, PERSISTENT};
+use crate::bus::transport::{Acker, Inbound, Subscription};
+use crate::bus::{DEAD_REASON_HEADER, ORIGINAL_QUEUE_HEADER};
+use crate::topology::Names;
+use crate::Result;
+
+/// Opens a channel with `prefetch` and starts consuming `queue` on it.
+pub(crate) async fn open(
+    link: Arc<Link>,
+    session: &Session,
+    queue: &str,
+    prefetch: u16,
+) -> lapin::Result<AmqpSubscription> {
+    let channel = session.conn.create_channel().await?;
+    channel
+        .basic_qos(prefetch, BasicQosOptions::default())
+        .await?;
+    let consumer = channel
+        .basic_consume(
+            queue.into(),
+            "".into(),
+            BasicConsumeOptions::default(),
+            FieldTable::default(),
+        )
+        .await?;
+    tracing::debug!(%queue, tag = %consumer.tag(), "consumer open");
+    Ok(AmqpSubscription {
+        link,
+        channel,
+        consumer,
+    })
+}
+
+/// Closes the channel, which hands every unacknowledged message back to the queue.
+pub(crate) async fn close(channel: &Channel) {
+    if channel.status().connected() {
+        if let Err(e) = channel.close(200, "OK".into()).await {
+            tracing::debug!(error = %e, "closing a channel failed");
+        }
+    }
+}
+
+/// A consumer on its own channel.
+pub(crate) struct AmqpSubscription {
+    link: Arc<Link>,
+    channel: Channel,
+    consumer: Consumer,
+}
+
+#[async_trait]
+impl Subscription for AmqpSubscription {
+    async fn next(&mut self) -> Result<Inbound, String> {
+        match self.consumer.next().await {
+            Some(Ok(raw)) => Ok(inbound(self.link.clone(), raw, None)),
+            Some(Err(e)) => Err(e.to_string()),
+            None => Err("the consumer was cancelled".into()),
+        }
+    }
+
+    async fn cancel(&mut self) {
+        let cancel = self
+            .channel
+            .basic_cancel(self.consumer.tag(), BasicCancelOptions::default());
+        if let Err(e) = cancel.await {
+            tracing::debug!(error = %e, "cancelling the consumer failed");
+        }
+    }
+
+    async fn close(self: Box<Self>) {
+        close(&self.channel).await;
+    }
+}
+
+/// Wraps a raw delivery; `own_channel` is the channel a `basic.get` opened for it alone,
+/// closed once the delivery is settled.
+pub(crate) fn inbound(link: Arc<Link>, raw: RawDelivery, own_channel: Option<Channel>) -> Inbound {
+    Inbound {
+        message: publish::message_of(&raw.data, &raw.properties),
+        redelivered: raw.redelivered,
+        acker: Box::new(AmqpAcker {
+            link,
+            raw,
+            own_channel,
+        }),
+    }
+}
+
+/// Settles one AMQP delivery on the channel that delivered it.
+#[derive(Debug)]
+struct AmqpAcker {
+    link: Arc<Link>,
+    raw: RawDelivery,
+    own_channel: Option<Channel>,
+}
+
+impl AmqpAcker {
+    async fn done(&self) {
+        if let Some(channel) = &self.own_channel {
+            close(channel).await;
+        }
+    }
+}
+
+#[async_trait]
+impl Acker for AmqpAcker {
+    async fn ack(&self) -> Result<()> {
+        let res = self.raw.acker.ack(BasicAckOptions::default()).await;
+        self.done().await;
+        res?;
+        Ok(())
+    }
+
+    async fn requeue(&self) -> Result<()> {
+        let options = BasicNackOptions {
+            requeue: true,
+            ..BasicNackOptions::default()
+        };
+        let res = self.raw.acker.nack(options).await;
+        self.done().await;
+        res?;
+        Ok(())
+    }
+
+    /// Copies the message to `<queue>.dlq` (confirmed, with all its original properties),
+    /// then acks it.
+    async fn dead_letter(&self, queue: &str, reason: &str) -> Result<()> {
+        let mut headers = self.raw.properties.headers().clone().unwrap_or_default();
+        headers.insert(
+            DEAD_REASON_HEADER.into(),
+            AMQPValue::LongString(LongString::from(reason)),
+        );
+        headers.insert(
+            ORIGINAL_QUEUE_HEADER.into(),
+            AMQPValue::LongString(LongString::from(queue)),
+        );
+        let props = self
+            .raw
+            .properties
+            .clone()
+            .with_delivery_mode(PERSISTENT)
+            .with_headers(headers);
+        self.link
+            .publish("", &Names::dlq(queue), &self.raw.data, props)
+            .await?;
+        self.ack().await
+    }
+}

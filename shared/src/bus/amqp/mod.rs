@@ -1,0 +1,149 @@
+//! The RabbitMQ transport (lapin).
+//!
+//! One [`Amqp`] owns one AMQP connection at a time and replaces it when it dies:
+//! publishers reconnect on demand (bounded retries), consumers re-establish themselves
+//! with back-off. Layout: `connection` keeps the live connection, `declare` the topology
+//! (the one place queue arguments are built), `publish` confirmed publishing and the
+//! mapping of [`Message`] to AMQP properties, `consume` consumer channels and ackers,
+//! `rpc` direct reply-to.
+
+mod connection;
+mod consume;
+mod declare;
+mod publish;
+mod rpc;
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use lapin::options::{BasicGetOptions, QueueDeclareOptions};
+use lapin::types::FieldTable;
+use tokio_util::sync::CancellationToken;
+
+use super::transport::{Inbound, Message, Subscription, Transport};
+use crate::topology::Names;
+use crate::{Error, Result};
+use connection::Link;
+
+/// The bus over RabbitMQ.
+#[derive(Debug)]
+pub(crate) struct Amqp {
+    link: Arc<Link>,
+}
+
+impl Amqp {
+    /// Connects, retrying with back-off until connected or `shutdown`; declares the core
+    /// topology. A refused topology fails at once.
+    pub(crate) async fn connect(
+        url: &str,
+        names: Names,
+        shutdown: &CancellationToken,
+    ) -> Result<Self> {
+        let link = Arc::new(Link::new(url, names));
+        link.session_wait(shutdown).await?;
+        Ok(Self { link })
+    }
+}
+
+#[async_trait]
+impl Transport for Amqp {
+    fn names(&self) -> &Names {
+        &self.link.names
+    }
+
+    fn connection_name(&self) -> &str {
+        &self.link.connection_name
+    }
+
+    fn is_connected(&self) -> bool {
+        self.link.is_connected()
+    }
+
+    async fn declare_queue(&self, queue: &str, bindings: Vec<(String, String)>) -> Result<()> {
+        self.link.declare_queue(queue, bindings).await
+    }
+
+    async fn publish(&self, exchange: &str, routing_key: &str, message: Message) -> Result<()> {
+        let props = publish::properties(&message);
+        self.link
+            .publish(exchange, routing_key, &message.body, props)
+            .await
+    }
+
+    async fn subscribe(
+        &self,
+        queue: &str,
+        prefetch: u16,
+        shutdown: &CancellationToken,
+    ) -> Result<Box<dyn Subscription>> {
+        // Consumers must not die from a refused topology: keep retrying it.
+        let session = self.link.session_wait_with(shutdown, false).await?;
+        let subscription = consume::open(self.link.clone(), &session, queue, prefetch).await?;
+        Ok(Box::new(subscription))
+    }
+
+    async fn get(&self, queue: &str) -> Result<Option<Inbound>> {
+        let session = self.link.session().await.map_err(|f| f.into_error())?;
+        // Its own channel, kept until the message is settled: acknowledging needs the
+        // channel that delivered it, and closing it gives an unsettled message back.
+        let channel = session
+            .conn
+            .create_channel()
+            .await
+            .map_err(|e| Error::Bus(format!("opening a channel: {e}")))?;
+        let got = channel
+            .basic_get(queue.into(), BasicGetOptions { no_ack: false })
+            .await;
+        match got {
+            Ok(Some(message)) => Ok(Some(consume::inbound(
+                self.link.clone(),
+                message.delivery,
+                Some(channel),
+            ))),
+            Ok(None) => {
+                consume::close(&channel).await;
+                Ok(None)
+            }
+            Err(e) => {
+                consume::close(&channel).await;
+                Err(Error::Bus(format!("basic.get on {queue}: {e}")))
+            }
+        }
+    }
+
+    async fn message_count(&self, queue: &str) -> Result<u32> {
+        let session = self.link.session().await.map_err(|f| f.into_error())?;
+        let channel = session.conn.create_channel().await?;
+        let passive = QueueDeclareOptions {
+            passive: true,
+            ..QueueDeclareOptions::default()
+        };
+        let declared = channel
+            .queue_declare(queue.into(), passive, FieldTable::default())
+            .await;
+        consume::close(&channel).await;
+        Ok(declared?.message_count())
+    }
+
+    async fn request(
+        &self,
+        exchange: &str,
+        routing_key: &str,
+        message: Message,
+    ) -> Result<Message> {
+        self.link.request(exchange, routing_key, message).await
+    }
+
+    async fn teardown(&self, extra_queues: &[String]) -> Result<()> {
+        self.link.teardown(extra_queues).await
+    }
+
+    async fn force_disconnect(&self) {
+        self.link.force_disconnect().await;
+    }
+
+    async fn flush(&self) -> Result<()> {
+        // Every publish was confirmed and every ack sent; nothing is pending here.
+        Ok(())
+    }
+}

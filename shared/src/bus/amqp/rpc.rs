@@ -1,0 +1,184 @@
+//! Request/reply over RabbitMQ direct reply-to (`amq.rabbitmq.reply-to`).
+//!
+//! A caller consumes the pseudo-queue `amq.rabbitmq.reply-to` (no-ack, as the broker
+//! requires) on one channel per connection and publishes every request on that same
+//! channel (the broker refuses a request naming a reply consumer of another channel) with
+//! `reply_to` and a fresh `correlation_id`. The replies come back on that consumer without
+//! any queue being declared; a dispatcher task hands each to the call waiting for its
+//! correlation id.
+//!
+//! The reply channel belongs to one connection: when the link reconnects, the next call
+//! opens a new one, and the calls waiting on the dead one fail at once with a bus error
+//! instead of waiting for their timeout. Requests and replies are transient (not written
+//! to disk): a request outlives its caller only as long as its timeout, so a reply the
+//! broker lost is the same as a late one.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use futures_util::StreamExt;
+use lapin::options::{BasicConsumeOptions, BasicPublishOptions};
+use lapin::types::FieldTable;
+use lapin::{Channel, Consumer};
+use tokio::sync::oneshot;
+
+use super::connection::Link;
+use super::publish;
+use crate::bus::transport::Message;
+use crate::{Error, Result};
+
+/// The broker's pseudo-queue for direct replies.
+pub(crate) const REPLY_TO: &str = "amq.rabbitmq.reply-to";
+
+/// What a waiting call receives: the reply, or why none will come.
+type Waiter = oneshot::Sender<Result<Message>>;
+
+/// The calls waiting on one reply channel, by correlation id; `None` once that channel
+/// is gone, so a late registration fails instead of waiting for a reply that cannot come.
+#[derive(Default)]
+struct Waiting(Mutex<Option<HashMap<String, Waiter>>>);
+
+impl Waiting {
+    fn open() -> Self {
+        Self(Mutex::new(Some(HashMap::new())))
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<HashMap<String, Waiter>>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Registers a waiter; `false` when the channel is already gone.
+    fn insert(&self, correlation_id: String, waiter: Waiter) -> bool {
+        match self.lock().as_mut() {
+            Some(map) => map.insert(correlation_id, waiter).is_none(),
+            None => false,
+        }
+    }
+
+    fn remove(&self, correlation_id: &str) -> Option<Waiter> {
+        self.lock().as_mut()?.remove(correlation_id)
+    }
+
+    /// Fails every waiting call with `why` and refuses new ones.
+    fn close(&self, why: &str) {
+        let waiters = self.lock().take().unwrap_or_default();
+        for (_, waiter) in waiters {
+            let _ = waiter.send(Err(Error::Bus(format!("reply channel lost: {why}"))));
+        }
+    }
+}
+
+/// Removes a call's waiter when the call ends, whichever way (reply, timeout, dropped).
+struct Registration<'a> {
+    waiting: &'a Waiting,
+    correlation_id: &'a str,
+}
+
+impl Drop for Registration<'_> {
+    fn drop(&mut self) {
+        self.waiting.remove(self.correlation_id);
+    }
+}
+
+/// A reply channel: requests go out on it, replies come back on its consumer.
+#[derive(Clone)]
+struct Route {
+    channel: Channel,
+    waiting: Arc<Waiting>,
+}
+
+/// The reply channel of the current connection, opened on first use; kept by the link.
+#[derive(Default)]
+pub(crate) struct Replies {
+    route: tokio::sync::Mutex<Option<Route>>,
+}
+
+impl std::fmt::Debug for Replies {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Replies").finish_non_exhaustive()
+    }
+}
+
+impl Replies {
+    /// The live reply channel, or a new one on the link's live connection.
+    async fn route(&self, link: &Link) -> Result<Route> {
+        let mut current = self.route.lock().await;
+        if let Some(route) = current.as_ref().filter(|r| r.channel.status().connected()) {
+            return Ok(route.clone());
+        }
+        let session = link.session().await.map_err(|f| f.into_error())?;
+        let channel = session.conn.create_channel().await?;
+        let opts = BasicConsumeOptions {
+            no_ack: true,
+            ..BasicConsumeOptions::default()
+        };
+        let consumer = channel
+            .basic_consume(REPLY_TO.into(), "".into(), opts, FieldTable::default())
+            .await?;
+        let route = Route {
+            channel,
+            waiting: Arc::new(Waiting::open()),
+        };
+        tokio::spawn(dispatch(consumer, route.waiting.clone()));
+        *current = Some(route.clone());
+        Ok(route)
+    }
+}
+
+/// Hands every reply to the call waiting for it, until the channel goes away; then fails
+/// the calls still waiting on it.
+async fn dispatch(mut consumer: Consumer, waiting: Arc<Waiting>) {
+    let why = loop {
+        let raw = match consumer.next().await {
+            Some(Ok(raw)) => raw,
+            Some(Err(e)) => break e.to_string(),
+            None => break "the reply consumer was cancelled".to_owned(),
+        };
+        let Some(correlation_id) = raw.properties.correlation_id().as_ref() else {
+            tracing::debug!("a reply without correlation id; dropping it");
+            continue;
+        };
+        // No waiter: the call timed out or was dropped; the reply is simply late.
+        if let Some(waiter) = waiting.remove(correlation_id.as_str()) {
+            let _ = waiter.send(Ok(publish::message_of(&raw.data, &raw.properties)));
+        }
+    };
+    tracing::debug!(reason = %why, "reply channel closed");
+    waiting.close(&why);
+}
+
+impl Link {
+    /// Publishes `message` as a request on the reply channel and waits for its reply
+    /// (the caller bounds the wait).
+    pub(crate) async fn request(
+        &self,
+        exchange: &str,
+        routing_key: &str,
+        mut message: Message,
+    ) -> Result<Message> {
+        let route = self.replies.route(self).await?;
+        let correlation_id = uuid::Uuid::new_v4().simple().to_string();
+        let (tx, rx) = oneshot::channel();
+        if !route.waiting.insert(correlation_id.clone(), tx) {
+            return Err(Error::Bus("reply channel lost before the request".into()));
+        }
+        let _registered = Registration {
+            waiting: &route.waiting,
+            correlation_id: &correlation_id,
+        };
+        message.correlation_id = Some(correlation_id.clone());
+        message.reply_to = Some(REPLY_TO.to_owned());
+        route
+            .channel
+            .basic_publish(
+                exchange.into(),
+                routing_key.into(),
+                BasicPublishOptions::default(),
+                &message.body,
+                publish::properties(&message),
+            )
+            .await?;
+        rx.await
+            .unwrap_or_else(|_| Err(Error::Bus("reply channel dropped".into())))
+    }
+}

@@ -1,0 +1,67 @@
+//! Building the messages Weft sends, whatever the transport: every message carries its
+//! envelope's id, the trace context and the time it was published (for the consumer's
+//! `queue.wait` span).
+
+use uuid::Uuid;
+
+use super::transport::{HeaderValue, Message};
+use super::TRACEPARENT_HEADER;
+
+/// A persistent message with `body`, its id and the current publish time.
+pub(crate) fn outgoing(
+    body: Vec<u8>,
+    message_id: Option<Uuid>,
+    traceparent: Option<&str>,
+) -> Message {
+    let mut message = Message {
+        body,
+        message_id: message_id.map(|id| id.to_string()),
+        persistent: true,
+        ..Message::default()
+    };
+    if let Some(tp) = traceparent {
+        message.headers.insert(
+            TRACEPARENT_HEADER.to_owned(),
+            HeaderValue::Text(tp.to_owned()),
+        );
+    }
+    message.headers.insert(
+        crate::telemetry::PUBLISHED_AT_HEADER.to_owned(),
+        HeaderValue::Int(crate::telemetry::now_micros()),
+    );
+    message
+}
+
+/// The `id` of an encoded envelope, if the body is one.
+pub(crate) fn envelope_id(body: &[u8]) -> Option<Uuid> {
+    #[derive(serde::Deserialize)]
+    struct Id {
+        id: Uuid,
+    }
+    serde_json::from_slice::<Id>(body).ok().map(|e| e.id)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_are_persistent_with_id_trace_and_publish_time() {
+        let id = Uuid::new_v4();
+        let m = outgoing(b"{}".to_vec(), Some(id), Some("00-abc-def-01"));
+        assert!(m.persistent);
+        assert_eq!(m.message_id, Some(id.to_string()));
+        assert_eq!(m.header_text(TRACEPARENT_HEADER), Some("00-abc-def-01"));
+        assert!(m
+            .header_int(crate::telemetry::PUBLISHED_AT_HEADER)
+            .is_some_and(|t| t > 0));
+    }
+
+    #[test]
+    fn envelope_id_reads_the_id_of_an_encoded_envelope() {
+        let id = Uuid::new_v4();
+        let body = serde_json::json!({ "id": id, "type": "X", "payload": {} }).to_string();
+        assert_eq!(envelope_id(body.as_bytes()), Some(id));
+        assert_eq!(envelope_id(b"not json"), None);
+    }
+}

@@ -1,0 +1,413 @@
+//! Semantics of the in-process bus that the shared scenarios do not pin: topic routing,
+//! single-active consumers, where a requeued message goes, names refused, and the SQLite
+//! journal (a message not acknowledged survives the process; an acknowledged one does
+//! not). Topic routing and single-active consumers also run against RabbitMQ, to show
+//! the two agree.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions};
+use sqlx::SqlitePool;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+use weft::bus::{Bus, ConsumeOptions, Delivery, Disposition};
+use weft::topology::Names;
+
+use crate::bus::{bus, envelope, header, n_of, namespace, pair, ready_count, take_one, Kind};
+
+/// Generous bound for anything a test waits on.
+const WAIT: Duration = Duration::from_secs(20);
+
+both_transports!(
+    topic_routing_matches_star_and_hash,
+    a_shard_queue_has_one_active_consumer_and_the_other_takes_over,
+);
+
+async fn recv<T>(rx: &mut mpsc::UnboundedReceiver<T>) -> T {
+    tokio::time::timeout(WAIT, rx.recv())
+        .await
+        .expect("timed out waiting for a message")
+        .expect("channel closed")
+}
+
+fn opts(prefetch: u16, concurrency: usize) -> ConsumeOptions {
+    ConsumeOptions {
+        prefetch,
+        concurrency,
+    }
+}
+
+async fn topic_routing_matches_star_and_hash(kind: Kind) {
+    let bus = bus(kind).await;
+    let names = bus.names().clone();
+    let events = names.events_exchange();
+    let ns = names.namespace().to_owned();
+    let (one_word, any_failed, everything_workflow) = (
+        format!("{ns}.one-word"),
+        format!("{ns}.any-failed"),
+        format!("{ns}.all-workflow"),
+    );
+    bus.declare_queue(&one_word, &[(&events, "workflow.*")])
+        .await
+        .unwrap();
+    bus.declare_queue(&any_failed, &[(&events, "#.failed")])
+        .await
+        .unwrap();
+    // Two bindings that both match still deliver one copy.
+    bus.declare_queue(
+        &everything_workflow,
+        &[(&events, "workflow.#"), (&events, "#")],
+    )
+    .await
+    .unwrap();
+    for key in ["workflow.completed", "workflow.task.failed", "other.failed"] {
+        bus.publish(&events, key, &envelope(key, 1)).await.unwrap();
+    }
+    let taken = |queue: String| {
+        let bus = bus.clone();
+        async move {
+            let mut keys = Vec::new();
+            while let Some(t) = bus.get(&queue).await.unwrap() {
+                keys.push(t.delivery.envelope.workflow_id.clone());
+                t.ack().await.unwrap();
+            }
+            keys
+        }
+    };
+    assert_eq!(ready_count(&bus, &one_word, 1).await, 1);
+    assert_eq!(taken(one_word).await, ["workflow.completed"]);
+    assert_eq!(ready_count(&bus, &any_failed, 2).await, 2);
+    assert_eq!(
+        taken(any_failed).await,
+        ["workflow.task.failed", "other.failed"]
+    );
+    assert_eq!(ready_count(&bus, &everything_workflow, 3).await, 3);
+    assert_eq!(
+        taken(everything_workflow).await,
+        ["workflow.completed", "workflow.task.failed", "other.failed"]
+    );
+    bus.teardown(&[]).await.unwrap();
+}
+
+/// A consumer of shard 0 that reports `(who, n)` for every delivery and acks it.
+fn shard_consumer(
+    bus: &Bus,
+    who: u8,
+    tx: mpsc::UnboundedSender<(u8, u64)>,
+    stop: CancellationToken,
+) -> tokio::task::JoinHandle<()> {
+    let handler = move |d: Delivery| {
+        let _ = tx.send((who, n_of(&d)));
+        std::future::ready(Disposition::Ack)
+    };
+    let queue = bus.names().command_queue(0);
+    bus.consume(&queue, opts(8, 1), handler, stop)
+}
+
+async fn a_shard_queue_has_one_active_consumer_and_the_other_takes_over(kind: Kind) {
+    let (first, second) = pair(kind).await;
+    let names = first.names().clone();
+    let exchange = names.commands_exchange();
+    let key = Names::shard_key(0);
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let stops = [CancellationToken::new(), CancellationToken::new()];
+    let mut tasks = vec![
+        shard_consumer(&first, 0, tx.clone(), stops[0].clone()),
+        shard_consumer(&second, 1, tx.clone(), stops[1].clone()),
+    ];
+    // Whichever attached first is the active one; everything goes to it, in order.
+    let mut active = None;
+    for n in 0..20 {
+        first
+            .publish(&exchange, &key, &envelope("wf", n))
+            .await
+            .unwrap();
+        let (who, got) = recv(&mut rx).await;
+        assert_eq!(got, n);
+        assert_eq!(*active.get_or_insert(who), who, "message {n}");
+    }
+    let active = usize::from(active.unwrap_or_default());
+    // Once it stops, the other one receives.
+    stops[active].cancel();
+    tasks.remove(active).await.unwrap();
+    first
+        .publish(&exchange, &key, &envelope("wf", 20))
+        .await
+        .unwrap();
+    let (who, got) = recv(&mut rx).await;
+    assert_eq!((usize::from(who), got), (1 - active, 20));
+    stops[1 - active].cancel();
+    for task in tasks {
+        task.await.unwrap();
+    }
+    first.teardown(&[]).await.unwrap();
+    second.teardown(&[]).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_consumer_that_stops_gives_its_unsettled_deliveries_to_the_next_active_one() {
+    let bus = bus(Kind::InProcess).await;
+    let names = bus.names().clone();
+    let (exchange, key) = (names.commands_exchange(), Names::shard_key(0));
+    for n in 0..3 {
+        bus.publish(&exchange, &key, &envelope("wf", n))
+            .await
+            .unwrap();
+    }
+    // The first consumer takes message 0 and never finishes it; its task is aborted.
+    let (started_tx, mut started) = mpsc::unbounded_channel();
+    let stuck = move |d: Delivery| {
+        let _ = started_tx.send(n_of(&d));
+        std::future::pending::<Disposition>()
+    };
+    let queue = names.command_queue(0);
+    let stop_stuck = CancellationToken::new();
+    let stuck_task = bus.consume(&queue, opts(8, 1), stuck, stop_stuck.clone());
+    assert_eq!(recv(&mut started).await, 0);
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let stop = CancellationToken::new();
+    let task = shard_consumer(&bus, 1, tx, stop.clone());
+    stuck_task.abort();
+    assert!(stuck_task.await.unwrap_err().is_cancelled());
+    // The next one gets everything, in order, the abandoned message first.
+    let mut got = Vec::new();
+    for _ in 0..3 {
+        got.push(recv(&mut rx).await);
+    }
+    assert_eq!(got, [(1, 0), (1, 1), (1, 2)]);
+    stop.cancel();
+    task.await.unwrap();
+    bus.teardown(&[]).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_requeued_message_goes_back_to_the_front_of_its_queue_marked_redelivered() {
+    let bus = bus(Kind::InProcess).await;
+    let names = bus.names().clone();
+    bus.declare_activity_queue("front").await.unwrap();
+    for n in 0..3 {
+        bus.publish(&names.activity_exchange(), "front", &envelope("wf", n))
+            .await
+            .unwrap();
+    }
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let requeued = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let handler = move |d: Delivery| {
+        let first_time = n_of(&d) == 0 && !requeued.swap(true, std::sync::atomic::Ordering::SeqCst);
+        let _ = tx.send((n_of(&d), d.redelivered));
+        std::future::ready(if first_time {
+            Disposition::Requeue
+        } else {
+            Disposition::Ack
+        })
+    };
+    let stop = CancellationToken::new();
+    let queue = names.activity_queue("front");
+    let task = bus.consume(&queue, opts(8, 1), handler, stop.clone());
+    let mut got = Vec::new();
+    for _ in 0..4 {
+        got.push(recv(&mut rx).await);
+    }
+    assert_eq!(got, [(0, false), (0, true), (1, false), (2, false)]);
+    stop.cancel();
+    task.await.unwrap();
+    bus.teardown(&[]).await.unwrap();
+}
+
+#[tokio::test]
+async fn names_longer_than_255_bytes_are_refused() {
+    let bus = bus(Kind::InProcess).await;
+    let long = "x".repeat(256);
+    assert!(bus.declare_activity_queue(&long).await.is_err());
+    assert!(bus.declare_queue(&long, &[]).await.is_err());
+    let exchange = bus.names().activity_exchange();
+    assert!(bus
+        .publish(&exchange, &long, &envelope("wf", 1))
+        .await
+        .is_err());
+    assert!(bus.get(&long).await.is_err());
+    assert!(Bus::in_process(Names::new(&long, 1), None).await.is_err());
+    // Publishing to an exchange that does not exist fails; to a key nobody is bound
+    // for, it is dropped.
+    assert!(bus
+        .publish("no-such-exchange", "k", &envelope("wf", 1))
+        .await
+        .is_err());
+    bus.publish(&exchange, "nobody", &envelope("wf", 1))
+        .await
+        .unwrap();
+    bus.teardown(&[]).await.unwrap();
+}
+
+/// A SQLite database in a temporary file, removed (with its WAL files) when dropped.
+struct TempDb {
+    path: PathBuf,
+}
+
+impl TempDb {
+    fn new() -> Self {
+        let path = std::env::temp_dir().join(format!("weft-bus-{}.db", Uuid::new_v4().simple()));
+        Self { path }
+    }
+
+    /// A new pool on the file, as a new process would open it.
+    async fn pool(&self) -> SqlitePool {
+        let options = SqliteConnectOptions::new()
+            .filename(&self.path)
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .busy_timeout(Duration::from_secs(10));
+        SqlitePoolOptions::new()
+            .max_connections(2)
+            .connect_with(options)
+            .await
+            .unwrap()
+    }
+}
+
+impl Drop for TempDb {
+    fn drop(&mut self) {
+        for suffix in ["", "-wal", "-shm"] {
+            let mut path = self.path.clone().into_os_string();
+            path.push(suffix);
+            let _ = std::fs::remove_file(path);
+        }
+    }
+}
+
+async fn journal_rows(pool: &SqlitePool) -> i64 {
+    sqlx::query_scalar("SELECT COUNT(*) FROM bus_journal")
+        .fetch_one(pool)
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn unacknowledged_messages_survive_the_process_and_acknowledged_ones_do_not() {
+    let db = TempDb::new();
+    let names = Names::new(&namespace(), 2);
+    let exchange = names.activity_exchange();
+    let queue = names.activity_queue("durable");
+
+    // First process: four messages published; 0 acknowledged, 1 dead-lettered, 2 taken
+    // and left unsettled, 3 held by a consumer that is aborted mid-handler.
+    {
+        let pool = db.pool().await;
+        let bus = Bus::in_process(names.clone(), Some(pool.clone()))
+            .await
+            .unwrap();
+        bus.declare_activity_queue("durable").await.unwrap();
+        for n in 0..4 {
+            bus.publish(&exchange, "durable", &envelope("wf", n))
+                .await
+                .unwrap();
+        }
+        // Written before `publish` returned.
+        assert_eq!(journal_rows(&pool).await, 4);
+
+        let zero = bus.get(&queue).await.unwrap().expect("message 0");
+        assert_eq!(n_of(&zero.delivery), 0);
+        zero.ack().await.unwrap();
+        let one = bus.get(&queue).await.unwrap().expect("message 1");
+        one.settle(Disposition::DeadLetter("poison".into())).await;
+        let two = bus.get(&queue).await.unwrap().expect("message 2");
+        assert_eq!(n_of(&two.delivery), 2);
+
+        let (started_tx, mut started) = mpsc::unbounded_channel();
+        let stuck = move |d: Delivery| {
+            let _ = started_tx.send(n_of(&d));
+            std::future::pending::<Disposition>()
+        };
+        let consumer = bus.consume(&queue, opts(8, 1), stuck, CancellationToken::new());
+        assert_eq!(recv(&mut started).await, 3);
+        bus.flush().await.unwrap();
+        assert_eq!(journal_rows(&pool).await, 3);
+
+        // The process dies: nothing settled any more.
+        consumer.abort();
+        let _ = consumer.await;
+        std::mem::forget(two);
+        drop(bus);
+        pool.close().await;
+    }
+
+    // Next process, on a new pool over the same file.
+    let pool = db.pool().await;
+    let bus = Bus::in_process(names.clone(), Some(pool.clone()))
+        .await
+        .unwrap();
+    bus.declare_activity_queue("durable").await.unwrap();
+    let mut again = Vec::new();
+    while let Some(taken) = bus.get(&queue).await.unwrap() {
+        assert!(taken.delivery.redelivered);
+        again.push(n_of(&taken.delivery));
+        taken.ack().await.unwrap();
+    }
+    assert_eq!(again, [2, 3]);
+    let dead = take_one(&bus, &Names::dlq(&queue)).await;
+    assert_eq!(
+        header(&dead, "x-weft-dead-reason").as_deref(),
+        Some("poison")
+    );
+    assert_eq!(header(&dead, "x-weft-original-queue"), Some(queue.clone()));
+    bus.flush().await.unwrap();
+    assert_eq!(journal_rows(&pool).await, 0);
+
+    // Journaled messages keep flowing to consumers of the new process.
+    bus.publish(&exchange, "durable", &envelope("wf", 4))
+        .await
+        .unwrap();
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let stop = CancellationToken::new();
+    let handler = move |d: Delivery| {
+        let _ = tx.send(n_of(&d));
+        std::future::ready(Disposition::Ack)
+    };
+    let task = bus.consume(&queue, opts(8, 1), handler, stop.clone());
+    assert_eq!(recv(&mut rx).await, 4);
+    stop.cancel();
+    task.await.unwrap();
+    bus.teardown(&[]).await.unwrap();
+    assert_eq!(journal_rows(&pool).await, 0);
+    pool.close().await;
+}
+
+#[tokio::test]
+async fn requests_and_replies_are_not_journaled_and_namespaces_do_not_mix() {
+    let db = TempDb::new();
+    let pool = db.pool().await;
+    let names = Names::new(&namespace(), 1);
+    let bus = Bus::in_process(names.clone(), Some(pool.clone()))
+        .await
+        .unwrap();
+    // A request nobody answers stays queued, in memory only.
+    let heartbeat = names.heartbeat_queue();
+    let res = bus
+        .call(
+            "",
+            &heartbeat,
+            &envelope("wf", 1),
+            Duration::from_millis(50),
+        )
+        .await;
+    assert!(res.is_err());
+    assert_eq!(ready_count(&bus, &heartbeat, 1).await, 1);
+    bus.publish("", &heartbeat, &envelope("wf", 2))
+        .await
+        .unwrap();
+    assert_eq!(journal_rows(&pool).await, 1);
+
+    // Another namespace on the same file does not see this one's messages.
+    let other = Bus::in_process(Names::new(&namespace(), 1), Some(pool.clone()))
+        .await
+        .unwrap();
+    let other_heartbeat = other.names().heartbeat_queue();
+    assert_eq!(other.message_count(&other_heartbeat).await.unwrap(), 0);
+    bus.teardown(&[]).await.unwrap();
+    other.teardown(&[]).await.unwrap();
+    assert_eq!(journal_rows(&pool).await, 0);
+    pool.close().await;
+}
