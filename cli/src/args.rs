@@ -23,7 +23,8 @@ Exit codes:
   1  with --wait: the run ended FAILED, TIMED_OUT or TERMINATED
   2  usage error: unknown command or flag, bad JSON, unreadable file
   3  refused by the gateway (4xx): not found, invalid field, not allowed in this state
-  4  gateway unreachable, failing (5xx) or answering outside the API
+  4  gateway unreachable, failing (5xx) or answering outside the API;
+     weft dev: could not start (address in use, database not openable) or a service failed
 
 JSON values (--input, --data, --output) are inline JSON or @FILE to read one.";
 
@@ -82,6 +83,27 @@ pub enum Command {
     History(HistoryArgs),
     /// Search runs (newest first).
     Search(SearchArgs),
+    /// Run the whole suite in this process (REST API, web UI, every service) on an
+    /// embedded database: nothing to install. Ctrl-C stops it.
+    Dev(DevArgs),
+}
+
+/// `weft dev`.
+#[derive(Debug, Args)]
+pub struct DevArgs {
+    /// Where the database file `weft.db` is kept (created when missing).
+    #[arg(long, default_value = ".weft", value_name = "DIR")]
+    pub data_dir: std::path::PathBuf,
+    /// The database: a SQLite file path (default: DIR/weft.db), or `:memory:` for a
+    /// throwaway one.
+    #[arg(long, value_name = "FILE|:memory:")]
+    pub db: Option<String>,
+    /// Where the REST API and the web UI listen.
+    #[arg(long, default_value = "127.0.0.1:8080", value_name = "ADDR")]
+    pub addr: std::net::SocketAddr,
+    /// Also register the example workflows (`greet`) and run their worker here.
+    #[arg(long)]
+    pub example: bool,
 }
 
 /// `weft def ...`.

@@ -22,7 +22,8 @@ pub enum Error {
     /// gateway runs.
     #[error(
         "cannot reach the gateway at {server} ({reason}). Is it running? Start one with \
-         `scripts/demo --keep-running`, or point --server (or WEFT_SERVER) at a running gateway"
+         `weft dev` (`cargo run --release --bin weft -- dev`), or point --server (or \
+         WEFT_SERVER) at a running gateway"
     )]
     Unreachable {
         /// The gateway's base URL.
@@ -449,8 +450,8 @@ mod tests {
             e.to_string(),
             format!(
                 "cannot reach the gateway at http://127.0.0.1:{port} (connection refused). \
-                 Is it running? Start one with `scripts/demo --keep-running`, or point \
-                 --server (or WEFT_SERVER) at a running gateway"
+                 Is it running? Start one with `weft dev` (`cargo run --release --bin weft \
+                 -- dev`), or point --server (or WEFT_SERVER) at a running gateway"
             )
         );
     }

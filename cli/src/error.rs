@@ -20,6 +20,9 @@ pub enum Error {
     /// Retrying does not help until the file is fixed.
     #[error("{0}")]
     Input(String),
+    /// `weft dev` could not start, or a service of it failed.
+    #[error("{0}")]
+    Dev(#[from] crate::dev::DevError),
     /// Writing to standard output failed (e.g. the reader of a pipe went away).
     #[error("writing the output: {0}")]
     Output(#[from] std::io::Error),
@@ -31,7 +34,7 @@ impl Error {
         match self {
             Error::Client(e) | Error::About { source: e, .. } => e.exit_code(),
             Error::Input(_) => exit::USAGE,
-            Error::Output(_) => exit::UNAVAILABLE,
+            Error::Output(_) | Error::Dev(_) => exit::UNAVAILABLE,
         }
     }
 

@@ -9,6 +9,7 @@
 pub mod args;
 pub mod client;
 pub mod commands;
+pub mod dev;
 pub mod error;
 pub mod exit;
 pub mod output;
@@ -42,5 +43,6 @@ pub async fn run(cli: Cli, out: &mut dyn Write) -> Result<u8> {
         Command::Pause(a) => commands::ops::pause(&client, &a.id, out).await,
         Command::Resume(a) => commands::ops::resume(&client, &a.id, out).await,
         Command::Signal(a) => commands::ops::signal(&client, &a, out).await,
+        Command::Dev(a) => commands::dev::run(a, out).await,
     }
 }

@@ -4,15 +4,20 @@ use std::io::Write as _;
 use std::process::ExitCode;
 
 use clap::Parser as _;
+use weft_cli::args::Command;
 use weft_cli::{exit, Cli};
 
 fn main() -> ExitCode {
     // Usage errors, --help and --version end here (exit 2, 0, 0).
     let cli = Cli::parse();
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
+    // `weft dev` runs every service: it gets every core.
+    let runtime = match cli.command {
+        Command::Dev(_) => tokio::runtime::Builder::new_multi_thread(),
+        _ => tokio::runtime::Builder::new_current_thread(),
+    }
+    .enable_all()
+    .build();
+    let runtime = match runtime {
         Ok(runtime) => runtime,
         Err(e) => {
             eprintln!("weft: cannot start the async runtime: {e}");

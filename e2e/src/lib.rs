@@ -30,7 +30,7 @@ pub mod suite;
 pub use client::{Client, HistoryEvent, RawResponse};
 pub use env::{EnvOptions, TestEnv};
 pub use process::Service;
-pub use suite::{ProcId, Suite};
+pub use suite::{Backend, ProcId, Suite};
 
 use std::time::Duration;
 

@@ -24,6 +24,9 @@ pub enum Service {
     Worker,
     /// `weft-http-worker`: the built-in worker of Conductor `HTTP` tasks.
     HttpWorker,
+    /// `weft dev --example`: every service and the example worker in one process, on
+    /// SQLite (a file in the suite's log directory) and the in-process bus.
+    Dev,
 }
 
 impl Service {
@@ -54,6 +57,7 @@ impl Service {
             Service::Heartbeat => "weft-heartbeat",
             Service::Worker => "weft-worker-example",
             Service::HttpWorker => "weft-http-worker",
+            Service::Dev => "weft",
         }
     }
 
@@ -66,6 +70,7 @@ impl Service {
             Service::Heartbeat => "heartbeat",
             Service::Worker => "worker",
             Service::HttpWorker => "http-worker",
+            Service::Dev => "weft-dev",
         }
     }
 
@@ -133,10 +138,23 @@ impl Proc {
         addr: SocketAddr,
         log_path: PathBuf,
     ) -> anyhow::Result<Self> {
+        Self::spawn_with_args(service, binary, &[], env, addr, log_path)
+    }
+
+    /// [`Proc::spawn`] with command-line arguments.
+    pub fn spawn_with_args(
+        service: Service,
+        binary: &Path,
+        args: &[String],
+        env: &[(String, String)],
+        addr: SocketAddr,
+        log_path: PathBuf,
+    ) -> anyhow::Result<Self> {
         let log = std::fs::File::create(&log_path)
             .with_context(|| format!("creating {}", log_path.display()))?;
         let mut cmd = Command::new(binary);
-        cmd.envs(env.iter().map(|(k, v)| (k, v)))
+        cmd.args(args)
+            .envs(env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)
             .stderr(log)

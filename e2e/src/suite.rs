@@ -1,5 +1,7 @@
 //! A running suite: the service binaries as separate processes in one [`TestEnv`],
-//! with the controls a test needs (replicas, SIGKILL, SIGTERM, restart).
+//! with the controls a test needs (replicas, SIGKILL, SIGTERM, restart) — or, on the
+//! [`Backend::Dev`] back-end, `weft dev` (every service in one runtime, on SQLite and the
+//! in-process bus) inside the test process, so that a scenario written once runs on both.
 
 use std::collections::HashMap;
 use std::net::{SocketAddr, TcpListener};
@@ -21,6 +23,23 @@ const TERM_GRACE: Duration = Duration::from_secs(20);
 /// every `HTTP` task there.
 const HTTP_TASK_NAME: &str = "HTTP";
 
+/// What a suite runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    /// The service binaries as processes, on PostgreSQL, RabbitMQ and Redis.
+    Services,
+    /// `weft dev` in this process: SQLite in memory, the in-process bus, in-memory caches.
+    Dev,
+}
+
+/// `weft dev` running inside the test process.
+#[derive(Debug)]
+struct InProcessDev {
+    bus: weft::bus::Bus,
+    shutdown: tokio_util::sync::CancellationToken,
+    stopped: tokio::task::JoinHandle<Result<(), weft_cli::dev::DevError>>,
+}
+
 /// Identifies one process of a [`Suite`]; stays valid across [`Suite::restart`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct ProcId(usize);
@@ -36,6 +55,7 @@ pub struct Suite {
     gateway_addr: SocketAddr,
     client: Client,
     http: reqwest::Client,
+    dev: Option<InProcessDev>,
     // Last, so children die before the database is dropped.
     env: TestEnv,
 }
@@ -64,6 +84,7 @@ impl Suite {
             gateway_addr,
             client: Client::new(&format!("http://{gateway_addr}")),
             http: reqwest::Client::new(),
+            dev: None,
             env,
         })
     }
@@ -71,6 +92,70 @@ impl Suite {
     /// The four services, the example worker and the HTTP worker, each ready.
     pub async fn start(env: TestEnv) -> anyhow::Result<Self> {
         Self::start_with(env, &Service::ALL).await
+    }
+
+    /// The whole suite (both workers included) on `backend`, ready.
+    pub async fn start_on(backend: Backend) -> anyhow::Result<Self> {
+        let env = TestEnv::new().await?;
+        match backend {
+            Backend::Services => Self::start(env).await,
+            Backend::Dev => Self::start_dev(env).await,
+        }
+    }
+
+    /// `weft dev --example` in this process, its database in memory; `env` gives the
+    /// namespace and the shard count (its database and broker stay unused).
+    pub async fn start_dev(env: TestEnv) -> anyhow::Result<Self> {
+        let mut suite = Self::new(env)?;
+        let config = weft::Config {
+            namespace: suite.env.namespace.clone(),
+            shards: suite.env.options.shards,
+            ..weft::Config::default()
+        };
+        let options = weft_cli::dev::Options {
+            database: weft_cli::dev::Database::Memory,
+            addr: suite.gateway_addr,
+            examples: true,
+            config,
+        };
+        let shutdown = tokio_util::sync::CancellationToken::new();
+        let dev = weft_cli::dev::Dev::start(options, shutdown.clone())
+            .await
+            .context("starting weft dev in the test process")?;
+        let bus = dev.bus().clone();
+        suite.dev = Some(InProcessDev {
+            bus,
+            shutdown,
+            stopped: tokio::spawn(dev.wait()),
+        });
+        Ok(suite)
+    }
+
+    /// The back-end this suite runs on.
+    pub fn backend(&self) -> Backend {
+        match self.dev {
+            Some(_) => Backend::Dev,
+            None => Backend::Services,
+        }
+    }
+
+    /// On [`Backend::Dev`], the in-process bus a worker of the test process takes its
+    /// activities from ([`weft::worker::Worker::run_on`]); `None` on the services, where
+    /// workers connect to RabbitMQ.
+    pub fn dev_bus(&self) -> Option<&weft::bus::Bus> {
+        self.dev.as_ref().map(|d| &d.bus)
+    }
+
+    /// Stops `weft dev` (a graceful shutdown, as on SIGTERM) and returns how it ended.
+    pub async fn stop_dev(&mut self) -> anyhow::Result<()> {
+        let Some(dev) = self.dev.take() else {
+            anyhow::bail!("this suite does not run weft dev");
+        };
+        dev.shutdown.cancel();
+        let ended = tokio::time::timeout(TERM_GRACE, dev.stopped)
+            .await
+            .context("weft dev did not stop within the grace period")?;
+        Ok(ended??)
     }
 
     /// The given programs (one process each), each ready.
@@ -205,7 +290,7 @@ impl Suite {
         *n += 1;
         let log_path = self.log_dir.join(format!("{}-{n}.log", service.name()));
         let addr = match service {
-            Service::Gateway => self.gateway_addr,
+            Service::Gateway | Service::Dev => self.gateway_addr,
             _ => free_port()?,
         };
         let binary = binary_path(&self.bin_dir, service)?;
@@ -216,9 +301,22 @@ impl Suite {
                 self.env.activity_queues.push(queue);
             }
         }
-        Proc::spawn(
+        // The same data directory on every start: a restarted `weft dev` finds its runs.
+        let args: Vec<String> = match service {
+            Service::Dev => vec![
+                "dev".into(),
+                "--example".into(),
+                "--data-dir".into(),
+                self.log_dir.join("data").display().to_string(),
+                "--addr".into(),
+                addr.to_string(),
+            ],
+            _ => Vec::new(),
+        };
+        Proc::spawn_with_args(
             service,
             &binary,
+            &args,
             &self.process_env(service, addr),
             addr,
             log_path,
@@ -238,7 +336,7 @@ impl Suite {
                 std::env::var("RUST_LOG").unwrap_or_else(|_| "info".into()),
             ),
         ];
-        if service != Service::Gateway {
+        if !matches!(service, Service::Gateway | Service::Dev) {
             vars.push(("WEFT_ADMIN_ADDR".to_owned(), addr.to_string()));
         }
         if let Some(ms) = env.options.outbox_sweep_after_ms {
@@ -251,6 +349,9 @@ impl Suite {
 
 impl Drop for Suite {
     fn drop(&mut self) {
+        if let Some(dev) = &self.dev {
+            dev.shutdown.cancel();
+        }
         for proc in &mut self.procs {
             proc.start_kill();
         }

@@ -114,7 +114,14 @@ pub async fn connect(
     max_db_connections: u32,
     shutdown: &CancellationToken,
 ) -> Result<Deps> {
-    connect_on(&Backing::Connect, config, default_admin, max_db_connections, shutdown).await
+    connect_on(
+        &Backing::Connect,
+        config,
+        default_admin,
+        max_db_connections,
+        shutdown,
+    )
+    .await
 }
 
 /// [`connect`] on `backing`: a provided backing is used as it is, without an admin

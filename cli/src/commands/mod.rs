@@ -2,6 +2,7 @@
 //! returns the exit code, or an [`crate::Error`] that `main` prints as a sentence.
 
 pub mod defs;
+pub mod dev;
 pub mod inspect;
 pub mod ops;
 pub mod start;

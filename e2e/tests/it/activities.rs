@@ -2,9 +2,14 @@
 //! services (loopback test servers stand in for the outside world).
 
 use serde_json::{json, Value};
-use weft_e2e::{Suite, TestEnv};
+use weft_e2e::Suite;
 
 use crate::constructs::statuses;
+
+crate::on_both_backends!(
+    http_task_calls_a_service_and_feeds_the_next_task,
+    retries_back_off_on_timers_and_timeouts_end_runs,
+);
 
 /// A tiny HTTP service on loopback for the HTTP task to call: `POST /orders/{id}`
 /// echoes the JSON body with the id; `GET /missing` answers 404.
@@ -26,10 +31,8 @@ async fn order_service() -> std::net::SocketAddr {
     addr
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn http_task_calls_a_service_and_feeds_the_next_task() {
+async fn http_task_calls_a_service_and_feeds_the_next_task(suite: Suite) {
     let addr = order_service().await;
-    let suite = Suite::start(TestEnv::new().await.unwrap()).await.unwrap();
     let client = suite.client();
     client
         .register(&json!({"name": "call_out", "version": 1, "tasks": [
@@ -90,10 +93,8 @@ async fn flaky_service() -> std::net::SocketAddr {
     addr
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn retries_back_off_on_timers_and_timeouts_end_runs() {
+async fn retries_back_off_on_timers_and_timeouts_end_runs(suite: Suite) {
     let addr = flaky_service().await;
-    let suite = Suite::start(TestEnv::new().await.unwrap()).await.unwrap();
     let client = suite.client();
     client
         .register(&json!({"name": "persistent", "version": 1, "tasks": [

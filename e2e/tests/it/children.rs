@@ -4,9 +4,13 @@
 use serde_json::{json, Value};
 use weft_e2e::{Suite, TestEnv};
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn dynamic_forks_run_what_the_input_lists() {
-    let suite = Suite::start(TestEnv::new().await.unwrap()).await.unwrap();
+crate::on_both_backends!(
+    dynamic_forks_run_what_the_input_lists,
+    sub_workflows_run_as_child_runs_and_report_back,
+    a_group_of_children_succeeds_or_fails_by_its_success_percent,
+);
+
+async fn dynamic_forks_run_what_the_input_lists(suite: Suite) {
     let client = suite.client();
     client
         .register(&json!({"name": "fan_out", "version": 1, "tasks": [
@@ -44,9 +48,7 @@ async fn dynamic_forks_run_what_the_input_lists() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sub_workflows_run_as_child_runs_and_report_back() {
-    let suite = Suite::start(TestEnv::new().await.unwrap()).await.unwrap();
+async fn sub_workflows_run_as_child_runs_and_report_back(suite: Suite) {
     let client = suite.client();
     let mut child = weft_e2e::greet::definition();
     child["name"] = json!("greet_child");
@@ -159,9 +161,7 @@ async fn a_failed_run_starts_its_failure_workflow() {
     assert!(r.text.contains("nobody"), "{}", r.text);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_group_of_children_succeeds_or_fails_by_its_success_percent() {
-    let suite = Suite::start(TestEnv::new().await.unwrap()).await.unwrap();
+async fn a_group_of_children_succeeds_or_fails_by_its_success_percent(suite: Suite) {
     let client = suite.client();
     client
         .register(&weft_e2e::greet::definition())

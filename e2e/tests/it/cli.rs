@@ -17,15 +17,15 @@ use crate::RUN_TIMEOUT;
 
 /// What a finished `weft` process left.
 #[derive(Debug)]
-struct Output {
-    code: i32,
-    stdout: String,
-    stderr: String,
+pub(crate) struct Output {
+    pub(crate) code: i32,
+    pub(crate) stdout: String,
+    pub(crate) stderr: String,
 }
 
 impl Output {
     /// Panics with everything it printed unless it exited with `code`.
-    fn expect(self, code: i32, what: &str) -> Self {
+    pub(crate) fn expect(self, code: i32, what: &str) -> Self {
         assert_eq!(
             self.code, code,
             "{what}: exit {} (expected {code})\n--- stdout ---\n{}\n--- stderr ---\n{}",
@@ -36,13 +36,13 @@ impl Output {
 }
 
 /// The `weft` binary, aimed at one gateway.
-struct Weft {
+pub(crate) struct Weft {
     bin: PathBuf,
     server: String,
 }
 
 impl Weft {
-    fn new(server: &str) -> Self {
+    pub(crate) fn new(server: &str) -> Self {
         let dir = weft_e2e::process::bin_dir().unwrap();
         let bin = dir.join("weft");
         assert!(
@@ -70,7 +70,7 @@ impl Weft {
     }
 
     /// Runs `weft --server <gateway> args...` to its end.
-    async fn run(&self, args: &[&str]) -> Output {
+    pub(crate) async fn run(&self, args: &[&str]) -> Output {
         let out = tokio::time::timeout(RUN_TIMEOUT, self.command(args).output())
             .await
             .unwrap_or_else(|_| panic!("weft {args:?} did not end within {RUN_TIMEOUT:?}"))

@@ -2,7 +2,15 @@
 //! TERMINATE, DO_WHILE, and all of them nested.
 
 use serde_json::{json, Value};
-use weft_e2e::{Suite, TestEnv};
+use weft_e2e::Suite;
+
+crate::on_both_backends!(
+    switch_fork_join_and_variables_run_over_the_real_services,
+    terminate_task_and_exhausted_retries_end_the_run_as_declared,
+    do_while_loops_and_a_javascript_switch_picks_the_branch,
+    a_loop_inside_a_fork_inside_a_decision_with_a_sub_workflow_runs_to_the_expected_output,
+    a_failing_fork_branch_cancels_its_running_sibling_and_stops_its_worker,
+);
 
 fn branches() -> Value {
     json!({"name": "branches", "version": 1, "tasks": [
@@ -49,9 +57,7 @@ pub(crate) fn statuses(wf: &Value) -> Vec<(String, String)> {
         .unwrap_or_default()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn switch_fork_join_and_variables_run_over_the_real_services() {
-    let suite = Suite::start(TestEnv::new().await.unwrap()).await.unwrap();
+async fn switch_fork_join_and_variables_run_over_the_real_services(suite: Suite) {
     let client = suite.client();
     client.register(&branches()).await.unwrap();
 
@@ -89,9 +95,7 @@ async fn switch_fork_join_and_variables_run_over_the_real_services() {
     assert_eq!(wf["output"]["loud"], Value::Null);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn terminate_task_and_exhausted_retries_end_the_run_as_declared() {
-    let suite = Suite::start(TestEnv::new().await.unwrap()).await.unwrap();
+async fn terminate_task_and_exhausted_retries_end_the_run_as_declared(suite: Suite) {
     let client = suite.client();
     client
         .register(&json!({"name": "stop_early", "version": 1, "tasks": [
@@ -135,9 +139,7 @@ async fn terminate_task_and_exhausted_retries_end_the_run_as_declared() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn do_while_loops_and_a_javascript_switch_picks_the_branch() {
-    let suite = Suite::start(TestEnv::new().await.unwrap()).await.unwrap();
+async fn do_while_loops_and_a_javascript_switch_picks_the_branch(suite: Suite) {
     let client = suite.client();
     client
         .register(&json!({"name": "loops", "version": 1, "tasks": [
@@ -177,9 +179,9 @@ async fn do_while_loops_and_a_javascript_switch_picks_the_branch() {
     assert_eq!(iterations, vec![1, 2, 3], "one task record per iteration");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_loop_inside_a_fork_inside_a_decision_with_a_sub_workflow_runs_to_the_expected_output() {
-    let suite = Suite::start(TestEnv::new().await.unwrap()).await.unwrap();
+async fn a_loop_inside_a_fork_inside_a_decision_with_a_sub_workflow_runs_to_the_expected_output(
+    suite: Suite,
+) {
     let client = suite.client();
     client
         .register(&weft_e2e::greet::definition())
@@ -216,10 +218,8 @@ async fn a_loop_inside_a_fork_inside_a_decision_with_a_sub_workflow_runs_to_the_
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_failing_fork_branch_cancels_its_running_sibling_and_stops_its_worker() {
+async fn a_failing_fork_branch_cancels_its_running_sibling_and_stops_its_worker(suite: Suite) {
     use crate::operations::{Steps, STEP};
-    let suite = Suite::start(TestEnv::new().await.unwrap()).await.unwrap();
     let client = suite.client();
     let shutdown = tokio_util::sync::CancellationToken::new();
     let steps = Steps::default();

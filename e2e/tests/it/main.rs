@@ -10,6 +10,7 @@ mod cli;
 mod conductor_python;
 mod constructs;
 mod crash;
+mod dev;
 mod events;
 mod greet;
 mod heartbeats;
@@ -25,6 +26,33 @@ mod waiting;
 use std::time::Duration;
 
 use weft_e2e::{greet as g, Client, Suite};
+
+/// Runs each scenario (an `async fn(Suite)`) on both back-ends, as the tests
+/// `<scenario>::on_services` (the service binaries on PostgreSQL, RabbitMQ and Redis)
+/// and `<scenario>::on_weft_dev` (`weft dev`: SQLite, the in-process bus, in-memory
+/// caches): one scenario list, two back-ends.
+#[macro_export]
+macro_rules! on_both_backends {
+    ($($scenario:ident),* $(,)?) => {$(
+        mod $scenario {
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn on_services() {
+                let suite = weft_e2e::Suite::start_on(weft_e2e::Backend::Services)
+                    .await
+                    .unwrap();
+                super::$scenario(suite).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn on_weft_dev() {
+                let suite = weft_e2e::Suite::start_on(weft_e2e::Backend::Dev)
+                    .await
+                    .unwrap();
+                super::$scenario(suite).await;
+            }
+        }
+    )*};
+}
 
 /// Bound on one run reaching its final status. Generous: debug builds, several suites
 /// on two cores at once. A bound, not a timing assertion.

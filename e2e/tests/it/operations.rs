@@ -11,10 +11,17 @@ use reqwest::Method;
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 use weft::worker::{ActivityError, Worker};
-use weft_e2e::{Client, Suite, TestEnv};
+use weft_e2e::{Client, Suite};
 
 use crate::constructs::statuses;
 use crate::RUN_TIMEOUT;
+
+crate::on_both_backends!(
+    skip_terminate_pause_and_resume,
+    reset_retry_and_restart,
+    terminate_racing_completions_never_leaves_a_lying_status,
+    a_task_skipped_while_scheduled_never_runs_on_a_worker_that_comes_later,
+);
 
 /// The task name the counting worker serves.
 pub(crate) const STEP: &str = "op_step";
@@ -72,7 +79,13 @@ impl Steps {
             })
             .build();
         let shutdown = shutdown.clone();
-        tokio::spawn(async move { worker.run(shutdown).await });
+        let dev_bus = suite.dev_bus().cloned();
+        tokio::spawn(async move {
+            match dev_bus {
+                Some(bus) => worker.run_on(bus, shutdown).await,
+                None => worker.run(shutdown).await,
+            }
+        });
     }
 
     /// Waits until a handler of `task_ref` held by [`Steps::hold`] was told to stop (by
@@ -191,9 +204,7 @@ async fn wait_task(client: &Client, id: &str, task_ref: &str, status: &str) -> V
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn skip_terminate_pause_and_resume() {
-    let suite = Suite::start(TestEnv::new().await.unwrap()).await.unwrap();
+async fn skip_terminate_pause_and_resume(suite: Suite) {
     let client = suite.client();
     let shutdown = CancellationToken::new();
     let steps = Steps::default();
@@ -400,9 +411,7 @@ async fn skip_terminate_pause_and_resume() {
     shutdown.cancel();
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn reset_retry_and_restart() {
-    let suite = Suite::start(TestEnv::new().await.unwrap()).await.unwrap();
+async fn reset_retry_and_restart(suite: Suite) {
     let client = suite.client();
     let shutdown = CancellationToken::new();
     let steps = Steps::default();
@@ -599,9 +608,7 @@ async fn reset_retry_and_restart() {
     shutdown.cancel();
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn terminate_racing_completions_never_leaves_a_lying_status() {
-    let suite = Suite::start(TestEnv::new().await.unwrap()).await.unwrap();
+async fn terminate_racing_completions_never_leaves_a_lying_status(suite: Suite) {
     let client = suite.client();
     let shutdown = CancellationToken::new();
     let steps = Steps::default();
@@ -650,9 +657,7 @@ async fn terminate_racing_completions_never_leaves_a_lying_status() {
     shutdown.cancel();
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_task_skipped_while_scheduled_never_runs_on_a_worker_that_comes_later() {
-    let suite = Suite::start(TestEnv::new().await.unwrap()).await.unwrap();
+async fn a_task_skipped_while_scheduled_never_runs_on_a_worker_that_comes_later(suite: Suite) {
     let client = suite.client();
     client
         .register(&sequence("queued", &["x", "y"]))

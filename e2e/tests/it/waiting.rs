@@ -2,9 +2,14 @@
 //! durable timers.
 
 use serde_json::{json, Value};
-use weft_e2e::{Suite, TestEnv};
+use weft_e2e::Suite;
 
 use crate::constructs::statuses;
+
+crate::on_both_backends!(
+    wait_tasks_complete_on_signals_sent_before_or_after_they_are_reached,
+    wait_with_a_duration_is_woken_by_the_history_services_timer,
+);
 
 async fn post_json(client: &weft_e2e::Client, path: &str, body: Value) -> (u16, String) {
     let r = client
@@ -18,9 +23,7 @@ async fn post_json(client: &weft_e2e::Client, path: &str, body: Value) -> (u16, 
     (r.status, r.text)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn wait_tasks_complete_on_signals_sent_before_or_after_they_are_reached() {
-    let suite = Suite::start(TestEnv::new().await.unwrap()).await.unwrap();
+async fn wait_tasks_complete_on_signals_sent_before_or_after_they_are_reached(suite: Suite) {
     let client = suite.client();
     client
         .register(&json!({"name": "approve", "version": 1, "tasks": [
@@ -103,9 +106,7 @@ async fn wait_tasks_complete_on_signals_sent_before_or_after_they_are_reached() 
     assert_eq!(r.status, 400, "{}", r.text);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn wait_with_a_duration_is_woken_by_the_history_services_timer() {
-    let suite = Suite::start(TestEnv::new().await.unwrap()).await.unwrap();
+async fn wait_with_a_duration_is_woken_by_the_history_services_timer(suite: Suite) {
     let client = suite.client();
     client
         .register(&json!({"name": "nap", "version": 1, "tasks": [

@@ -24,8 +24,8 @@ pub mod request;
 use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
-use weft::worker::{ActivityTask, Worker};
 use weft::runtime::Backing;
+use weft::worker::{ActivityTask, Worker};
 use weft::Config;
 
 pub use execute::HttpExecutor;

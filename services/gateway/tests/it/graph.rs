@@ -429,7 +429,7 @@ async fn graph_is_cached_in_memory_by_run_version_like_in_redis() {
     // A new version is another key: computed afresh, and cached beside the old one.
     sqlx::query("UPDATE runs SET version = 21 WHERE run_id = $1")
         .bind(run)
-        .execute(env.store.pool())
+        .execute(env.store.pg_pool().unwrap())
         .await
         .expect("bump");
     let fresh = env.get(&uri).await.json();

@@ -26,7 +26,7 @@ async fn age_in_postgres(env: &TestEnv, task_id: Uuid, secs: i64) {
     )
     .bind(task_id)
     .bind(secs as f64)
-    .execute(env.store.pool())
+    .execute(env.store.pg_pool().unwrap())
     .await
     .unwrap();
 }
