@@ -9,6 +9,13 @@
 //! across a publish on the bus: the in-process bus journals messages in the same file,
 //! and would wait for the write lock the transaction holds.
 
+mod hooks;
+pub(crate) mod outbox;
+mod registry;
+mod search;
+mod stats;
+pub(crate) mod timers;
+
 use std::path::Path;
 use std::str::FromStr;
 use std::time::Duration;
