@@ -4,4 +4,5 @@
 mod bus;
 mod bus_get;
 mod rpc;
+mod store_b;
 mod worker;

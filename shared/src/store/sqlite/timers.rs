@@ -1,11 +1,6 @@
 //! Durable timers on SQLite. The firer reads the due rows (a plain read), publishes them
 //! with no transaction open (the in-process bus writes to the same file), then deletes
 //! the published ones. The clock is the process's: one process owns the file.
-//!
-//! Unlike PostgreSQL, no row lock keeps a run's cancellation ([`cancel_for_run`]) from
-//! deleting a timer while it is being published: such a timer may still fire once after
-//! the cancel committed (a stale message, which its consumer ignores as it ignores a
-//! duplicate).
 
 use std::time::{Duration, Instant};
 
@@ -44,16 +39,6 @@ pub(crate) async fn insert(conn: &mut SqliteConnection, timers: &[TimerRecord]) 
         q.build().execute(&mut *conn).await?;
     }
     Ok(())
-}
-
-/// Deletes every pending timer of `run_id` (inside the caller's transaction); returns
-/// how many there were.
-pub(crate) async fn cancel_for_run(conn: &mut SqliteConnection, run_id: Uuid) -> Result<u64> {
-    let done = sqlx::query("DELETE FROM timers WHERE run_id = ?")
-        .bind(run_id)
-        .execute(&mut *conn)
-        .await?;
-    Ok(done.rows_affected())
 }
 
 /// A due row.
