@@ -4,5 +4,6 @@
 mod bus;
 mod bus_get;
 mod rpc;
+mod store;
 mod store_b;
 mod worker;
