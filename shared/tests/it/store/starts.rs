@@ -105,3 +105,30 @@ async fn task_logs_come_back_in_append_order(store: &Store) {
     assert_eq!(store.task_logs(task_id).await.unwrap(), expected);
     assert!(store.task_logs(Uuid::new_v4()).await.unwrap().is_empty());
 }
+
+store_test!(concurrent_starts_with_one_key_make_one_start);
+async fn concurrent_starts_with_one_key_make_one_start(store: &Store) {
+    let tasks: Vec<_> = (0..8)
+        .map(|i| {
+            let store = store.clone();
+            tokio::spawn(async move {
+                let id = format!("wf-race-{i}");
+                store
+                    .accept_start(&start(&id, Some("race")), &mut [message()])
+                    .await
+                    .map(|outcome| (id, outcome))
+            })
+        })
+        .collect();
+    let mut accepted = Vec::new();
+    let mut existing = Vec::new();
+    for task in tasks {
+        match task.await.expect("join").expect("accept_start") {
+            (id, StartOutcome::Accepted) => accepted.push(id),
+            (_, StartOutcome::Existing(first)) => existing.push(first),
+        }
+    }
+    assert_eq!(accepted.len(), 1, "{accepted:?}");
+    assert_eq!(existing.len(), 7);
+    assert!(existing.iter().all(|id| *id == accepted[0]));
+}
