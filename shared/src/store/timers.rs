@@ -157,6 +157,24 @@ impl FireReport {
     }
 }
 
+/// One span per timer being fired, with the traceparent to publish it with. Each firing
+/// is a span of the trace that set the timer, so the run's trace shows the history
+/// service between the decision that set it and the one it wakes. Shared by the
+/// backends; the spans are dropped once the publishes are confirmed.
+pub(super) fn firing_spans<'a>(
+    due: impl Iterator<Item = (Uuid, Option<&'a str>)>,
+) -> Vec<(tracing::Span, Option<String>)> {
+    due.map(|(id, parent)| {
+        let span = tracing::info_span!("history.timer_fired", timer_id = %id);
+        crate::telemetry::set_parent(&span, parent);
+        let traceparent = span
+            .in_scope(crate::telemetry::current_traceparent)
+            .or_else(|| parent.map(str::to_owned));
+        (span, traceparent)
+    })
+    .collect()
+}
+
 /// A due row as selected by [`DUE_TIMERS_QUERY`].
 #[derive(sqlx::FromRow)]
 struct DueTimer {
@@ -186,19 +204,7 @@ impl TimerStore for PgStore {
             tx.commit().await?;
             return Ok(FireReport::default());
         }
-        // Each firing is a span of the trace that set the timer, so the run's trace shows
-        // the history service between the decision that set it and the one it wakes.
-        let spans: Vec<(tracing::Span, Option<String>)> = due
-            .iter()
-            .map(|t| {
-                let span = tracing::info_span!("history.timer_fired", timer_id = %t.id);
-                crate::telemetry::set_parent(&span, t.traceparent.as_deref());
-                let traceparent = span
-                    .in_scope(crate::telemetry::current_traceparent)
-                    .or_else(|| t.traceparent.clone());
-                (span, traceparent)
-            })
-            .collect();
+        let spans = firing_spans(due.iter().map(|t| (t.id, t.traceparent.as_deref())));
         let results = publish_all(
             bus,
             due.iter().zip(&spans).map(|(t, (_, traceparent))| {

@@ -26,4 +26,6 @@ mod bus;
 mod bus_get;
 mod bus_local;
 mod rpc;
+mod store;
+mod store_b;
 mod worker;

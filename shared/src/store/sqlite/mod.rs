@@ -9,6 +9,22 @@
 //! across a publish on the bus: the in-process bus journals messages in the same file,
 //! and would wait for the write lock the transaction holds.
 
+mod hooks;
+pub(crate) mod outbox;
+mod registry;
+mod search;
+mod stats;
+pub(crate) mod timers;
+
+mod definitions;
+mod graph;
+mod operations;
+mod reads;
+mod runs;
+mod starts;
+mod task_api;
+mod taskdefs;
+
 use std::path::Path;
 use std::str::FromStr;
 use std::time::Duration;
@@ -16,6 +32,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use sqlx::sqlite::SqliteSynchronous;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions};
+use sqlx::{Sqlite, Transaction};
 
 use super::backend::Health;
 use crate::{Error, Result};
@@ -73,6 +90,18 @@ impl SqliteStore {
     pub fn pool(&self) -> &SqlitePool {
         &self.pool
     }
+
+    /// A write transaction: `BEGIN IMMEDIATE` takes the write lock at once (waiting for
+    /// it through the busy timeout), so the transaction never fails to upgrade a read
+    /// lock half-way. Rolled back when dropped uncommitted.
+    pub(crate) async fn write_tx(&self) -> Result<Transaction<'static, Sqlite>> {
+        Ok(self.pool.begin_with("BEGIN IMMEDIATE").await?)
+    }
+}
+
+/// A JSON array stored as TEXT (PostgreSQL's `text[]`), decoded.
+pub(crate) fn string_array(text: &str) -> Result<Vec<String>> {
+    serde_json::from_str(text).map_err(|e| Error::Decode(format!("JSON text array: {e}")))
 }
 
 #[async_trait]

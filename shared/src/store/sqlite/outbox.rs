@@ -1,0 +1,154 @@
+//! The outbox on SQLite. Rows are inserted in the writer's transaction ([`insert`]),
+//! published after its commit, then deleted directly (no janitor: one process, one
+//! writer). No transaction is held across a publish: the rows are read, published, and
+//! the confirmed ones deleted in a short write of their own.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use sqlx::{QueryBuilder, Sqlite, SqliteConnection, SqliteExecutor};
+use uuid::Uuid;
+
+use super::SqliteStore;
+use crate::bus::Bus;
+use crate::store::backend::OutboxStore;
+use crate::store::outbox::{publish_all, OutboxMessage};
+use crate::Result;
+
+/// Most bound parameters per statement (SQLite allows 32766).
+pub(super) const MAX_BINDS: usize = 10_000;
+
+/// `at + d`, saturating at the largest representable time.
+pub(super) fn plus(at: DateTime<Utc>, d: Duration) -> DateTime<Utc> {
+    chrono::Duration::from_std(d)
+        .ok()
+        .and_then(|d| at.checked_add_signed(d))
+        .unwrap_or(DateTime::<Utc>::MAX_UTC)
+}
+
+/// `at - d`, saturating at the smallest representable time.
+pub(super) fn minus(at: DateTime<Utc>, d: Duration) -> DateTime<Utc> {
+    chrono::Duration::from_std(d)
+        .ok()
+        .and_then(|d| at.checked_sub_signed(d))
+        .unwrap_or(DateTime::<Utc>::MIN_UTC)
+}
+
+/// How long from now until `at` (`ZERO` when it is past).
+pub(super) fn until(at: DateTime<Utc>) -> Duration {
+    (at - Utc::now()).to_std().unwrap_or(Duration::ZERO)
+}
+
+/// `(id, exchange, routing_key, body, traceparent)` as read back by the sweeper.
+type OutboxRow = (Uuid, String, String, Vec<u8>, Option<String>);
+
+/// Inserts `messages` inside the caller's (write) transaction.
+pub(crate) async fn insert(conn: &mut SqliteConnection, messages: &[OutboxMessage]) -> Result<()> {
+    let now = Utc::now();
+    for chunk in messages.chunks(MAX_BINDS / 6) {
+        let mut q = QueryBuilder::<Sqlite>::new(
+            "INSERT INTO outbox (id, exchange, routing_key, body, traceparent, created_at) ",
+        );
+        q.push_values(chunk, |mut row, m| {
+            row.push_bind(m.id)
+                .push_bind(m.exchange.as_str())
+                .push_bind(m.routing_key.as_str())
+                .push_bind(m.body.as_slice())
+                .push_bind(m.traceparent.as_deref())
+                .push_bind(now);
+        });
+        q.build().execute(&mut *conn).await?;
+    }
+    Ok(())
+}
+
+/// Deletes the rows of `table` whose `id` is among `ids` (in chunks); returns how many.
+pub(super) async fn delete_ids<'c>(
+    conn: impl SqliteExecutor<'c> + Copy,
+    table: &str,
+    ids: &[Uuid],
+) -> Result<u64> {
+    let mut deleted = 0;
+    for chunk in ids.chunks(MAX_BINDS) {
+        let mut q = QueryBuilder::<Sqlite>::new(format!("DELETE FROM {table} WHERE id IN ("));
+        let mut list = q.separated(", ");
+        for id in chunk {
+            list.push_bind(*id);
+        }
+        q.push(")");
+        deleted += q.build().execute(conn).await?.rows_affected();
+    }
+    Ok(deleted)
+}
+
+#[async_trait]
+impl OutboxStore for SqliteStore {
+    /// Publishes committed outbox messages (confirmed, concurrently), then deletes the
+    /// rows of the confirmed ones; a failed publish leaves its row for the sweeper.
+    async fn publish_outbox(&self, bus: &Bus, messages: &[OutboxMessage]) -> Result<()> {
+        if messages.is_empty() {
+            return Ok(());
+        }
+        let results = publish_all(
+            bus,
+            messages.iter().map(|m| {
+                (
+                    m.exchange.as_str(),
+                    m.routing_key.as_str(),
+                    m.body.as_slice(),
+                    m.traceparent.as_deref(),
+                )
+            }),
+        )
+        .await;
+        let sent: Vec<Uuid> = messages
+            .iter()
+            .zip(&results)
+            .filter(|(_, r)| r.is_ok())
+            .map(|(m, _)| m.id)
+            .collect();
+        if let Err(e) = delete_ids(&self.pool, "outbox", &sent).await {
+            // As the PostgreSQL janitor: a lost delete costs a duplicate publish by the
+            // sweeper, never a wrong state (consumers are idempotent).
+            tracing::warn!(error = %e, count = sent.len(), "outbox cleanup failed; the sweeper will re-publish those rows");
+        }
+        results.into_iter().collect::<Result<Vec<()>>>()?;
+        Ok(())
+    }
+
+    /// Re-publishes rows older than `older_than` (left by a crash between commit and
+    /// publish), at most `limit` per call, oldest id first; returns how many were
+    /// published. The rows published before a failed publish are deleted, then the
+    /// error is returned.
+    async fn sweep_outbox(&self, bus: &Bus, older_than: Duration, limit: i64) -> Result<usize> {
+        let cutoff = minus(Utc::now(), older_than);
+        let rows: Vec<OutboxRow> = sqlx::query_as(
+            "SELECT id, exchange, routing_key, body, traceparent FROM outbox
+             WHERE created_at < ? ORDER BY id LIMIT ?",
+        )
+        .bind(cutoff)
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?;
+        let mut sent = Vec::with_capacity(rows.len());
+        let mut failure = None;
+        for (id, exchange, key, body, trace) in &rows {
+            match bus
+                .publish_bytes(exchange, key, body, trace.as_deref())
+                .await
+            {
+                Ok(()) => sent.push(*id),
+                Err(e) => {
+                    failure = Some(e);
+                    break;
+                }
+            }
+        }
+        delete_ids(&self.pool, "outbox", &sent).await?;
+        match failure {
+            Some(e) => Err(e),
+            None => Ok(sent.len()),
+        }
+    }
+}

@@ -1,0 +1,414 @@
+//! The registry's rows (`task_check`) on SQLite. Batches are written one row per
+//! statement inside one `BEGIN IMMEDIATE` transaction (statements are cheap in-process);
+//! deadlines are computed in Rust, by this process's clock.
+//!
+//! The scan cannot lock its candidates across the liveness probe: it reads them, asks
+//! the probe, then re-checks each in its write transaction (still RUNNING and still past
+//! its deadline) before timing it out, so an end or a heartbeat written meanwhile wins.
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use chrono::{DateTime, TimeZone, Utc};
+use sqlx::{QueryBuilder, Sqlite, SqliteConnection};
+use uuid::Uuid;
+
+use super::outbox::{minus, plus, MAX_BINDS};
+use super::SqliteStore;
+use crate::messages::AttemptStarted;
+use crate::registry::rows::{BeatWrite, End, ScanCandidate, ScanOutcome, Stored};
+use crate::registry::scan::{reason, timeout_messages, verdict, Verdict};
+use crate::registry::{AttemptStatus, ScanReport, TaskCheck};
+use crate::store::backend::{LivenessProbe, RegistryStore};
+use crate::topology::Names;
+use crate::{Error, Result};
+
+type StoredRow = (Uuid, i32, String, Option<String>, i64);
+
+const STORED_COLUMNS: &str = "task_id, attempt, status, stop_reason, timeout_seconds";
+
+fn stored((task_id, attempt, status, reason, timeout_seconds): StoredRow) -> Result<Stored> {
+    let status = AttemptStatus::parse(&status)
+        .ok_or_else(|| Error::Decode(format!("task_check.status {status:?}")))?;
+    Ok(Stored {
+        task_id,
+        attempt,
+        status,
+        reason,
+        timeout_seconds,
+    })
+}
+
+/// `secs` seconds after `at` (`None` when `secs` is 0: not watched).
+fn deadline(at: DateTime<Utc>, secs: i64) -> Option<DateTime<Utc>> {
+    (secs > 0).then(|| plus(at, Duration::from_secs(secs.unsigned_abs())))
+}
+
+/// The row of one attempt, read back inside a transaction.
+async fn read_stored(conn: &mut SqliteConnection, task_id: Uuid, attempt: i32) -> Result<Stored> {
+    let row: StoredRow = sqlx::query_as(&format!(
+        "SELECT {STORED_COLUMNS} FROM task_check WHERE task_id = ? AND attempt = ?"
+    ))
+    .bind(task_id)
+    .bind(attempt)
+    .fetch_one(&mut *conn)
+    .await?;
+    stored(row)
+}
+
+/// Writes heartbeats of RUNNING attempts: last heartbeat (never moved backwards),
+/// deadline = last heartbeat + timeout, details. Returns the attempts written.
+async fn write_beats(conn: &mut SqliteConnection, beats: &[BeatWrite]) -> Result<u64> {
+    let now = Utc::now();
+    let mut written = HashSet::new();
+    for b in beats {
+        let beat_at = match b.at_ms {
+            Some(ms) => Utc
+                .timestamp_millis_opt(ms)
+                .single()
+                .ok_or_else(|| Error::Decode(format!("heartbeat time {ms} ms")))?,
+            None => now,
+        };
+        let row: Option<(Option<DateTime<Utc>>, i64)> = sqlx::query_as(
+            "SELECT last_heartbeat_at, timeout_seconds FROM task_check
+             WHERE task_id = ? AND attempt = ? AND status = 'RUNNING'",
+        )
+        .bind(b.task_id)
+        .bind(b.attempt)
+        .fetch_optional(&mut *conn)
+        .await?;
+        let Some((last, timeout_seconds)) = row else {
+            continue;
+        };
+        let last = last.map_or(beat_at, |l| l.max(beat_at));
+        sqlx::query(
+            "UPDATE task_check SET last_heartbeat_at = ?3, expires_at = ?4,
+                 details = COALESCE(json(?5), details), updated_at = ?6
+             WHERE task_id = ?1 AND attempt = ?2",
+        )
+        .bind(b.task_id)
+        .bind(b.attempt)
+        .bind(last)
+        .bind(deadline(last, timeout_seconds))
+        .bind(b.details.as_deref())
+        .bind(now)
+        .execute(&mut *conn)
+        .await?;
+        written.insert((b.task_id, b.attempt));
+    }
+    Ok(written.len() as u64)
+}
+
+/// `task_check` as read, before its status is parsed.
+#[derive(sqlx::FromRow)]
+struct CheckRow {
+    task_id: Uuid,
+    attempt: i32,
+    workflow_id: String,
+    run_id: Option<Uuid>,
+    task_name: String,
+    task_ref: String,
+    worker_id: Option<String>,
+    status: String,
+    stop_reason: Option<String>,
+    input_bytes: i64,
+    output_bytes: Option<i64>,
+    details: Option<serde_json::Value>,
+    timeout_seconds: i64,
+    started_at: Option<DateTime<Utc>>,
+    created_at: DateTime<Utc>,
+    updated_at: DateTime<Utc>,
+    last_heartbeat_at: Option<DateTime<Utc>>,
+    expires_at: Option<DateTime<Utc>>,
+}
+
+/// A RUNNING attempt past its deadline, as the scan reads it.
+#[derive(sqlx::FromRow)]
+struct CandidateRow {
+    task_id: Uuid,
+    attempt: i32,
+    workflow_id: String,
+    run_id: Option<Uuid>,
+    reply_to: String,
+    timeout_seconds: i64,
+    last_heartbeat_at: Option<DateTime<Utc>>,
+    expires_at: DateTime<Utc>,
+}
+
+#[async_trait]
+impl RegistryStore for SqliteStore {
+    /// Registers started attempts as RUNNING with a deadline of now + timeout (the last
+    /// registration of an attempt repeated in `started` wins); an existing row keeps its
+    /// status and gets the details filled in. One row per distinct attempt.
+    async fn insert_started_many(&self, started: &[AttemptStarted]) -> Result<Vec<Stored>> {
+        let mut seen = HashSet::new();
+        let unique: Vec<&AttemptStarted> = started
+            .iter()
+            .rev()
+            .filter(|s| seen.insert((s.attempt.task_id, s.attempt.attempt)))
+            .collect();
+        if unique.is_empty() {
+            return Ok(Vec::new());
+        }
+        let now = Utc::now();
+        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        let mut rows = Vec::with_capacity(unique.len());
+        for s in unique {
+            let timeout = s.response_timeout_seconds.max(0);
+            let row: StoredRow = sqlx::query_as(&format!(
+                "INSERT INTO task_check (task_id, attempt, workflow_id, run_id, task_name,
+                     task_ref, worker_id, reply_to, status, input_bytes, timeout_seconds,
+                     started_at, last_heartbeat_at, expires_at, created_at, updated_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'RUNNING', ?9, ?10, ?11, ?12, ?13,
+                         ?12, ?12)
+                 ON CONFLICT (task_id, attempt) DO UPDATE SET
+                     workflow_id = excluded.workflow_id, run_id = excluded.run_id,
+                     task_name = excluded.task_name, task_ref = excluded.task_ref,
+                     worker_id = excluded.worker_id, reply_to = excluded.reply_to,
+                     input_bytes = excluded.input_bytes,
+                     timeout_seconds = excluded.timeout_seconds,
+                     started_at = excluded.started_at
+                 RETURNING {STORED_COLUMNS}"
+            ))
+            .bind(s.attempt.task_id)
+            .bind(s.attempt.attempt)
+            .bind(&s.workflow_id)
+            .bind(s.run_id)
+            .bind(&s.task_name)
+            .bind(&s.task_ref)
+            .bind(&s.worker_id)
+            .bind(&s.reply_to)
+            .bind(s.input_bytes)
+            .bind(timeout)
+            .bind(s.started_at)
+            .bind(now)
+            .bind(deadline(now, timeout))
+            .fetch_one(&mut *tx)
+            .await?;
+            rows.push(stored(row)?);
+        }
+        tx.commit().await?;
+        Ok(rows)
+    }
+
+    /// The newest attempt of each task in `task_ids` (unknown tasks are absent).
+    async fn load_latest(&self, task_ids: &[Uuid]) -> Result<Vec<Stored>> {
+        let mut out = Vec::with_capacity(task_ids.len());
+        for chunk in task_ids.chunks(MAX_BINDS) {
+            let mut q = QueryBuilder::<Sqlite>::new(format!(
+                "SELECT {STORED_COLUMNS} FROM (
+                     SELECT {STORED_COLUMNS}, row_number() OVER (
+                         PARTITION BY task_id ORDER BY attempt DESC) AS newest
+                     FROM task_check WHERE task_id IN ("
+            ));
+            let mut list = q.separated(", ");
+            for id in chunk {
+                list.push_bind(*id);
+            }
+            q.push(")) WHERE newest = 1");
+            let rows: Vec<StoredRow> = q.build_query_as().fetch_all(&self.pool).await?;
+            for row in rows {
+                out.push(stored(row)?);
+            }
+        }
+        Ok(out)
+    }
+
+    async fn write_beats(&self, beats: &[BeatWrite]) -> Result<u64> {
+        if beats.is_empty() {
+            return Ok(0);
+        }
+        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        let written = write_beats(&mut tx, beats).await?;
+        tx.commit().await?;
+        Ok(written)
+    }
+
+    /// Ends attempts (the first end of an attempt repeated in `ends` wins; an ended
+    /// attempt keeps its first end; an attempt not registered yet gets a row in its end
+    /// status). Returns the rows as they are afterwards.
+    async fn end_each(&self, ends: &[End<'_>]) -> Result<Vec<Stored>> {
+        let mut seen = HashSet::new();
+        let unique: Vec<&End<'_>> = ends
+            .iter()
+            .filter(|e| seen.insert((e.attempt.task_id, e.attempt.attempt)))
+            .collect();
+        if unique.is_empty() {
+            return Ok(Vec::new());
+        }
+        let now = Utc::now();
+        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        let mut rows = Vec::with_capacity(unique.len());
+        for e in unique {
+            sqlx::query(
+                "INSERT INTO task_check (task_id, attempt, status, stop_reason, output_bytes,
+                     created_at, updated_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6)
+                 ON CONFLICT (task_id, attempt) DO UPDATE SET
+                     status = excluded.status, stop_reason = excluded.stop_reason,
+                     output_bytes = excluded.output_bytes, updated_at = excluded.updated_at
+                 WHERE task_check.status = 'RUNNING'",
+            )
+            .bind(e.attempt.task_id)
+            .bind(e.attempt.attempt)
+            .bind(e.status.as_str())
+            .bind(e.reason)
+            .bind(e.output_bytes)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+            rows.push(read_stored(&mut tx, e.attempt.task_id, e.attempt.attempt).await?);
+        }
+        tx.commit().await?;
+        Ok(rows)
+    }
+
+    /// The newest attempt's row of a task.
+    async fn task_check(&self, task_id: Uuid) -> Result<Option<TaskCheck>> {
+        let row: Option<CheckRow> = sqlx::query_as(
+            "SELECT task_id, attempt, workflow_id, run_id, task_name, task_ref, worker_id,
+                    status, stop_reason, input_bytes, output_bytes, details, timeout_seconds,
+                    started_at, created_at, updated_at, last_heartbeat_at, expires_at
+             FROM task_check WHERE task_id = ? ORDER BY attempt DESC LIMIT 1",
+        )
+        .bind(task_id)
+        .fetch_optional(&self.pool)
+        .await?;
+        let Some(r) = row else { return Ok(None) };
+        Ok(Some(TaskCheck {
+            status: AttemptStatus::parse(&r.status)
+                .ok_or_else(|| Error::Decode(format!("task_check.status {:?}", r.status)))?,
+            task_id: r.task_id,
+            attempt: r.attempt,
+            workflow_id: r.workflow_id,
+            run_id: r.run_id,
+            task_name: r.task_name,
+            task_ref: r.task_ref,
+            worker_id: r.worker_id,
+            stop_reason: r.stop_reason,
+            input_bytes: r.input_bytes,
+            output_bytes: r.output_bytes,
+            details: r.details,
+            timeout_seconds: r.timeout_seconds,
+            started_at: r.started_at,
+            created_at: r.created_at,
+            updated_at: r.updated_at,
+            last_heartbeat_at: r.last_heartbeat_at,
+            expires_at: r.expires_at,
+        }))
+    }
+
+    /// Reads up to `limit` RUNNING attempts past their deadline (oldest deadline first),
+    /// asks `probe` about them with no transaction open, then in one write transaction
+    /// writes the heartbeats of the live ones and times out the expired ones that are
+    /// still RUNNING and past their deadline, with their `ActivityTimedOut` in the outbox.
+    async fn scan_expired(
+        &self,
+        names: &Names,
+        limit: i64,
+        write_interval: Duration,
+        probe: LivenessProbe<'_>,
+    ) -> Result<ScanOutcome> {
+        let now = Utc::now();
+        let rows: Vec<CandidateRow> = sqlx::query_as(
+            "SELECT task_id, attempt, workflow_id, run_id, reply_to, timeout_seconds,
+                    last_heartbeat_at, expires_at
+             FROM task_check
+             WHERE status = 'RUNNING' AND expires_at IS NOT NULL AND expires_at < ?
+             ORDER BY expires_at LIMIT ?",
+        )
+        .bind(now)
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?;
+        let mut outcome = ScanOutcome {
+            report: ScanReport {
+                candidates: rows.len(),
+                ..ScanReport::default()
+            },
+            ..ScanOutcome::default()
+        };
+        if rows.is_empty() {
+            return Ok(outcome);
+        }
+        let surely = minus(now, write_interval);
+        let candidates: Vec<ScanCandidate> = rows
+            .into_iter()
+            .map(|r| ScanCandidate {
+                task_id: r.task_id,
+                attempt: r.attempt,
+                workflow_id: r.workflow_id,
+                run_id: r.run_id,
+                reply_to: r.reply_to,
+                timeout_seconds: r.timeout_seconds,
+                last_heartbeat_ms: r.last_heartbeat_at.map(|t| t.timestamp_millis()),
+                surely_passed: r.expires_at < surely,
+            })
+            .collect();
+        let lives = probe(candidates.iter().map(|c| c.task_id).collect()).await;
+        let mut alive = Vec::new();
+        let mut maybe_expired = Vec::new();
+        for (i, c) in candidates.into_iter().enumerate() {
+            let live = lives.as_ref().and_then(|l| l.get(i).copied());
+            match verdict(&c, live) {
+                Verdict::Alive(last_ms) => alive.push(BeatWrite {
+                    task_id: c.task_id,
+                    attempt: c.attempt,
+                    at_ms: Some(last_ms),
+                    details: None,
+                }),
+                Verdict::Expired => maybe_expired.push(c),
+                Verdict::Unsure => outcome.report.deferred += 1,
+            }
+        }
+        let now = Utc::now();
+        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        write_beats(&mut tx, &alive).await?;
+        outcome.report.extended = alive.len();
+        let mut expired = Vec::with_capacity(maybe_expired.len());
+        for c in maybe_expired {
+            // Not locked since it was read: it may have ended or beaten meanwhile.
+            let done = sqlx::query(
+                "UPDATE task_check SET status = 'TIMED_OUT', stop_reason = ?3, updated_at = ?4
+                 WHERE task_id = ?1 AND attempt = ?2 AND status = 'RUNNING'
+                   AND expires_at IS NOT NULL AND expires_at < ?4",
+            )
+            .bind(c.task_id)
+            .bind(c.attempt)
+            .bind(reason(c.timeout_seconds))
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+            match done.rows_affected() {
+                0 => outcome.report.deferred += 1,
+                _ => expired.push(c),
+            }
+        }
+        if !expired.is_empty() {
+            outcome.messages = timeout_messages(names, &expired)?;
+            super::outbox::insert(&mut tx, &outcome.messages).await?;
+        }
+        tx.commit().await?;
+        outcome.report.timed_out = expired.len();
+        outcome.expired = expired
+            .iter()
+            .map(|c| (c.task_id, c.attempt, c.timeout_seconds))
+            .collect();
+        Ok(outcome)
+    }
+
+    /// Deletes up to `batch` ended attempts last changed more than `retention` ago.
+    async fn purge_task_checks(&self, retention: Duration, batch: i64) -> Result<u64> {
+        let done = sqlx::query(
+            "DELETE FROM task_check WHERE (task_id, attempt) IN (
+                 SELECT task_id, attempt FROM task_check
+                 WHERE status <> 'RUNNING' AND updated_at < ? LIMIT ?)",
+        )
+        .bind(minus(Utc::now(), retention))
+        .bind(batch)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected())
+    }
+}

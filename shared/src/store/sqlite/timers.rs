@@ -1,0 +1,117 @@
+//! Durable timers on SQLite. The firer reads the due rows (a plain read), publishes them
+//! with no transaction open (the in-process bus writes to the same file), then deletes
+//! the published ones. The clock is the process's: one process owns the file.
+
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use sqlx::{QueryBuilder, Sqlite, SqliteConnection};
+use uuid::Uuid;
+
+use super::outbox::{delete_ids, until, MAX_BINDS};
+use super::SqliteStore;
+use crate::bus::Bus;
+use crate::store::backend::TimerStore;
+use crate::store::outbox::publish_all;
+use crate::store::timers::{firing_spans, FireReport, TimerRecord};
+use crate::Result;
+
+/// Inserts `timers` inside the caller's (write) transaction.
+pub(crate) async fn insert(conn: &mut SqliteConnection, timers: &[TimerRecord]) -> Result<()> {
+    let now = Utc::now();
+    for chunk in timers.chunks(MAX_BINDS / 9) {
+        let mut q = QueryBuilder::<Sqlite>::new(
+            "INSERT INTO timers (id, workflow_id, run_id, fire_at, exchange, routing_key, body,
+                                 traceparent, created_at) ",
+        );
+        q.push_values(chunk, |mut row, t| {
+            row.push_bind(t.id)
+                .push_bind(t.workflow_id.as_str())
+                .push_bind(t.run_id)
+                .push_bind(t.fire_at)
+                .push_bind(t.exchange.as_str())
+                .push_bind(t.routing_key.as_str())
+                .push_bind(t.body.as_slice())
+                .push_bind(t.traceparent.as_deref())
+                .push_bind(now);
+        });
+        q.build().execute(&mut *conn).await?;
+    }
+    Ok(())
+}
+
+/// A due row.
+#[derive(sqlx::FromRow)]
+struct DueTimer {
+    id: Uuid,
+    fire_at: DateTime<Utc>,
+    exchange: String,
+    routing_key: String,
+    body: Vec<u8>,
+    traceparent: Option<String>,
+}
+
+#[async_trait]
+impl TimerStore for SqliteStore {
+    /// Publishes up to `limit` due timers (oldest due first, concurrently, confirmed),
+    /// then deletes the published ones; failures stay for a later round.
+    async fn fire_timers(&self, bus: &Bus, limit: i64) -> Result<FireReport> {
+        let started = Instant::now();
+        let now = Utc::now();
+        let due: Vec<DueTimer> = sqlx::query_as(
+            "SELECT id, fire_at, exchange, routing_key, body, traceparent
+             FROM timers WHERE fire_at <= ? ORDER BY fire_at LIMIT ?",
+        )
+        .bind(now)
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?;
+        if due.is_empty() {
+            return Ok(FireReport::default());
+        }
+        let spans = firing_spans(due.iter().map(|t| (t.id, t.traceparent.as_deref())));
+        let results = publish_all(
+            bus,
+            due.iter().zip(&spans).map(|(t, (_, traceparent))| {
+                (
+                    t.exchange.as_str(),
+                    t.routing_key.as_str(),
+                    t.body.as_slice(),
+                    traceparent.as_deref(),
+                )
+            }),
+        )
+        .await;
+        drop(spans);
+        let elapsed = started.elapsed();
+        let mut report = FireReport::default();
+        let mut sent = Vec::with_capacity(due.len());
+        for (timer, result) in due.iter().zip(results) {
+            match result {
+                Ok(()) => {
+                    sent.push(timer.id);
+                    let overdue = (now - timer.fire_at).to_std().unwrap_or_default();
+                    report.lateness.push(overdue + elapsed);
+                }
+                Err(e) => report.failed.push((timer.id, e)),
+            }
+        }
+        delete_ids(&self.pool, "timers", &sent).await?;
+        Ok(report)
+    }
+
+    /// When the earliest pending timer is due (`None` when there is none). It may
+    /// already be past.
+    async fn next_timer_at(&self) -> Result<Option<DateTime<Utc>>> {
+        Ok(sqlx::query_scalar("SELECT min(fire_at) FROM timers")
+            .fetch_one(&self.pool)
+            .await?)
+    }
+
+    /// How long until the earliest pending timer is due, by this process's clock
+    /// (`ZERO` when it is already due; `None` when there is no timer).
+    async fn next_timer_in(&self) -> Result<Option<Duration>> {
+        Ok(self.next_timer_at().await?.map(until))
+    }
+}
