@@ -103,8 +103,9 @@ impl Suite {
         }
     }
 
-    /// `weft dev --example` in this process, its database in memory; `env` gives the
-    /// namespace and the shard count (its database and broker stay unused).
+    /// `weft dev` in this process, its database in memory, with the example worker
+    /// embedded on its bus (as a user's worker in the same binary would be); `env` gives
+    /// the namespace and the shard count (its database and broker stay unused).
     pub async fn start_dev(env: TestEnv) -> anyhow::Result<Self> {
         let mut suite = Self::new(env)?;
         let config = weft::Config {
@@ -115,14 +116,16 @@ impl Suite {
         let options = weft_cli::dev::Options {
             database: weft_cli::dev::Database::Memory,
             addr: suite.gateway_addr,
-            examples: true,
-            config,
+            examples: false,
+            config: config.clone(),
         };
         let shutdown = tokio_util::sync::CancellationToken::new();
         let dev = weft_cli::dev::Dev::start(options, shutdown.clone())
             .await
             .context("starting weft dev in the test process")?;
         let bus = dev.bus().clone();
+        let worker = weft_worker_example::register(weft::worker::Worker::builder(&config)).build();
+        tokio::spawn(worker.run_on(bus.clone(), shutdown.clone()));
         suite.dev = Some(InProcessDev {
             bus,
             shutdown,

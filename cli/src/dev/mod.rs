@@ -153,8 +153,12 @@ impl Dev {
             Database::Memory => None,
         };
         let bus = Bus::in_process(names, journal).await?;
+        let store = Store::new(sqlite.clone());
+        if options.examples {
+            examples::register(&store).await?;
+        }
         let backing = Backing::Provided(Provided {
-            store: Store::new(sqlite.clone()),
+            store,
             bus: bus.clone(),
             cache: Cache::in_memory(),
             graphs: GraphCache::in_memory(),
@@ -198,9 +202,6 @@ impl Dev {
             url,
         };
         dev.wait_ready(options.addr).await?;
-        if options.examples {
-            examples::register(&dev.url).await?;
-        }
         Ok(dev)
     }
 
@@ -257,6 +258,11 @@ impl Dev {
                 self.shutdown.cancel();
                 first_error.get_or_insert(failure);
             }
+        }
+        // Acknowledgements reach the journal in the background: write the last ones, so
+        // that a clean stop redelivers nothing at the next start.
+        if let Err(e) = self.bus.flush().await {
+            tracing::warn!(error = %e, "the bus journal could not be flushed; some handled messages will be delivered again at the next start");
         }
         self.store.pool().close().await;
         match first_error {

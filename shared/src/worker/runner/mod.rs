@@ -135,13 +135,20 @@ pub(super) async fn run(
         "worker started"
     );
 
-    let stopped_queue = watch(&shared, &mut consumers).await;
-    if let Some(i) = stopped_queue {
-        tracing::error!(queue = %queues[i], "consumer stopped unexpectedly; stopping the worker");
+    // A consumer that ended is done with: its handle must not be polled again. It ended
+    // unexpectedly only when no shutdown was asked for (a consumer ends as soon as it
+    // sees the shutdown, possibly before `watch` does).
+    let failed = watch(&shared, &mut consumers).await.and_then(|i| {
+        drop(consumers.swap_remove(i));
+        let queue = queues.swap_remove(i);
+        (!shared.stop.is_cancelled()).then_some(queue)
+    });
+    if let Some(queue) = &failed {
+        tracing::error!(%queue, "consumer stopped unexpectedly; stopping the worker");
     }
     drain(&shared, consumers, config.shutdown_grace).await;
-    match stopped_queue {
-        Some(i) => Err(Error::Bus(format!("consumer of {} stopped", queues[i]))),
+    match failed {
+        Some(queue) => Err(Error::Bus(format!("consumer of {queue} stopped"))),
         None => Ok(()),
     }
 }
@@ -154,6 +161,7 @@ async fn watch(shared: &Shared, consumers: &mut [tokio::task::JoinHandle<()>]) -
     let mut last_reported = 0;
     loop {
         tokio::select! {
+            biased;
             _ = shared.stop.cancelled() => return None,
             (_, i, _) = select_all(consumers.iter_mut()) => return Some(i),
             _ = report.tick() => {
