@@ -45,9 +45,20 @@ pub struct Provided {
     pub cache: Cache,
     /// The flowchart cache.
     pub graphs: GraphCache,
+    /// One metrics registry for every service of the process, served on the gateway's
+    /// `/metrics` (metrics are looked up by name, so services sharing a name share it).
+    pub metrics: Metrics,
 }
 
 impl Backing {
+    /// The registry a service registers its metrics in: its own, or the process's.
+    pub fn metrics(&self) -> Metrics {
+        match self {
+            Backing::Connect => Metrics::new(),
+            Backing::Provided(p) => p.metrics.clone(),
+        }
+    }
+
     /// The store and the bus: connected per the configuration, or the provided ones.
     pub async fn store_and_bus(
         &self,
@@ -133,7 +144,7 @@ pub async fn connect_on(
     max_db_connections: u32,
     shutdown: &CancellationToken,
 ) -> Result<Deps> {
-    let metrics = Metrics::new();
+    let metrics = backing.metrics();
     if let Backing::Provided(p) = backing {
         return Ok(Deps {
             store: p.store.clone(),

@@ -162,6 +162,7 @@ impl Dev {
             bus: bus.clone(),
             cache: Cache::in_memory(),
             graphs: GraphCache::in_memory(),
+            metrics: weft::admin::Metrics::new(),
         });
 
         let mut services = JoinSet::new();

@@ -26,7 +26,6 @@ use axum::{Json, Router};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
-use weft::admin::Metrics;
 use weft::runtime::Backing;
 use weft::Config;
 
@@ -154,7 +153,7 @@ async fn connect(
         weft::registry::Registry::new(store.clone(), Some(cache), config.heartbeat_write_interval);
     let graphs = backing.graphs(config)?;
     Ok(
-        AppState::new(store, bus, config.max_body_bytes, Metrics::new())
+        AppState::new(store, bus, config.max_body_bytes, backing.metrics())
             .with_registry(registry)
             .with_graph_cache(graphs)
             .with_trace_url(config.trace_url.clone())
