@@ -222,7 +222,8 @@ impl Dev {
                 self.shutdown.cancel();
                 return Err(ended_early(ended));
             }
-            let ready = http.get(&url).send().await;
+            // Bounded: whatever holds the address may accept and never answer.
+            let ready = http.get(&url).timeout(Duration::from_secs(1)).send().await;
             if matches!(&ready, Ok(r) if r.status().is_success()) {
                 return Ok(());
             }
@@ -286,5 +287,29 @@ fn ended_early(
             name: "a service",
             reason: format!("panicked during start-up: {join}"),
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_database_is_a_file_in_the_data_dir_unless_db_says_otherwise() {
+        let dir = Path::new("/tmp/w");
+        assert_eq!(
+            Database::from_args(None, dir),
+            Database::File(PathBuf::from("/tmp/w/weft.db"))
+        );
+        assert_eq!(
+            Database::from_args(Some("other.db"), dir),
+            Database::File(PathBuf::from("other.db"))
+        );
+        assert_eq!(Database::from_args(Some(":memory:"), dir), Database::Memory);
+        assert_eq!(Database::Memory.url(), "sqlite::memory:");
+        assert_eq!(
+            Database::File(PathBuf::from("/tmp/w/weft.db")).url(),
+            "sqlite:///tmp/w/weft.db"
+        );
     }
 }

@@ -154,3 +154,20 @@ async fn weft_dev_example_runs_greet_for_the_cli_and_stops_cleanly() {
     let report = suite.stop_all().await.unwrap();
     assert!(report[0].contains("exit status: 0"), "{report:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn weft_dev_on_a_busy_address_says_so_and_exits_4() {
+    let busy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = busy.local_addr().unwrap().to_string();
+    let weft = Weft::new("http://127.0.0.1:9");
+    let out = weft
+        .run(&["dev", "--db", ":memory:", "--addr", &addr])
+        .await
+        .expect(4, "weft dev on a busy address");
+    assert!(
+        out.stderr.contains(&addr) && out.stderr.contains("weft: "),
+        "the error names the address: {}",
+        out.stderr
+    );
+    drop(busy);
+}
