@@ -9,13 +9,13 @@ use chrono::{DateTime, Utc};
 use sqlx::{PgExecutor, PgPool};
 use uuid::Uuid;
 
+use super::outbox;
 use super::PgStore;
 use crate::messages::AttemptStarted;
 use crate::registry::rows::{BeatWrite, End, ScanCandidate, ScanOutcome, Stored};
 use crate::registry::scan::{reason, timeout_messages, verdict, Verdict};
 use crate::registry::{AttemptStatus, ScanReport, TaskCheck};
 use crate::store::backend::{LivenessProbe, RegistryStore};
-use crate::store::outbox;
 use crate::topology::Names;
 use crate::{Error, Result};
 

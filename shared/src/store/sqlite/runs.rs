@@ -1,6 +1,6 @@
 //! The decider's persistence on SQLite: load a run's history, and commit a batch in ONE
 //! write transaction (`BEGIN IMMEDIATE`) of plain statements, each updated run checked
-//! against the version it was loaded at. See [`crate::store::runs`] for PostgreSQL's
+//! against the version it was loaded at. See `store::pg::runs` for PostgreSQL's
 //! single-statement version; the effects are the same.
 
 use async_trait::async_trait;
