@@ -21,7 +21,11 @@ use serde::Serialize;
 use serde_json::{json, Value};
 use uuid::Uuid;
 
-use crate::hooks::NewDelivery;
+use super::outbox::OutboxMessage;
+use crate::hooks::{Backoff, NewDelivery};
+use crate::messages::{Command, RollbackHooksDone};
+use crate::topology::Names;
+use crate::{Envelope, Result};
 
 pub use super::pg::hooks::CLAIM_SQL;
 
@@ -137,4 +141,107 @@ pub struct DeliveryView {
     pub created_at: DateTime<Utc>,
     /// Last change.
     pub updated_at: DateTime<Utc>,
+}
+
+/// How one attempt settles its delivery, whichever the backend: the row's new status,
+/// whether its rollback sequence may move past it, when to retry, and the attempt's
+/// record for the row's `attempts`.
+pub(crate) struct Settlement {
+    /// DELIVERED, PENDING (retried after `retry_in`) or DEAD.
+    pub status: &'static str,
+    /// Whether the sequence may move past the delivery: a hook that is not awaited is
+    /// released by its first attempt, an awaited one by its success (or its death).
+    pub released: bool,
+    /// When to try again; `None` once attempts run out (or it succeeded).
+    pub retry_in: Option<Duration>,
+    /// `{attempt, time, statusCode?, error?, durationMs}`.
+    pub record: Value,
+}
+
+/// What settling an attempt does to its rollback sequence.
+pub(crate) enum SequenceMove {
+    /// Nothing: not in a sequence, or not released by this attempt.
+    Stay,
+    /// An awaited hook was dead-lettered: the rest of the sequence is skipped for this
+    /// reason, and the run is told the rollback failed.
+    Abort(String),
+    /// The delivery was released: member `group_seq` becomes due; when there is none,
+    /// the run is told the rollback is done.
+    Advance(i32),
+}
+
+impl Settlement {
+    /// Settles attempt `result` of `claimed`, retrying after `backoff`; `now` is the
+    /// store's clock.
+    pub(crate) fn of(
+        claimed: &Claimed,
+        result: &AttemptResult,
+        backoff: &Backoff,
+        now: DateTime<Utc>,
+    ) -> Self {
+        let ok = result.succeeded();
+        let retry_in = (!ok)
+            .then(|| backoff.after(u32::try_from(claimed.attempt).unwrap_or(u32::MAX)))
+            .flatten();
+        let (status, released) = match (ok, retry_in) {
+            (true, _) => ("DELIVERED", true),
+            (false, Some(_)) => ("PENDING", claimed.released || !claimed.blocking),
+            (false, None) => ("DEAD", true),
+        };
+        let record = json!({
+            "attempt": claimed.attempt,
+            "time": now,
+            "statusCode": result.status_code,
+            "error": result.error,
+            "durationMs": u64::try_from(result.duration.as_millis()).unwrap_or(u64::MAX),
+        });
+        Self {
+            status,
+            released,
+            retry_in,
+            record,
+        }
+    }
+
+    /// What the settled row does to its rollback sequence (the row was still pending).
+    pub(crate) fn sequence_move(&self, claimed: &Claimed, result: &AttemptResult) -> SequenceMove {
+        let Some(seq) = claimed.group_seq else {
+            return SequenceMove::Stay;
+        };
+        if self.status == "DEAD" && claimed.blocking {
+            SequenceMove::Abort(format!(
+                "rollback hook {} of task {:?} (delivery {}, {}) failed after {} attempts: {}",
+                claimed.hook,
+                claimed.task_ref.as_deref().unwrap_or_default(),
+                claimed.id,
+                claimed.url,
+                claimed.attempt,
+                result.error.as_deref().unwrap_or("no answer"),
+            ))
+        } else if self.released && !claimed.released {
+            SequenceMove::Advance(seq + 1)
+        } else {
+            SequenceMove::Stay
+        }
+    }
+}
+
+/// The `RollbackHooksDone` command telling `claimed`'s run how its rollback went, for
+/// the outbox of the transaction that settles the attempt.
+pub(crate) fn rollback_done(
+    names: &Names,
+    claimed: &Claimed,
+    done: RollbackHooksDone,
+) -> Result<OutboxMessage> {
+    let envelope = Envelope::new(
+        &claimed.workflow_id,
+        Some(claimed.run_id),
+        &Command::RollbackHooksDone(done),
+    )?;
+    OutboxMessage::new(
+        names.commands_exchange(),
+        names.command_key_for(&claimed.workflow_id),
+        &envelope,
+        crate::telemetry::current_traceparent(),
+    )
 }

@@ -45,3 +45,48 @@ pub struct ChainedRun {
 /// First and last pause between two looks at the outcome table.
 pub(super) const FIRST_POLL: Duration = Duration::from_millis(2);
 pub(super) const MAX_POLL: Duration = Duration::from_millis(100);
+
+/// An `operation_outcomes` row as both backends read it.
+#[derive(sqlx::FromRow)]
+pub(super) struct OutcomeRow {
+    workflow_id: String,
+    status: i16,
+    body: Value,
+}
+
+impl OutcomeRow {
+    /// The verdict on `request_id` this row stores.
+    pub(super) fn into_outcome(self, request_id: Uuid) -> OperationOutcome {
+        OperationOutcome {
+            request_id,
+            workflow_id: self.workflow_id,
+            status: self.status,
+            body: self.body,
+        }
+    }
+}
+
+/// A `runs` row of a chain as both backends read it.
+#[derive(sqlx::FromRow)]
+pub(super) struct ChainRow {
+    run_id: Uuid,
+    status: String,
+    reset_from_run_id: Option<Uuid>,
+    reset_task_ref: Option<String>,
+    is_current: bool,
+    start_time: DateTime<Utc>,
+    end_time: Option<DateTime<Utc>>,
+}
+
+impl From<ChainRow> for ChainedRun {
+    fn from(r: ChainRow) -> Self {
+        Self {
+            run_id: r.run_id,
+            status: r.status,
+            reset_from: r.reset_from_run_id.zip(r.reset_task_ref),
+            is_current: r.is_current,
+            start_time: r.start_time,
+            end_time: r.end_time,
+        }
+    }
+}

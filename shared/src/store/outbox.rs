@@ -57,3 +57,37 @@ pub(super) async fn publish_all<'a>(
         .map(|(exchange, key, body, trace)| bus.publish_bytes(exchange, key, body, trace));
     futures_util::future::join_all(publishes).await
 }
+
+/// Publishes committed outbox messages (confirmed, concurrently). Returns the ids of the
+/// confirmed ones, whose rows the backend then deletes, and the first failure: a failed
+/// message's row stays for the sweeper.
+pub(super) async fn publish_messages(
+    bus: &Bus,
+    messages: &[OutboxMessage],
+) -> (Vec<Uuid>, Result<()>) {
+    if messages.is_empty() {
+        return (Vec::new(), Ok(()));
+    }
+    let results = publish_all(
+        bus,
+        messages.iter().map(|m| {
+            (
+                m.exchange.as_str(),
+                m.routing_key.as_str(),
+                m.body.as_slice(),
+                m.traceparent.as_deref(),
+            )
+        }),
+    )
+    .await;
+    let sent: Vec<Uuid> = messages
+        .iter()
+        .zip(&results)
+        .filter(|(_, r)| r.is_ok())
+        .map(|(m, _)| m.id)
+        .collect();
+    (
+        sent,
+        results.into_iter().collect::<Result<Vec<()>>>().map(drop),
+    )
+}

@@ -10,6 +10,7 @@ use super::operations::OperationOutcome;
 use super::outbox::OutboxMessage;
 use super::timers::TimerRecord;
 use crate::messages::Event;
+use crate::Result;
 
 /// The materialised row of a run (`runs`).
 #[derive(Debug, Clone, PartialEq)]
@@ -136,5 +137,27 @@ impl CommitBatch {
             && self.updated_runs.is_empty()
             && self.events.is_empty()
             && self.outcomes.is_empty()
+    }
+}
+
+/// A `history_events` row as both backends read it, before its event is decoded.
+#[derive(sqlx::FromRow)]
+pub(super) struct EventRow {
+    event_id: i64,
+    time: DateTime<Utc>,
+    #[sqlx(rename = "type")]
+    kind: String,
+    attributes: Value,
+}
+
+impl EventRow {
+    /// The event of run `run_id` this row stores.
+    pub(super) fn into_event(self, run_id: Uuid) -> Result<StoredEvent> {
+        Ok(StoredEvent {
+            run_id,
+            event_id: self.event_id,
+            time: self.time,
+            event: Event::from_parts(&self.kind, self.attributes)?,
+        })
     }
 }

@@ -9,11 +9,13 @@
 //! leaves the row, which is published again later: a duplicate, which idempotent
 //! consumers absorb; a row is never lost and never published before it is due.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
+use super::outbox::publish_all;
+use crate::bus::Bus;
 use crate::topology::Names;
 use crate::{Envelope, Error, Result};
 
@@ -103,9 +105,9 @@ impl FireReport {
 
 /// One span per timer being fired, with the traceparent to publish it with. Each firing
 /// is a span of the trace that set the timer, so the run's trace shows the history
-/// service between the decision that set it and the one it wakes. Shared by the
-/// backends; the spans are dropped once the publishes are confirmed.
-pub(super) fn firing_spans<'a>(
+/// service between the decision that set it and the one it wakes. The spans are dropped
+/// once the publishes are confirmed.
+fn firing_spans<'a>(
     due: impl Iterator<Item = (Uuid, Option<&'a str>)>,
 ) -> Vec<(tracing::Span, Option<String>)> {
     due.map(|(id, parent)| {
@@ -117,4 +119,55 @@ pub(super) fn firing_spans<'a>(
         (span, traceparent)
     })
     .collect()
+}
+
+/// A due timer as a backend reads it.
+#[derive(sqlx::FromRow)]
+pub(super) struct DueTimer {
+    pub id: Uuid,
+    pub fire_at: DateTime<Utc>,
+    pub exchange: String,
+    pub routing_key: String,
+    pub body: Vec<u8>,
+    pub traceparent: Option<String>,
+}
+
+/// Publishes `due` (concurrently, confirmed, each in its [`firing_spans`] span) and
+/// reports each timer's lateness — `now`, the store's clock when they were read, minus
+/// its `fire_at`, plus the time since `started` — or its failure. Returns the report and
+/// the ids published, whose rows the backend deletes.
+pub(super) async fn fire(
+    bus: &Bus,
+    due: &[DueTimer],
+    now: DateTime<Utc>,
+    started: Instant,
+) -> (FireReport, Vec<Uuid>) {
+    let spans = firing_spans(due.iter().map(|t| (t.id, t.traceparent.as_deref())));
+    let results = publish_all(
+        bus,
+        due.iter().zip(&spans).map(|(t, (_, traceparent))| {
+            (
+                t.exchange.as_str(),
+                t.routing_key.as_str(),
+                t.body.as_slice(),
+                traceparent.as_deref(),
+            )
+        }),
+    )
+    .await;
+    drop(spans);
+    let elapsed = started.elapsed();
+    let mut report = FireReport::default();
+    let mut sent = Vec::with_capacity(due.len());
+    for (timer, result) in due.iter().zip(results) {
+        match result {
+            Ok(()) => {
+                sent.push(timer.id);
+                let overdue = (now - timer.fire_at).to_std().unwrap_or_default();
+                report.lateness.push(overdue + elapsed);
+            }
+            Err(e) => report.failed.push((timer.id, e)),
+        }
+    }
+    (report, sent)
 }

@@ -11,7 +11,7 @@ use uuid::Uuid;
 use super::PgStore;
 use crate::bus::Bus;
 use crate::store::backend::OutboxStore;
-use crate::store::outbox::{publish_all, OutboxMessage};
+use crate::store::outbox::{publish_messages, OutboxMessage};
 use crate::Result;
 
 /// `(id, exchange, routing_key, body, traceparent)` as read back by the sweeper.
@@ -91,30 +91,9 @@ impl OutboxStore for PgStore {
     /// the background. Messages are published concurrently; a failure leaves the rows
     /// for the sweeper.
     async fn publish_outbox(&self, bus: &Bus, messages: &[OutboxMessage]) -> Result<()> {
-        if messages.is_empty() {
-            return Ok(());
-        }
-        let results = publish_all(
-            bus,
-            messages.iter().map(|m| {
-                (
-                    m.exchange.as_str(),
-                    m.routing_key.as_str(),
-                    m.body.as_slice(),
-                    m.traceparent.as_deref(),
-                )
-            }),
-        )
-        .await;
-        let sent: Vec<Uuid> = messages
-            .iter()
-            .zip(&results)
-            .filter(|(_, r)| r.is_ok())
-            .map(|(m, _)| m.id)
-            .collect();
+        let (sent, published) = publish_messages(bus, messages).await;
         self.janitor.forget(sent);
-        results.into_iter().collect::<Result<Vec<()>>>()?;
-        Ok(())
+        published
     }
 
     /// Re-publishes rows older than `older_than` (left by a crash between commit and

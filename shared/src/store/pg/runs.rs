@@ -8,7 +8,7 @@ use uuid::Uuid;
 
 use super::PgStore;
 use crate::store::backend::RunStore;
-use crate::store::runs::{CommitBatch, RunRecord, StoredEvent};
+use crate::store::runs::{CommitBatch, EventRow, RunRecord, StoredEvent};
 use crate::{Error, Result};
 
 #[async_trait]
@@ -29,25 +29,14 @@ impl RunStore for PgStore {
 
     /// The whole history of run `run_id`, oldest first.
     async fn run_events(&self, run_id: Uuid) -> Result<Vec<StoredEvent>> {
-        let rows = sqlx::query(
+        let rows: Vec<EventRow> = sqlx::query_as(
             "SELECT event_id, time, type, attributes FROM history_events
              WHERE run_id = $1 ORDER BY event_id",
         )
         .bind(run_id)
         .fetch_all(&self.pool)
         .await?;
-        rows.into_iter()
-            .map(|r| {
-                let kind: String = r.try_get("type")?;
-                let attributes: Value = r.try_get("attributes")?;
-                Ok(StoredEvent {
-                    run_id,
-                    event_id: r.try_get("event_id")?,
-                    time: r.try_get("time")?,
-                    event: crate::messages::Event::from_parts(&kind, attributes)?,
-                })
-            })
-            .collect()
+        rows.into_iter().map(|r| r.into_event(run_id)).collect()
     }
 
     /// Commits `batch` atomically, in ONE statement (one round trip): data-modifying

@@ -12,8 +12,7 @@ use uuid::Uuid;
 use super::PgStore;
 use crate::bus::Bus;
 use crate::store::backend::TimerStore;
-use crate::store::outbox::publish_all;
-use crate::store::timers::{firing_spans, FireReport, TimerRecord};
+use crate::store::timers::{fire, DueTimer, FireReport, TimerRecord};
 use crate::Result;
 
 /// The firer's query: due rows, oldest first, skipping rows another firer holds.
@@ -67,15 +66,11 @@ pub async fn cancel_for_run(conn: &mut PgConnection, run_id: Uuid) -> Result<u64
     Ok(done.rows_affected())
 }
 
-/// A due row as selected by [`DUE_TIMERS_QUERY`].
+/// A due row as selected by [`DUE_TIMERS_QUERY`], with the database's clock.
 #[derive(sqlx::FromRow)]
-struct DueTimer {
-    id: Uuid,
-    fire_at: DateTime<Utc>,
-    exchange: String,
-    routing_key: String,
-    body: Vec<u8>,
-    traceparent: Option<String>,
+struct DueRow {
+    #[sqlx(flatten)]
+    timer: DueTimer,
     db_now: DateTime<Utc>,
 }
 
@@ -88,41 +83,17 @@ impl TimerStore for PgStore {
         // `now()` in the query is the transaction's start.
         let started = Instant::now();
         let mut tx = self.pool.begin().await?;
-        let due: Vec<DueTimer> = sqlx::query_as(DUE_TIMERS_QUERY)
+        let rows: Vec<DueRow> = sqlx::query_as(DUE_TIMERS_QUERY)
             .bind(limit)
             .fetch_all(&mut *tx)
             .await?;
-        if due.is_empty() {
+        // `now()` is the transaction's start: the same in every row.
+        let Some(db_now) = rows.first().map(|r| r.db_now) else {
             tx.commit().await?;
             return Ok(FireReport::default());
-        }
-        let spans = firing_spans(due.iter().map(|t| (t.id, t.traceparent.as_deref())));
-        let results = publish_all(
-            bus,
-            due.iter().zip(&spans).map(|(t, (_, traceparent))| {
-                (
-                    t.exchange.as_str(),
-                    t.routing_key.as_str(),
-                    t.body.as_slice(),
-                    traceparent.as_deref(),
-                )
-            }),
-        )
-        .await;
-        drop(spans);
-        let elapsed = started.elapsed();
-        let mut report = FireReport::default();
-        let mut sent = Vec::with_capacity(due.len());
-        for (timer, result) in due.iter().zip(results) {
-            match result {
-                Ok(()) => {
-                    sent.push(timer.id);
-                    let overdue = (timer.db_now - timer.fire_at).to_std().unwrap_or_default();
-                    report.lateness.push(overdue + elapsed);
-                }
-                Err(e) => report.failed.push((timer.id, e)),
-            }
-        }
+        };
+        let due: Vec<DueTimer> = rows.into_iter().map(|r| r.timer).collect();
+        let (report, sent) = fire(bus, &due, db_now, started).await;
         if !sent.is_empty() {
             sqlx::query("DELETE FROM timers WHERE id = ANY($1)")
                 .bind(&sent)
