@@ -1,11 +1,13 @@
 //! What the registry reads from and writes to its store (`task_check`), whichever the
 //! backend ([`crate::store::backend::RegistryStore`]).
 
+use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-use super::model::AttemptStatus;
+use super::model::{AttemptStatus, TaskCheck};
 use crate::messages::AttemptRef;
 use crate::store::outbox::OutboxMessage;
+use crate::{Error, Result};
 
 /// An attempt's status as stored.
 #[derive(Debug, Clone, PartialEq)]
@@ -87,4 +89,103 @@ pub struct ScanOutcome {
     pub messages: Vec<OutboxMessage>,
     /// The attempts timed out: `(task_id, attempt, timeout_seconds)`.
     pub expired: Vec<(Uuid, i32, i64)>,
+}
+
+/// An attempt's status row as read back, before its status is parsed:
+/// `(task_id, attempt, status, stop_reason, timeout_seconds)`.
+pub(crate) type StoredRow = (Uuid, i32, String, Option<String>, i64);
+
+/// Parses a [`StoredRow`]; an unknown status is a decoding error, not a guess.
+pub(crate) fn stored(
+    (task_id, attempt, status, reason, timeout_seconds): StoredRow,
+) -> Result<Stored> {
+    Ok(Stored {
+        task_id,
+        attempt,
+        status: parse_status(&status)?,
+        reason,
+        timeout_seconds,
+    })
+}
+
+fn parse_status(status: &str) -> Result<AttemptStatus> {
+    AttemptStatus::parse(status)
+        .ok_or_else(|| Error::Decode(format!("task_check.status {status:?}")))
+}
+
+/// `task_check` as read (same columns on both backends), before its status is parsed.
+#[derive(sqlx::FromRow)]
+pub(crate) struct CheckRow {
+    task_id: Uuid,
+    attempt: i32,
+    workflow_id: String,
+    run_id: Option<Uuid>,
+    task_name: String,
+    task_ref: String,
+    worker_id: Option<String>,
+    status: String,
+    stop_reason: Option<String>,
+    input_bytes: i64,
+    output_bytes: Option<i64>,
+    details: Option<serde_json::Value>,
+    timeout_seconds: i64,
+    started_at: Option<DateTime<Utc>>,
+    created_at: DateTime<Utc>,
+    updated_at: DateTime<Utc>,
+    last_heartbeat_at: Option<DateTime<Utc>>,
+    expires_at: Option<DateTime<Utc>>,
+}
+
+/// The columns of a [`CheckRow`], for a backend's `SELECT`.
+pub(crate) const CHECK_COLUMNS: &str = "task_id, attempt, workflow_id, run_id, task_name, task_ref,
+    worker_id, status, stop_reason, input_bytes, output_bytes, details, timeout_seconds,
+    started_at, created_at, updated_at, last_heartbeat_at, expires_at";
+
+impl CheckRow {
+    /// The row as the registry shows it.
+    pub(crate) fn into_check(self) -> Result<TaskCheck> {
+        Ok(TaskCheck {
+            status: parse_status(&self.status)?,
+            task_id: self.task_id,
+            attempt: self.attempt,
+            workflow_id: self.workflow_id,
+            run_id: self.run_id,
+            task_name: self.task_name,
+            task_ref: self.task_ref,
+            worker_id: self.worker_id,
+            stop_reason: self.stop_reason,
+            input_bytes: self.input_bytes,
+            output_bytes: self.output_bytes,
+            details: self.details,
+            timeout_seconds: self.timeout_seconds,
+            started_at: self.started_at,
+            created_at: self.created_at,
+            updated_at: self.updated_at,
+            last_heartbeat_at: self.last_heartbeat_at,
+            expires_at: self.expires_at,
+        })
+    }
+}
+
+impl ScanOutcome {
+    /// The outcome of a scan that read `candidates` rows, before anything is written.
+    pub(crate) fn read(candidates: usize) -> Self {
+        Self {
+            report: super::ScanReport {
+                candidates,
+                ..super::ScanReport::default()
+            },
+            ..Self::default()
+        }
+    }
+
+    /// Records the attempts the scan timed out (their messages are set by the backend,
+    /// which commits them with the attempts).
+    pub(crate) fn timed_out(&mut self, expired: &[ScanCandidate]) {
+        self.report.timed_out = expired.len();
+        self.expired = expired
+            .iter()
+            .map(|c| (c.task_id, c.attempt, c.timeout_seconds))
+            .collect();
+    }
 }

@@ -22,10 +22,11 @@ use futures_util::FutureExt;
 use uuid::Uuid;
 
 use super::cache::Entry;
-use super::rows::{Liveness, ScanCandidate};
+use super::rows::{BeatWrite, Liveness, ScanCandidate};
 use super::{add, AttemptStatus, Registry};
 use crate::bus::Bus;
 use crate::messages::{ActivityTimedOut, Command};
+use crate::store::backend::LivenessProbe;
 use crate::store::outbox::OutboxMessage;
 use crate::topology::Names;
 use crate::{Envelope, Result};
@@ -143,6 +144,38 @@ pub enum Verdict {
     Expired,
     /// No Redis evidence and the stored deadline may still lag: decide later.
     Unsure,
+}
+
+/// A scan's candidates sorted by their [`verdict`]s.
+#[derive(Debug, Default)]
+pub(crate) struct Sorted {
+    /// Heartbeats to write for the candidates the cache showed alive.
+    pub alive: Vec<BeatWrite>,
+    /// The candidates to time out.
+    pub expired: Vec<ScanCandidate>,
+    /// How many are left for a later scan.
+    pub deferred: usize,
+}
+
+/// Asks `probe` about `candidates` and judges each from its answer (none at all when
+/// the cache cannot be reached). The same on every backend; only what they lock differs.
+pub(crate) async fn judge(candidates: Vec<ScanCandidate>, probe: LivenessProbe<'_>) -> Sorted {
+    let lives = probe(candidates.iter().map(|c| c.task_id).collect()).await;
+    let mut sorted = Sorted::default();
+    for (i, c) in candidates.into_iter().enumerate() {
+        let live = lives.as_ref().and_then(|l| l.get(i).copied());
+        match verdict(&c, live) {
+            Verdict::Alive(last_ms) => sorted.alive.push(BeatWrite {
+                task_id: c.task_id,
+                attempt: c.attempt,
+                at_ms: Some(last_ms),
+                details: None,
+            }),
+            Verdict::Expired => sorted.expired.push(c),
+            Verdict::Unsure => sorted.deferred += 1,
+        }
+    }
+    sorted
 }
 
 /// Judges a candidate from the cache's evidence (`None`: none).

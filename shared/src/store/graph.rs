@@ -2,15 +2,7 @@
 //! show, and the run's graph computed from ONE snapshot of its task rows and its frozen
 //! definition (history event 1, read by primary key; history is never scanned).
 
-use async_trait::async_trait;
-
-use super::backend::GraphStore;
-use super::pg::PgStore;
 use uuid::Uuid;
-
-use super::graph_build::{self, Graph, GraphRow};
-use crate::dsl::WorkflowDef;
-use crate::{Error, Result};
 
 /// A run located for the graph: the cache key is `(run_id, version)`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, sqlx::FromRow)]
@@ -19,78 +11,4 @@ pub struct RunVersion {
     pub run_id: Uuid,
     /// Its version (history length) now.
     pub version: i64,
-}
-
-const GRAPH_ROWS: &str = "SELECT task_id, task_ref, task_type, seq, iteration, attempt, status,
-        (extract(epoch FROM scheduled_time) * 1000)::bigint AS scheduled_ms,
-        (extract(epoch FROM start_time) * 1000)::bigint AS start_ms,
-        (extract(epoch FROM end_time) * 1000)::bigint AS end_ms,
-        input_bytes, output_bytes,
-        CASE WHEN task_type IN ('SWITCH', 'DECISION')
-            THEN COALESCE(output->>'selectedCase', output->'caseOutput'->>0) END
-            AS selected_case,
-        CASE WHEN task_type = 'SUB_WORKFLOW' THEN output->>'subWorkflowId' END
-            AS sub_workflow_id,
-        CASE WHEN task_type = 'FORK_JOIN_DYNAMIC' AND jsonb_typeof(output->'forkedTasks') = 'array'
-            THEN output->'forkedTasks' END AS forked
-    FROM tasks WHERE run_id = $1";
-
-#[async_trait]
-impl GraphStore for PgStore {
-    /// The run `run_id` of `workflow_id` (or its current run) and its version.
-    async fn run_version(
-        &self,
-        workflow_id: &str,
-        run_id: Option<Uuid>,
-    ) -> Result<Option<RunVersion>> {
-        let q = match run_id {
-            Some(run) => sqlx::query_as::<_, RunVersion>(
-                "SELECT run_id, version FROM runs WHERE run_id = $1 AND workflow_id = $2",
-            )
-            .bind(run)
-            .bind(workflow_id),
-            None => sqlx::query_as::<_, RunVersion>(
-                "SELECT run_id, version FROM runs WHERE workflow_id = $1 AND is_current",
-            )
-            .bind(workflow_id),
-        };
-        Ok(q.fetch_optional(&self.pool).await?)
-    }
-
-    /// The graph of run `run_id` of `workflow_id`, computed from one repeatable-read
-    /// snapshot: its version, task rows and definition agree. `None`: no such run.
-    async fn run_graph(&self, workflow_id: &str, run_id: Uuid) -> Result<Option<Graph>> {
-        let mut tx = self.pool.begin().await?;
-        sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
-            .execute(&mut *tx)
-            .await?;
-        let Some(version) = sqlx::query_scalar::<_, i64>(
-            "SELECT version FROM runs WHERE run_id = $1 AND workflow_id = $2",
-        )
-        .bind(run_id)
-        .bind(workflow_id)
-        .fetch_optional(&mut *tx)
-        .await?
-        else {
-            return Ok(None);
-        };
-        let (definition, traceparent) = sqlx::query_as::<_, (serde_json::Value, Option<String>)>(
-            "SELECT attributes->'definition', attributes->>'traceparent' FROM history_events
-                 WHERE run_id = $1 AND event_id = 1",
-        )
-        .bind(run_id)
-        .fetch_optional(&mut *tx)
-        .await?
-        .ok_or_else(|| Error::Decode(format!("run {run_id} has no WorkflowStarted event")))?;
-        let rows = sqlx::query_as::<_, GraphRow>(GRAPH_ROWS)
-            .bind(run_id)
-            .fetch_all(&mut *tx)
-            .await?;
-        tx.commit().await?;
-        let def: WorkflowDef = serde_json::from_value(definition)?;
-        let mut graph = graph_build::build(workflow_id, run_id, version, &def, &rows);
-        // traceparent: version-traceid-spanid-flags.
-        graph.trace_id = traceparent.and_then(|tp| tp.split('-').nth(1).map(str::to_owned));
-        Ok(Some(graph))
-    }
 }

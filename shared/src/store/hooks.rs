@@ -14,10 +14,6 @@
 //! dead-lettered, the run is told with a `RollbackHooksDone` command, written to the
 //! outbox in the transaction that settles the attempt.
 
-use async_trait::async_trait;
-
-use super::backend::HookStore;
-use super::pg::PgStore;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -31,21 +27,7 @@ use crate::messages::{Command, RollbackHooksDone};
 use crate::topology::Names;
 use crate::{Envelope, Result};
 
-/// The dispatcher's claim: due pending rows, oldest due first, skipping rows another
-/// dispatcher is claiming; `$1` rows at most, leased for `$2` seconds. Public so that a
-/// test can check its plan reads the partial `hook_deliveries_due` index.
-pub const CLAIM_SQL: &str = "
-UPDATE hook_deliveries d
-SET attempt_count = d.attempt_count + 1,
-    next_attempt_at = now() + make_interval(secs => $2),
-    updated_at = now()
-FROM (SELECT id FROM hook_deliveries
-      WHERE status = 'PENDING' AND next_attempt_at <= now()
-      ORDER BY next_attempt_at LIMIT $1 FOR UPDATE SKIP LOCKED) due
-WHERE d.id = due.id
-RETURNING d.id, d.workflow_id, d.run_id, d.hook, d.event, d.task_ref, d.url, d.headers,
-          d.body, d.signature, d.blocking, d.group_seq, d.attempt_count, d.released,
-          d.traceparent";
+pub use super::pg::hooks::CLAIM_SQL;
 
 /// The `jsonb` array the decider's commit inserts from (`jsonb_to_recordset`): one
 /// parameter for any number of deliveries.
@@ -161,28 +143,42 @@ pub struct DeliveryView {
     pub updated_at: DateTime<Utc>,
 }
 
-#[async_trait]
-impl HookStore for PgStore {
-    /// Claims up to `limit` due deliveries for one attempt each, leased for `lease`.
-    async fn claim_hook_deliveries(&self, limit: i64, lease: Duration) -> Result<Vec<Claimed>> {
-        Ok(sqlx::query_as(CLAIM_SQL)
-            .bind(limit)
-            .bind(lease.as_secs_f64())
-            .fetch_all(&self.pool)
-            .await?)
-    }
+/// How one attempt settles its delivery, whichever the backend: the row's new status,
+/// whether its rollback sequence may move past it, when to retry, and the attempt's
+/// record for the row's `attempts`.
+pub(crate) struct Settlement {
+    /// DELIVERED, PENDING (retried after `retry_in`) or DEAD.
+    pub status: &'static str,
+    /// Whether the sequence may move past the delivery: a hook that is not awaited is
+    /// released by its first attempt, an awaited one by its success (or its death).
+    pub released: bool,
+    /// When to try again; `None` once attempts run out (or it succeeded).
+    pub retry_in: Option<Duration>,
+    /// `{attempt, time, statusCode?, error?, durationMs}`.
+    pub record: Value,
+}
 
-    /// Records attempt `result` of `claimed` and settles it: delivered, retried after
-    /// `backoff`, or dead-lettered once attempts run out; moves its rollback sequence on.
-    /// Returns the outbox messages committed with it (the `RollbackHooksDone` command),
-    /// for the caller to publish.
-    async fn settle_hook_attempt(
-        &self,
-        names: &Names,
+/// What settling an attempt does to its rollback sequence.
+pub(crate) enum SequenceMove {
+    /// Nothing: not in a sequence, or not released by this attempt.
+    Stay,
+    /// An awaited hook was dead-lettered: the rest of the sequence is skipped for this
+    /// reason, and the run is told the rollback failed.
+    Abort(String),
+    /// The delivery was released: member `group_seq` becomes due; when there is none,
+    /// the run is told the rollback is done.
+    Advance(i32),
+}
+
+impl Settlement {
+    /// Settles attempt `result` of `claimed`, retrying after `backoff`; `now` is the
+    /// store's clock.
+    pub(crate) fn of(
         claimed: &Claimed,
         result: &AttemptResult,
         backoff: &Backoff,
-    ) -> Result<Vec<OutboxMessage>> {
+        now: DateTime<Utc>,
+    ) -> Self {
         let ok = result.succeeded();
         let retry_in = (!ok)
             .then(|| backoff.after(u32::try_from(claimed.attempt).unwrap_or(u32::MAX)))
@@ -194,117 +190,58 @@ impl HookStore for PgStore {
         };
         let record = json!({
             "attempt": claimed.attempt,
-            "time": Utc::now(),
+            "time": now,
             "statusCode": result.status_code,
             "error": result.error,
             "durationMs": u64::try_from(result.duration.as_millis()).unwrap_or(u64::MAX),
         });
-        let mut tx = self.pool.begin().await?;
-        // A lease that ran out while the call went on may have let another attempt settle
-        // the row first: only a pending row is settled.
-        let updated = sqlx::query(
-            "UPDATE hook_deliveries SET status = $2, released = $3,
-                 next_attempt_at = now() + make_interval(secs => $4),
-                 attempts = attempts || $5::jsonb, last_error = $6, updated_at = now()
-             WHERE id = $1 AND status = 'PENDING'",
-        )
-        .bind(claimed.id)
-        .bind(status)
-        .bind(released)
-        .bind(retry_in.map(|d| d.as_secs_f64()))
-        .bind(Value::Array(vec![record]))
-        .bind(result.error.as_deref())
-        .execute(&mut *tx)
-        .await?;
-        let mut outbox = Vec::new();
-        if updated.rows_affected() == 1 {
-            if let Some(seq) = claimed.group_seq {
-                let done = if status == "DEAD" && claimed.blocking {
-                    let reason = format!(
-                        "rollback hook {} of task {:?} (delivery {}, {}) failed after {} attempts: {}",
-                        claimed.hook,
-                        claimed.task_ref.as_deref().unwrap_or_default(),
-                        claimed.id,
-                        claimed.url,
-                        claimed.attempt,
-                        result.error.as_deref().unwrap_or("no answer"),
-                    );
-                    sqlx::query(
-                        "UPDATE hook_deliveries SET status = 'SKIPPED', next_attempt_at = NULL,
-                             last_error = $2, updated_at = now()
-                         WHERE run_id = $1 AND group_seq IS NOT NULL AND status = 'PENDING'
-                           AND NOT released",
-                    )
-                    .bind(claimed.run_id)
-                    .bind(format!("not sent: {reason}"))
-                    .execute(&mut *tx)
-                    .await?;
-                    Some(RollbackHooksDone {
-                        run_id: claimed.run_id,
-                        ok: false,
-                        reason: Some(reason),
-                    })
-                } else if released && !claimed.released {
-                    let next = sqlx::query(
-                        "UPDATE hook_deliveries SET next_attempt_at = now(), updated_at = now()
-                         WHERE run_id = $1 AND group_seq = $2 AND status = 'PENDING'",
-                    )
-                    .bind(claimed.run_id)
-                    .bind(seq + 1)
-                    .execute(&mut *tx)
-                    .await?;
-                    (next.rows_affected() == 0).then_some(RollbackHooksDone {
-                        run_id: claimed.run_id,
-                        ok: true,
-                        reason: None,
-                    })
-                } else {
-                    None
-                };
-                if let Some(done) = done {
-                    let envelope = Envelope::new(
-                        &claimed.workflow_id,
-                        Some(claimed.run_id),
-                        &Command::RollbackHooksDone(done),
-                    )?;
-                    outbox.push(OutboxMessage::new(
-                        names.commands_exchange(),
-                        names.command_key_for(&claimed.workflow_id),
-                        &envelope,
-                        crate::telemetry::current_traceparent(),
-                    )?);
-                }
-            }
+        Self {
+            status,
+            released,
+            retry_in,
+            record,
         }
-        super::outbox::insert(&mut tx, &outbox).await?;
-        tx.commit().await?;
-        Ok(outbox)
     }
 
-    /// How long until the earliest pending delivery is due, by the database's clock
-    /// (zero when one is due; `None` when none is pending with a due time).
-    async fn next_hook_delivery_in(&self) -> Result<Option<Duration>> {
-        let seconds: Option<f64> = sqlx::query_scalar(
-            "SELECT EXTRACT(EPOCH FROM min(next_attempt_at) - clock_timestamp())::float8
-             FROM hook_deliveries WHERE status = 'PENDING'",
-        )
-        .fetch_one(&self.pool)
-        .await?;
-        Ok(seconds.map(|s| Duration::try_from_secs_f64(s.max(0.0)).unwrap_or(Duration::MAX)))
+    /// What the settled row does to its rollback sequence (the row was still pending).
+    pub(crate) fn sequence_move(&self, claimed: &Claimed, result: &AttemptResult) -> SequenceMove {
+        let Some(seq) = claimed.group_seq else {
+            return SequenceMove::Stay;
+        };
+        if self.status == "DEAD" && claimed.blocking {
+            SequenceMove::Abort(format!(
+                "rollback hook {} of task {:?} (delivery {}, {}) failed after {} attempts: {}",
+                claimed.hook,
+                claimed.task_ref.as_deref().unwrap_or_default(),
+                claimed.id,
+                claimed.url,
+                claimed.attempt,
+                result.error.as_deref().unwrap_or("no answer"),
+            ))
+        } else if self.released && !claimed.released {
+            SequenceMove::Advance(seq + 1)
+        } else {
+            SequenceMove::Stay
+        }
     }
+}
 
-    /// Every delivery of `workflow_id`'s runs, oldest first.
-    async fn hook_deliveries(&self, workflow_id: &str) -> Result<Vec<DeliveryView>> {
-        Ok(sqlx::query_as(
-            "SELECT id AS delivery_id, run_id, hook, event, task_ref, task_id, iteration, url,
-                    status, blocking, group_seq AS sequence, attempt_count, attempts,
-                    CASE WHEN status = 'PENDING' THEN next_attempt_at END AS next_attempt_at,
-                    last_error, created_at, updated_at
-             FROM hook_deliveries WHERE workflow_id = $1
-             ORDER BY created_at, group_seq NULLS FIRST, id",
-        )
-        .bind(workflow_id)
-        .fetch_all(&self.pool)
-        .await?)
-    }
+/// The `RollbackHooksDone` command telling `claimed`'s run how its rollback went, for
+/// the outbox of the transaction that settles the attempt.
+pub(crate) fn rollback_done(
+    names: &Names,
+    claimed: &Claimed,
+    done: RollbackHooksDone,
+) -> Result<OutboxMessage> {
+    let envelope = Envelope::new(
+        &claimed.workflow_id,
+        Some(claimed.run_id),
+        &Command::RollbackHooksDone(done),
+    )?;
+    OutboxMessage::new(
+        names.commands_exchange(),
+        names.command_key_for(&claimed.workflow_id),
+        &envelope,
+        crate::telemetry::current_traceparent(),
+    )
 }

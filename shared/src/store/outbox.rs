@@ -2,17 +2,12 @@
 //! state change that caused them, published after the commit, then deleted. A crash
 //! between commit and publish leaves the row behind for the history service's sweeper.
 
-use async_trait::async_trait;
-
-use super::backend::OutboxStore;
-use super::pg::PgStore;
-use std::time::Duration;
-
-use sqlx::PgConnection;
 use uuid::Uuid;
 
 use crate::bus::Bus;
 use crate::{Envelope, Result};
+
+pub use super::pg::outbox::insert;
 
 /// A message waiting in the outbox.
 #[derive(Debug, Clone)]
@@ -47,77 +42,6 @@ impl OutboxMessage {
     }
 }
 
-/// `(id, exchange, routing_key, body, traceparent)` as read back by the sweeper.
-type OutboxRow = (Uuid, String, String, Vec<u8>, Option<String>);
-
-/// Inserts `messages` inside the caller's transaction.
-pub async fn insert(conn: &mut PgConnection, messages: &[OutboxMessage]) -> Result<()> {
-    if messages.is_empty() {
-        return Ok(());
-    }
-    let ids: Vec<Uuid> = messages.iter().map(|m| m.id).collect();
-    let exchanges: Vec<&str> = messages.iter().map(|m| m.exchange.as_str()).collect();
-    let keys: Vec<&str> = messages.iter().map(|m| m.routing_key.as_str()).collect();
-    let bodies: Vec<&[u8]> = messages.iter().map(|m| m.body.as_slice()).collect();
-    let traces: Vec<Option<&str>> = messages.iter().map(|m| m.traceparent.as_deref()).collect();
-    sqlx::query(
-        "INSERT INTO outbox (id, exchange, routing_key, body, traceparent)
-         SELECT * FROM UNNEST($1::uuid[], $2::text[], $3::text[], $4::bytea[], $5::text[])",
-    )
-    .bind(&ids)
-    .bind(&exchanges)
-    .bind(&keys)
-    .bind(&bodies)
-    .bind(&traces)
-    .execute(&mut *conn)
-    .await?;
-    Ok(())
-}
-
-/// Most ids a janitor deletes in one statement.
-const JANITOR_BATCH: usize = 10_000;
-
-/// Deletes the rows of published outbox messages, many per statement, off the hot path.
-/// A row whose delete is lost (crash, database error) is published once more by the
-/// sweeper; consumers are idempotent, so that costs a duplicate, never a wrong state.
-#[derive(Debug, Clone)]
-pub(crate) struct Janitor {
-    tx: tokio::sync::mpsc::UnboundedSender<Vec<Uuid>>,
-}
-
-impl Janitor {
-    /// Starts the janitor task on `pool`; it ends when every handle is dropped.
-    pub(crate) fn spawn(pool: sqlx::PgPool) -> Self {
-        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Vec<Uuid>>();
-        tokio::spawn(async move {
-            while let Some(mut ids) = rx.recv().await {
-                while ids.len() < JANITOR_BATCH {
-                    match rx.try_recv() {
-                        Ok(more) => ids.extend(more),
-                        Err(_) => break,
-                    }
-                }
-                let deleted = sqlx::query("DELETE FROM outbox WHERE id = ANY($1)")
-                    .bind(&ids)
-                    .execute(&pool)
-                    .await;
-                if let Err(e) = deleted {
-                    tracing::warn!(error = %e, count = ids.len(), "outbox cleanup failed; the sweeper will re-publish those rows");
-                }
-            }
-        });
-        Self { tx }
-    }
-
-    /// Queues the rows of published messages for deletion.
-    pub(crate) fn forget(&self, ids: Vec<Uuid>) {
-        if !ids.is_empty() {
-            // Only fails when the runtime is shutting down: the sweeper covers that.
-            let _ = self.tx.send(ids);
-        }
-    }
-}
-
 /// A pre-encoded message: `(exchange, routing_key, body, traceparent)`.
 pub(super) type Outgoing<'a> = (&'a str, &'a str, &'a [u8], Option<&'a str>);
 
@@ -134,63 +58,36 @@ pub(super) async fn publish_all<'a>(
     futures_util::future::join_all(publishes).await
 }
 
-#[async_trait]
-impl OutboxStore for PgStore {
-    /// Publishes committed outbox messages (confirmed); their rows are then deleted in
-    /// the background. Messages are published concurrently; a failure leaves the rows
-    /// for the sweeper.
-    async fn publish_outbox(&self, bus: &Bus, messages: &[OutboxMessage]) -> Result<()> {
-        if messages.is_empty() {
-            return Ok(());
-        }
-        let results = publish_all(
-            bus,
-            messages.iter().map(|m| {
-                (
-                    m.exchange.as_str(),
-                    m.routing_key.as_str(),
-                    m.body.as_slice(),
-                    m.traceparent.as_deref(),
-                )
-            }),
-        )
-        .await;
-        let sent: Vec<Uuid> = messages
-            .iter()
-            .zip(&results)
-            .filter(|(_, r)| r.is_ok())
-            .map(|(m, _)| m.id)
-            .collect();
-        self.janitor.forget(sent);
-        results.into_iter().collect::<Result<Vec<()>>>()?;
-        Ok(())
+/// Publishes committed outbox messages (confirmed, concurrently). Returns the ids of the
+/// confirmed ones, whose rows the backend then deletes, and the first failure: a failed
+/// message's row stays for the sweeper.
+pub(super) async fn publish_messages(
+    bus: &Bus,
+    messages: &[OutboxMessage],
+) -> (Vec<Uuid>, Result<()>) {
+    if messages.is_empty() {
+        return (Vec::new(), Ok(()));
     }
-
-    /// Re-publishes rows older than `older_than` (left by a crash between commit and
-    /// publish), at most `limit` per call; returns how many were published.
-    /// `SKIP LOCKED` lets several sweepers run without publishing a row twice at once.
-    async fn sweep_outbox(&self, bus: &Bus, older_than: Duration, limit: i64) -> Result<usize> {
-        let mut tx = self.pool.begin().await?;
-        let rows: Vec<OutboxRow> = sqlx::query_as(
-            "SELECT id, exchange, routing_key, body, traceparent FROM outbox
-             WHERE created_at < now() - make_interval(secs => $1)
-             ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED",
-        )
-        .bind(older_than.as_secs_f64())
-        .bind(limit)
-        .fetch_all(&mut *tx)
-        .await?;
-        let mut sent = Vec::with_capacity(rows.len());
-        for (id, exchange, key, body, trace) in &rows {
-            bus.publish_bytes(exchange, key, body, trace.as_deref())
-                .await?;
-            sent.push(*id);
-        }
-        sqlx::query("DELETE FROM outbox WHERE id = ANY($1)")
-            .bind(&sent)
-            .execute(&mut *tx)
-            .await?;
-        tx.commit().await?;
-        Ok(sent.len())
-    }
+    let results = publish_all(
+        bus,
+        messages.iter().map(|m| {
+            (
+                m.exchange.as_str(),
+                m.routing_key.as_str(),
+                m.body.as_slice(),
+                m.traceparent.as_deref(),
+            )
+        }),
+    )
+    .await;
+    let sent: Vec<Uuid> = messages
+        .iter()
+        .zip(&results)
+        .filter(|(_, r)| r.is_ok())
+        .map(|(m, _)| m.id)
+        .collect();
+    (
+        sent,
+        results.into_iter().collect::<Result<Vec<()>>>().map(drop),
+    )
 }

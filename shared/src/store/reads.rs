@@ -4,15 +4,9 @@
 //! is served by an index of the schema: `runs_current_by_workflow`, `tasks_by_run`, and
 //! the `history_events` primary key `(run_id, event_id)`.
 
-use async_trait::async_trait;
-
-use super::backend::ReadStore;
-use super::pg::PgStore;
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 use uuid::Uuid;
-
-use crate::Result;
 
 /// A run's materialised state.
 #[derive(Debug, Clone, sqlx::FromRow)]
@@ -106,84 +100,4 @@ pub struct EventView {
     pub time: DateTime<Utc>,
     /// Its attributes.
     pub attributes: Value,
-}
-
-const RUN_COLUMNS: &str = "run_id, workflow_id, workflow_name, workflow_version, status,
-    sub_status, input, output, variables, correlation_id, parent_workflow_id, reason,
-    failed_task_refs, start_time, end_time, update_time, is_current";
-
-const TASKS_OF_RUN: &str = "SELECT task_id, run_id, workflow_id, task_ref, task_type, task_name,
-    seq, iteration, attempt, status, input, output, reason, worker_id, scheduled_time,
-    start_time, end_time, update_time
-    FROM tasks WHERE run_id = $1 ORDER BY seq, iteration, attempt";
-
-#[async_trait]
-impl ReadStore for PgStore {
-    /// The current run of `workflow_id` (the newest of its reset chain), if it has one.
-    async fn current_run(&self, workflow_id: &str) -> Result<Option<RunView>> {
-        let sql = format!("SELECT {RUN_COLUMNS} FROM runs WHERE workflow_id = $1 AND is_current");
-        Ok(sqlx::query_as::<_, RunView>(&sql)
-            .bind(workflow_id)
-            .fetch_optional(&self.pool)
-            .await?)
-    }
-
-    /// The current run of `workflow_id` and its task rows, read from ONE snapshot (a
-    /// repeatable-read transaction): the decider commits a run's status and its tasks
-    /// together, and a reader must never see one without the other.
-    async fn current_run_with_tasks(
-        &self,
-        workflow_id: &str,
-    ) -> Result<Option<(RunView, Vec<TaskView>)>> {
-        let mut tx = self.pool.begin().await?;
-        sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
-            .execute(&mut *tx)
-            .await?;
-        let sql = format!("SELECT {RUN_COLUMNS} FROM runs WHERE workflow_id = $1 AND is_current");
-        let Some(run) = sqlx::query_as::<_, RunView>(&sql)
-            .bind(workflow_id)
-            .fetch_optional(&mut *tx)
-            .await?
-        else {
-            return Ok(None);
-        };
-        let tasks = sqlx::query_as::<_, TaskView>(TASKS_OF_RUN)
-            .bind(run.run_id)
-            .fetch_all(&mut *tx)
-            .await?;
-        tx.commit().await?;
-        Ok(Some((run, tasks)))
-    }
-
-    /// Run `run_id`, provided it belongs to `workflow_id`.
-    async fn run_of_workflow(&self, workflow_id: &str, run_id: Uuid) -> Result<Option<RunView>> {
-        let sql = format!("SELECT {RUN_COLUMNS} FROM runs WHERE run_id = $1 AND workflow_id = $2");
-        Ok(sqlx::query_as::<_, RunView>(&sql)
-            .bind(run_id)
-            .bind(workflow_id)
-            .fetch_optional(&self.pool)
-            .await?)
-    }
-
-    /// The task rows of `run_id` in schedule order (`seq`, then iteration and attempt, so
-    /// the order is total even if a row is ever re-used for a retry).
-    async fn tasks_of_run(&self, run_id: Uuid) -> Result<Vec<TaskView>> {
-        Ok(sqlx::query_as::<_, TaskView>(TASKS_OF_RUN)
-            .bind(run_id)
-            .fetch_all(&self.pool)
-            .await?)
-    }
-
-    /// Up to `limit` events of `run_id` with `event_id > after`, in order.
-    async fn history_page(&self, run_id: Uuid, after: i64, limit: i64) -> Result<Vec<EventView>> {
-        Ok(sqlx::query_as::<_, EventView>(
-            "SELECT event_id, type, time, attributes FROM history_events
-             WHERE run_id = $1 AND event_id > $2 ORDER BY event_id LIMIT $3",
-        )
-        .bind(run_id)
-        .bind(after)
-        .bind(limit)
-        .fetch_all(&self.pool)
-        .await?)
-    }
 }

@@ -1,15 +1,9 @@
 //! What the gateway's task API reads and writes besides commands: a task with its run
 //! (poll, results, task by id) and task execution logs (`task_logs`, migration 0006).
 
-use async_trait::async_trait;
-
-use super::backend::TaskApiStore;
-use super::pg::PgStore;
 use chrono::{DateTime, Utc};
-use uuid::Uuid;
 
 use super::reads::TaskView;
-use crate::Result;
 
 /// A task row with what its run adds.
 #[derive(Debug, Clone, sqlx::FromRow)]
@@ -30,54 +24,4 @@ pub struct TaskLog {
     pub log: String,
     /// When it was written (as the worker says, or when it arrived).
     pub created_time: DateTime<Utc>,
-}
-
-#[async_trait]
-impl TaskApiStore for PgStore {
-    /// Task `task_id` with its run's name (primary keys of `tasks` and `runs`); `None` for
-    /// an unknown task.
-    async fn task_with_run(&self, task_id: Uuid) -> Result<Option<TaskWithRun>> {
-        Ok(sqlx::query_as::<_, TaskWithRun>(
-            "SELECT t.task_id, t.run_id, t.workflow_id, t.task_ref, t.task_type, t.task_name,
-                    t.seq, t.iteration, t.attempt, t.status, t.input, t.output, t.reason,
-                    t.worker_id, t.scheduled_time, t.start_time, t.end_time, t.update_time,
-                    r.workflow_name, r.correlation_id
-             FROM tasks t JOIN runs r ON r.run_id = t.run_id
-             WHERE t.task_id = $1",
-        )
-        .bind(task_id)
-        .fetch_optional(&self.pool)
-        .await?)
-    }
-
-    /// Appends `lines` to the log of `task_id`, in order, in one statement.
-    async fn append_task_logs(&self, task_id: Uuid, lines: &[TaskLog]) -> Result<()> {
-        if lines.is_empty() {
-            return Ok(());
-        }
-        let texts: Vec<&str> = lines.iter().map(|l| l.log.as_str()).collect();
-        let times: Vec<DateTime<Utc>> = lines.iter().map(|l| l.created_time).collect();
-        sqlx::query(
-            "INSERT INTO task_logs (task_id, log, created_time)
-             SELECT $1, x.l, x.t
-             FROM UNNEST($2::text[], $3::timestamptz[]) WITH ORDINALITY AS x(l, t, n)
-             ORDER BY x.n",
-        )
-        .bind(task_id)
-        .bind(&texts)
-        .bind(&times)
-        .execute(&self.pool)
-        .await?;
-        Ok(())
-    }
-
-    /// The log of `task_id`, in the order it was appended.
-    async fn task_logs(&self, task_id: Uuid) -> Result<Vec<TaskLog>> {
-        Ok(sqlx::query_as::<_, TaskLog>(
-            "SELECT log, created_time FROM task_logs WHERE task_id = $1 ORDER BY seq",
-        )
-        .bind(task_id)
-        .fetch_all(&self.pool)
-        .await?)
-    }
 }

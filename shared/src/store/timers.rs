@@ -9,14 +9,9 @@
 //! leaves the row, which is published again later: a duplicate, which idempotent
 //! consumers absorb; a row is never lost and never published before it is due.
 
-use async_trait::async_trait;
-
-use super::backend::TimerStore;
-use super::pg::PgStore;
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
-use sqlx::PgConnection;
 use uuid::Uuid;
 
 use super::outbox::publish_all;
@@ -24,13 +19,7 @@ use crate::bus::Bus;
 use crate::topology::Names;
 use crate::{Envelope, Error, Result};
 
-/// The firer's query: due rows, oldest first, skipping rows another firer holds.
-/// `now()` is the database's clock. Public so that a test can check its plan (it must
-/// read the `fire_at` index, so its cost grows with the due timers only).
-pub const DUE_TIMERS_QUERY: &str =
-    "SELECT id, fire_at, exchange, routing_key, body, traceparent, now() AS db_now
-     FROM timers WHERE fire_at <= now()
-     ORDER BY fire_at LIMIT $1 FOR UPDATE SKIP LOCKED";
+pub use super::pg::timers::{cancel_for_run, insert, DUE_TIMERS_QUERY};
 
 /// A message to publish at (not before) `fire_at`.
 #[derive(Debug, Clone)]
@@ -97,49 +86,6 @@ impl TimerRecord {
     }
 }
 
-/// Inserts `timers` (one statement) inside the caller's transaction.
-pub async fn insert(conn: &mut PgConnection, timers: &[TimerRecord]) -> Result<()> {
-    if timers.is_empty() {
-        return Ok(());
-    }
-    let ids: Vec<Uuid> = timers.iter().map(|t| t.id).collect();
-    let workflows: Vec<&str> = timers.iter().map(|t| t.workflow_id.as_str()).collect();
-    let runs: Vec<Option<Uuid>> = timers.iter().map(|t| t.run_id).collect();
-    let fire_ats: Vec<DateTime<Utc>> = timers.iter().map(|t| t.fire_at).collect();
-    let exchanges: Vec<&str> = timers.iter().map(|t| t.exchange.as_str()).collect();
-    let keys: Vec<&str> = timers.iter().map(|t| t.routing_key.as_str()).collect();
-    let bodies: Vec<&[u8]> = timers.iter().map(|t| t.body.as_slice()).collect();
-    let traces: Vec<Option<&str>> = timers.iter().map(|t| t.traceparent.as_deref()).collect();
-    sqlx::query(
-        "INSERT INTO timers
-             (id, workflow_id, run_id, fire_at, exchange, routing_key, body, traceparent)
-         SELECT * FROM UNNEST($1::uuid[], $2::text[], $3::uuid[], $4::timestamptz[],
-                              $5::text[], $6::text[], $7::bytea[], $8::text[])",
-    )
-    .bind(&ids)
-    .bind(&workflows)
-    .bind(&runs)
-    .bind(&fire_ats)
-    .bind(&exchanges)
-    .bind(&keys)
-    .bind(&bodies)
-    .bind(&traces)
-    .execute(&mut *conn)
-    .await?;
-    Ok(())
-}
-
-/// Deletes every pending timer of `run_id` (inside the caller's transaction, or on its
-/// own); returns how many there were. A timer being published at that moment is locked
-/// by its firer: the delete waits for it, then finds nothing left to delete.
-pub async fn cancel_for_run(conn: &mut PgConnection, run_id: Uuid) -> Result<u64> {
-    let done = sqlx::query("DELETE FROM timers WHERE run_id = $1")
-        .bind(run_id)
-        .execute(&mut *conn)
-        .await?;
-    Ok(done.rows_affected())
-}
-
 /// What one firing round did.
 #[derive(Debug, Default)]
 pub struct FireReport {
@@ -159,9 +105,9 @@ impl FireReport {
 
 /// One span per timer being fired, with the traceparent to publish it with. Each firing
 /// is a span of the trace that set the timer, so the run's trace shows the history
-/// service between the decision that set it and the one it wakes. Shared by the
-/// backends; the spans are dropped once the publishes are confirmed.
-pub(super) fn firing_spans<'a>(
+/// service between the decision that set it and the one it wakes. The spans are dropped
+/// once the publishes are confirmed.
+fn firing_spans<'a>(
     due: impl Iterator<Item = (Uuid, Option<&'a str>)>,
 ) -> Vec<(tracing::Span, Option<String>)> {
     due.map(|(id, parent)| {
@@ -175,92 +121,53 @@ pub(super) fn firing_spans<'a>(
     .collect()
 }
 
-/// A due row as selected by [`DUE_TIMERS_QUERY`].
+/// A due timer as a backend reads it.
 #[derive(sqlx::FromRow)]
-struct DueTimer {
-    id: Uuid,
-    fire_at: DateTime<Utc>,
-    exchange: String,
-    routing_key: String,
-    body: Vec<u8>,
-    traceparent: Option<String>,
-    db_now: DateTime<Utc>,
+pub(super) struct DueTimer {
+    pub id: Uuid,
+    pub fire_at: DateTime<Utc>,
+    pub exchange: String,
+    pub routing_key: String,
+    pub body: Vec<u8>,
+    pub traceparent: Option<String>,
 }
 
-#[async_trait]
-impl TimerStore for PgStore {
-    /// [`Store::fire_due_timers`], reporting each timer's lateness and each failure
-    /// instead of the first error (for the firer's metrics and logs).
-    async fn fire_timers(&self, bus: &Bus, limit: i64) -> Result<FireReport> {
-        // Measured from before the transaction starts, so lateness is never understated:
-        // `now()` in the query is the transaction's start.
-        let started = Instant::now();
-        let mut tx = self.pool.begin().await?;
-        let due: Vec<DueTimer> = sqlx::query_as(DUE_TIMERS_QUERY)
-            .bind(limit)
-            .fetch_all(&mut *tx)
-            .await?;
-        if due.is_empty() {
-            tx.commit().await?;
-            return Ok(FireReport::default());
-        }
-        let spans = firing_spans(due.iter().map(|t| (t.id, t.traceparent.as_deref())));
-        let results = publish_all(
-            bus,
-            due.iter().zip(&spans).map(|(t, (_, traceparent))| {
-                (
-                    t.exchange.as_str(),
-                    t.routing_key.as_str(),
-                    t.body.as_slice(),
-                    traceparent.as_deref(),
-                )
-            }),
-        )
-        .await;
-        drop(spans);
-        let elapsed = started.elapsed();
-        let mut report = FireReport::default();
-        let mut sent = Vec::with_capacity(due.len());
-        for (timer, result) in due.iter().zip(results) {
-            match result {
-                Ok(()) => {
-                    sent.push(timer.id);
-                    let overdue = (timer.db_now - timer.fire_at).to_std().unwrap_or_default();
-                    report.lateness.push(overdue + elapsed);
-                }
-                Err(e) => report.failed.push((timer.id, e)),
+/// Publishes `due` (concurrently, confirmed, each in its [`firing_spans`] span) and
+/// reports each timer's lateness — `now`, the store's clock when they were read, minus
+/// its `fire_at`, plus the time since `started` — or its failure. Returns the report and
+/// the ids published, whose rows the backend deletes.
+pub(super) async fn fire(
+    bus: &Bus,
+    due: &[DueTimer],
+    now: DateTime<Utc>,
+    started: Instant,
+) -> (FireReport, Vec<Uuid>) {
+    let spans = firing_spans(due.iter().map(|t| (t.id, t.traceparent.as_deref())));
+    let results = publish_all(
+        bus,
+        due.iter().zip(&spans).map(|(t, (_, traceparent))| {
+            (
+                t.exchange.as_str(),
+                t.routing_key.as_str(),
+                t.body.as_slice(),
+                traceparent.as_deref(),
+            )
+        }),
+    )
+    .await;
+    drop(spans);
+    let elapsed = started.elapsed();
+    let mut report = FireReport::default();
+    let mut sent = Vec::with_capacity(due.len());
+    for (timer, result) in due.iter().zip(results) {
+        match result {
+            Ok(()) => {
+                sent.push(timer.id);
+                let overdue = (now - timer.fire_at).to_std().unwrap_or_default();
+                report.lateness.push(overdue + elapsed);
             }
+            Err(e) => report.failed.push((timer.id, e)),
         }
-        if !sent.is_empty() {
-            sqlx::query("DELETE FROM timers WHERE id = ANY($1)")
-                .bind(&sent)
-                .execute(&mut *tx)
-                .await?;
-        }
-        tx.commit().await?;
-        Ok(report)
     }
-
-    /// When the earliest pending timer is due (`None` when there is none), as the
-    /// database stores it. It may already be past.
-    async fn next_timer_at(&self) -> Result<Option<DateTime<Utc>>> {
-        let next: Option<DateTime<Utc>> = sqlx::query_scalar("SELECT min(fire_at) FROM timers")
-            .fetch_one(&self.pool)
-            .await?;
-        Ok(next)
-    }
-
-    /// How long until the earliest pending timer is due, by the database's clock
-    /// (`Duration::ZERO` when it is already due; `None` when there is no timer). A firer
-    /// sleeps this long rather than `next_timer_at() - Utc::now()`, so that a skew between
-    /// its clock and the database's can neither make it spin nor oversleep.
-    async fn next_timer_in(&self) -> Result<Option<Duration>> {
-        let seconds: Option<f64> = sqlx::query_scalar(
-            "SELECT EXTRACT(EPOCH FROM min(fire_at) - clock_timestamp())::float8 FROM timers",
-        )
-        .fetch_one(&self.pool)
-        .await?;
-        // NaN.max(0.0) is 0.0; an absurdly far timer saturates instead of panicking.
-        Ok(seconds.map(|s| Duration::try_from_secs_f64(s.max(0.0)).unwrap_or(Duration::MAX)))
-    }
+    (report, sent)
 }

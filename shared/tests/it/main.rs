@@ -27,5 +27,4 @@ mod bus_get;
 mod bus_local;
 mod rpc;
 mod store;
-mod store_b;
 mod worker;

@@ -9,10 +9,22 @@ use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
 
+mod definitions;
+mod graph;
+pub(crate) mod hooks;
+mod operations;
+pub(crate) mod outbox;
+mod reads;
 pub mod registry;
+mod runs;
+mod search;
+mod starts;
+mod stats;
+mod task_api;
+mod taskdefs;
+pub(crate) mod timers;
 
 use super::backend::Health;
-use super::outbox;
 use crate::{Error, Result};
 
 /// The PostgreSQL backend: a pool, and the janitor that deletes published outbox rows.

@@ -5,33 +5,20 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
-use chrono::{DateTime, Utc};
 use sqlx::{PgExecutor, PgPool};
 use uuid::Uuid;
 
+use super::outbox;
 use super::PgStore;
 use crate::messages::AttemptStarted;
-use crate::registry::rows::{BeatWrite, End, ScanCandidate, ScanOutcome, Stored};
-use crate::registry::scan::{reason, timeout_messages, verdict, Verdict};
-use crate::registry::{AttemptStatus, ScanReport, TaskCheck};
+use crate::registry::rows::{
+    stored, BeatWrite, CheckRow, End, ScanCandidate, ScanOutcome, Stored, StoredRow, CHECK_COLUMNS,
+};
+use crate::registry::scan::{judge, reason, timeout_messages, Sorted};
+use crate::registry::TaskCheck;
 use crate::store::backend::{LivenessProbe, RegistryStore};
-use crate::store::outbox;
 use crate::topology::Names;
-use crate::{Error, Result};
-
-type StoredRow = (Uuid, i32, String, Option<String>, i64);
-
-fn stored((task_id, attempt, status, reason, timeout_seconds): StoredRow) -> Result<Stored> {
-    let status = AttemptStatus::parse(&status)
-        .ok_or_else(|| Error::Decode(format!("task_check.status {status:?}")))?;
-    Ok(Stored {
-        task_id,
-        attempt,
-        status,
-        reason,
-        timeout_seconds,
-    })
-}
+use crate::Result;
 
 /// Registers started attempts as RUNNING with a deadline of now + timeout (database
 /// clock), many in one statement (the last registration of an
@@ -175,62 +162,16 @@ async fn end_each(pool: &PgPool, ends: &[End<'_>]) -> Result<Vec<Stored>> {
     rows.into_iter().map(stored).collect()
 }
 
-/// `task_check` as read, before its status is parsed.
-#[derive(sqlx::FromRow)]
-struct CheckRow {
-    task_id: Uuid,
-    attempt: i32,
-    workflow_id: String,
-    run_id: Option<Uuid>,
-    task_name: String,
-    task_ref: String,
-    worker_id: Option<String>,
-    status: String,
-    stop_reason: Option<String>,
-    input_bytes: i64,
-    output_bytes: Option<i64>,
-    details: Option<serde_json::Value>,
-    timeout_seconds: i64,
-    started_at: Option<DateTime<Utc>>,
-    created_at: DateTime<Utc>,
-    updated_at: DateTime<Utc>,
-    last_heartbeat_at: Option<DateTime<Utc>>,
-    expires_at: Option<DateTime<Utc>>,
-}
-
 /// The newest attempt's row of a task.
 async fn get(pool: &PgPool, task_id: Uuid) -> Result<Option<TaskCheck>> {
-    let row: Option<CheckRow> = sqlx::query_as(
-        "SELECT task_id, attempt, workflow_id, run_id, task_name, task_ref, worker_id,
-                status, stop_reason, input_bytes, output_bytes, details, timeout_seconds,
-                started_at, created_at, updated_at, last_heartbeat_at, expires_at
-         FROM task_check WHERE task_id = $1 ORDER BY attempt DESC LIMIT 1",
-    )
+    let row: Option<CheckRow> = sqlx::query_as(&format!(
+        "SELECT {CHECK_COLUMNS}
+         FROM task_check WHERE task_id = $1 ORDER BY attempt DESC LIMIT 1"
+    ))
     .bind(task_id)
     .fetch_optional(pool)
     .await?;
-    let Some(r) = row else { return Ok(None) };
-    Ok(Some(TaskCheck {
-        status: AttemptStatus::parse(&r.status)
-            .ok_or_else(|| Error::Decode(format!("task_check.status {:?}", r.status)))?,
-        task_id: r.task_id,
-        attempt: r.attempt,
-        workflow_id: r.workflow_id,
-        run_id: r.run_id,
-        task_name: r.task_name,
-        task_ref: r.task_ref,
-        worker_id: r.worker_id,
-        stop_reason: r.stop_reason,
-        input_bytes: r.input_bytes,
-        output_bytes: r.output_bytes,
-        details: r.details,
-        timeout_seconds: r.timeout_seconds,
-        started_at: r.started_at,
-        created_at: r.created_at,
-        updated_at: r.updated_at,
-        last_heartbeat_at: r.last_heartbeat_at,
-        expires_at: r.expires_at,
-    }))
+    row.map(CheckRow::into_check).transpose()
 }
 
 /// The scanner's query, also shown with EXPLAIN ANALYZE by the benchmark.
@@ -294,33 +235,17 @@ impl RegistryStore for PgStore {
             .bind(write_interval.as_secs_f64())
             .fetch_all(&mut *tx)
             .await?;
-        let mut outcome = ScanOutcome {
-            report: ScanReport {
-                candidates: rows.len(),
-                ..ScanReport::default()
-            },
-            ..ScanOutcome::default()
-        };
+        let mut outcome = ScanOutcome::read(rows.len());
         if rows.is_empty() {
             return Ok(outcome);
         }
         let candidates: Vec<ScanCandidate> = rows.into_iter().map(candidate).collect();
-        let lives = probe(candidates.iter().map(|c| c.task_id).collect()).await;
-        let mut alive = Vec::new();
-        let mut expired = Vec::new();
-        for (i, c) in candidates.into_iter().enumerate() {
-            let live = lives.as_ref().and_then(|l| l.get(i).copied());
-            match verdict(&c, live) {
-                Verdict::Alive(last_ms) => alive.push(BeatWrite {
-                    task_id: c.task_id,
-                    attempt: c.attempt,
-                    at_ms: Some(last_ms),
-                    details: None,
-                }),
-                Verdict::Expired => expired.push(c),
-                Verdict::Unsure => outcome.report.deferred += 1,
-            }
-        }
+        let Sorted {
+            alive,
+            expired,
+            deferred,
+        } = judge(candidates, probe).await;
+        outcome.report.deferred = deferred;
         write_beats(&mut *tx, &alive).await?;
         outcome.report.extended = alive.len();
         if !expired.is_empty() {
@@ -342,11 +267,7 @@ impl RegistryStore for PgStore {
             outbox::insert(&mut tx, &outcome.messages).await?;
         }
         tx.commit().await?;
-        outcome.report.timed_out = expired.len();
-        outcome.expired = expired
-            .iter()
-            .map(|c| (c.task_id, c.attempt, c.timeout_seconds))
-            .collect();
+        outcome.timed_out(&expired);
         Ok(outcome)
     }
 

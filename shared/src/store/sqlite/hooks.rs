@@ -6,17 +6,18 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use chrono::Utc;
-use serde_json::json;
 
 use super::outbox::{plus, until};
 use super::SqliteStore;
 use crate::hooks::Backoff;
-use crate::messages::{Command, RollbackHooksDone};
+use crate::messages::RollbackHooksDone;
 use crate::store::backend::HookStore;
-use crate::store::hooks::{AttemptResult, Claimed, DeliveryView};
+use crate::store::hooks::{
+    rollback_done, AttemptResult, Claimed, DeliveryView, SequenceMove, Settlement,
+};
 use crate::store::outbox::OutboxMessage;
 use crate::topology::Names;
-use crate::{Envelope, Result};
+use crate::Result;
 
 /// The dispatcher's claim: due pending rows, oldest due first, `?3` rows at most, leased
 /// until `?2` (`?1` is now).
@@ -53,23 +54,8 @@ impl HookStore for SqliteStore {
         result: &AttemptResult,
         backoff: &Backoff,
     ) -> Result<Vec<OutboxMessage>> {
-        let ok = result.succeeded();
-        let retry_in = (!ok)
-            .then(|| backoff.after(u32::try_from(claimed.attempt).unwrap_or(u32::MAX)))
-            .flatten();
-        let (status, released) = match (ok, retry_in) {
-            (true, _) => ("DELIVERED", true),
-            (false, Some(_)) => ("PENDING", claimed.released || !claimed.blocking),
-            (false, None) => ("DEAD", true),
-        };
         let now = Utc::now();
-        let record = json!({
-            "attempt": claimed.attempt,
-            "time": now,
-            "statusCode": result.status_code,
-            "error": result.error,
-            "durationMs": u64::try_from(result.duration.as_millis()).unwrap_or(u64::MAX),
-        });
+        let settled = Settlement::of(claimed, result, backoff, now);
         let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
         // A lease that ran out while the call went on may have let another attempt settle
         // the row first: only a pending row is settled.
@@ -80,27 +66,19 @@ impl HookStore for SqliteStore {
              WHERE id = ?1 AND status = 'PENDING'",
         )
         .bind(claimed.id)
-        .bind(status)
-        .bind(released)
-        .bind(retry_in.map(|d| plus(now, d)))
-        .bind(record.to_string())
+        .bind(settled.status)
+        .bind(settled.released)
+        .bind(settled.retry_in.map(|d| plus(now, d)))
+        .bind(settled.record.to_string())
         .bind(result.error.as_deref())
         .bind(now)
         .execute(&mut *tx)
         .await?;
         let mut outbox = Vec::new();
         if updated.rows_affected() == 1 {
-            if let Some(seq) = claimed.group_seq {
-                let done = if status == "DEAD" && claimed.blocking {
-                    let reason = format!(
-                        "rollback hook {} of task {:?} (delivery {}, {}) failed after {} attempts: {}",
-                        claimed.hook,
-                        claimed.task_ref.as_deref().unwrap_or_default(),
-                        claimed.id,
-                        claimed.url,
-                        claimed.attempt,
-                        result.error.as_deref().unwrap_or("no answer"),
-                    );
+            let done = match settled.sequence_move(claimed, result) {
+                SequenceMove::Stay => None,
+                SequenceMove::Abort(reason) => {
                     sqlx::query(
                         "UPDATE hook_deliveries SET status = 'SKIPPED', next_attempt_at = NULL,
                              last_error = ?2, updated_at = ?3
@@ -117,13 +95,14 @@ impl HookStore for SqliteStore {
                         ok: false,
                         reason: Some(reason),
                     })
-                } else if released && !claimed.released {
+                }
+                SequenceMove::Advance(next_seq) => {
                     let next = sqlx::query(
                         "UPDATE hook_deliveries SET next_attempt_at = ?3, updated_at = ?3
                          WHERE run_id = ?1 AND group_seq = ?2 AND status = 'PENDING'",
                     )
                     .bind(claimed.run_id)
-                    .bind(seq + 1)
+                    .bind(next_seq)
                     .bind(now)
                     .execute(&mut *tx)
                     .await?;
@@ -132,22 +111,10 @@ impl HookStore for SqliteStore {
                         ok: true,
                         reason: None,
                     })
-                } else {
-                    None
-                };
-                if let Some(done) = done {
-                    let envelope = Envelope::new(
-                        &claimed.workflow_id,
-                        Some(claimed.run_id),
-                        &Command::RollbackHooksDone(done),
-                    )?;
-                    outbox.push(OutboxMessage::new(
-                        names.commands_exchange(),
-                        names.command_key_for(&claimed.workflow_id),
-                        &envelope,
-                        crate::telemetry::current_traceparent(),
-                    )?);
                 }
+            };
+            if let Some(done) = done {
+                outbox.push(rollback_done(names, claimed, done)?);
             }
         }
         super::outbox::insert(&mut tx, &outbox).await?;

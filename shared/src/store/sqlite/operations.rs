@@ -4,33 +4,24 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
-use sqlx::Row;
 use uuid::Uuid;
 
 use super::SqliteStore;
 use crate::store::backend::OperationStore;
-use crate::store::operations::{ChainedRun, OperationOutcome};
+use crate::store::operations::{ChainRow, ChainedRun, OperationOutcome, OutcomeRow};
 use crate::Result;
 
 #[async_trait]
 impl OperationStore for SqliteStore {
     /// The verdict recorded for `request_id`, if any.
     async fn operation_outcome(&self, request_id: Uuid) -> Result<Option<OperationOutcome>> {
-        let row = sqlx::query(
+        let row: Option<OutcomeRow> = sqlx::query_as(
             "SELECT workflow_id, status, body FROM operation_outcomes WHERE request_id = ?",
         )
         .bind(request_id)
         .fetch_optional(&self.pool)
         .await?;
-        row.map(|r| {
-            Ok(OperationOutcome {
-                request_id,
-                workflow_id: r.try_get("workflow_id")?,
-                status: r.try_get("status")?,
-                body: r.try_get("body")?,
-            })
-        })
-        .transpose()
+        Ok(row.map(|r| r.into_outcome(request_id)))
     }
 
     /// Deletes verdicts older than `age` (by this process's clock, which is the store's),
@@ -52,7 +43,7 @@ impl OperationStore for SqliteStore {
 
     /// Every run of `workflow_id`, oldest first.
     async fn run_chain(&self, workflow_id: &str) -> Result<Vec<ChainedRun>> {
-        let rows = sqlx::query(
+        let rows: Vec<ChainRow> = sqlx::query_as(
             "SELECT run_id, status, reset_from_run_id, reset_task_ref, is_current, start_time,
                     end_time
              FROM runs WHERE workflow_id = ? ORDER BY start_time, is_current",
@@ -60,19 +51,6 @@ impl OperationStore for SqliteStore {
         .bind(workflow_id)
         .fetch_all(&self.pool)
         .await?;
-        rows.into_iter()
-            .map(|r| {
-                let from: Option<Uuid> = r.try_get("reset_from_run_id")?;
-                let task_ref: Option<String> = r.try_get("reset_task_ref")?;
-                Ok(ChainedRun {
-                    run_id: r.try_get("run_id")?,
-                    status: r.try_get("status")?,
-                    reset_from: from.zip(task_ref),
-                    is_current: r.try_get("is_current")?,
-                    start_time: r.try_get("start_time")?,
-                    end_time: r.try_get("end_time")?,
-                })
-            })
-            .collect()
+        Ok(rows.into_iter().map(ChainedRun::from).collect())
     }
 }

@@ -13,7 +13,7 @@ use uuid::Uuid;
 use super::SqliteStore;
 use crate::bus::Bus;
 use crate::store::backend::OutboxStore;
-use crate::store::outbox::{publish_all, OutboxMessage};
+use crate::store::outbox::{publish_messages, OutboxMessage};
 use crate::Result;
 
 /// Most bound parameters per statement (SQLite allows 32766).
@@ -87,34 +87,13 @@ impl OutboxStore for SqliteStore {
     /// Publishes committed outbox messages (confirmed, concurrently), then deletes the
     /// rows of the confirmed ones; a failed publish leaves its row for the sweeper.
     async fn publish_outbox(&self, bus: &Bus, messages: &[OutboxMessage]) -> Result<()> {
-        if messages.is_empty() {
-            return Ok(());
-        }
-        let results = publish_all(
-            bus,
-            messages.iter().map(|m| {
-                (
-                    m.exchange.as_str(),
-                    m.routing_key.as_str(),
-                    m.body.as_slice(),
-                    m.traceparent.as_deref(),
-                )
-            }),
-        )
-        .await;
-        let sent: Vec<Uuid> = messages
-            .iter()
-            .zip(&results)
-            .filter(|(_, r)| r.is_ok())
-            .map(|(m, _)| m.id)
-            .collect();
+        let (sent, published) = publish_messages(bus, messages).await;
         if let Err(e) = delete_ids(&self.pool, "outbox", &sent).await {
             // As the PostgreSQL janitor: a lost delete costs a duplicate publish by the
             // sweeper, never a wrong state (consumers are idempotent).
             tracing::warn!(error = %e, count = sent.len(), "outbox cleanup failed; the sweeper will re-publish those rows");
         }
-        results.into_iter().collect::<Result<Vec<()>>>()?;
-        Ok(())
+        published
     }
 
     /// Re-publishes rows older than `older_than` (left by a crash between commit and

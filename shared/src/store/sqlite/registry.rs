@@ -17,28 +17,16 @@ use uuid::Uuid;
 use super::outbox::{minus, plus, MAX_BINDS};
 use super::SqliteStore;
 use crate::messages::AttemptStarted;
-use crate::registry::rows::{BeatWrite, End, ScanCandidate, ScanOutcome, Stored};
-use crate::registry::scan::{reason, timeout_messages, verdict, Verdict};
-use crate::registry::{AttemptStatus, ScanReport, TaskCheck};
+use crate::registry::rows::{
+    stored, BeatWrite, CheckRow, End, ScanCandidate, ScanOutcome, Stored, StoredRow, CHECK_COLUMNS,
+};
+use crate::registry::scan::{judge, reason, timeout_messages, Sorted};
+use crate::registry::TaskCheck;
 use crate::store::backend::{LivenessProbe, RegistryStore};
 use crate::topology::Names;
 use crate::{Error, Result};
 
-type StoredRow = (Uuid, i32, String, Option<String>, i64);
-
 const STORED_COLUMNS: &str = "task_id, attempt, status, stop_reason, timeout_seconds";
-
-fn stored((task_id, attempt, status, reason, timeout_seconds): StoredRow) -> Result<Stored> {
-    let status = AttemptStatus::parse(&status)
-        .ok_or_else(|| Error::Decode(format!("task_check.status {status:?}")))?;
-    Ok(Stored {
-        task_id,
-        attempt,
-        status,
-        reason,
-        timeout_seconds,
-    })
-}
 
 /// `secs` seconds after `at` (`None` when `secs` is 0: not watched).
 fn deadline(at: DateTime<Utc>, secs: i64) -> Option<DateTime<Utc>> {
@@ -98,29 +86,6 @@ async fn write_beats(conn: &mut SqliteConnection, beats: &[BeatWrite]) -> Result
         written.insert((b.task_id, b.attempt));
     }
     Ok(written.len() as u64)
-}
-
-/// `task_check` as read, before its status is parsed.
-#[derive(sqlx::FromRow)]
-struct CheckRow {
-    task_id: Uuid,
-    attempt: i32,
-    workflow_id: String,
-    run_id: Option<Uuid>,
-    task_name: String,
-    task_ref: String,
-    worker_id: Option<String>,
-    status: String,
-    stop_reason: Option<String>,
-    input_bytes: i64,
-    output_bytes: Option<i64>,
-    details: Option<serde_json::Value>,
-    timeout_seconds: i64,
-    started_at: Option<DateTime<Utc>>,
-    created_at: DateTime<Utc>,
-    updated_at: DateTime<Utc>,
-    last_heartbeat_at: Option<DateTime<Utc>>,
-    expires_at: Option<DateTime<Utc>>,
 }
 
 /// A RUNNING attempt past its deadline, as the scan reads it.
@@ -266,37 +231,14 @@ impl RegistryStore for SqliteStore {
 
     /// The newest attempt's row of a task.
     async fn task_check(&self, task_id: Uuid) -> Result<Option<TaskCheck>> {
-        let row: Option<CheckRow> = sqlx::query_as(
-            "SELECT task_id, attempt, workflow_id, run_id, task_name, task_ref, worker_id,
-                    status, stop_reason, input_bytes, output_bytes, details, timeout_seconds,
-                    started_at, created_at, updated_at, last_heartbeat_at, expires_at
-             FROM task_check WHERE task_id = ? ORDER BY attempt DESC LIMIT 1",
-        )
+        let row: Option<CheckRow> = sqlx::query_as(&format!(
+            "SELECT {CHECK_COLUMNS}
+             FROM task_check WHERE task_id = ? ORDER BY attempt DESC LIMIT 1"
+        ))
         .bind(task_id)
         .fetch_optional(&self.pool)
         .await?;
-        let Some(r) = row else { return Ok(None) };
-        Ok(Some(TaskCheck {
-            status: AttemptStatus::parse(&r.status)
-                .ok_or_else(|| Error::Decode(format!("task_check.status {:?}", r.status)))?,
-            task_id: r.task_id,
-            attempt: r.attempt,
-            workflow_id: r.workflow_id,
-            run_id: r.run_id,
-            task_name: r.task_name,
-            task_ref: r.task_ref,
-            worker_id: r.worker_id,
-            stop_reason: r.stop_reason,
-            input_bytes: r.input_bytes,
-            output_bytes: r.output_bytes,
-            details: r.details,
-            timeout_seconds: r.timeout_seconds,
-            started_at: r.started_at,
-            created_at: r.created_at,
-            updated_at: r.updated_at,
-            last_heartbeat_at: r.last_heartbeat_at,
-            expires_at: r.expires_at,
-        }))
+        row.map(CheckRow::into_check).transpose()
     }
 
     /// Reads up to `limit` RUNNING attempts past their deadline (oldest deadline first),
@@ -322,13 +264,7 @@ impl RegistryStore for SqliteStore {
         .bind(limit)
         .fetch_all(&self.pool)
         .await?;
-        let mut outcome = ScanOutcome {
-            report: ScanReport {
-                candidates: rows.len(),
-                ..ScanReport::default()
-            },
-            ..ScanOutcome::default()
-        };
+        let mut outcome = ScanOutcome::read(rows.len());
         if rows.is_empty() {
             return Ok(outcome);
         }
@@ -346,22 +282,12 @@ impl RegistryStore for SqliteStore {
                 surely_passed: r.expires_at < surely,
             })
             .collect();
-        let lives = probe(candidates.iter().map(|c| c.task_id).collect()).await;
-        let mut alive = Vec::new();
-        let mut maybe_expired = Vec::new();
-        for (i, c) in candidates.into_iter().enumerate() {
-            let live = lives.as_ref().and_then(|l| l.get(i).copied());
-            match verdict(&c, live) {
-                Verdict::Alive(last_ms) => alive.push(BeatWrite {
-                    task_id: c.task_id,
-                    attempt: c.attempt,
-                    at_ms: Some(last_ms),
-                    details: None,
-                }),
-                Verdict::Expired => maybe_expired.push(c),
-                Verdict::Unsure => outcome.report.deferred += 1,
-            }
-        }
+        let Sorted {
+            alive,
+            expired: maybe_expired,
+            deferred,
+        } = judge(candidates, probe).await;
+        outcome.report.deferred = deferred;
         let now = Utc::now();
         let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
         write_beats(&mut tx, &alive).await?;
@@ -390,11 +316,7 @@ impl RegistryStore for SqliteStore {
             super::outbox::insert(&mut tx, &outcome.messages).await?;
         }
         tx.commit().await?;
-        outcome.report.timed_out = expired.len();
-        outcome.expired = expired
-            .iter()
-            .map(|c| (c.task_id, c.attempt, c.timeout_seconds))
-            .collect();
+        outcome.timed_out(&expired);
         Ok(outcome)
     }
 

@@ -1,6 +1,6 @@
 //! The decider's persistence on SQLite: load a run's history, and commit a batch in ONE
 //! write transaction (`BEGIN IMMEDIATE`) of plain statements, each updated run checked
-//! against the version it was loaded at. See [`crate::store::runs`] for PostgreSQL's
+//! against the version it was loaded at. See `store::pg::runs` for PostgreSQL's
 //! single-statement version; the effects are the same.
 
 use async_trait::async_trait;
@@ -10,7 +10,7 @@ use uuid::Uuid;
 
 use super::SqliteStore;
 use crate::store::backend::RunStore;
-use crate::store::runs::{CommitBatch, StoredEvent};
+use crate::store::runs::{CommitBatch, EventRow, StoredEvent};
 use crate::{Error, Result};
 
 #[async_trait]
@@ -31,25 +31,14 @@ impl RunStore for SqliteStore {
 
     /// The whole history of run `run_id`, oldest first.
     async fn run_events(&self, run_id: Uuid) -> Result<Vec<StoredEvent>> {
-        let rows = sqlx::query(
+        let rows: Vec<EventRow> = sqlx::query_as(
             "SELECT event_id, time, type, attributes FROM history_events
              WHERE run_id = ? ORDER BY event_id",
         )
         .bind(run_id)
         .fetch_all(&self.pool)
         .await?;
-        rows.into_iter()
-            .map(|r| {
-                let kind: String = r.try_get("type")?;
-                let attributes: Value = r.try_get("attributes")?;
-                Ok(StoredEvent {
-                    run_id,
-                    event_id: r.try_get("event_id")?,
-                    time: r.try_get("time")?,
-                    event: crate::messages::Event::from_parts(&kind, attributes)?,
-                })
-            })
-            .collect()
+        rows.into_iter().map(|r| r.into_event(run_id)).collect()
     }
 
     /// Commits `batch` atomically in one `BEGIN IMMEDIATE` transaction. Updated runs are

@@ -7,14 +7,12 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use sqlx::{QueryBuilder, Sqlite, SqliteConnection};
-use uuid::Uuid;
 
 use super::outbox::{delete_ids, until, MAX_BINDS};
 use super::SqliteStore;
 use crate::bus::Bus;
 use crate::store::backend::TimerStore;
-use crate::store::outbox::publish_all;
-use crate::store::timers::{firing_spans, FireReport, TimerRecord};
+use crate::store::timers::{fire, DueTimer, FireReport, TimerRecord};
 use crate::Result;
 
 /// Inserts `timers` inside the caller's (write) transaction.
@@ -41,17 +39,6 @@ pub(crate) async fn insert(conn: &mut SqliteConnection, timers: &[TimerRecord]) 
     Ok(())
 }
 
-/// A due row.
-#[derive(sqlx::FromRow)]
-struct DueTimer {
-    id: Uuid,
-    fire_at: DateTime<Utc>,
-    exchange: String,
-    routing_key: String,
-    body: Vec<u8>,
-    traceparent: Option<String>,
-}
-
 #[async_trait]
 impl TimerStore for SqliteStore {
     /// Publishes up to `limit` due timers (oldest due first, concurrently, confirmed),
@@ -70,33 +57,7 @@ impl TimerStore for SqliteStore {
         if due.is_empty() {
             return Ok(FireReport::default());
         }
-        let spans = firing_spans(due.iter().map(|t| (t.id, t.traceparent.as_deref())));
-        let results = publish_all(
-            bus,
-            due.iter().zip(&spans).map(|(t, (_, traceparent))| {
-                (
-                    t.exchange.as_str(),
-                    t.routing_key.as_str(),
-                    t.body.as_slice(),
-                    traceparent.as_deref(),
-                )
-            }),
-        )
-        .await;
-        drop(spans);
-        let elapsed = started.elapsed();
-        let mut report = FireReport::default();
-        let mut sent = Vec::with_capacity(due.len());
-        for (timer, result) in due.iter().zip(results) {
-            match result {
-                Ok(()) => {
-                    sent.push(timer.id);
-                    let overdue = (now - timer.fire_at).to_std().unwrap_or_default();
-                    report.lateness.push(overdue + elapsed);
-                }
-                Err(e) => report.failed.push((timer.id, e)),
-            }
-        }
+        let (report, sent) = fire(bus, &due, now, started).await;
         delete_ids(&self.pool, "timers", &sent).await?;
         Ok(report)
     }

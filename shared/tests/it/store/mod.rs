@@ -3,8 +3,12 @@
 //! afterwards), through the same [`Store`] facade the services use.
 //!
 //! `store_test!(scenario)` makes module `scenario` with tests `postgres` and `sqlite`,
-//! each calling `async fn scenario(store: &Store)` on a fresh store of that backend; run
-//! one backend with a filter, e.g. `cargo test -p weft --test it store:: -- sqlite`.
+//! each calling `async fn scenario(store: &Store)` on a fresh store of that backend
+//! (`store_test!(name, scenario)` names the module `name`). `bus_test!(name, scenario)`
+//! does the same for `async fn scenario(env: &Env) -> Vec<String>`, whose store comes
+//! with a RabbitMQ bus on a namespace of its own (the queues it returns are removed
+//! afterwards). Run one backend with a filter, e.g.
+//! `cargo test -p weft --test it store:: -- sqlite`.
 
 use std::path::PathBuf;
 
@@ -12,35 +16,64 @@ use chrono::{DateTime, SubsecRound, Utc};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
+use weft::bus::Bus;
 use weft::dsl::WorkflowDef;
 use weft::messages::Event;
 use weft::store::runs::{RunRecord, StoredEvent, TaskRecord};
 use weft::store::sqlite::SqliteStore;
 use weft::store::Store;
-use weft::testing::TestDb;
+use weft::testing::{amqp_url, random_suffix, TestDb};
+use weft::topology::Names;
 
 /// Makes module `$name` running scenario `$name(&Store)` on each backend.
 macro_rules! store_test {
     ($name:ident) => {
+        store_test!($name, $name);
+    };
+    ($name:ident, $scenario:ident) => {
         mod $name {
             #[tokio::test]
             async fn postgres() {
                 let fixture = $crate::store::Fixture::postgres().await;
-                super::$name(&fixture.store).await;
+                super::$scenario(&fixture.store).await;
             }
 
             #[tokio::test]
             async fn sqlite() {
                 let fixture = $crate::store::Fixture::sqlite().await;
-                super::$name(&fixture.store).await;
+                super::$scenario(&fixture.store).await;
             }
         }
     };
 }
 
+/// Makes module `$name` running scenario `$scenario(&Env)` on each backend, with a bus.
+macro_rules! bus_test {
+    ($name:ident, $scenario:ident) => {
+        mod $name {
+            #[tokio::test]
+            async fn postgres() {
+                let env = $crate::store::Env::new($crate::store::Fixture::postgres().await).await;
+                let queues = super::$scenario(&env).await;
+                env.teardown(&queues).await;
+            }
+
+            #[tokio::test]
+            async fn sqlite() {
+                let env = $crate::store::Env::new($crate::store::Fixture::sqlite().await).await;
+                let queues = super::$scenario(&env).await;
+                env.teardown(&queues).await;
+            }
+        }
+    };
+}
+
+mod delivery;
 mod metadata;
 mod reads;
+mod registry;
 mod runs;
+mod search;
 mod starts;
 
 /// A fresh store of one backend, removed when dropped.
@@ -96,6 +129,68 @@ impl Drop for Fixture {
                 let _ = std::fs::remove_file(format!("{}{suffix}", file.display()));
             }
         }
+    }
+}
+
+/// A fresh store of one backend with a bus on a namespace of its own, for the scenarios
+/// that publish (outbox, timers, hooks, the registry's scan).
+pub(crate) struct Env {
+    /// The store under test.
+    pub store: Store,
+    /// A bus on the namespace.
+    pub bus: Bus,
+    /// The namespace's names.
+    pub names: Names,
+    /// The store's database or file, removed when dropped (after the bus).
+    _fixture: Fixture,
+}
+
+impl Env {
+    /// `fixture`'s store with a bus on a new namespace.
+    pub async fn new(fixture: Fixture) -> Self {
+        let names = Names::new(&format!("sb{}", random_suffix()), 1);
+        let bus = Bus::connect(&amqp_url(), names.clone(), fixture.token.clone())
+            .await
+            .expect("connect to the broker");
+        Self {
+            store: fixture.store.clone(),
+            bus,
+            names,
+            _fixture: fixture,
+        }
+    }
+
+    /// A queue bound to the commands exchange for `key`.
+    pub async fn listen(&self, key: &str) -> String {
+        let queue = format!("{}.listen.{key}", self.names.namespace());
+        self.bus
+            .declare_queue(&queue, &[(&self.names.commands_exchange(), key)])
+            .await
+            .expect("declare the queue");
+        queue
+    }
+
+    /// Takes every message waiting on `queue` (waiting up to two seconds for `expected`).
+    pub async fn take(&self, queue: &str, expected: usize) -> Vec<weft::Envelope> {
+        let mut out = Vec::new();
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(2);
+        loop {
+            match self.bus.get(queue).await.expect("get") {
+                Some(t) => {
+                    out.push(t.delivery.envelope.clone());
+                    t.ack().await.expect("ack");
+                }
+                None if out.len() >= expected || tokio::time::Instant::now() > deadline => {
+                    return out
+                }
+                None => tokio::time::sleep(std::time::Duration::from_millis(20)).await,
+            }
+        }
+    }
+
+    /// Removes `queues` and the namespace's exchanges; the fixture then drops the store.
+    pub async fn teardown(self, queues: &[String]) {
+        let _ = self.bus.teardown(queues).await;
     }
 }
 

@@ -5,8 +5,7 @@ use serde_json::json;
 use uuid::Uuid;
 use weft::store::runs::{CommitBatch, RunRecord};
 use weft::store::search::{parse_query, Search};
-
-use super::{both, Env};
+use weft::store::Store;
 
 fn run(
     workflow_id: &str,
@@ -41,7 +40,7 @@ fn run(
     }
 }
 
-async fn seed(env: &Env, t0: DateTime<Utc>) {
+async fn seed(store: &Store, t0: DateTime<Utc>) {
     let s = |n| t0 + TimeDelta::seconds(n);
     let batch = CommitBatch {
         new_runs: vec![
@@ -69,11 +68,11 @@ async fn seed(env: &Env, t0: DateTime<Utc>) {
         ],
         ..CommitBatch::default()
     };
-    env.store.commit(&batch).await.unwrap();
+    store.commit(&batch).await.unwrap();
 }
 
 async fn ids(
-    env: &Env,
+    store: &Store,
     query: &str,
     text: Option<&str>,
     start: i64,
@@ -85,24 +84,27 @@ async fn ids(
         start,
         size,
     };
-    let (total, hits) = env.store.search_runs(&search).await.unwrap();
+    let (total, hits) = store.search_runs(&search).await.unwrap();
     (total, hits.into_iter().map(|h| h.run.workflow_id).collect())
 }
 
-both!(search_filters_sorts_and_pages_current_runs, search);
-async fn search(env: &Env) -> Vec<String> {
+store_test!(search_filters_sorts_and_pages_current_runs, search);
+async fn search(store: &Store) {
     let t0 = Utc::now().duration_trunc(TimeDelta::seconds(1)).unwrap() - TimeDelta::hours(1);
-    seed(env, t0).await;
+    seed(store, t0).await;
     let all = ["bill-1", "order-4", "order-3", "order-2", "Order-1"].map(String::from);
-    assert_eq!(ids(env, "", None, 0, 10).await, (5, all.to_vec()));
-    assert_eq!(ids(env, "", Some("*"), 1, 2).await, (5, all[1..3].to_vec()));
+    assert_eq!(ids(store, "", None, 0, 10).await, (5, all.to_vec()));
     assert_eq!(
-        ids(env, "status IN (RUNNING, FAILED)", None, 0, 10).await,
+        ids(store, "", Some("*"), 1, 2).await,
+        (5, all[1..3].to_vec())
+    );
+    assert_eq!(
+        ids(store, "status IN (RUNNING, FAILED)", None, 0, 10).await,
         (3, all[..3].to_vec())
     );
     assert_eq!(
         ids(
-            env,
+            store,
             "workflowType = orders AND status = COMPLETED",
             None,
             0,
@@ -114,7 +116,7 @@ async fn search(env: &Env) -> Vec<String> {
     let after = (t0 + TimeDelta::seconds(2)).timestamp_millis();
     assert_eq!(
         ids(
-            env,
+            store,
             &format!("startTime >= {after} AND workflowType IN ('orders')"),
             None,
             0,
@@ -124,25 +126,24 @@ async fn search(env: &Env) -> Vec<String> {
         (2, all[1..3].to_vec())
     );
     assert_eq!(
-        ids(env, "correlationId = 'corr-1'", None, 0, 10).await,
+        ids(store, "correlationId = 'corr-1'", None, 0, 10).await,
         (1, vec!["Order-1".into()])
     );
     assert_eq!(
-        ids(env, "workflowId = \"order-2\"", None, 0, 10).await,
+        ids(store, "workflowId = \"order-2\"", None, 0, 10).await,
         (1, vec!["order-2".into()])
     );
     // Free text: exact id or correlation id, or a case-sensitive prefix of either.
     assert_eq!(
-        ids(env, "", Some("corr-1"), 0, 10).await,
+        ids(store, "", Some("corr-1"), 0, 10).await,
         (1, vec!["Order-1".into()])
     );
     assert_eq!(
-        ids(env, "", Some("Order*"), 0, 10).await,
+        ids(store, "", Some("Order*"), 0, 10).await,
         (2, vec!["order-4".into(), "Order-1".into()])
     );
-    assert_eq!(ids(env, "", Some("order-%*"), 0, 10).await, (0, vec![]));
-    let (_, hits) = env
-        .store
+    assert_eq!(ids(store, "", Some("order-%*"), 0, 10).await, (0, vec![]));
+    let (_, hits) = store
         .search_runs(&Search {
             filters: parse_query("workflowId = bill-1").unwrap(),
             free_text: None,
@@ -158,14 +159,13 @@ async fn search(env: &Env) -> Vec<String> {
     assert!(hit.run.is_current);
     assert!(hit.input_bytes.unwrap() > 0);
     assert_eq!(hit.output_bytes, None);
-    Vec::new()
 }
 
-both!(stats_count_and_percentiles_of_recent_runs, stats);
-async fn stats(env: &Env) -> Vec<String> {
+store_test!(stats_count_and_percentiles_of_recent_runs, stats);
+async fn stats(store: &Store) {
     let t0 = Utc::now().duration_trunc(TimeDelta::seconds(1)).unwrap() - TimeDelta::hours(1);
-    seed(env, t0).await;
-    let s = env.store.run_stats("orders", None, t0, 100).await.unwrap();
+    seed(store, t0).await;
+    let s = store.run_stats("orders", None, t0, 100).await.unwrap();
     assert_eq!(s.count, 4);
     assert_eq!(s.by_status.get("COMPLETED"), Some(&2));
     assert_eq!(s.by_status.get("FAILED"), Some(&1));
@@ -174,23 +174,17 @@ async fn stats(env: &Env) -> Vec<String> {
     assert_eq!((d.p50, d.p95, d.p99), (200, 300, 300));
     assert!(s.input_bytes.is_some() && s.output_bytes.is_some());
     // A version, a window, a limit (the newest first).
-    let v2 = env
-        .store
-        .run_stats("orders", Some(2), t0, 100)
-        .await
-        .unwrap();
+    let v2 = store.run_stats("orders", Some(2), t0, 100).await.unwrap();
     assert_eq!(v2.count, 2);
     assert_eq!(v2.duration_ms.map(|d| d.p50), Some(200));
-    let late = env
-        .store
+    let late = store
         .run_stats("orders", None, t0 + TimeDelta::seconds(1), 100)
         .await
         .unwrap();
     assert_eq!(late.count, 3);
-    let newest = env.store.run_stats("orders", None, t0, 2).await.unwrap();
+    let newest = store.run_stats("orders", None, t0, 2).await.unwrap();
     assert_eq!(newest.count, 2);
     assert_eq!(newest.by_status.get("RUNNING"), Some(&1));
-    let none = env.store.run_stats("nothing", None, t0, 10).await.unwrap();
+    let none = store.run_stats("nothing", None, t0, 10).await.unwrap();
     assert_eq!((none.count, none.duration_ms), (0, None));
-    Vec::new()
 }

@@ -10,7 +10,7 @@ use weft::registry::rows::{BeatWrite, End, Liveness};
 use weft::registry::AttemptStatus;
 use weft::Envelope;
 
-use super::{both, Env};
+use super::Env;
 
 fn started(task_id: Uuid, attempt: i32, worker: &str, timeout: i64) -> AttemptStarted {
     AttemptStarted {
@@ -36,7 +36,7 @@ fn end(task_id: Uuid, attempt: i32, status: AttemptStatus, reason: Option<&str>)
     }
 }
 
-both!(registry_registers_beats_and_ends_attempts, register);
+bus_test!(registry_registers_beats_and_ends_attempts, register);
 async fn register(env: &Env) -> Vec<String> {
     let store = &env.store;
     let (a, b, c) = (Uuid::now_v7(), Uuid::now_v7(), Uuid::now_v7());
@@ -161,7 +161,7 @@ async fn register(env: &Env) -> Vec<String> {
     Vec::new()
 }
 
-both!(
+bus_test!(
     registry_scan_times_out_the_silent_and_extends_the_live,
     scan
 );

@@ -13,7 +13,7 @@ use weft::store::runs::CommitBatch;
 use weft::store::timers::TimerRecord;
 use weft::Envelope;
 
-use super::{both, Env};
+use super::Env;
 
 fn message(env: &Env, key: &str, n: u64) -> OutboxMessage {
     let envelope = Envelope::new(
@@ -29,7 +29,7 @@ fn message(env: &Env, key: &str, n: u64) -> OutboxMessage {
     OutboxMessage::new(env.names.commands_exchange(), key.into(), &envelope, None).unwrap()
 }
 
-both!(
+bus_test!(
     outbox_publish_forgets_confirmed_rows_and_sweep_republishes_old_ones,
     outbox
 );
@@ -67,7 +67,7 @@ async fn outbox(env: &Env) -> Vec<String> {
     vec![queue]
 }
 
-both!(timers_fire_when_due_and_not_before, timers);
+bus_test!(timers_fire_when_due_and_not_before, timers);
 async fn timers(env: &Env) -> Vec<String> {
     let queue = env.listen("timer.test").await;
     assert_eq!(env.store.next_timer_in().await.unwrap(), None);
@@ -182,7 +182,7 @@ fn backoff(max_attempts: u32) -> Backoff {
     }
 }
 
-both!(hook_claims_lease_and_rollback_sequences_move_on, hooks);
+bus_test!(hook_claims_lease_and_rollback_sequences_move_on, hooks);
 async fn hooks(env: &Env) -> Vec<String> {
     let wf = "wf-hooks";
     let run = Uuid::now_v7();

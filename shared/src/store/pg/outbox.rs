@@ -1,0 +1,126 @@
+//! The outbox on PostgreSQL (see [`crate::store::outbox`]): rows inserted in the
+//! writer's transaction ([`insert`]), published after its commit, then deleted by the
+//! [`Janitor`] off the hot path.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use sqlx::PgConnection;
+use uuid::Uuid;
+
+use super::PgStore;
+use crate::bus::Bus;
+use crate::store::backend::OutboxStore;
+use crate::store::outbox::{publish_messages, OutboxMessage};
+use crate::Result;
+
+/// `(id, exchange, routing_key, body, traceparent)` as read back by the sweeper.
+type OutboxRow = (Uuid, String, String, Vec<u8>, Option<String>);
+
+/// Inserts `messages` inside the caller's transaction.
+pub async fn insert(conn: &mut PgConnection, messages: &[OutboxMessage]) -> Result<()> {
+    if messages.is_empty() {
+        return Ok(());
+    }
+    let ids: Vec<Uuid> = messages.iter().map(|m| m.id).collect();
+    let exchanges: Vec<&str> = messages.iter().map(|m| m.exchange.as_str()).collect();
+    let keys: Vec<&str> = messages.iter().map(|m| m.routing_key.as_str()).collect();
+    let bodies: Vec<&[u8]> = messages.iter().map(|m| m.body.as_slice()).collect();
+    let traces: Vec<Option<&str>> = messages.iter().map(|m| m.traceparent.as_deref()).collect();
+    sqlx::query(
+        "INSERT INTO outbox (id, exchange, routing_key, body, traceparent)
+         SELECT * FROM UNNEST($1::uuid[], $2::text[], $3::text[], $4::bytea[], $5::text[])",
+    )
+    .bind(&ids)
+    .bind(&exchanges)
+    .bind(&keys)
+    .bind(&bodies)
+    .bind(&traces)
+    .execute(&mut *conn)
+    .await?;
+    Ok(())
+}
+
+/// Most ids a janitor deletes in one statement.
+const JANITOR_BATCH: usize = 10_000;
+
+/// Deletes the rows of published outbox messages, many per statement, off the hot path.
+/// A row whose delete is lost (crash, database error) is published once more by the
+/// sweeper; consumers are idempotent, so that costs a duplicate, never a wrong state.
+#[derive(Debug, Clone)]
+pub(crate) struct Janitor {
+    tx: tokio::sync::mpsc::UnboundedSender<Vec<Uuid>>,
+}
+
+impl Janitor {
+    /// Starts the janitor task on `pool`; it ends when every handle is dropped.
+    pub(crate) fn spawn(pool: sqlx::PgPool) -> Self {
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Vec<Uuid>>();
+        tokio::spawn(async move {
+            while let Some(mut ids) = rx.recv().await {
+                while ids.len() < JANITOR_BATCH {
+                    match rx.try_recv() {
+                        Ok(more) => ids.extend(more),
+                        Err(_) => break,
+                    }
+                }
+                let deleted = sqlx::query("DELETE FROM outbox WHERE id = ANY($1)")
+                    .bind(&ids)
+                    .execute(&pool)
+                    .await;
+                if let Err(e) = deleted {
+                    tracing::warn!(error = %e, count = ids.len(), "outbox cleanup failed; the sweeper will re-publish those rows");
+                }
+            }
+        });
+        Self { tx }
+    }
+
+    /// Queues the rows of published messages for deletion.
+    pub(crate) fn forget(&self, ids: Vec<Uuid>) {
+        if !ids.is_empty() {
+            // Only fails when the runtime is shutting down: the sweeper covers that.
+            let _ = self.tx.send(ids);
+        }
+    }
+}
+
+#[async_trait]
+impl OutboxStore for PgStore {
+    /// Publishes committed outbox messages (confirmed); their rows are then deleted in
+    /// the background. Messages are published concurrently; a failure leaves the rows
+    /// for the sweeper.
+    async fn publish_outbox(&self, bus: &Bus, messages: &[OutboxMessage]) -> Result<()> {
+        let (sent, published) = publish_messages(bus, messages).await;
+        self.janitor.forget(sent);
+        published
+    }
+
+    /// Re-publishes rows older than `older_than` (left by a crash between commit and
+    /// publish), at most `limit` per call; returns how many were published.
+    /// `SKIP LOCKED` lets several sweepers run without publishing a row twice at once.
+    async fn sweep_outbox(&self, bus: &Bus, older_than: Duration, limit: i64) -> Result<usize> {
+        let mut tx = self.pool.begin().await?;
+        let rows: Vec<OutboxRow> = sqlx::query_as(
+            "SELECT id, exchange, routing_key, body, traceparent FROM outbox
+             WHERE created_at < now() - make_interval(secs => $1)
+             ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED",
+        )
+        .bind(older_than.as_secs_f64())
+        .bind(limit)
+        .fetch_all(&mut *tx)
+        .await?;
+        let mut sent = Vec::with_capacity(rows.len());
+        for (id, exchange, key, body, trace) in &rows {
+            bus.publish_bytes(exchange, key, body, trace.as_deref())
+                .await?;
+            sent.push(*id);
+        }
+        sqlx::query("DELETE FROM outbox WHERE id = ANY($1)")
+            .bind(&sent)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(sent.len())
+    }
+}
