@@ -54,7 +54,16 @@ async fn service_counter(suite: &Suite, name: &str) -> u64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_worker_keeps_two_thousand_activities_alive_with_about_one_request_per_tick() {
-    let mut env = TestEnv::create(EnvOptions::default()).await.unwrap();
+    // The service default for the outbox sweeper (5 s), not the suite's 500 ms: with
+    // 2,000 runs started at once on two cores, publishing a commit's messages can take
+    // longer than 500 ms, and the sweeper would then publish every activity again. The
+    // duplicates are harmless (a late result is ignored) but double the load of a test
+    // about heartbeats, until attempts time out behind the backlog.
+    let options = EnvOptions {
+        outbox_sweep_after_ms: None,
+        ..EnvOptions::default()
+    };
+    let mut env = TestEnv::create(options).await.unwrap();
     env.activity_queues.push(env.names().activity_queue(TASK));
     let mut suite = Suite::start_with(env, &Service::CORE).await.unwrap();
     let client = suite.client().clone();

@@ -64,10 +64,16 @@ impl Janitor {
                         Err(_) => break,
                     }
                 }
-                let deleted = sqlx::query("DELETE FROM outbox WHERE id = ANY($1)")
-                    .bind(&ids)
-                    .execute(&pool)
-                    .await;
+                // Rows a sweeper holds are skipped, not waited for: it deletes them itself
+                // when it commits, and waiting behind its publishes would let the other
+                // rows grow old enough to be swept (published) once more.
+                let deleted = sqlx::query(
+                    "DELETE FROM outbox WHERE id IN (
+                         SELECT id FROM outbox WHERE id = ANY($1) FOR UPDATE SKIP LOCKED)",
+                )
+                .bind(&ids)
+                .execute(&pool)
+                .await;
                 if let Err(e) = deleted {
                     tracing::warn!(error = %e, count = ids.len(), "outbox cleanup failed; the sweeper will re-publish those rows");
                 }
@@ -110,12 +116,14 @@ impl OutboxStore for PgStore {
         .bind(limit)
         .fetch_all(&mut *tx)
         .await?;
-        let mut sent = Vec::with_capacity(rows.len());
-        for (id, exchange, key, body, trace) in &rows {
+        // Concurrently: the rows stay locked until the commit, and the janitor skips them.
+        let publishes = rows.iter().map(|(_, exchange, key, body, trace)| {
             bus.publish_bytes(exchange, key, body, trace.as_deref())
-                .await?;
-            sent.push(*id);
+        });
+        for published in futures_util::future::join_all(publishes).await {
+            published?;
         }
+        let sent: Vec<Uuid> = rows.iter().map(|row| row.0).collect();
         sqlx::query("DELETE FROM outbox WHERE id = ANY($1)")
             .bind(&sent)
             .execute(&mut *tx)
