@@ -20,8 +20,10 @@ use crate::RUN_TIMEOUT;
 
 const TASK: &str = "sdk_hold";
 const RUNS: usize = 2_000;
-/// Heartbeat timeout of the task: the SDK beats every second (a third, clamped to 1 s).
-const HEARTBEAT_TIMEOUT_S: u64 = 3;
+/// Heartbeat timeout of the task: the SDK beats every two seconds (a third). Not
+/// shorter: on two cores shared with the rest of the suite, the heartbeat service can
+/// fall seconds behind 2,000 beats a tick, and a late beat is a false timeout.
+const HEARTBEAT_TIMEOUT_S: u64 = 6;
 /// Beats each activity gets while held: five intervals, longer than the timeout.
 const HELD_BEATS: u64 = 5;
 
@@ -139,7 +141,8 @@ async fn one_worker_keeps_two_thousand_activities_alive_with_about_one_request_p
                 started.load(Ordering::Relaxed)
             )
         },
-        || async { Ok((started.load(Ordering::Relaxed) == RUNS).then_some(())) },
+        // At least: a delivery may come twice (at-least-once), each one counted.
+        || async { Ok((started.load(Ordering::Relaxed) >= RUNS).then_some(())) },
     )
     .await
     .unwrap();

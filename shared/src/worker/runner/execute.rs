@@ -134,7 +134,7 @@ impl Shared {
             joined = &mut running => joined,
             _ = stop.token().cancelled() => {
                 drop(start_report);
-                return self.stopped(running, &stop).await;
+                return self.stopped(Some(running), &stop).await;
             }
             _ = self.abandon.cancelled() => {
                 self.stats.incr(Counter::Requeued);
@@ -145,8 +145,9 @@ impl Shared {
         // Finished: a start report still waiting is not needed (the result says it all).
         drop(start_report);
         if stop.token().is_cancelled() {
-            // Stopped while returning: the decider would ignore the result anyway.
-            return self.stopped(running, &stop).await;
+            // Stopped while returning: the decider would ignore the result anyway. The
+            // handler's task has ended; its handle must not be awaited again.
+            return self.stopped(None, &stop).await;
         }
         let elapsed_ms = clock.elapsed().as_millis();
         let (command, counter, ended, output_bytes) =
@@ -242,16 +243,18 @@ impl Shared {
     /// The heartbeat service stopped the attempt: the handler gets `stop_grace` to return
     /// (its token is cancelled), then is aborted. Nothing is reported and the task is
     /// acknowledged: a stopped attempt must not run again.
-    async fn stopped(&self, running: Running, stop: &Stop) -> Disposition {
+    async fn stopped(&self, running: Option<Running>, stop: &Stop) -> Disposition {
         let reason = stop.reason().unwrap_or("stopped");
         tracing::info!(%reason, "activity stopped by the heartbeat service; its result will not be reported");
-        tokio::select! {
-            returned = tokio::time::timeout(self.stop_grace, running) => {
-                if returned.is_err() {
-                    tracing::warn!(grace = ?self.stop_grace, "a stopped handler did not return in time; aborted");
+        if let Some(running) = running {
+            tokio::select! {
+                returned = tokio::time::timeout(self.stop_grace, running) => {
+                    if returned.is_err() {
+                        tracing::warn!(grace = ?self.stop_grace, "a stopped handler did not return in time; aborted");
+                    }
                 }
+                _ = self.abandon.cancelled() => {}
             }
-            _ = self.abandon.cancelled() => {}
         }
         self.stats.incr(Counter::Stopped);
         self.heartbeats.counters().stopped.inc();
