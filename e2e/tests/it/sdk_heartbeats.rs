@@ -24,6 +24,9 @@ const RUNS: usize = 2_000;
 /// shorter: on two cores shared with the rest of the suite, the heartbeat service can
 /// fall seconds behind 2,000 beats a tick, and a late beat is a false timeout.
 const HEARTBEAT_TIMEOUT_S: u64 = 6;
+/// The worker's scheduler tick, equal to the beat interval: every attempt is due at
+/// every tick, so one request carries them all.
+const TICK: Duration = Duration::from_secs(2);
 /// Beats each activity gets while held: five intervals, longer than the timeout.
 const HELD_BEATS: u64 = 5;
 
@@ -107,6 +110,7 @@ async fn one_worker_keeps_two_thousand_activities_alive_with_about_one_request_p
     let worker = Worker::builder(&config)
         .worker_id("sdk-e2e")
         .concurrency(RUNS)
+        .heartbeat_tick(TICK)
         .metrics(&metrics)
         .activity(TASK, move |_task, ctx| {
             let (count, gate) = (count.clone(), gate.clone());
