@@ -55,27 +55,6 @@ async fn task_reaches(suite: &Suite, id: &str, task_ref: &str, status: &str) {
     .unwrap();
 }
 
-/// Takes one `MANUAL` task over HTTP, as an external worker does.
-async fn poll_manual(suite: &Suite) -> Value {
-    let path = format!("/api/tasks/poll/batch/{MANUAL}?workerid=outside&count=1&timeout=1000");
-    poll_until(
-        RUN_TIMEOUT,
-        Duration::from_millis(10),
-        || format!("no {MANUAL} task was handed out\n{}", suite.describe()),
-        || async {
-            let r = suite
-                .client()
-                .raw(reqwest::Method::GET, &path, None)
-                .await?;
-            anyhow::ensure!(r.status == 200, "poll answered {}: {}", r.status, r.text);
-            Ok(r.json
-                .and_then(|tasks| tasks.as_array().and_then(|a| a.first().cloned())))
-        },
-    )
-    .await
-    .unwrap()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_survives_weft_dev_being_killed_twice_on_a_file_database() {
     let mut suite = Suite::new(TestEnv::new().await.unwrap()).unwrap();
@@ -91,7 +70,7 @@ async fn a_run_survives_weft_dev_being_killed_twice_on_a_file_database() {
     task_reaches(&suite, &id, "review", "SCHEDULED").await;
     suite.kill(dev).await.unwrap();
     suite.restart(dev).await.unwrap();
-    let task = poll_manual(&suite).await;
+    let task = crate::http_tasks::poll_one(&suite, MANUAL, "outside").await;
     assert_eq!(task["workflowInstanceId"], json!(id), "{task}");
     assert_eq!(task["inputData"], json!({"name": "Ada Weft"}), "{task}");
     let result = json!({"workflowInstanceId": id, "taskId": task["taskId"],

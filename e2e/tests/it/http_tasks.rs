@@ -12,9 +12,10 @@ use crate::RUN_TIMEOUT;
 
 const TASK: &str = "http_polled";
 
-/// Long-polls `TASK` as `worker` until one task comes (bounded by [`RUN_TIMEOUT`]).
-async fn poll_one(suite: &Suite, worker: &str) -> Value {
-    let path = format!("/api/tasks/poll/batch/{TASK}?workerid={worker}&count=1&timeout=2000");
+/// Long-polls `task` as `worker`, as an HTTP worker does, until one task comes (bounded
+/// by [`RUN_TIMEOUT`]).
+pub(crate) async fn poll_one(suite: &Suite, task: &str, worker: &str) -> Value {
+    let path = format!("/api/tasks/poll/batch/{task}?workerid={worker}&count=1&timeout=2000");
     poll_until(
         RUN_TIMEOUT,
         Duration::from_millis(10),
@@ -65,13 +66,13 @@ async fn a_polled_task_whose_http_worker_goes_silent_is_retried_for_another_work
         .unwrap();
 
     // The first worker takes the task and is never heard of again.
-    let first = poll_one(&suite, "silent").await;
+    let first = poll_one(&suite, TASK, "silent").await;
     assert_eq!(first["workflowInstanceId"], json!(id));
     assert_eq!(first["retryCount"], json!(0));
     assert_eq!(first["inputData"], json!({"order": 42}));
 
     // Its attempt times out; the retry goes to the next worker that polls.
-    let second = poll_one(&suite, "second").await;
+    let second = poll_one(&suite, TASK, "second").await;
     assert_eq!(second["retryCount"], json!(1), "{second}");
     assert_ne!(second["taskId"], first["taskId"]);
     let late = json!({"taskId": first["taskId"], "status": "COMPLETED",
