@@ -49,6 +49,9 @@ pub struct Config {
     /// where the trace id goes, e.g. Jaeger's `http://localhost:16686/trace/{traceId}`;
     /// unset: the trace id is shown without a link.
     pub trace_url: Option<String>,
+    /// Lifecycle events the decider publishes, as topic patterns (`WEFT_EVENTS`, e.g.
+    /// `#` or `workflow.*,task.failed`); none by default (docs/events.md).
+    pub events: crate::events::EventKeys,
 }
 
 impl Default for Config {
@@ -70,6 +73,7 @@ impl Default for Config {
             heartbeat_scan_interval: Duration::from_secs(1),
             task_check_retention: Duration::from_secs(7 * 24 * 3600),
             trace_url: None,
+            events: crate::events::EventKeys::none(),
         }
     }
 }
@@ -111,6 +115,10 @@ impl Config {
                 .map(|h: u64| Duration::from_secs(h * 3600))
                 .unwrap_or(d.task_check_retention),
             trace_url: get("WEFT_TRACE_URL").filter(|u| !u.trim().is_empty()),
+            events: match get("WEFT_EVENTS") {
+                Some(list) => crate::events::EventKeys::parse(&list)?,
+                None => d.events,
+            },
         };
         cfg.validate()?;
         Ok(cfg)

@@ -470,7 +470,13 @@ impl Typed for EventMessage {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", content = "payload")]
 pub enum HeartbeatMessage {
-    /// A worker began an attempt: register it in `task_check`.
+    /// A worker asks to run an attempt: a request (`Bus::call`), answered with
+    /// [`HeartbeatAnswers`] — CONTINUE when the attempt is now this worker's, STOP (with
+    /// the reason) when it was stopped or another worker holds it. The decider wrote the
+    /// attempt's registry row when it scheduled it; the claim moves it to RUNNING.
+    ClaimAttempt(ClaimAttempt),
+    /// A worker began an attempt: register it in `task_check`. Sent by SDKs before
+    /// claims existed; still applied (as a claim that is not answered).
     AttemptStarted(AttemptStarted),
     /// A batch of heartbeats; answered on the AMQP `reply_to` with [`HeartbeatAnswers`].
     Heartbeats(Heartbeats),
@@ -484,6 +490,7 @@ pub enum HeartbeatMessage {
 impl Typed for HeartbeatMessage {
     fn kind(&self) -> &'static str {
         match self {
+            HeartbeatMessage::ClaimAttempt(_) => "ClaimAttempt",
             HeartbeatMessage::AttemptStarted(_) => "AttemptStarted",
             HeartbeatMessage::Heartbeats(_) => "Heartbeats",
             HeartbeatMessage::AttemptFinished(_) => "AttemptFinished",
@@ -551,6 +558,20 @@ impl AttemptStarted {
             started_at,
         }
     }
+}
+
+/// A worker's claim of an attempt it took from its queue (see
+/// [`HeartbeatMessage::ClaimAttempt`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClaimAttempt {
+    /// The attempt and who starts it.
+    #[serde(flatten)]
+    pub started: AttemptStarted,
+    /// The task message was delivered before (its earlier consumer died without
+    /// acknowledging it): the claim may take the attempt over from that consumer.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub takeover: bool,
 }
 
 /// Heartbeats of a worker's running attempts.

@@ -146,6 +146,7 @@ pub async fn connect_on(
 ) -> Result<Deps> {
     let metrics = backing.metrics();
     if let Backing::Provided(p) = backing {
+        p.bus.count_publishes(&metrics);
         return Ok(Deps {
             store: p.store.clone(),
             bus: p.bus.clone(),
@@ -180,6 +181,7 @@ pub async fn connect_on(
     let (store, bus) = backing
         .store_and_bus(config, max_db_connections, shutdown)
         .await?;
+    bus.count_publishes(&metrics);
     let _ = deps.set((store.clone(), bus.clone()));
     Ok(Deps {
         store,

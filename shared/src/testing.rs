@@ -140,3 +140,46 @@ impl Backing {
         }
     }
 }
+
+/// A stand-in for the heartbeat service's registry, for tests of workers without it:
+/// consumes `bus`'s heartbeat queue until `shutdown` and grants every `ClaimAttempt`
+/// (CONTINUE); other heartbeat messages are acknowledged unanswered.
+pub fn grant_claims(
+    bus: &crate::bus::Bus,
+    shutdown: tokio_util::sync::CancellationToken,
+) -> tokio::task::JoinHandle<()> {
+    use crate::bus::{ConsumeOptions, Delivery, Disposition};
+    use crate::messages::{HeartbeatAction, HeartbeatAnswer, HeartbeatAnswers, HeartbeatMessage};
+    let responder = bus.clone();
+    let grant = move |d: Delivery| {
+        let bus = responder.clone();
+        async move {
+            if let Ok(HeartbeatMessage::ClaimAttempt(c)) = d.envelope.decode() {
+                let results = std::collections::BTreeMap::from([(
+                    c.started.attempt.task_id,
+                    HeartbeatAnswer {
+                        action: HeartbeatAction::Continue,
+                        reason: None,
+                    },
+                )]);
+                let answers = HeartbeatAnswers { results };
+                let reply = serde_json::to_value(answers).map(|payload| crate::Envelope {
+                    id: crate::ids::new_id(),
+                    kind: "HeartbeatAnswers".into(),
+                    payload,
+                    ..d.envelope.clone()
+                });
+                if let Ok(reply) = reply {
+                    let _ = bus.reply(&d, &reply).await;
+                }
+            }
+            Disposition::Ack
+        }
+    };
+    let opts = ConsumeOptions {
+        prefetch: 64,
+        concurrency: 16,
+    };
+    let queue = bus.names().heartbeat_queue();
+    bus.consume(&queue, opts, grant, shutdown)
+}

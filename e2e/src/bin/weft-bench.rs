@@ -8,19 +8,27 @@
 //!
 //! Completion is observed in the database (`runs.status`), which costs the services
 //! nothing. Prints a markdown block with the figures, the machine and the command.
+//!
+//! `--events`: the decider publishes every lifecycle event (`WEFT_EVENTS=#`) and a
+//! listener queue bound to `#` consumes them all (the second row of BENCHMARKS.md).
 
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use futures_util::StreamExt as _;
 use sqlx::PgPool;
-use weft_e2e::{greet, Client, Suite, TestEnv};
+use tokio_util::sync::CancellationToken;
+use weft::bus::{Bus, ConsumeOptions, Disposition};
+use weft_e2e::{greet, Client, EnvOptions, Suite, TestEnv};
 
 #[derive(Debug)]
 struct Args {
     runs: usize,
     concurrency: usize,
     latency_runs: usize,
+    events: bool,
 }
 
 fn parse_args() -> anyhow::Result<Args> {
@@ -28,9 +36,14 @@ fn parse_args() -> anyhow::Result<Args> {
         runs: 2000,
         concurrency: 64,
         latency_runs: 200,
+        events: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
+        if flag == "--events" {
+            args.events = true;
+            continue;
+        }
         let mut value = |name: &str| -> anyhow::Result<usize> {
             it.next()
                 .with_context(|| format!("{name} needs a value"))?
@@ -43,7 +56,7 @@ fn parse_args() -> anyhow::Result<Args> {
             "--latency-runs" => args.latency_runs = value("--latency-runs")?,
             _ => anyhow::bail!(
                 "unknown argument {flag:?}; usage: weft-bench [--runs N] [--concurrency C] \
-                 [--latency-runs M]"
+                 [--latency-runs M] [--events]"
             ),
         }
     }
@@ -53,16 +66,65 @@ fn parse_args() -> anyhow::Result<Args> {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = parse_args()?;
-    let mut suite = Suite::start(TestEnv::new().await?).await?;
+    let options = EnvOptions {
+        extra_env: if args.events {
+            vec![("WEFT_EVENTS".to_owned(), "#".to_owned())]
+        } else {
+            Vec::new()
+        },
+        ..EnvOptions::default()
+    };
+    let mut suite = Suite::start(TestEnv::create(options).await?).await?;
     eprintln!("suite up (logs in {})", suite.log_dir().display());
+    let listening = CancellationToken::new();
+    let events = if args.events {
+        Some(listen_to_everything(&suite, &listening).await?)
+    } else {
+        None
+    };
     let result = bench(&suite, &args).await;
+    listening.cancel();
     if let Err(e) = &result {
         eprintln!("benchmark failed: {e:#}\nprocesses:\n{}", suite.describe());
     }
     suite.stop_all().await?;
+    if let Some((bus, queue, seen)) = events {
+        eprintln!("the listener got {} events", seen.load(Ordering::Relaxed));
+        // The services are stopped: the namespace's topology and the listener's queue go.
+        let _ = bus.teardown(&[queue]).await;
+    }
     let report = result?;
     println!("{report}");
     Ok(())
+}
+
+/// A listener queue bound to `#` on the events exchange, consuming and counting every
+/// event.
+async fn listen_to_everything(
+    suite: &Suite,
+    stop: &CancellationToken,
+) -> anyhow::Result<(Bus, String, Arc<AtomicU64>)> {
+    let env = suite.env();
+    let bus = Bus::connect(&env.amqp_url, env.names(), stop.clone()).await?;
+    let queue = format!("{}.bench-listener", env.namespace);
+    bus.declare_queue(&queue, &[(&env.names().events_exchange(), "#")])
+        .await?;
+    let seen = Arc::new(AtomicU64::new(0));
+    let count = seen.clone();
+    let opts = ConsumeOptions {
+        prefetch: 256,
+        concurrency: 8,
+    };
+    bus.consume(
+        &queue,
+        opts,
+        move |_| {
+            count.fetch_add(1, Ordering::Relaxed);
+            async { Disposition::Ack }
+        },
+        stop.clone(),
+    );
+    Ok((bus, queue, seen))
 }
 
 async fn bench(suite: &Suite, args: &Args) -> anyhow::Result<String> {
@@ -116,7 +178,7 @@ async fn bench(suite: &Suite, args: &Args) -> anyhow::Result<String> {
 
     let argv: Vec<String> = std::env::args().skip(1).collect();
     Ok(format!(
-        "### W1: greet (3 SIMPLE activities, example worker), services as processes\n\n\
+        "### W1: greet (3 SIMPLE activities, example worker), services as processes{events}\n\n\
          | measure | result |\n\
          |---|---|\n\
          | throughput ({runs} runs, {conc} starts in flight) | {per_sec:.1} workflows/s \
@@ -134,6 +196,11 @@ async fn bench(suite: &Suite, args: &Args) -> anyhow::Result<String> {
         p99 = percentile(&latencies, 99.0),
         max = latencies.last().copied().unwrap_or_default(),
         machine = machine(),
+        events = if args.events {
+            ", every lifecycle event published and consumed"
+        } else {
+            ""
+        },
         argv = argv.iter().map(|a| format!(" {a}")).collect::<String>(),
     ))
 }

@@ -9,7 +9,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use weft::bus::{Bus, ConsumeOptions, Disposition};
 use weft::messages::{EventMessage, LifecycleEvent};
-use weft_e2e::{Suite, TestEnv};
+use weft_e2e::{EnvOptions, Suite, TestEnv};
 
 use crate::RUN_TIMEOUT;
 
@@ -87,9 +87,19 @@ fn names(events: &[LifecycleEvent]) -> Vec<String> {
         .collect()
 }
 
+/// An environment whose decider publishes every lifecycle event (`WEFT_EVENTS=#`).
+async fn every_event() -> TestEnv {
+    TestEnv::create(EnvOptions {
+        extra_env: vec![("WEFT_EVENTS".into(), "#".into())],
+        ..EnvOptions::default()
+    })
+    .await
+    .unwrap()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_lifecycle_change_is_published_once_in_order() {
-    let suite = Suite::start(TestEnv::new().await.unwrap()).await.unwrap();
+    let suite = Suite::start(every_event().await).await.unwrap();
     let client = suite.client();
     let stop = CancellationToken::new();
     let (bus, queue, mut rx) = listen(&suite, &stop, &["#"]).await;
@@ -178,7 +188,7 @@ async fn every_lifecycle_change_is_published_once_in_order() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_listener_bound_to_some_keys_gets_those_events_only() {
     use reqwest::Method;
-    let suite = Suite::start(TestEnv::new().await.unwrap()).await.unwrap();
+    let suite = Suite::start(every_event().await).await.unwrap();
     let client = suite.client();
     let stop = CancellationToken::new();
     let keys = [

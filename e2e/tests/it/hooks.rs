@@ -146,6 +146,8 @@ async fn suite(listeners: &[&str]) -> Suite {
             ("WEFT_HOOK_MAX_ATTEMPTS".into(), "3".into()),
             ("WEFT_HOOK_RETRY_DELAY_MS".into(), "200".into()),
             ("WEFT_HOOK_TIMEOUT_MS".into(), "5000".into()),
+            // Listeners of these tests see every event.
+            ("WEFT_EVENTS".into(), "#".into()),
         ],
         ..EnvOptions::default()
     })

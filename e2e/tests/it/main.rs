@@ -5,6 +5,7 @@
 
 mod activities;
 mod bad_input;
+mod budget;
 mod children;
 mod cli;
 mod conductor_python;

@@ -19,9 +19,10 @@ use weft::messages::{
     HeartbeatMessage, ParentLink, StartWorkflow, StopAttempts, TaskScheduled, TimerFired,
     WorkflowStarted,
 };
+use weft::registry::AttemptStatus;
 use weft::store::operations::OperationOutcome;
 use weft::store::outbox::OutboxMessage;
-use weft::store::runs::{CommitBatch, StoredEvent};
+use weft::store::runs::{AttemptCheck, CommitBatch, StoredEvent};
 use weft::store::timers::TimerRecord;
 use weft::store::Store;
 use weft::{Envelope, Error};
@@ -47,6 +48,8 @@ pub struct Shard {
     publishers: TaskTracker,
     metrics: DeciderMetrics,
     max_loop_iterations: u32,
+    /// The lifecycle events published (`WEFT_EVENTS`); the others are never written.
+    events: weft::events::EventKeys,
 }
 
 /// A run being changed by the current batch.
@@ -71,6 +74,9 @@ struct Working {
     lifecycle: Vec<weft::messages::LifecycleEvent>,
     /// Hook deliveries the new events fire (docs/hooks.md).
     deliveries: Vec<weft::hooks::NewDelivery>,
+    /// Registry rows of the activity attempts scheduled or ended, oldest first (the last
+    /// of an attempt is its state at the commit).
+    checks: Vec<AttemptCheck>,
 }
 
 /// A task that left its pending state without a result.
@@ -109,7 +115,15 @@ impl Working {
             effects_done_for_end: false,
             lifecycle: Vec::new(),
             deliveries: Vec::new(),
+            checks: Vec::new(),
         }
+    }
+
+    /// Whether the new events end the run.
+    fn ended(&self) -> bool {
+        self.events[self.first_new_event..]
+            .iter()
+            .any(|e| is_run_end(&e.event))
     }
 }
 
@@ -122,6 +136,7 @@ impl Shard {
         publishers: TaskTracker,
         metrics: DeciderMetrics,
         max_loop_iterations: u32,
+        events: weft::events::EventKeys,
     ) -> Self {
         Self {
             store,
@@ -130,6 +145,7 @@ impl Shard {
             publishers,
             metrics,
             max_loop_iterations,
+            events,
         }
     }
 
@@ -246,8 +262,24 @@ impl Shard {
                     .map(|t| w.state.task_record(t)),
             );
             batch.outbox.extend(w.outbox.iter().cloned());
-            batch.timers.extend(w.timers.iter().cloned());
+            if w.ended() {
+                // Whatever the run was waiting for is moot: its timers go with the end.
+                batch.ended_runs.push(w.state.run_id);
+            } else {
+                batch.timers.extend(w.timers.iter().cloned());
+            }
             batch.hook_deliveries.extend(w.deliveries.iter().cloned());
+            let mut last: HashMap<(Uuid, i32), usize> = HashMap::new();
+            for (i, c) in w.checks.iter().enumerate() {
+                last.insert((c.task_id, c.attempt), i);
+            }
+            batch.checks.extend(
+                w.checks
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, c)| last.get(&(c.task_id, c.attempt)) == Some(i))
+                    .map(|(_, c)| c.clone()),
+            );
         }
         if batch.is_empty() {
             return Ok(());
@@ -259,6 +291,7 @@ impl Shard {
             weft::telemetry::add_link(&commit, Some(other));
         }
         self.store.commit(&batch).instrument(commit).await?;
+        self.metrics.commits.inc();
         self.metrics
             .commit_seconds
             .observe(started.elapsed().as_secs_f64());
@@ -447,6 +480,9 @@ impl Shard {
         for event in std::mem::take(&mut w.lifecycle) {
             w.deliveries
                 .extend(crate::hooks::lifecycle(&w.state, &event));
+            if !self.events.matches(&event.event) {
+                continue;
+            }
             let key = event.event.clone();
             let message = weft::messages::EventMessage::LifecycleEvent(event);
             let envelope = Envelope::new(&w.state.workflow_id, Some(w.state.run_id), &message)?;
@@ -603,6 +639,18 @@ impl Shard {
                     .declare_activity_queue(activity_queue_key(scheduled))
                     .await?;
                 w.outbox.push(self.activity_message(&w.state, scheduled)?);
+                w.checks.push(AttemptCheck {
+                    task_id: scheduled.task_id,
+                    attempt: scheduled.attempt,
+                    workflow_id: w.state.workflow_id.clone(),
+                    run_id: w.state.run_id,
+                    task_name: scheduled.task_name.clone(),
+                    task_ref: scheduled.task_ref.clone(),
+                    reply_to: self.bus.names().command_key_for(&w.state.workflow_id),
+                    status: AttemptStatus::Scheduled,
+                    reason: None,
+                    timeout_seconds: response_timeout_seconds(&w.state, &scheduled.task_ref),
+                });
             }
             Some(Event::TimerStarted(started)) => {
                 let fired = Command::TimerFired(TimerFired {
@@ -754,11 +802,7 @@ impl Shard {
             input: s.input.clone(),
             reply_to: names.command_key_for(&state.workflow_id),
             scheduled_at: Utc::now(),
-            response_timeout_seconds: crate::state::find_task(&state.definition.tasks, &s.task_ref)
-                .map_or(
-                    crate::interpreter::policy::DEFAULT_RESPONSE_TIMEOUT_SECONDS,
-                    |t| crate::interpreter::policy::Policy::of(t).response_timeout_seconds,
-                ),
+            response_timeout_seconds: response_timeout_seconds(state, &s.task_ref),
         });
         let envelope = Envelope::new(&state.workflow_id, Some(state.run_id), &task)?;
         OutboxMessage::new(
@@ -806,6 +850,33 @@ fn activity_queue_key(s: &TaskScheduled) -> &str {
     } else {
         &s.task_name
     }
+}
+
+/// The heartbeat timeout (`responseTimeoutSeconds`) of the task `task_ref` of `state`.
+fn response_timeout_seconds(state: &RunState, task_ref: &str) -> i64 {
+    crate::state::find_task(&state.definition.tasks, task_ref).map_or(
+        crate::interpreter::policy::DEFAULT_RESPONSE_TIMEOUT_SECONDS,
+        |t| crate::interpreter::policy::Policy::of(t).response_timeout_seconds,
+    )
+}
+
+/// How an activity attempt that left its pending state ended, in the registry's words,
+/// with the reason its worker is told (`stop_reason` for one stopped without a result).
+fn attempt_end(
+    status: crate::state::TaskStatus,
+    failure: Option<&str>,
+    stop_reason: &str,
+) -> Option<(AttemptStatus, Option<String>)> {
+    use crate::state::TaskStatus as T;
+    Some(match status {
+        T::Scheduled | T::InProgress => return None,
+        T::Completed => (AttemptStatus::Completed, None),
+        T::CompletedWithErrors | T::Failed | T::FailedWithTerminalError => {
+            (AttemptStatus::Failed, failure.map(str::to_owned))
+        }
+        T::TimedOut => (AttemptStatus::TimedOut, failure.map(str::to_owned)),
+        T::Canceled | T::Skipped => (AttemptStatus::Stopped, Some(stop_reason.to_owned())),
+    })
 }
 
 /// Appends `event` to the working run: stores it and folds it into the state.
@@ -856,6 +927,23 @@ fn append(w: &mut Working, event: Event) -> Result<(), Error> {
             continue;
         };
         w.touched.insert(id);
+        if crate::state::is_activity(&t.task_type) {
+            let why = stop_reason(&stored.event);
+            if let Some((status, reason)) = attempt_end(t.status, t.reason.as_deref(), &why) {
+                w.checks.push(AttemptCheck {
+                    task_id: id,
+                    attempt: t.attempt,
+                    workflow_id: w.state.workflow_id.clone(),
+                    run_id: w.state.run_id,
+                    task_name: t.task_name.clone(),
+                    task_ref: t.task_ref.clone(),
+                    reply_to: String::new(),
+                    status,
+                    reason,
+                    timeout_seconds: 0,
+                });
+            }
+        }
         if run_end {
             w.lifecycle.push(crate::lifecycle::canceled_by_run_end(
                 &w.state,

@@ -63,6 +63,7 @@ pub async fn run_on(
             publishers.clone(),
             metrics.clone(),
             config.max_loop_iterations,
+            config.events.clone(),
         ));
         consumers.push(deps.bus.consume_batches(
             &names.command_queue(k),
@@ -75,7 +76,7 @@ pub async fn run_on(
             shutdown.clone(),
         ));
     }
-    tracing::info!(shards = names.shards(), "decider consuming command shards");
+    tracing::info!(shards = names.shards(), events = %config.events, "decider consuming command shards");
     shutdown.cancelled().await;
     for c in consumers {
         let _ = c.await;

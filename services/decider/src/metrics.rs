@@ -11,6 +11,9 @@ pub struct DeciderMetrics {
     pub commands: Counter,
     /// Commands that no longer applied (duplicates, stale attempts, finished runs).
     pub ignored: Counter,
+    /// Transactions committed (one per batch that changed anything): what a run costs the
+    /// database, read by the hot-path budget test.
+    pub commits: Counter,
     /// Commands per committed transaction (group commit).
     pub batch_size: Histogram,
     /// Duration of the commit transaction.
@@ -30,6 +33,7 @@ impl DeciderMetrics {
                 "weft_decider_commands_ignored",
                 "Commands that no longer applied",
             ),
+            commits: registry.counter("weft_decider_commits", "Transactions committed"),
             batch_size: registry.histogram(
                 "weft_decider_batch_size",
                 "Commands per transaction",

@@ -152,13 +152,13 @@ async fn connect(
     let registry =
         weft::registry::Registry::new(store.clone(), Some(cache), config.heartbeat_write_interval);
     let graphs = backing.graphs(config)?;
-    Ok(
-        AppState::new(store, bus, config.max_body_bytes, backing.metrics())
-            .with_registry(registry)
-            .with_graph_cache(graphs)
-            .with_trace_url(config.trace_url.clone())
-            .with_shutdown(shutdown.clone()),
-    )
+    let metrics = backing.metrics();
+    bus.count_publishes(&metrics);
+    Ok(AppState::new(store, bus, config.max_body_bytes, metrics)
+        .with_registry(registry)
+        .with_graph_cache(graphs)
+        .with_trace_url(config.trace_url.clone())
+        .with_shutdown(shutdown.clone()))
 }
 
 /// Hands each request to the full router once it exists, and answers "starting" before.

@@ -1,5 +1,5 @@
-//! Group commit for the registry's writes: registrations (`AttemptStarted`) and ends
-//! (`AttemptFinished`) handled concurrently are written together, one statement and one
+//! Group commit for the registry's writes: claims (`ClaimAttempt`), registrations
+//! (`AttemptStarted`) and ends (`AttemptFinished`) handled concurrently are written together, one statement and one
 //! Redis call for all that queued up while the previous group was being written, instead
 //! of one transaction each. The group never waits to fill: it takes what is there, so an
 //! idle service writes each item at once.
@@ -25,13 +25,33 @@ pub enum Outcome {
     Failed(String),
 }
 
-/// Submits items to a task that writes them in groups with `apply`.
-#[derive(Debug)]
-pub struct Group<T> {
-    tx: mpsc::Sender<(T, oneshot::Sender<Outcome>)>,
+/// An item's outcome when its group could not be written (the writer stopped or
+/// panicked).
+pub trait Unwritten {
+    /// The outcome of an item that was not written, and why.
+    fn unwritten(why: &str) -> Self;
 }
 
-impl<T> Clone for Group<T> {
+impl Unwritten for Outcome {
+    fn unwritten(why: &str) -> Self {
+        Outcome::Failed(why.to_owned())
+    }
+}
+
+impl<T> Unwritten for Result<T, String> {
+    fn unwritten(why: &str) -> Self {
+        Err(why.to_owned())
+    }
+}
+
+/// Submits items to a task that writes them in groups with `apply`; each item gets an
+/// outcome `O` (by default an [`Outcome`]).
+#[derive(Debug)]
+pub struct Group<T, O = Outcome> {
+    tx: mpsc::Sender<(T, oneshot::Sender<O>)>,
+}
+
+impl<T, O> Clone for Group<T, O> {
     fn clone(&self) -> Self {
         Self {
             tx: self.tx.clone(),
@@ -39,15 +59,15 @@ impl<T> Clone for Group<T> {
     }
 }
 
-impl<T: Send + 'static> Group<T> {
+impl<T: Send + 'static, O: Unwritten + Send + 'static> Group<T, O> {
     /// Starts the writer: `apply` gets each group and answers one outcome per item, in
     /// order. The writer ends when every [`Group`] handle is dropped.
     pub fn start<F, Fut>(apply: F) -> Self
     where
         F: Fn(Vec<T>) -> Fut + Send + 'static,
-        Fut: Future<Output = Vec<Outcome>> + Send,
+        Fut: Future<Output = Vec<O>> + Send,
     {
-        let (tx, mut rx) = mpsc::channel::<(T, oneshot::Sender<Outcome>)>(MAX_GROUP * 4);
+        let (tx, mut rx) = mpsc::channel::<(T, oneshot::Sender<O>)>(MAX_GROUP * 4);
         tokio::spawn(async move {
             while let Some(first) = rx.recv().await {
                 let mut items = vec![first];
@@ -72,7 +92,7 @@ impl<T: Send + 'static> Group<T> {
                 for waiter in waiters {
                     let outcome = outcomes
                         .next()
-                        .unwrap_or_else(|| Outcome::Failed("no outcome for the item".into()));
+                        .unwrap_or_else(|| O::unwritten("no outcome for the item"));
                     // The submitter may be gone (shutdown): nothing to tell.
                     let _ = waiter.send(outcome);
                 }
@@ -82,13 +102,13 @@ impl<T: Send + 'static> Group<T> {
     }
 
     /// Writes `item` with the next group and returns what became of it.
-    pub async fn submit(&self, item: T) -> Outcome {
+    pub async fn submit(&self, item: T) -> O {
         let (tx, rx) = oneshot::channel();
         if self.tx.send((item, tx)).await.is_err() {
-            return Outcome::Failed("the group writer stopped".into());
+            return O::unwritten("the group writer stopped");
         }
         rx.await
-            .unwrap_or_else(|_| Outcome::Failed("the group writer stopped".into()))
+            .unwrap_or_else(|_| O::unwritten("the group writer stopped"))
     }
 }
 

@@ -1,6 +1,9 @@
 //! The consumer of `<ns>.heartbeat`: each message is applied to the registry.
 //!
-//! - `AttemptStarted` registers the attempt; `AttemptFinished` and `StopAttempts` end it.
+//! - `ClaimAttempt` is a request (`Bus::call`): the claim is written (in groups) and
+//!   answered CONTINUE (the attempt is the worker's) or STOP (stopped, ended, or another
+//!   worker's), then acknowledged.
+//! - `AttemptStarted` (older SDKs) registers the attempt; `AttemptFinished` and `StopAttempts` end it.
 //!   These are persistent and acknowledged once the registry committed them; a transient
 //!   failure (database unreachable) hands the message back after a pause.
 //! - `Heartbeats` is a request (`Bus::call`): answered on its `reply_to` with
@@ -16,8 +19,8 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 use weft::bus::{Bus, ConsumeOptions, Delivery, Disposition};
 use weft::messages::{
-    AttemptFinished, AttemptStarted, HeartbeatAction, HeartbeatAnswer, HeartbeatAnswers,
-    HeartbeatMessage, Heartbeats,
+    AttemptFinished, AttemptStarted, ClaimAttempt, HeartbeatAction, HeartbeatAnswer,
+    HeartbeatAnswers, HeartbeatMessage, Heartbeats,
 };
 use weft::registry::{throttled, Registry};
 use weft::{envelope, Envelope, Error};
@@ -43,6 +46,7 @@ pub fn start(
         concurrency: CONCURRENCY,
     };
     let ingest = Ingest {
+        claims: claims(&registry),
         starts: registrations(&registry),
         finishes: ends(&registry),
         registry,
@@ -67,6 +71,25 @@ fn outcome_of(e: &Error) -> Outcome {
         Error::Decode(why) => Outcome::Refused(why.clone()),
         other => Outcome::Failed(other.to_string()),
     }
+}
+
+/// Claims written in groups: one statement for all that queued up meanwhile. A group
+/// that fails fails each of its claims (the worker hands its task back and it is claimed
+/// again later); a claim's answer is CONTINUE (the attempt is the worker's) or STOP.
+fn claims(registry: &Registry) -> Group<ClaimAttempt, Result<HeartbeatAnswer, String>> {
+    let registry = registry.clone();
+    Group::start(move |claims: Vec<ClaimAttempt>| {
+        let registry = registry.clone();
+        async move {
+            match registry.claim_many(&claims).await {
+                Ok(outcomes) => outcomes.iter().map(|o| Ok(o.answer())).collect(),
+                Err(e) => {
+                    tracing::warn!(error = %e, group = claims.len(), "a group of claims failed");
+                    vec![Err(e.to_string()); claims.len()]
+                }
+            }
+        }
+    })
 }
 
 /// Registrations written in groups. A group that fails is written again one by one, so
@@ -126,6 +149,8 @@ fn ends(registry: &Registry) -> Group<AttemptFinished> {
 /// What every handler shares.
 #[derive(Debug, Clone)]
 pub struct Ingest {
+    /// Claims, written in groups.
+    pub claims: Group<ClaimAttempt, Result<HeartbeatAnswer, String>>,
     /// Registrations, written in groups.
     pub starts: Group<AttemptStarted>,
     /// Ends, written in groups.
@@ -172,6 +197,10 @@ impl Ingest {
         let outcome = match message {
             HeartbeatMessage::Heartbeats(beats) => {
                 self.answer(delivery, &beats).await;
+                Outcome::Done
+            }
+            HeartbeatMessage::ClaimAttempt(claim) => {
+                self.claim(delivery, claim).await;
                 Outcome::Done
             }
             HeartbeatMessage::AttemptStarted(s) => {
@@ -224,6 +253,30 @@ impl Ingest {
         }
     }
 
+    /// Claims an attempt and answers on the request's `reply_to`: CONTINUE when the
+    /// attempt is the worker's now, STOP with the reason when not. When the claim cannot
+    /// be written, nothing is answered: the worker's call times out and it hands the task
+    /// back to its queue.
+    async fn claim(&self, delivery: &Delivery, claim: ClaimAttempt) {
+        let task_id = claim.started.attempt.task_id;
+        let _claiming = self.pending.start(task_id);
+        let answer = match self.claims.submit(claim).await {
+            Ok(answer) => answer,
+            Err(e) => {
+                tracing::warn!(error = %e, %task_id, "claim not written; not answering");
+                return;
+            }
+        };
+        let results = std::iter::once((task_id, answer)).collect();
+        let sent = match answers_envelope(&delivery.envelope, HeartbeatAnswers { results }) {
+            Ok(reply) => self.bus.reply(delivery, &reply).await,
+            Err(e) => Err(e),
+        };
+        if let Err(e) = sent {
+            tracing::warn!(error = %e, %task_id, "claim answer not sent");
+        }
+    }
+
     /// The registry's answers; the beats of unknown tasks whose registration is in
     /// flight here are asked again once it is written.
     async fn heartbeat(
@@ -253,23 +306,8 @@ impl Ingest {
 /// Refuses what no retry can make valid.
 fn check(message: &HeartbeatMessage) -> Result<(), String> {
     match message {
-        HeartbeatMessage::AttemptStarted(s) => {
-            if s.attempt.attempt < 1 {
-                return Err(format!(
-                    "AttemptStarted attempt {} (from 1)",
-                    s.attempt.attempt
-                ));
-            }
-            if s.workflow_id.is_empty() {
-                return Err("AttemptStarted without workflowId".into());
-            }
-            if s.response_timeout_seconds < 0 {
-                return Err(format!(
-                    "AttemptStarted responseTimeoutSeconds {} (0 or more)",
-                    s.response_timeout_seconds
-                ));
-            }
-        }
+        HeartbeatMessage::ClaimAttempt(c) => check_started(&c.started, "ClaimAttempt")?,
+        HeartbeatMessage::AttemptStarted(s) => check_started(s, "AttemptStarted")?,
         HeartbeatMessage::AttemptFinished(f) if f.attempt.attempt < 1 => {
             return Err(format!(
                 "AttemptFinished attempt {} (from 1)",
@@ -285,6 +323,23 @@ fn check(message: &HeartbeatMessage) -> Result<(), String> {
             }
         }
         _ => {}
+    }
+    Ok(())
+}
+
+/// Refuses an attempt's start (`what` names the message) that no retry can make valid.
+fn check_started(s: &AttemptStarted, what: &str) -> Result<(), String> {
+    if s.attempt.attempt < 1 {
+        return Err(format!("{what} attempt {} (from 1)", s.attempt.attempt));
+    }
+    if s.workflow_id.is_empty() {
+        return Err(format!("{what} without workflowId"));
+    }
+    if s.response_timeout_seconds < 0 {
+        return Err(format!(
+            "{what} responseTimeoutSeconds {} (0 or more)",
+            s.response_timeout_seconds
+        ));
     }
     Ok(())
 }

@@ -32,13 +32,18 @@ pub(crate) fn outgoing(
     message
 }
 
-/// The `id` of an encoded envelope, if the body is one.
-pub(crate) fn envelope_id(body: &[u8]) -> Option<Uuid> {
+/// The `id` and `type` of an encoded envelope, if the body is one.
+pub(crate) fn envelope_head(body: &[u8]) -> (Option<Uuid>, Option<String>) {
     #[derive(serde::Deserialize)]
-    struct Id {
-        id: Uuid,
+    struct Head {
+        id: Option<Uuid>,
+        #[serde(rename = "type")]
+        kind: Option<String>,
     }
-    serde_json::from_slice::<Id>(body).ok().map(|e| e.id)
+    match serde_json::from_slice::<Head>(body) {
+        Ok(h) => (h.id, h.kind),
+        Err(_) => (None, None),
+    }
 }
 
 #[cfg(test)]
@@ -58,10 +63,13 @@ mod tests {
     }
 
     #[test]
-    fn envelope_id_reads_the_id_of_an_encoded_envelope() {
+    fn envelope_head_reads_the_id_and_type_of_an_encoded_envelope() {
         let id = Uuid::new_v4();
         let body = serde_json::json!({ "id": id, "type": "X", "payload": {} }).to_string();
-        assert_eq!(envelope_id(body.as_bytes()), Some(id));
-        assert_eq!(envelope_id(b"not json"), None);
+        assert_eq!(
+            envelope_head(body.as_bytes()),
+            (Some(id), Some("X".to_owned()))
+        );
+        assert_eq!(envelope_head(b"not json"), (None, None));
     }
 }

@@ -25,12 +25,13 @@ mod rpc;
 mod transport;
 
 use std::future::Future;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
+use crate::admin::{CounterFamily, Metrics};
 use crate::topology::Names;
 use crate::{Envelope, Error, Result};
 
@@ -61,6 +62,9 @@ pub(crate) fn check_name(what: &str, name: &str) -> Result<()> {
 #[derive(Clone, Debug)]
 pub struct Bus {
     transport: Arc<dyn Transport>,
+    /// Messages sent, by envelope type and delivery mode (`weft_bus_published_total`),
+    /// once [`Bus::count_publishes`] gave it a registry. Shared by every clone.
+    published: Arc<OnceLock<CounterFamily>>,
 }
 
 /// How a consumer takes messages.
@@ -128,7 +132,39 @@ impl Bus {
 
     /// A bus over any [`Transport`].
     pub fn with_transport(transport: Arc<dyn Transport>) -> Self {
-        Self { transport }
+        Self {
+            transport,
+            published: Arc::default(),
+        }
+    }
+
+    /// Counts every message this bus (and every clone of it) sends from now on in
+    /// `metrics`, as `weft_bus_published_total{type, delivery}`: `type` the envelope's
+    /// type, `delivery` `persistent` (confirmed) or `transient` (requests and replies).
+    /// What a run costs on the broker is read off these counters (the hot-path budget
+    /// test, BENCHMARKS.md). The first registry given wins.
+    pub fn count_publishes(&self, metrics: &Metrics) {
+        let _ = self.published.set(metrics.counter_family(
+            "weft_bus_published",
+            "Messages sent to the broker, by envelope type and delivery mode",
+        ));
+    }
+
+    /// Counts one message of `kind` sent.
+    fn count(&self, kind: &str, persistent: bool) {
+        if let Some(family) = self.published.get() {
+            let delivery = if persistent {
+                "persistent"
+            } else {
+                "transient"
+            };
+            family
+                .get_or_create(&vec![
+                    ("type".to_owned(), kind.to_owned()),
+                    ("delivery".to_owned(), delivery.to_owned()),
+                ])
+                .inc();
+        }
     }
 
     /// The names of this namespace.
@@ -170,10 +206,18 @@ impl Bus {
         self.transport.declare_queue(queue, bindings).await
     }
 
-    /// Checks the names, then hands `message` to the transport.
-    async fn send(&self, exchange: &str, routing_key: &str, message: Message) -> Result<()> {
+    /// Checks the names, then hands `message` (an envelope of type `kind`) to the
+    /// transport.
+    async fn send(
+        &self,
+        exchange: &str,
+        routing_key: &str,
+        kind: &str,
+        message: Message,
+    ) -> Result<()> {
         check_name("exchange", exchange)?;
         check_name("routing key", routing_key)?;
+        self.count(kind, message.persistent);
         self.transport.publish(exchange, routing_key, message).await
     }
 
@@ -187,7 +231,8 @@ impl Bus {
         let body = envelope.to_bytes()?;
         let traceparent = crate::telemetry::current_traceparent();
         let message = message::outgoing(body, Some(envelope.id), traceparent.as_deref());
-        self.send(exchange, routing_key, message).await
+        self.send(exchange, routing_key, &envelope.kind, message)
+            .await
     }
 
     /// Publishes pre-encoded bytes (the outbox, timers), persistent, confirmed. A traced
@@ -200,16 +245,17 @@ impl Bus {
         body: &[u8],
         traceparent: Option<&str>,
     ) -> Result<()> {
-        let id = message::envelope_id(body);
+        let (id, kind) = message::envelope_head(body);
+        let kind = kind.as_deref().unwrap_or("unknown");
         let Some(parent) = traceparent else {
             let message = message::outgoing(body.to_vec(), id, None);
-            return self.send(exchange, routing_key, message).await;
+            return self.send(exchange, routing_key, kind, message).await;
         };
         let span = tracing::info_span!("bus.publish", exchange, routing_key);
         crate::telemetry::set_parent(&span, Some(parent));
         let traceparent = crate::telemetry::traceparent_of_span(&span);
         let message = message::outgoing(body.to_vec(), id, traceparent.as_deref().or(Some(parent)));
-        self.send(exchange, routing_key, message)
+        self.send(exchange, routing_key, kind, message)
             .instrument(span)
             .await
     }

@@ -41,6 +41,7 @@ impl Bus {
         check_name("exchange", exchange)?;
         check_name("routing key", routing_key)?;
         let request = transient(envelope, None)?;
+        self.count(&envelope.kind, false);
         let exchange_and_reply = async {
             let reply = self
                 .transport
@@ -70,6 +71,7 @@ impl Bus {
         };
         check_name("reply-to", reply_to)?;
         let message = transient(envelope, delivery.correlation_id.as_deref())?;
+        self.count(&envelope.kind, false);
         self.transport.publish("", reply_to, message).await
     }
 }

@@ -41,10 +41,13 @@ pub use cache::Cache;
 pub use model::{not_found, throttled, AttemptStatus, TaskCheck};
 pub use scan::ScanReport;
 
-use crate::messages::{AttemptFinished, AttemptStarted, Beat, HeartbeatAnswer, StopAttempts};
+use crate::messages::{
+    AttemptFinished, AttemptStarted, Beat, ClaimAttempt, HeartbeatAnswer, StopAttempts,
+};
 use crate::store::Store;
 use crate::{Error, Result};
 use cache::{Cached, Entry};
+pub use rows::ClaimOutcome;
 use rows::{BeatWrite, End, Stored};
 
 /// Heartbeats handled at once per registry before new ones are answered THROTTLED.
@@ -150,48 +153,82 @@ impl Registry {
         }
     }
 
-    /// Registers an attempt a worker took (a bus worker's `AttemptStarted`, or the
-    /// gateway handing a task to an HTTP poller): RUNNING, watched from now with its
-    /// heartbeat timeout. Idempotent; an attempt already stopped or finished (a stop that
-    /// raced the start) stays so, and the status it has is returned.
-    pub async fn register(&self, started: &AttemptStarted) -> Result<AttemptStatus> {
-        let row = self
-            .store
-            .insert_started_many(std::slice::from_ref(started))
-            .await?
-            .pop()
-            .ok_or_else(|| Error::Decode("the registration returned no row".into()))?;
-        add(&self.stats.status_writes, 1);
-        if let Some(cache) = &self.cache {
-            cache.populate(&[entry(&row)], self.write_interval).await;
-        }
-        Ok(row.status)
-    }
-
-    /// [`Registry::register`] for many attempts in one statement and one Redis call
-    /// (group commit); the status of each, in order.
-    pub async fn register_many(&self, started: &[AttemptStarted]) -> Result<Vec<AttemptStatus>> {
-        if started.is_empty() {
+    /// Claims attempts for the workers that took them from their queues (a bus worker's
+    /// `ClaimAttempt`, or the gateway handing a task to an HTTP poller), in one statement:
+    /// an attempt the decider scheduled becomes RUNNING, watched from now with its
+    /// heartbeat timeout; one stopped or ended while it waited is refused with its status;
+    /// one RUNNING is refused unless the claim may take it over (a redelivered task: its
+    /// earlier consumer died). One outcome per claim, in order; a claim repeating an
+    /// earlier attempt of the same call is refused.
+    ///
+    /// Redis is not written: most attempts end before their first heartbeat, which is
+    /// the first to cache the attempt (a miss is answered from PostgreSQL).
+    pub async fn claim_many(&self, claims: &[ClaimAttempt]) -> Result<Vec<ClaimOutcome>> {
+        if claims.is_empty() {
             return Ok(Vec::new());
         }
-        let rows = self.store.insert_started_many(started).await?;
-        add(&self.stats.status_writes, rows.len() as u64);
-        if let Some(cache) = &self.cache {
-            let entries: Vec<Entry> = rows.iter().map(entry).collect();
-            cache.populate(&entries, self.write_interval).await;
-        }
-        let by_attempt: HashMap<(Uuid, i32), AttemptStatus> = rows
-            .iter()
-            .map(|r| ((r.task_id, r.attempt), r.status))
+        let outcomes = self.store.claim_many(claims).await?;
+        add(
+            &self.stats.status_writes,
+            outcomes.iter().filter(|o| o.claimed).count() as u64,
+        );
+        let mut by_attempt: HashMap<(Uuid, i32), ClaimOutcome> = outcomes
+            .into_iter()
+            .map(|o| ((o.stored.task_id, o.stored.attempt), o))
             .collect();
-        Ok(started
+        claims
             .iter()
-            .map(|s| {
-                by_attempt
-                    .get(&(s.attempt.task_id, s.attempt.attempt))
-                    .copied()
-                    .unwrap_or(AttemptStatus::Running)
+            .map(|c| {
+                let key = (c.started.attempt.task_id, c.started.attempt.attempt);
+                match by_attempt.get_mut(&key) {
+                    Some(first) => {
+                        let outcome = first.clone();
+                        // Later claims of the same attempt in this call lose to the first.
+                        first.claimed = false;
+                        Ok(outcome)
+                    }
+                    None => Err(Error::Decode(format!(
+                        "no claim outcome for attempt {} of task {}",
+                        key.1, key.0
+                    ))),
+                }
             })
+            .collect()
+    }
+
+    /// [`Registry::claim_many`] for one claim.
+    pub async fn claim(&self, claim: &ClaimAttempt) -> Result<ClaimOutcome> {
+        self.claim_many(std::slice::from_ref(claim))
+            .await?
+            .pop()
+            .ok_or_else(|| Error::Decode("the claim returned no outcome".into()))
+    }
+
+    /// Registers an attempt a worker started without a claim (an `AttemptStarted` of an
+    /// older SDK): a claim that may take a running attempt over, so that a stop that raced
+    /// the start stays; the status the attempt has afterwards.
+    pub async fn register(&self, started: &AttemptStarted) -> Result<AttemptStatus> {
+        Ok(self
+            .register_many(std::slice::from_ref(started))
+            .await?
+            .pop()
+            .unwrap_or(AttemptStatus::Running))
+    }
+
+    /// [`Registry::register`] for many attempts in one statement.
+    pub async fn register_many(&self, started: &[AttemptStarted]) -> Result<Vec<AttemptStatus>> {
+        let claims: Vec<ClaimAttempt> = started
+            .iter()
+            .map(|s| ClaimAttempt {
+                started: s.clone(),
+                takeover: true,
+            })
+            .collect();
+        Ok(self
+            .claim_many(&claims)
+            .await?
+            .into_iter()
+            .map(|o| o.stored.status)
             .collect())
     }
 

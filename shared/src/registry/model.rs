@@ -12,6 +12,9 @@ use crate::messages::{HeartbeatAction, HeartbeatAnswer};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum AttemptStatus {
+    /// The decider scheduled it; no worker has claimed it yet. Not watched by the
+    /// scanner (a task waiting for a worker is the decider's poll timeout's business).
+    Scheduled,
     /// A worker runs it; heartbeats answer CONTINUE and the scanner watches it.
     Running,
     /// Its worker published a successful result.
@@ -28,6 +31,7 @@ impl AttemptStatus {
     /// The stored name.
     pub fn as_str(self) -> &'static str {
         match self {
+            AttemptStatus::Scheduled => "SCHEDULED",
             AttemptStatus::Running => "RUNNING",
             AttemptStatus::Completed => "COMPLETED",
             AttemptStatus::Failed => "FAILED",
@@ -39,6 +43,7 @@ impl AttemptStatus {
     /// Parses a stored name.
     pub fn parse(s: &str) -> Option<Self> {
         Some(match s {
+            "SCHEDULED" => AttemptStatus::Scheduled,
             "RUNNING" => AttemptStatus::Running,
             "COMPLETED" => AttemptStatus::Completed,
             "FAILED" => AttemptStatus::Failed,
@@ -46,6 +51,11 @@ impl AttemptStatus {
             "STOPPED" => AttemptStatus::Stopped,
             _ => return None,
         })
+    }
+
+    /// Whether the attempt has not ended yet (scheduled or running).
+    pub fn is_open(self) -> bool {
+        matches!(self, AttemptStatus::Scheduled | AttemptStatus::Running)
     }
 
     /// The status a worker's result status (`COMPLETED`, `FAILED`,
@@ -65,7 +75,9 @@ impl AttemptStatus {
             reason: Some(reason.filter(|r| !r.is_empty()).unwrap_or(why).to_owned()),
         };
         match self {
-            AttemptStatus::Running => HeartbeatAnswer {
+            // A heartbeat for an attempt nobody claimed: a worker that runs it without a
+            // claim (HTTP heartbeats of a polled task race its claim) is not stopped.
+            AttemptStatus::Scheduled | AttemptStatus::Running => HeartbeatAnswer {
                 action: HeartbeatAction::Continue,
                 reason: None,
             },

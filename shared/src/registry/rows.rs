@@ -24,6 +24,36 @@ pub struct Stored {
     pub timeout_seconds: i64,
 }
 
+/// The outcome of one claim: the attempt's row afterwards, and whether the claim got it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClaimOutcome {
+    /// The attempt's status afterwards (RUNNING when claimed; when refused, what stopped
+    /// the claim: STOPPED, an end, or RUNNING held by another worker).
+    pub stored: Stored,
+    /// The attempt is now the claimant's.
+    pub claimed: bool,
+}
+
+impl ClaimOutcome {
+    /// The answer the claimant gets: CONTINUE when claimed, STOP with the reason when not.
+    pub fn answer(&self) -> crate::messages::HeartbeatAnswer {
+        use crate::messages::{HeartbeatAction, HeartbeatAnswer};
+        if self.claimed {
+            return HeartbeatAnswer {
+                action: HeartbeatAction::Continue,
+                reason: None,
+            };
+        }
+        match self.stored.status {
+            AttemptStatus::Scheduled | AttemptStatus::Running => HeartbeatAnswer {
+                action: HeartbeatAction::Stop,
+                reason: Some("claimed by another worker".to_owned()),
+            },
+            other => other.answer(self.stored.reason.as_deref()),
+        }
+    }
+}
+
 /// A heartbeat to write to the store.
 #[derive(Debug, Clone)]
 pub struct BeatWrite {
@@ -105,6 +135,32 @@ pub(crate) fn stored(
         status: parse_status(&status)?,
         reason,
         timeout_seconds,
+    })
+}
+
+/// A claim's outcome as a backend reads it back: the attempt's status (`None` when
+/// another claim created the row in the same instant) is the claimed one's RUNNING.
+pub(crate) fn claim_outcome(
+    task_id: Uuid,
+    attempt: i32,
+    claimed: bool,
+    status: Option<String>,
+    reason: Option<String>,
+    timeout_seconds: i64,
+) -> Result<ClaimOutcome> {
+    let status = match (claimed, status) {
+        (true, _) | (false, None) => AttemptStatus::Running,
+        (false, Some(s)) => parse_status(&s)?,
+    };
+    Ok(ClaimOutcome {
+        stored: Stored {
+            task_id,
+            attempt,
+            status,
+            reason: if claimed { None } else { reason },
+            timeout_seconds,
+        },
+        claimed,
     })
 }
 

@@ -10,8 +10,10 @@
 //! - Redis has an older one: TIMED_OUT, and `ActivityTimedOut` goes to the run's shard
 //!   through the outbox, in the same transaction (published right after the commit; the
 //!   history service's sweeper re-publishes it if this process dies in between).
-//! - Redis knows nothing (down, restarted, entry expired): the stored deadline is trusted
-//!   only once it passed by more than a write interval, the most it can lag.
+//! - Redis knows nothing (down, restarted, entry expired, or no heartbeat yet): the stored
+//!   deadline is trusted once it passed by more than a write interval, the most it can
+//!   lag — or at once when no heartbeat ever reached the registry (`last_heartbeat_at` is
+//!   NULL from the claim until the first heartbeat, which is always written through).
 //!
 //! All comparisons are of absolute times (the database's clock for stored deadlines,
 //! Redis's for Redis's heartbeats), never counted ticks.
@@ -197,7 +199,10 @@ pub fn verdict(c: &ScanCandidate, live: Option<Liveness>) -> Verdict {
                 Verdict::Expired
             }
         }
-        _ if surely_passed => Verdict::Expired,
+        // No heartbeat ever reached the registry (the first one of an attempt is always
+        // written through, a cache miss): the stored deadline, claim time + timeout, is
+        // exact.
+        _ if surely_passed || stored_last.is_none() => Verdict::Expired,
         _ => Verdict::Unsure,
     }
 }

@@ -32,8 +32,8 @@ use crate::bus::Bus;
 use crate::dsl::taskdef::TaskDef;
 use crate::dsl::WorkflowDef;
 use crate::hooks::Backoff;
-use crate::messages::AttemptStarted;
-use crate::registry::rows::{BeatWrite, End, Liveness, ScanOutcome, Stored};
+use crate::messages::ClaimAttempt;
+use crate::registry::rows::{BeatWrite, ClaimOutcome, End, Liveness, ScanOutcome, Stored};
 use crate::registry::TaskCheck;
 use crate::topology::Names;
 use crate::Result;
@@ -277,9 +277,11 @@ pub type LivenessProbe<'a> =
 /// The heartbeat registry's rows (`task_check`, docs/heartbeats.md).
 #[async_trait]
 pub trait RegistryStore {
-    /// Registers started attempts (the last of a repeated attempt wins); one row per
-    /// distinct attempt afterwards, in no order.
-    async fn insert_started_many(&self, started: &[AttemptStarted]) -> Result<Vec<Stored>>;
+    /// Claims attempts for their workers (compare-and-set): a SCHEDULED attempt — or a
+    /// RUNNING one when the claim may take it over — becomes RUNNING, watched from now;
+    /// an unknown attempt is created RUNNING; a stopped or ended one is refused. One
+    /// outcome per distinct attempt, in no order.
+    async fn claim_many(&self, claims: &[ClaimAttempt]) -> Result<Vec<ClaimOutcome>>;
     /// The newest attempt of each task (unknown tasks absent).
     async fn load_latest(&self, task_ids: &[Uuid]) -> Result<Vec<Stored>>;
     /// Writes heartbeats of RUNNING attempts; returns the rows written.

@@ -128,6 +128,39 @@ pub struct CommitBatch {
     pub outcomes: Vec<OperationOutcome>,
     /// Hook deliveries the batch's changes fire (docs/hooks.md).
     pub hook_deliveries: Vec<crate::hooks::NewDelivery>,
+    /// Registry rows of the activity attempts this batch scheduled or ended
+    /// (docs/heartbeats.md), one per attempt: its state at the end of the batch.
+    pub checks: Vec<AttemptCheck>,
+    /// Runs this batch ended: their pending timers are deleted with the commit.
+    pub ended_runs: Vec<Uuid>,
+}
+
+/// An activity attempt's registry row (`task_check`) as the decider writes it: created
+/// SCHEDULED when the attempt is scheduled; ended (COMPLETED, FAILED, TIMED_OUT, STOPPED)
+/// when its result, timeout or stop is applied — unless it ended already (a scanner's
+/// timeout wins over a later stop).
+#[derive(Debug, Clone, PartialEq)]
+pub struct AttemptCheck {
+    /// The task (one id per attempt).
+    pub task_id: Uuid,
+    /// The attempt (from 1).
+    pub attempt: i32,
+    /// The workflow.
+    pub workflow_id: String,
+    /// The run.
+    pub run_id: Uuid,
+    /// The task's (definition) name.
+    pub task_name: String,
+    /// The task's reference name.
+    pub task_ref: String,
+    /// Routing key of the run's command shard (where `ActivityTimedOut` goes).
+    pub reply_to: String,
+    /// The attempt's status after this batch.
+    pub status: crate::registry::AttemptStatus,
+    /// Why it was stopped or failed.
+    pub reason: Option<String>,
+    /// Heartbeat timeout (`responseTimeoutSeconds`, 0: not watched).
+    pub timeout_seconds: i64,
 }
 
 impl CommitBatch {

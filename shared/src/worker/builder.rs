@@ -19,6 +19,8 @@ use crate::Config;
 pub const DEFAULT_CONCURRENCY: usize = 16;
 /// How long a stopped handler may take to return before it is aborted, when not configured.
 pub const DEFAULT_STOP_GRACE: Duration = Duration::from_secs(10);
+/// How long a handler runs, by default, before the run is told it started.
+pub const DEFAULT_START_REPORT_AFTER: Duration = Duration::from_millis(20);
 /// Shortest heartbeat tick accepted.
 const MIN_TICK: Duration = Duration::from_millis(10);
 
@@ -37,6 +39,7 @@ pub struct WorkerBuilder {
     handlers: BTreeMap<String, BoxedHandler>,
     heartbeat: Policy,
     stop_grace: Duration,
+    start_report_after: Duration,
     metrics: Metrics,
 }
 
@@ -62,6 +65,7 @@ impl WorkerBuilder {
             handlers: BTreeMap::new(),
             heartbeat: Policy::default(),
             stop_grace: DEFAULT_STOP_GRACE,
+            start_report_after: DEFAULT_START_REPORT_AFTER,
             metrics: Metrics::new(),
         }
     }
@@ -143,6 +147,15 @@ impl WorkerBuilder {
         self
     }
 
+    /// How long a handler runs before the run is told it started (task IN_PROGRESS,
+    /// `task.started`; default [`DEFAULT_START_REPORT_AFTER`]). An activity that ends
+    /// sooner is reported by its result alone, which carries its start time: no message
+    /// and no decider commit for the start of a short activity.
+    pub fn start_report_after(mut self, after: Duration) -> Self {
+        self.start_report_after = after;
+        self
+    }
+
     /// Where the worker's counters go (`weft_worker_heartbeat_requests`,
     /// `weft_worker_heartbeats`, `weft_worker_heartbeat_failures`,
     /// `weft_worker_activities_stopped`), e.g. the registry served on the process's
@@ -161,6 +174,7 @@ impl WorkerBuilder {
             handlers: self.handlers,
             heartbeat: self.heartbeat,
             stop_grace: self.stop_grace,
+            start_report_after: self.start_report_after,
             metrics: self.metrics,
         }
     }

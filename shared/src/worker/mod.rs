@@ -19,10 +19,14 @@
 //!
 //! # Heartbeats and stopping
 //!
-//! Before running a handler the worker registers the attempt with the heartbeat service
-//! (`AttemptStarted` on `<namespace>.heartbeat`, confirmed; if that fails the task goes
-//! back to its queue untouched), and after the result is confirmed it says so
-//! (`AttemptFinished`). While handlers run, one scheduler per process keeps them alive:
+//! Before running a handler the worker **claims** the attempt: one `ClaimAttempt` request
+//! to the heartbeat service (a [`Bus::call`](crate::bus::Bus::call), transient), answered
+//! once the attempt's registry row moved from SCHEDULED to RUNNING. An attempt stopped
+//! while it waited in its queue (skipped, its run terminated or reset) or held by another
+//! worker is refused: the task is acknowledged and the handler never runs. Without an
+//! answer the task goes back to its queue untouched. The decider ends the row when it
+//! applies the result, so nothing more is sent. While handlers run, one scheduler per
+//! process keeps them alive:
 //!
 //! - Every [`WorkerBuilder::heartbeat_tick`] (1 s) it sends **one** `Heartbeats` request
 //!   (a [`Bus::call`](crate::bus::Bus::call)) carrying every activity that is due, split
@@ -79,7 +83,6 @@
 //! # }
 //! ```
 
-mod attempt;
 mod builder;
 mod context;
 mod error;
@@ -110,6 +113,7 @@ pub struct Worker {
     handlers: BTreeMap<String, BoxedHandler>,
     heartbeat: Policy,
     stop_grace: Duration,
+    start_report_after: Duration,
     metrics: crate::admin::Metrics,
 }
 

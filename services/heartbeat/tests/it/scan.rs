@@ -51,6 +51,8 @@ async fn a_silent_attempt_is_timed_out_once_and_its_run_is_told() {
     let s = started(10);
     registry.register(&s).await.unwrap();
     let id = s.attempt.task_id;
+    // One heartbeat (written through and cached), then silence.
+    only(registry.heartbeat(&[beat(id)]).await.unwrap());
     age_in_postgres(&env, id, 11).await;
     age_in_redis(&env, id, 11).await;
     let report = registry.scan(&env.bus, 100).await.unwrap();
@@ -97,7 +99,9 @@ async fn an_attempt_whose_recent_heartbeats_are_only_in_redis_is_spared() {
     let s = started(10);
     registry.register(&s).await.unwrap();
     let id = s.attempt.task_id;
-    // PostgreSQL's copy is stale (written behind); Redis saw a heartbeat just now.
+    // The first heartbeat is written through; PostgreSQL's copy then goes stale (written
+    // behind) while Redis sees a heartbeat just now.
+    only(registry.heartbeat(&[beat(id)]).await.unwrap());
     age_in_postgres(&env, id, 30).await;
     only(registry.heartbeat(&[beat(id)]).await.unwrap());
     let report = registry.scan(&env.bus, 100).await.unwrap();
@@ -118,8 +122,17 @@ async fn without_redis_evidence_only_a_deadline_passed_by_a_write_interval_times
     let env = TestEnv::new().await;
     let registry = env.registry();
     let (recent, old) = (started(10), started(10));
-    registry.register(&recent).await.unwrap();
-    registry.register(&old).await.unwrap();
+    for s in [&recent, &old] {
+        registry.register(s).await.unwrap();
+        // A heartbeat reached PostgreSQL (the first one always does) ...
+        only(
+            registry
+                .heartbeat(&[beat(s.attempt.task_id)])
+                .await
+                .unwrap(),
+        );
+    }
+    // ... and Redis lost the evidence.
     let mut redis = env.redis().await;
     for s in [&recent, &old] {
         let _: () = redis::cmd("DEL")

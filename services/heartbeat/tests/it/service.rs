@@ -8,8 +8,8 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 use weft::messages::{
-    AttemptStarted, Command, HeartbeatAction, HeartbeatAnswer, HeartbeatAnswers, HeartbeatMessage,
-    Heartbeats, StopAttempts,
+    AttemptStarted, ClaimAttempt, Command, HeartbeatAction, HeartbeatAnswer, HeartbeatAnswers,
+    HeartbeatMessage, Heartbeats, StopAttempts,
 };
 use weft::topology::Names;
 use weft::{Config, Envelope};
@@ -91,6 +91,61 @@ async fn heartbeat_until(
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+/// One claim over `Bus::call`, as the SDK sends it before running a handler.
+async fn claim(env: &TestEnv, started: &AttemptStarted, takeover: bool) -> HeartbeatAnswer {
+    let request = HeartbeatMessage::ClaimAttempt(ClaimAttempt {
+        started: started.clone(),
+        takeover,
+    });
+    let envelope = Envelope::new(&started.workflow_id, Some(started.run_id), &request).unwrap();
+    let reply = env
+        .bus
+        .call("", &env.names.heartbeat_queue(), &envelope, SOON)
+        .await
+        .expect("an answer to the claim");
+    let mut answers: HeartbeatAnswers = serde_json::from_value(reply.payload).unwrap();
+    answers
+        .results
+        .remove(&started.attempt.task_id)
+        .expect("an answer for the task")
+}
+
+#[tokio::test]
+async fn a_claim_is_granted_once_refused_to_others_and_to_a_stopped_attempt() {
+    let env = TestEnv::new().await;
+    let service = Service::start(&env);
+    let (first, stopped) = (started(30), started(30));
+    let granted = claim(&env, &first, false).await;
+    assert_eq!(granted.action, HeartbeatAction::Continue, "{granted:?}");
+    let other = AttemptStarted {
+        worker_id: "worker-2".into(),
+        ..first.clone()
+    };
+    let refused = claim(&env, &other, false).await;
+    assert!(
+        is_stop(&refused, "claimed by another worker"),
+        "{refused:?}"
+    );
+    // A redelivery (its first consumer died) takes the attempt over.
+    let over = claim(&env, &other, true).await;
+    assert_eq!(over.action, HeartbeatAction::Continue, "{over:?}");
+    // Stopped while it waited in its queue: refused with the reason, even on redelivery.
+    let stop = StopAttempts {
+        attempts: vec![stopped.attempt],
+        reason: "skipped by an operator".into(),
+    };
+    send(&env, &HeartbeatMessage::StopAttempts(stop)).await;
+    let answer = heartbeat_until(&env, stopped.attempt.task_id, |a| {
+        a.action == HeartbeatAction::Stop
+    })
+    .await;
+    assert!(is_stop(&answer, "skipped"), "{answer:?}");
+    let refused = claim(&env, &stopped, true).await;
+    assert!(is_stop(&refused, "skipped by an operator"), "{refused:?}");
+    service.shut_down().await;
+    env.finish().await;
 }
 
 #[tokio::test]

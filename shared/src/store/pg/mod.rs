@@ -47,6 +47,7 @@ impl PgStore {
         let options: PgConnectOptions = url
             .parse()
             .map_err(|e| Error::Config(format!("WEFT_DATABASE_URL: {e}")))?;
+        let options = options.options([("plan_cache_mode", "force_generic_plan")]);
         let mut delay = Duration::from_millis(100);
         let pool = loop {
             let attempt = PgPoolOptions::new()

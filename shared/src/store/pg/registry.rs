@@ -10,9 +10,10 @@ use uuid::Uuid;
 
 use super::outbox;
 use super::PgStore;
-use crate::messages::AttemptStarted;
+use crate::messages::{AttemptStarted, ClaimAttempt};
 use crate::registry::rows::{
-    stored, BeatWrite, CheckRow, End, ScanCandidate, ScanOutcome, Stored, StoredRow, CHECK_COLUMNS,
+    claim_outcome, stored, BeatWrite, CheckRow, ClaimOutcome, End, ScanCandidate, ScanOutcome,
+    Stored, StoredRow, CHECK_COLUMNS,
 };
 use crate::registry::scan::{judge, reason, timeout_messages, Sorted};
 use crate::registry::TaskCheck;
@@ -20,56 +21,113 @@ use crate::store::backend::{LivenessProbe, RegistryStore};
 use crate::topology::Names;
 use crate::Result;
 
-/// Registers started attempts as RUNNING with a deadline of now + timeout (database
-/// clock), many in one statement (the last registration of an
-/// attempt repeated in `started` wins). One row per distinct attempt, in no order.
-async fn insert_started_many(pool: &PgPool, started: &[AttemptStarted]) -> Result<Vec<Stored>> {
-    // ON CONFLICT cannot touch a row twice in one statement.
+/// A claim's outcome as read back: `(task_id, attempt, claimed, status, stop_reason,
+/// timeout_seconds)`; the status is `None` when another claim created the row meanwhile.
+type ClaimRow = (Uuid, i32, bool, Option<String>, Option<String>, i64);
+
+/// Claims attempts for their workers (compare-and-set, one statement): a SCHEDULED
+/// attempt, or a RUNNING one when the claim may take it over, becomes RUNNING with a
+/// deadline of now + timeout (database clock); an attempt with no row yet (scheduled
+/// before the decider wrote rows) is created RUNNING; any other is refused and read back.
+/// One outcome per distinct attempt (the first claim of a repeated attempt is the one
+/// tried; the others are refused), in no order.
+async fn claim_many(pool: &PgPool, claims: &[ClaimAttempt]) -> Result<Vec<ClaimOutcome>> {
     let mut seen = std::collections::HashSet::new();
-    let unique: Vec<&AttemptStarted> = started
+    let unique: Vec<&ClaimAttempt> = claims
         .iter()
-        .rev()
-        .filter(|s| seen.insert((s.attempt.task_id, s.attempt.attempt)))
+        .filter(|c| seen.insert((c.started.attempt.task_id, c.started.attempt.attempt)))
         .collect();
-    let col = |f: fn(&AttemptStarted) -> String| unique.iter().map(|s| f(s)).collect::<Vec<_>>();
-    let rows: Vec<StoredRow> = sqlx::query_as(
-        "INSERT INTO task_check AS c (task_id, attempt, workflow_id, run_id, task_name, task_ref,
-             worker_id, reply_to, status, input_bytes, timeout_seconds, started_at,
-             last_heartbeat_at, expires_at)
-         SELECT task_id, attempt, workflow_id, run_id, task_name, task_ref, worker_id,
-             reply_to, 'RUNNING', input_bytes, timeout_seconds, started_at, now(),
-             CASE WHEN timeout_seconds > 0 THEN now() + make_interval(secs => timeout_seconds) END
-         FROM UNNEST($1::uuid[], $2::int[], $3::text[], $4::uuid[], $5::text[], $6::text[],
-             $7::text[], $8::text[], $9::bigint[], $10::bigint[], $11::timestamptz[])
-             AS x(task_id, attempt, workflow_id, run_id, task_name, task_ref, worker_id,
-                  reply_to, input_bytes, timeout_seconds, started_at)
-         ON CONFLICT (task_id, attempt) DO UPDATE SET
-             workflow_id = EXCLUDED.workflow_id, run_id = EXCLUDED.run_id,
-             task_name = EXCLUDED.task_name, task_ref = EXCLUDED.task_ref,
-             worker_id = EXCLUDED.worker_id, reply_to = EXCLUDED.reply_to,
-             input_bytes = EXCLUDED.input_bytes, timeout_seconds = EXCLUDED.timeout_seconds,
-             started_at = EXCLUDED.started_at
-         RETURNING task_id, attempt, status, stop_reason, timeout_seconds",
+    let col =
+        |f: fn(&AttemptStarted) -> String| unique.iter().map(|c| f(&c.started)).collect::<Vec<_>>();
+    let rows: Vec<ClaimRow> = sqlx::query_as(
+        "WITH x AS (
+             SELECT * FROM UNNEST($1::uuid[], $2::int[], $3::text[], $4::uuid[], $5::text[],
+                 $6::text[], $7::text[], $8::text[], $9::bigint[], $10::bigint[],
+                 $11::timestamptz[], $12::bool[])
+                 AS x(task_id, attempt, workflow_id, run_id, task_name, task_ref, worker_id,
+                      reply_to, input_bytes, timeout_seconds, started_at, takeover)
+         ), claimed AS (
+             UPDATE task_check c SET status = 'RUNNING', worker_id = x.worker_id,
+                 started_at = x.started_at, last_heartbeat_at = NULL, stop_reason = NULL,
+                 expires_at = CASE WHEN c.timeout_seconds > 0
+                     THEN now() + make_interval(secs => c.timeout_seconds) END,
+                 updated_at = now()
+             FROM x
+             WHERE c.task_id = ANY($1::uuid[])
+               AND c.task_id = x.task_id AND c.attempt = x.attempt
+               AND (c.status = 'SCHEDULED' OR (c.status = 'RUNNING' AND x.takeover))
+             RETURNING c.task_id, c.attempt, c.timeout_seconds
+         ), created AS (
+             INSERT INTO task_check (task_id, attempt, workflow_id, run_id, task_name,
+                 task_ref, worker_id, reply_to, status, input_bytes, timeout_seconds,
+                 started_at, last_heartbeat_at, expires_at)
+             SELECT x.task_id, x.attempt, x.workflow_id, x.run_id, x.task_name, x.task_ref,
+                 x.worker_id, x.reply_to, 'RUNNING', x.input_bytes, x.timeout_seconds,
+                 x.started_at, NULL,
+                 CASE WHEN x.timeout_seconds > 0
+                     THEN now() + make_interval(secs => x.timeout_seconds) END
+             FROM x
+             -- An existing row (the usual case) conflicts: the update above claims it.
+             ON CONFLICT (task_id, attempt) DO NOTHING
+             RETURNING task_id, attempt, timeout_seconds
+         )
+         SELECT x.task_id, x.attempt,
+             (k.task_id IS NOT NULL OR n.task_id IS NOT NULL),
+             c.status, c.stop_reason,
+             COALESCE(k.timeout_seconds, n.timeout_seconds, c.timeout_seconds, 0)
+         FROM x
+         LEFT JOIN claimed k ON k.task_id = x.task_id AND k.attempt = x.attempt
+         LEFT JOIN created n ON n.task_id = x.task_id AND n.attempt = x.attempt
+         -- By primary key, one row each (a join was planned as a sequential scan).
+         LEFT JOIN LATERAL (SELECT status, stop_reason, timeout_seconds FROM task_check t
+                            WHERE t.task_id = x.task_id AND t.attempt = x.attempt) c ON true",
     )
-    .bind(unique.iter().map(|s| s.attempt.task_id).collect::<Vec<_>>())
-    .bind(unique.iter().map(|s| s.attempt.attempt).collect::<Vec<_>>())
+    .bind(
+        unique
+            .iter()
+            .map(|c| c.started.attempt.task_id)
+            .collect::<Vec<_>>(),
+    )
+    .bind(
+        unique
+            .iter()
+            .map(|c| c.started.attempt.attempt)
+            .collect::<Vec<_>>(),
+    )
     .bind(col(|s| s.workflow_id.clone()))
-    .bind(unique.iter().map(|s| s.run_id).collect::<Vec<_>>())
+    .bind(unique.iter().map(|c| c.started.run_id).collect::<Vec<_>>())
     .bind(col(|s| s.task_name.clone()))
     .bind(col(|s| s.task_ref.clone()))
     .bind(col(|s| s.worker_id.clone()))
     .bind(col(|s| s.reply_to.clone()))
-    .bind(unique.iter().map(|s| s.input_bytes).collect::<Vec<_>>())
     .bind(
         unique
             .iter()
-            .map(|s| s.response_timeout_seconds.max(0))
+            .map(|c| c.started.input_bytes)
             .collect::<Vec<_>>(),
     )
-    .bind(unique.iter().map(|s| s.started_at).collect::<Vec<_>>())
+    .bind(
+        unique
+            .iter()
+            .map(|c| c.started.response_timeout_seconds.max(0))
+            .collect::<Vec<_>>(),
+    )
+    .bind(
+        unique
+            .iter()
+            .map(|c| c.started.started_at)
+            .collect::<Vec<_>>(),
+    )
+    .bind(unique.iter().map(|c| c.takeover).collect::<Vec<_>>())
     .fetch_all(pool)
     .await?;
-    rows.into_iter().map(stored).collect()
+    rows.into_iter()
+        .map(
+            |(task_id, attempt, claimed, status, reason, timeout_seconds)| {
+                claim_outcome(task_id, attempt, claimed, status, reason, timeout_seconds)
+            },
+        )
+        .collect()
 }
 
 /// The newest attempt of each task in `task_ids` (unknown tasks are absent).
@@ -107,7 +165,8 @@ async fn write_beats(pool: impl PgExecutor<'_>, beats: &[BeatWrite]) -> Result<u
                       COALESCE(to_timestamp(at_ms / 1000.0), now()) AS beat_at
                FROM UNNEST($1::uuid[], $2::int[], $3::bigint[], $4::text[])
                     AS x(task_id, attempt, at_ms, details)) AS u
-         WHERE c.task_id = u.task_id AND c.attempt = u.attempt AND c.status = 'RUNNING'",
+         WHERE c.task_id = ANY($1::uuid[])
+           AND c.task_id = u.task_id AND c.attempt = u.attempt AND c.status = 'RUNNING'",
     )
     .bind(&ids)
     .bind(&attempts)
@@ -140,7 +199,7 @@ async fn end_each(pool: &PgPool, ends: &[End<'_>]) -> Result<Vec<Stored>> {
          ON CONFLICT (task_id, attempt) DO UPDATE SET
              status = EXCLUDED.status, stop_reason = EXCLUDED.stop_reason,
              output_bytes = EXCLUDED.output_bytes, updated_at = now()
-         WHERE c.status = 'RUNNING'",
+         WHERE c.status IN ('SCHEDULED', 'RUNNING')",
     )
     .bind(&ids)
     .bind(&nums)
@@ -199,8 +258,8 @@ type CandidateRow = (
 
 #[async_trait]
 impl RegistryStore for PgStore {
-    async fn insert_started_many(&self, started: &[AttemptStarted]) -> Result<Vec<Stored>> {
-        insert_started_many(&self.pool, started).await
+    async fn claim_many(&self, claims: &[ClaimAttempt]) -> Result<Vec<ClaimOutcome>> {
+        claim_many(&self.pool, claims).await
     }
 
     async fn load_latest(&self, task_ids: &[Uuid]) -> Result<Vec<Stored>> {
@@ -256,7 +315,8 @@ impl RegistryStore for PgStore {
                 "UPDATE task_check AS c SET status = 'TIMED_OUT', stop_reason = x.reason,
                      updated_at = now()
                  FROM UNNEST($1::uuid[], $2::int[], $3::text[]) AS x(task_id, attempt, reason)
-                 WHERE c.task_id = x.task_id AND c.attempt = x.attempt",
+                 WHERE c.task_id = ANY($1::uuid[])
+                   AND c.task_id = x.task_id AND c.attempt = x.attempt",
             )
             .bind(&ids)
             .bind(&attempts)
@@ -275,7 +335,7 @@ impl RegistryStore for PgStore {
         let done = sqlx::query(
             "DELETE FROM task_check WHERE (task_id, attempt) IN (
                  SELECT task_id, attempt FROM task_check
-                 WHERE status <> 'RUNNING' AND updated_at < now() - make_interval(secs => $1)
+                 WHERE status NOT IN ('RUNNING', 'SCHEDULED') AND updated_at < now() - make_interval(secs => $1)
                  LIMIT $2)",
         )
         .bind(retention.as_secs_f64())

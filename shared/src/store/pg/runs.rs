@@ -57,6 +57,7 @@ impl RunStore for PgStore {
         let ob = &batch.outbox;
         let tm = &batch.timers;
         let oc = &batch.outcomes;
+        let ck = &batch.checks;
         let refs = |r: &RunRecord| Value::from(r.failed_task_refs.clone());
         let result = sqlx::query(COMMIT_SQL)
             // new runs: $1..$17
@@ -146,6 +147,19 @@ impl RunStore for PgStore {
             .bind(col!(oc, |o| o.body.clone()))
             // hook deliveries: $74, one jsonb array
             .bind(crate::store::hooks::deliveries_json(&batch.hook_deliveries))
+            // registry rows: $75..$84
+            .bind(col!(ck, |c| c.task_id))
+            .bind(col!(ck, |c| c.attempt))
+            .bind(col!(ck, |c| c.workflow_id.as_str()))
+            .bind(col!(ck, |c| c.run_id))
+            .bind(col!(ck, |c| c.task_name.as_str()))
+            .bind(col!(ck, |c| c.task_ref.as_str()))
+            .bind(col!(ck, |c| c.reply_to.as_str()))
+            .bind(col!(ck, |c| c.status.as_str()))
+            .bind(col!(ck, |c| c.reason.as_deref()))
+            .bind(col!(ck, |c| c.timeout_seconds))
+            // ended runs, whose timers go: $85
+            .bind(&batch.ended_runs)
             .execute(&self.pool)
             .await;
         match result {
@@ -194,7 +208,9 @@ WITH new_runs AS (
         $28::bigint[], $69::bool[])
         AS u(run_id, expected, status, sub_status, output, variables, reason, failed, end_time,
              update_time, version, is_current)
-    WHERE r.run_id = u.run_id AND r.version = u.expected
+    -- `= ANY` lets the planner reach the rows by primary key; the join alone was
+    -- planned as a sequential scan of `runs` (the batch's size is unknown to it).
+    WHERE r.run_id = ANY($18::uuid[]) AND r.run_id = u.run_id AND r.version = u.expected
     RETURNING 1
 ), events AS (
     INSERT INTO history_events (run_id, event_id, type, time, attributes)
@@ -244,8 +260,23 @@ WITH new_runs AS (
         traceparent text)
     ON CONFLICT (id) DO NOTHING
     RETURNING 1
+), check_rows AS (
+    -- The attempts' registry rows (docs/heartbeats.md): scheduled ones are created; an
+    -- end applies to an attempt still open only (a scanner's timeout stays).
+    INSERT INTO task_check AS c (task_id, attempt, workflow_id, run_id, task_name, task_ref,
+        reply_to, status, stop_reason, timeout_seconds)
+    SELECT * FROM UNNEST($75::uuid[], $76::int[], $77::text[], $78::uuid[], $79::text[],
+        $80::text[], $81::text[], $82::text[], $83::text[], $84::bigint[])
+    ON CONFLICT (task_id, attempt) DO UPDATE SET status = EXCLUDED.status,
+        stop_reason = EXCLUDED.stop_reason, updated_at = now()
+    WHERE c.status IN ('SCHEDULED', 'RUNNING') AND EXCLUDED.status <> 'SCHEDULED'
+    RETURNING 1
+), cancelled_timers AS (
+    DELETE FROM timers WHERE run_id = ANY($85::uuid[])
+    RETURNING 1
 )
 SELECT weft_check_versions((SELECT count(*) FROM updated_runs), $57),
+    (SELECT count(*) FROM check_rows), (SELECT count(*) FROM cancelled_timers),
     (SELECT count(*) FROM outcome_rows),
     (SELECT count(*) FROM new_runs), (SELECT count(*) FROM events),
     (SELECT count(*) FROM task_rows), (SELECT count(*) FROM outbox_rows),

@@ -16,9 +16,10 @@ use uuid::Uuid;
 
 use super::outbox::{minus, plus, MAX_BINDS};
 use super::SqliteStore;
-use crate::messages::AttemptStarted;
+use crate::messages::ClaimAttempt;
 use crate::registry::rows::{
-    stored, BeatWrite, CheckRow, End, ScanCandidate, ScanOutcome, Stored, StoredRow, CHECK_COLUMNS,
+    claim_outcome, stored, BeatWrite, CheckRow, ClaimOutcome, End, ScanCandidate, ScanOutcome,
+    Stored, StoredRow, CHECK_COLUMNS,
 };
 use crate::registry::scan::{judge, reason, timeout_messages, Sorted};
 use crate::registry::TaskCheck;
@@ -103,58 +104,102 @@ struct CandidateRow {
 
 #[async_trait]
 impl RegistryStore for SqliteStore {
-    /// Registers started attempts as RUNNING with a deadline of now + timeout (the last
-    /// registration of an attempt repeated in `started` wins); an existing row keeps its
-    /// status and gets the details filled in. One row per distinct attempt.
-    async fn insert_started_many(&self, started: &[AttemptStarted]) -> Result<Vec<Stored>> {
+    /// Claims attempts (compare-and-set inside one `BEGIN IMMEDIATE` transaction, so
+    /// claims never interleave): SCHEDULED — or RUNNING with `takeover` — becomes RUNNING
+    /// with a deadline of now + timeout; an unknown attempt is created RUNNING; any other
+    /// is refused and read back. The first claim of a repeated attempt is the one tried.
+    async fn claim_many(&self, claims: &[ClaimAttempt]) -> Result<Vec<ClaimOutcome>> {
         let mut seen = HashSet::new();
-        let unique: Vec<&AttemptStarted> = started
+        let unique: Vec<&ClaimAttempt> = claims
             .iter()
-            .rev()
-            .filter(|s| seen.insert((s.attempt.task_id, s.attempt.attempt)))
+            .filter(|c| seen.insert((c.started.attempt.task_id, c.started.attempt.attempt)))
             .collect();
         if unique.is_empty() {
             return Ok(Vec::new());
         }
         let now = Utc::now();
         let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
-        let mut rows = Vec::with_capacity(unique.len());
-        for s in unique {
-            let timeout = s.response_timeout_seconds.max(0);
-            let row: StoredRow = sqlx::query_as(&format!(
-                "INSERT INTO task_check (task_id, attempt, workflow_id, run_id, task_name,
-                     task_ref, worker_id, reply_to, status, input_bytes, timeout_seconds,
-                     started_at, last_heartbeat_at, expires_at, created_at, updated_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'RUNNING', ?9, ?10, ?11, ?12, ?13,
-                         ?12, ?12)
-                 ON CONFLICT (task_id, attempt) DO UPDATE SET
-                     workflow_id = excluded.workflow_id, run_id = excluded.run_id,
-                     task_name = excluded.task_name, task_ref = excluded.task_ref,
-                     worker_id = excluded.worker_id, reply_to = excluded.reply_to,
-                     input_bytes = excluded.input_bytes,
-                     timeout_seconds = excluded.timeout_seconds,
-                     started_at = excluded.started_at
-                 RETURNING {STORED_COLUMNS}"
-            ))
+        let mut outcomes = Vec::with_capacity(unique.len());
+        for c in unique {
+            let s = &c.started;
+            let granted = |timeout| {
+                claim_outcome(
+                    s.attempt.task_id,
+                    s.attempt.attempt,
+                    true,
+                    None,
+                    None,
+                    timeout,
+                )
+            };
+            let row: Option<(String, Option<String>, i64)> = sqlx::query_as(
+                "SELECT status, stop_reason, timeout_seconds FROM task_check
+                 WHERE task_id = ? AND attempt = ?",
+            )
             .bind(s.attempt.task_id)
             .bind(s.attempt.attempt)
-            .bind(&s.workflow_id)
-            .bind(s.run_id)
-            .bind(&s.task_name)
-            .bind(&s.task_ref)
-            .bind(&s.worker_id)
-            .bind(&s.reply_to)
-            .bind(s.input_bytes)
-            .bind(timeout)
-            .bind(s.started_at)
-            .bind(now)
-            .bind(deadline(now, timeout))
-            .fetch_one(&mut *tx)
+            .fetch_optional(&mut *tx)
             .await?;
-            rows.push(stored(row)?);
+            let outcome = match row {
+                None => {
+                    let timeout = s.response_timeout_seconds.max(0);
+                    sqlx::query(
+                        "INSERT INTO task_check (task_id, attempt, workflow_id, run_id,
+                             task_name, task_ref, worker_id, reply_to, status, input_bytes,
+                             timeout_seconds, started_at, last_heartbeat_at, expires_at,
+                             created_at, updated_at)
+                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'RUNNING', ?9, ?10, ?11,
+                                 NULL, ?13, ?12, ?12)",
+                    )
+                    .bind(s.attempt.task_id)
+                    .bind(s.attempt.attempt)
+                    .bind(&s.workflow_id)
+                    .bind(s.run_id)
+                    .bind(&s.task_name)
+                    .bind(&s.task_ref)
+                    .bind(&s.worker_id)
+                    .bind(&s.reply_to)
+                    .bind(s.input_bytes)
+                    .bind(timeout)
+                    .bind(s.started_at)
+                    .bind(now)
+                    .bind(deadline(now, timeout))
+                    .execute(&mut *tx)
+                    .await?;
+                    granted(timeout)?
+                }
+                Some((status, _, timeout))
+                    if status == "SCHEDULED" || (status == "RUNNING" && c.takeover) =>
+                {
+                    sqlx::query(
+                        "UPDATE task_check SET status = 'RUNNING', worker_id = ?3,
+                             started_at = ?4, last_heartbeat_at = NULL, expires_at = ?6,
+                             stop_reason = NULL, updated_at = ?5
+                         WHERE task_id = ?1 AND attempt = ?2",
+                    )
+                    .bind(s.attempt.task_id)
+                    .bind(s.attempt.attempt)
+                    .bind(&s.worker_id)
+                    .bind(s.started_at)
+                    .bind(now)
+                    .bind(deadline(now, timeout))
+                    .execute(&mut *tx)
+                    .await?;
+                    granted(timeout)?
+                }
+                Some((status, reason, timeout)) => claim_outcome(
+                    s.attempt.task_id,
+                    s.attempt.attempt,
+                    false,
+                    Some(status),
+                    reason,
+                    timeout,
+                )?,
+            };
+            outcomes.push(outcome);
         }
         tx.commit().await?;
-        Ok(rows)
+        Ok(outcomes)
     }
 
     /// The newest attempt of each task in `task_ids` (unknown tasks are absent).
@@ -213,7 +258,7 @@ impl RegistryStore for SqliteStore {
                  ON CONFLICT (task_id, attempt) DO UPDATE SET
                      status = excluded.status, stop_reason = excluded.stop_reason,
                      output_bytes = excluded.output_bytes, updated_at = excluded.updated_at
-                 WHERE task_check.status = 'RUNNING'",
+                 WHERE task_check.status IN ('SCHEDULED', 'RUNNING')",
             )
             .bind(e.attempt.task_id)
             .bind(e.attempt.attempt)
@@ -325,7 +370,7 @@ impl RegistryStore for SqliteStore {
         let done = sqlx::query(
             "DELETE FROM task_check WHERE (task_id, attempt) IN (
                  SELECT task_id, attempt FROM task_check
-                 WHERE status <> 'RUNNING' AND updated_at < ? LIMIT ?)",
+                 WHERE status NOT IN ('RUNNING', 'SCHEDULED') AND updated_at < ? LIMIT ?)",
         )
         .bind(minus(Utc::now(), retention))
         .bind(batch)

@@ -225,5 +225,37 @@ async fn write_batch(conn: &mut SqliteConnection, batch: &CommitBatch) -> Result
         .execute(&mut *conn)
         .await?;
     }
+    for c in &batch.checks {
+        // Scheduled attempts are created; an end applies to an attempt still open only.
+        sqlx::query(
+            "INSERT INTO task_check (task_id, attempt, workflow_id, run_id, task_name,
+                 task_ref, reply_to, status, stop_reason, timeout_seconds, created_at,
+                 updated_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?11)
+             ON CONFLICT (task_id, attempt) DO UPDATE SET status = excluded.status,
+                 stop_reason = excluded.stop_reason, updated_at = excluded.updated_at
+             WHERE task_check.status IN ('SCHEDULED', 'RUNNING')
+               AND excluded.status <> 'SCHEDULED'",
+        )
+        .bind(c.task_id)
+        .bind(c.attempt)
+        .bind(&c.workflow_id)
+        .bind(c.run_id)
+        .bind(&c.task_name)
+        .bind(&c.task_ref)
+        .bind(&c.reply_to)
+        .bind(c.status.as_str())
+        .bind(&c.reason)
+        .bind(c.timeout_seconds)
+        .bind(now)
+        .execute(&mut *conn)
+        .await?;
+    }
+    for run_id in &batch.ended_runs {
+        sqlx::query("DELETE FROM timers WHERE run_id = ?")
+            .bind(run_id)
+            .execute(&mut *conn)
+            .await?;
+    }
     Ok(())
 }

@@ -27,8 +27,6 @@ pub(crate) struct BusTransport {
     pub(crate) worker_id: String,
     /// How long one request may wait for its answer.
     pub(crate) timeout: Duration,
-    /// Requests are probes before attempts start (`Heartbeats::probe`).
-    pub(crate) probe: bool,
 }
 
 impl Transport for BusTransport {
@@ -36,7 +34,7 @@ impl Transport for BusTransport {
         let message = HeartbeatMessage::Heartbeats(Heartbeats {
             worker_id: self.worker_id.clone(),
             beats,
-            probe: self.probe,
+            probe: false,
         });
         // A batch is about many workflows: the envelope names none.
         let request = Envelope::new("", None, &message)?;

@@ -1,4 +1,4 @@
-//! One attempt, from start to disposition: register it, run the handler under the
+//! One attempt, from start to disposition: claim it, run the handler under the
 //! heartbeat scheduler, publish the result (or nothing, when the attempt was stopped).
 
 use chrono::{DateTime, Utc};
@@ -9,26 +9,26 @@ use tracing::Instrument;
 use super::Shared;
 use crate::bus::Disposition;
 use crate::messages::{
-    ActivityCompleted, ActivityFailed, ActivityTask, AttemptRef, Beat, Command, HeartbeatAction,
+    ActivityCompleted, ActivityFailed, ActivityTask, AttemptRef, AttemptStarted, ClaimAttempt,
+    Command, HeartbeatAction, HeartbeatAnswers, HeartbeatMessage,
 };
-use crate::worker::attempt::{self, Ended};
 use crate::worker::builder::BoxedHandler;
 use crate::worker::heartbeat::Stop;
-use crate::worker::heartbeat::Transport;
 use crate::worker::stats::Counter;
 use crate::worker::{ActivityContext, ActivityError};
 use crate::{Envelope, Error};
 
 type Running = AbortOnDropHandle<Result<serde_json::Value, ActivityError>>;
 
-/// How long a handler runs before the run is told it started: shorter activities are
-/// reported by their result alone (which carries the start time).
-const START_REPORT_DELAY: std::time::Duration = std::time::Duration::from_millis(20);
+/// How long a claim waits for the heartbeat service's answer.
+const CLAIM_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+/// Pause before handing back a task whose claim got no answer.
+const CLAIM_RETRY_PAUSE: std::time::Duration = std::time::Duration::from_millis(500);
 
 impl Shared {
     /// Tells the run the attempt is IN_PROGRESS (its `timeoutSeconds` counts from
     /// `started_at`, carried in the message) once the handler has run for
-    /// [`START_REPORT_DELAY`], beside the handler rather than before it. An activity that
+    /// `start_report_after` (`WorkerBuilder::start_report_after`), beside the handler rather than before it. An activity that
     /// ends sooner is never reported started: its result carries the start time, and the
     /// decider is spared a commit per activity. Dropping the handle cancels the report.
     fn report_started(
@@ -50,14 +50,15 @@ impl Shared {
                 return None;
             }
         };
-        let (bus, exchange, key) = (
+        let (bus, exchange, key, delay) = (
             self.bus.clone(),
             self.commands_exchange.clone(),
             task.reply_to.clone(),
+            self.start_report_after,
         );
         let report = tokio::spawn(
             async move {
-                tokio::time::sleep(START_REPORT_DELAY).await;
+                tokio::time::sleep(delay).await;
                 if let Err(e) = bus.publish(&exchange, &key, &envelope).await {
                     tracing::warn!(error = %e, "could not report the activity's start");
                 }
@@ -67,49 +68,70 @@ impl Shared {
         Some(AbortOnDropHandle::new(report))
     }
 
-    /// Whether the attempt of `task` was stopped while it waited in its queue (an
-    /// operator skipped it, its run was terminated or reset): the heartbeat registry
-    /// keeps a stop that came before the attempt started. `Some(reason)` when stopped;
-    /// `None` when it may run, including when the heartbeat service does not answer in
-    /// time (the first heartbeat asks again).
-    async fn stopped_before_start(&self, task: &ActivityTask) -> Option<String> {
-        let beat = Beat {
-            task_id: task.task_id,
-            details: None,
-        };
-        match self.start_check.send(vec![beat]).await {
-            Ok(answers) => answers
-                .get(&task.task_id)
-                .filter(|a| a.action == HeartbeatAction::Stop)
-                .map(|a| a.reason.clone().unwrap_or_else(|| "stopped".to_owned())),
-            Err(e) => {
-                tracing::debug!(error = %e, "no answer to the check before the start; running the activity");
-                None
-            }
+    /// Claims the attempt of `task` for this worker: one request to the heartbeat
+    /// service, which moves the attempt's registry row from SCHEDULED to RUNNING
+    /// (compare-and-set) before answering. `Ok(None)`: the attempt is this worker's;
+    /// `Ok(Some(reason))`: it must not run (skipped, its run terminated or reset while it
+    /// waited, or another worker holds it); `Err`: no answer (the task goes back to its
+    /// queue and is claimed again). A redelivered task may take over an attempt its
+    /// earlier consumer claimed and died with.
+    async fn claim(
+        &self,
+        task: &ActivityTask,
+        started_at: DateTime<Utc>,
+        redelivered: bool,
+    ) -> Result<Option<String>, Error> {
+        let message = HeartbeatMessage::ClaimAttempt(ClaimAttempt {
+            started: AttemptStarted::of(task, &self.worker_id, started_at),
+            takeover: redelivered,
+        });
+        let request = Envelope::new(&task.workflow_id, Some(task.run_id), &message)?;
+        let queue = self.bus.names().heartbeat_queue();
+        let reply = self.bus.call("", &queue, &request, CLAIM_TIMEOUT).await?;
+        let answers: HeartbeatAnswers = serde_json::from_value(reply.payload)
+            .map_err(|e| Error::Decode(format!("claim answer ({}): {e}", reply.kind)))?;
+        match answers.results.get(&task.task_id) {
+            Some(a) if a.action == HeartbeatAction::Continue => Ok(None),
+            Some(a) => Ok(Some(
+                a.reason.clone().unwrap_or_else(|| "stopped".to_owned()),
+            )),
+            None => Err(Error::Decode("the claim answer names another task".into())),
         }
     }
 
     /// Registers the attempt, runs the handler (in its own task, so a panic is caught)
     /// while the scheduler heartbeats it, then publishes the result. An attempt stopped
     /// before it started (e.g. skipped while SCHEDULED) is acknowledged without running.
-    pub(super) async fn execute(&self, handler: BoxedHandler, task: ActivityTask) -> Disposition {
+    pub(super) async fn execute(
+        &self,
+        handler: BoxedHandler,
+        task: ActivityTask,
+        redelivered: bool,
+    ) -> Disposition {
         let started_at = Utc::now();
-        let registering = attempt::started(&self.bus, &self.worker_id, &task, started_at);
-        let checking = self.stopped_before_start(&task);
-        let (registered, stopped) = tokio::select! {
-            both = futures_util::future::join(registering, checking) => both,
-            _ = self.abandon.cancelled() => (Err(Error::ShuttingDown), None),
+        let claimed = tokio::select! {
+            claimed = self.claim(&task, started_at, redelivered) => claimed,
+            _ = self.abandon.cancelled() => Err(Error::ShuttingDown),
         };
-        if let Err(e) = registered {
-            // Nothing ran yet: the task goes back and runs when the broker is healthy.
-            self.stats.incr(Counter::Requeued);
-            tracing::warn!(error = %e, "could not register the attempt with the heartbeat service; the activity goes back to its queue");
-            return Disposition::Requeue;
-        }
-        if let Some(reason) = stopped {
-            self.stats.incr(Counter::Stopped);
-            tracing::info!(task_id = %task.task_id, %reason, "activity stopped before it started; not running it");
-            return Disposition::Ack;
+        match claimed {
+            Ok(None) => {}
+            Ok(Some(reason)) => {
+                self.stats.incr(Counter::Stopped);
+                tracing::info!(task_id = %task.task_id, %reason, "activity not claimed; not running it");
+                return Disposition::Ack;
+            }
+            Err(e) => {
+                // Nothing ran yet: the task goes back, and is claimed again (as a
+                // redelivery) once the heartbeat service answers. The pause keeps an
+                // outage from becoming a hot loop.
+                self.stats.incr(Counter::Requeued);
+                tracing::warn!(error = %e, "could not claim the attempt; the activity goes back to its queue");
+                tokio::select! {
+                    _ = tokio::time::sleep(CLAIM_RETRY_PAUSE) => {}
+                    _ = self.abandon.cancelled() => {}
+                }
+                return Disposition::Requeue;
+            }
         }
         self.stats.incr(Counter::Started);
         let start_report = self.report_started(&task, started_at);
@@ -150,7 +172,7 @@ impl Shared {
             return self.stopped(None, &stop).await;
         }
         let elapsed_ms = clock.elapsed().as_millis();
-        let (command, counter, ended, output_bytes) =
+        let (command, counter) =
             self.result_command(joined, attempt, run_id, started_at, elapsed_ms);
         let published = match Envelope::new(&workflow_id, Some(run_id), &command) {
             Ok(envelope) => tokio::select! {
@@ -161,14 +183,8 @@ impl Shared {
         };
         match published {
             Ok(()) => {
+                // The decider ends the attempt's registry row with the result's commit.
                 self.stats.incr(counter);
-                attempt::finished(
-                    &self.bus,
-                    (&workflow_id, run_id),
-                    attempt,
-                    ended,
-                    output_bytes,
-                );
                 Disposition::Ack
             }
             Err(e) => {
@@ -181,8 +197,7 @@ impl Shared {
         }
     }
 
-    /// The command reporting the handler's outcome, with its counter, how the attempt
-    /// ended and the output's size.
+    /// The command reporting the handler's outcome, with its counter.
     fn result_command(
         &self,
         joined: Result<Result<serde_json::Value, ActivityError>, JoinError>,
@@ -190,7 +205,7 @@ impl Shared {
         run_id: uuid::Uuid,
         started_at: DateTime<Utc>,
         elapsed_ms: u128,
-    ) -> (Command, Counter, Ended, i64) {
+    ) -> (Command, Counter) {
         let worker_id = Some(self.worker_id.clone());
         let outcome = joined.unwrap_or_else(|e| {
             if e.is_panic() {
@@ -201,7 +216,6 @@ impl Shared {
         match outcome {
             Ok(output) => {
                 tracing::debug!(elapsed_ms, "activity completed");
-                let output_bytes = attempt::json_len(&output);
                 let done = ActivityCompleted {
                     task_id: attempt.task_id,
                     run_id,
@@ -210,12 +224,7 @@ impl Shared {
                     worker_id,
                     started_at: Some(started_at),
                 };
-                (
-                    Command::ActivityCompleted(done),
-                    Counter::Completed,
-                    Ended::Completed,
-                    output_bytes,
-                )
+                (Command::ActivityCompleted(done), Counter::Completed)
             }
             Err(ActivityError { reason, terminal }) => {
                 tracing::info!(elapsed_ms, %reason, terminal, "activity failed");
@@ -230,12 +239,7 @@ impl Shared {
                     worker_id,
                     started_at: Some(started_at),
                 };
-                let ended = if terminal {
-                    Ended::FailedTerminal
-                } else {
-                    Ended::Failed
-                };
-                (Command::ActivityFailed(failed), Counter::Failed, ended, 0)
+                (Command::ActivityFailed(failed), Counter::Failed)
             }
         }
     }

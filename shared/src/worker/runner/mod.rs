@@ -26,9 +26,6 @@ const REPORT_EVERY: Duration = Duration::from_secs(60);
 const ABANDON_WAIT: Duration = Duration::from_secs(2);
 /// How long one heartbeat request waits for the service's answer.
 const HEARTBEAT_TIMEOUT: Duration = Duration::from_secs(5);
-/// How long the check before an activity starts waits for the heartbeat service; without
-/// an answer the activity runs (its first heartbeat asks again).
-const START_CHECK_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// State shared by every delivery of every queue of one worker.
 struct Shared {
@@ -48,9 +45,8 @@ struct Shared {
     heartbeats: Heartbeats,
     /// How long a stopped handler may take to return.
     stop_grace: Duration,
-    /// Asks the heartbeat service, before a handler starts, whether its attempt was
-    /// stopped while it waited in its queue (skipped, its run terminated).
-    start_check: BusTransport,
+    /// How long a handler runs before the run is told it started.
+    start_report_after: Duration,
 }
 
 pub(super) async fn run(
@@ -65,6 +61,7 @@ pub(super) async fn run(
         handlers,
         heartbeat,
         stop_grace,
+        start_report_after,
         metrics,
     } = worker;
     if handlers.is_empty() {
@@ -79,6 +76,7 @@ pub(super) async fn run(
             Err(e) => return Err(e),
         },
     };
+    bus.count_publishes(&metrics);
     for task_name in handlers.keys() {
         bus.declare_activity_queue(task_name).await?;
     }
@@ -91,12 +89,6 @@ pub(super) async fn run(
         bus: bus.clone(),
         worker_id: worker_id.clone(),
         timeout: HEARTBEAT_TIMEOUT,
-        probe: false,
-    };
-    let start_check = BusTransport {
-        timeout: START_CHECK_TIMEOUT,
-        probe: true,
-        ..transport.clone()
     };
     tokio::spawn(heartbeat::run(heartbeats.clone(), transport, beats_stop));
 
@@ -111,7 +103,7 @@ pub(super) async fn run(
         stats: Stats::default(),
         heartbeats,
         stop_grace,
-        start_check,
+        start_report_after,
     });
     let opts = ConsumeOptions {
         prefetch: u16::try_from(concurrency).unwrap_or(u16::MAX),
@@ -264,6 +256,8 @@ impl Shared {
             redelivered = delivery.redelivered,
         );
         crate::telemetry::set_parent(&span, delivery.traceparent.as_deref());
-        self.execute(handler, task).instrument(span).await
+        self.execute(handler, task, delivery.redelivered)
+            .instrument(span)
+            .await
     }
 }

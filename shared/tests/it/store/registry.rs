@@ -5,9 +5,10 @@ use std::time::Duration;
 use chrono::{TimeDelta, Utc};
 use futures_util::future::BoxFuture;
 use uuid::Uuid;
-use weft::messages::{AttemptRef, AttemptStarted, Command};
+use weft::messages::{AttemptRef, AttemptStarted, ClaimAttempt, Command};
 use weft::registry::rows::{BeatWrite, End, Liveness};
 use weft::registry::AttemptStatus;
+use weft::store::runs::{AttemptCheck, CommitBatch};
 use weft::Envelope;
 
 use super::Env;
@@ -36,28 +37,68 @@ fn end(task_id: Uuid, attempt: i32, status: AttemptStatus, reason: Option<&str>)
     }
 }
 
-bus_test!(registry_registers_beats_and_ends_attempts, register);
+fn claim(task_id: Uuid, attempt: i32, worker: &str, timeout: i64, takeover: bool) -> ClaimAttempt {
+    ClaimAttempt {
+        started: started(task_id, attempt, worker, timeout),
+        takeover,
+    }
+}
+
+/// The registry row of an attempt as the decider writes it with its commit.
+fn attempt_row(
+    task_id: Uuid,
+    status: AttemptStatus,
+    reason: Option<&str>,
+    timeout: i64,
+) -> AttemptCheck {
+    AttemptCheck {
+        task_id,
+        attempt: 1,
+        workflow_id: "wf-reg".into(),
+        run_id: Uuid::from_u128(7),
+        task_name: "work".into(),
+        task_ref: "work_ref".into(),
+        reply_to: "shard.1".into(),
+        status,
+        reason: reason.map(str::to_owned),
+        timeout_seconds: timeout,
+    }
+}
+
+async fn write_checks(env: &Env, checks: Vec<AttemptCheck>) {
+    env.store
+        .commit(&CommitBatch {
+            checks,
+            ..CommitBatch::default()
+        })
+        .await
+        .unwrap();
+}
+
+bus_test!(registry_claims_beats_and_ends_attempts, register);
 async fn register(env: &Env) -> Vec<String> {
     let store = &env.store;
     let (a, b, c) = (Uuid::now_v7(), Uuid::now_v7(), Uuid::now_v7());
-    // The last registration of a repeated attempt wins.
-    let rows = store
-        .insert_started_many(&[
-            started(a, 1, "w1", 30),
-            started(b, 1, "w1", 0),
-            started(a, 1, "w2", 60),
+    // Attempts without a row are created RUNNING; the first claim of a repeated attempt
+    // is the one tried, the other is refused.
+    let outcomes = store
+        .claim_many(&[
+            claim(a, 1, "w1", 60, false),
+            claim(b, 1, "w1", 0, false),
+            claim(a, 1, "w2", 30, false),
         ])
         .await
         .unwrap();
-    assert_eq!(rows.len(), 2);
-    let row_a = rows.iter().find(|r| r.task_id == a).unwrap();
+    assert_eq!(outcomes.len(), 2);
+    let row_a = outcomes.iter().find(|o| o.stored.task_id == a).unwrap();
+    assert!(row_a.claimed);
     assert_eq!(
-        (row_a.status, row_a.timeout_seconds),
+        (row_a.stored.status, row_a.stored.timeout_seconds),
         (AttemptStatus::Running, 60)
     );
-    let check = store.task_check(a).await.unwrap().unwrap();
-    assert_eq!(check.worker_id.as_deref(), Some("w2"));
-    let expires = check.expires_at.unwrap();
+    let check_a = store.task_check(a).await.unwrap().unwrap();
+    assert_eq!(check_a.worker_id.as_deref(), Some("w1"));
+    let expires = check_a.expires_at.unwrap();
     assert!(expires > Utc::now() + TimeDelta::seconds(55));
     assert!(store
         .task_check(b)
@@ -66,23 +107,112 @@ async fn register(env: &Env) -> Vec<String> {
         .unwrap()
         .expires_at
         .is_none());
+    // Another worker cannot take a running attempt; a redelivery may take it over.
+    let again = store
+        .claim_many(&[claim(a, 1, "w2", 60, false)])
+        .await
+        .unwrap();
+    assert!(!again[0].claimed);
+    assert_eq!(again[0].stored.status, AttemptStatus::Running);
+    let over = store
+        .claim_many(&[claim(a, 1, "w2", 60, true)])
+        .await
+        .unwrap();
+    assert!(over[0].claimed);
+    assert_eq!(
+        store
+            .task_check(a)
+            .await
+            .unwrap()
+            .unwrap()
+            .worker_id
+            .as_deref(),
+        Some("w2")
+    );
 
-    // An end before the registration creates the row in its end status; the registration
-    // then fills in the details and keeps the status.
+    // An attempt the decider scheduled is claimed with the timeout it wrote; one it
+    // stopped while it waited is refused with the reason, takeover or not.
+    let (scheduled, skipped) = (Uuid::now_v7(), Uuid::now_v7());
+    write_checks(
+        env,
+        vec![
+            attempt_row(scheduled, AttemptStatus::Scheduled, None, 45),
+            attempt_row(skipped, AttemptStatus::Scheduled, None, 45),
+        ],
+    )
+    .await;
+    assert_eq!(
+        store.task_check(scheduled).await.unwrap().unwrap().status,
+        AttemptStatus::Scheduled
+    );
+    write_checks(
+        env,
+        vec![attempt_row(
+            skipped,
+            AttemptStatus::Stopped,
+            Some("skipped by an operator"),
+            0,
+        )],
+    )
+    .await;
+    let outcomes = store
+        .claim_many(&[
+            claim(scheduled, 1, "w5", 0, false),
+            claim(skipped, 1, "w5", 0, true),
+        ])
+        .await
+        .unwrap();
+    let of = |id: Uuid| outcomes.iter().find(|o| o.stored.task_id == id).unwrap();
+    assert!(of(scheduled).claimed);
+    assert_eq!(of(scheduled).stored.timeout_seconds, 45);
+    let row = store.task_check(scheduled).await.unwrap().unwrap();
+    assert_eq!(
+        (row.status, row.worker_id.as_deref()),
+        (AttemptStatus::Running, Some("w5"))
+    );
+    assert!(!of(skipped).claimed);
+    assert_eq!(
+        (
+            of(skipped).stored.status,
+            of(skipped).stored.reason.as_deref()
+        ),
+        (AttemptStatus::Stopped, Some("skipped by an operator"))
+    );
+    // The decider's end applies to an open attempt only: a timeout already recorded stays.
+    write_checks(
+        env,
+        vec![attempt_row(scheduled, AttemptStatus::Completed, None, 0)],
+    )
+    .await;
+    assert_eq!(
+        store.task_check(scheduled).await.unwrap().unwrap().status,
+        AttemptStatus::Completed
+    );
+    write_checks(
+        env,
+        vec![attempt_row(skipped, AttemptStatus::Failed, Some("late"), 0)],
+    )
+    .await;
+    assert_eq!(
+        store.task_check(skipped).await.unwrap().unwrap().status,
+        AttemptStatus::Stopped
+    );
+
+    // An end before any claim creates the row in its end status; a claim then is refused.
     let ended = store
         .end_each(&[end(c, 1, AttemptStatus::Completed, None)])
         .await
         .unwrap();
     assert_eq!(ended[0].status, AttemptStatus::Completed);
-    let rows = store
-        .insert_started_many(&[started(c, 1, "w3", 30)])
+    let outcomes = store
+        .claim_many(&[claim(c, 1, "w3", 30, true)])
         .await
         .unwrap();
-    assert_eq!(rows[0].status, AttemptStatus::Completed);
-    let check = store.task_check(c).await.unwrap().unwrap();
+    assert!(!outcomes[0].claimed);
+    assert_eq!(outcomes[0].stored.status, AttemptStatus::Completed);
     assert_eq!(
-        (check.workflow_id.as_str(), check.output_bytes),
-        ("wf-reg", Some(3))
+        store.task_check(c).await.unwrap().unwrap().output_bytes,
+        Some(3)
     );
 
     // Beats: only RUNNING rows; never backwards; the deadline follows when watched.
@@ -136,7 +266,7 @@ async fn register(env: &Env) -> Vec<String> {
 
     // The newest attempt of each task.
     store
-        .insert_started_many(&[started(a, 2, "w4", 0)])
+        .claim_many(&[claim(a, 2, "w4", 0, false)])
         .await
         .unwrap();
     let mut latest = store.load_latest(&[a, b, Uuid::now_v7()]).await.unwrap();
@@ -150,12 +280,20 @@ async fn register(env: &Env) -> Vec<String> {
     );
     assert_eq!(store.task_check(a).await.unwrap().unwrap().attempt, 2);
 
-    // Retention: ended attempts (a#1 and c#1) go.
+    // Retention: ended attempts (a#1, c#1, and the two the decider ended) go; a
+    // SCHEDULED one stays, however old.
+    let waiting = Uuid::now_v7();
+    write_checks(
+        env,
+        vec![attempt_row(waiting, AttemptStatus::Scheduled, None, 0)],
+    )
+    .await;
     tokio::time::sleep(Duration::from_millis(20)).await;
     assert_eq!(
         store.purge_task_checks(Duration::ZERO, 100).await.unwrap(),
-        2
+        4
     );
+    assert!(store.task_check(waiting).await.unwrap().is_some());
     assert!(store.task_check(c).await.unwrap().is_none());
     assert_eq!(store.task_check(a).await.unwrap().unwrap().attempt, 2);
     Vec::new()
@@ -169,10 +307,10 @@ async fn scan(env: &Env) -> Vec<String> {
     let store = &env.store;
     let (live, silent, unsure) = (Uuid::now_v7(), Uuid::now_v7(), Uuid::now_v7());
     store
-        .insert_started_many(&[
-            started(live, 1, "w", 1),
-            started(silent, 1, "w", 1),
-            started(unsure, 1, "w", 1),
+        .claim_many(&[
+            claim(live, 1, "w", 1, false),
+            claim(silent, 1, "w", 1, false),
+            claim(unsure, 1, "w", 1, false),
         ])
         .await
         .unwrap();

@@ -6,7 +6,7 @@ use uuid::Uuid;
 use weft::hooks::NewDelivery;
 use weft::store::operations::OperationOutcome;
 use weft::store::outbox::OutboxMessage;
-use weft::store::runs::CommitBatch;
+use weft::store::runs::{AttemptCheck, CommitBatch};
 use weft::store::timers::TimerRecord;
 use weft::store::Store;
 use weft::Error;
@@ -206,6 +206,8 @@ async fn a_moved_version_writes_nothing(store: &Store) {
         timers: vec![timer(wf, run_id)],
         outcomes: vec![outcome(wf, request, 200)],
         hook_deliveries: vec![delivery(wf, run_id)],
+        checks: vec![attempt_check(wf, run_id, task_a.task_id)],
+        ended_runs: vec![run_id],
     };
     let err = store.commit(&batch).await.expect_err("stale version");
     assert!(
@@ -229,6 +231,57 @@ async fn a_moved_version_writes_nothing(store: &Store) {
     assert!(store.operation_outcome(request).await.unwrap().is_none());
     assert!(store.hook_deliveries(wf).await.unwrap().is_empty());
     assert_eq!(store.next_timer_at().await.unwrap(), None);
+    assert!(store.task_check(task_a.task_id).await.unwrap().is_none());
+}
+
+/// The registry row of an activity attempt scheduled by a commit.
+fn attempt_check(wf: &str, run_id: Uuid, task_id: Uuid) -> AttemptCheck {
+    AttemptCheck {
+        task_id,
+        attempt: 1,
+        workflow_id: wf.to_owned(),
+        run_id,
+        task_name: "work".into(),
+        task_ref: "a".into(),
+        reply_to: "shard.0".into(),
+        status: weft::registry::AttemptStatus::Scheduled,
+        reason: None,
+        timeout_seconds: 30,
+    }
+}
+
+store_test!(the_commit_ending_a_run_deletes_its_timers);
+async fn the_commit_ending_a_run_deletes_its_timers(store: &Store) {
+    let (wf, other_wf) = ("wf-timers-end", "wf-timers-other");
+    let (run_id, other) = (Uuid::new_v4(), Uuid::new_v4());
+    let mut soon = timer(wf, run_id);
+    soon.fire_at = now() + chrono::Duration::minutes(10);
+    let later = timer(other_wf, other);
+    store
+        .commit(&CommitBatch {
+            new_runs: vec![run(wf, run_id, 1), run(other_wf, other, 1)],
+            events: vec![started(run_id), started(other)],
+            timers: vec![soon.clone(), later.clone()],
+            ..CommitBatch::default()
+        })
+        .await
+        .unwrap();
+    let first = store.next_timer_at().await.unwrap().unwrap();
+    assert!((first - soon.fire_at).num_milliseconds().abs() < 1_000);
+    let mut ended = run(wf, run_id, 2);
+    ended.status = "TERMINATED".into();
+    store
+        .commit(&CommitBatch {
+            updated_runs: vec![(ended, 1)],
+            events: vec![variables(run_id, 2)],
+            ended_runs: vec![run_id],
+            ..CommitBatch::default()
+        })
+        .await
+        .unwrap();
+    // The ended run's timer went; the other run's stays.
+    let first = store.next_timer_at().await.unwrap().unwrap();
+    assert!((first - later.fire_at).num_milliseconds().abs() < 1_000);
 }
 
 store_test!(a_second_current_run_is_a_unique_violation);

@@ -40,7 +40,16 @@ struct Decider {
 }
 
 impl Decider {
+    /// The test decider, with a stand-in registry that grants every claim.
     async fn start() -> Self {
+        let decider = Self::without_registry().await;
+        weft::testing::grant_claims(&decider.bus, decider.consumers.clone());
+        decider
+    }
+
+    /// The test decider alone: claims go unanswered unless the test serves the
+    /// heartbeat queue itself.
+    async fn without_registry() -> Self {
         let config = Config {
             namespace: format!("t{}", Uuid::new_v4().simple()),
             amqp_url: std::env::var("WEFT_AMQP_URL").unwrap_or_else(|_| Config::default().amqp_url),

@@ -2,7 +2,7 @@
 //! long-polling `GET /api/tasks/poll/batch/{taskType}`.
 //!
 //! A poll takes tasks from the same `<ns>.activity.<taskType>` queue that bus workers
-//! consume. A task is handed out only once it is registered as a running attempt in the
+//! consume. A task is handed out only once its attempt is claimed (running) in the
 //! heartbeat registry and acknowledged on the queue; a worker that then dies goes silent,
 //! the heartbeat service times the attempt out, and the decider retries the task. A task
 //! whose run moved on (terminated, skipped, reset, stopped) is dropped from the queue and
@@ -18,8 +18,9 @@ use chrono::Utc;
 use serde::Deserialize;
 use tracing::Instrument;
 use weft::bus::{Disposition, Taken};
-use weft::messages::{ActivityMessage, ActivityStarted, ActivityTask, AttemptStarted, Command};
-use weft::registry::AttemptStatus;
+use weft::messages::{
+    ActivityMessage, ActivityStarted, ActivityTask, AttemptStarted, ClaimAttempt, Command,
+};
 use weft::topology::Names;
 use weft::Envelope;
 
@@ -215,15 +216,15 @@ async fn hand_out(
     };
     let started_at = Utc::now();
     let worker_id = worker.unwrap_or("http-worker").to_owned();
-    let registered = state
-        .registry
-        .register(&AttemptStarted::of(&task, &worker_id, started_at))
-        .await;
-    match registered {
-        Ok(AttemptStatus::Running) => {}
-        Ok(status) => {
-            tracing::info!(task_id = %task.task_id, ?status,
-                "dropping an activity task whose attempt was stopped");
+    let claim = ClaimAttempt {
+        started: AttemptStarted::of(&task, &worker_id, started_at),
+        takeover: taken.delivery.redelivered,
+    };
+    match state.registry.claim(&claim).await {
+        Ok(outcome) if outcome.claimed => {}
+        Ok(outcome) => {
+            tracing::info!(task_id = %task.task_id, status = ?outcome.stored.status,
+                "dropping an activity task whose attempt was stopped or taken");
             taken.settle(Disposition::Ack).await;
             return Ok(None);
         }

@@ -3,7 +3,7 @@
 //!
 //! COMPLETED and FAILED (FAILED_WITH_TERMINAL_ERROR: no retry) become the
 //! `ActivityCompleted` / `ActivityFailed` command on the run's shard (a confirmed publish
-//! before the answer), and the registry is told the attempt finished. IN_PROGRESS is a
+//! before the answer); the decider ends the attempt in the registry. IN_PROGRESS is a
 //! heartbeat (it extends the attempt's lease; `outputData` is kept as its progress).
 //! `logs` go to the task log. A result for a task that is no longer awaited is refused
 //! with 409, never applied twice.
@@ -15,9 +15,7 @@ use axum::Json;
 use serde::Deserialize;
 use serde_json::Value;
 use uuid::Uuid;
-use weft::messages::{
-    ActivityCompleted, ActivityFailed, AttemptFinished, AttemptRef, Beat, Command,
-};
+use weft::messages::{ActivityCompleted, ActivityFailed, Beat, Command};
 use weft::Envelope;
 
 use super::logs::{self, LogLine};
@@ -82,16 +80,6 @@ impl Outcome {
                 "status",
                 "status is required",
             )),
-        }
-    }
-
-    /// The status the registry records for a finished attempt.
-    fn finished_status(self) -> Option<&'static str> {
-        match self {
-            Self::InProgress => None,
-            Self::Completed => Some("COMPLETED"),
-            Self::Failed { terminal: false } => Some("FAILED"),
-            Self::Failed { terminal: true } => Some("FAILED_WITH_TERMINAL_ERROR"),
         }
     }
 }
@@ -252,7 +240,7 @@ pub async fn complete_by_ref(
     Ok(Some(row.task.task_id))
 }
 
-/// Publishes the result to the run's shard (confirmed), then tells the registry.
+/// Publishes the result to the run's shard (confirmed).
 async fn publish(
     state: &AppState,
     row: &TaskRow,
@@ -263,7 +251,6 @@ async fn publish(
 ) -> Result<(), ApiError> {
     let t = &row.task;
     let worker_id = worker.clone().or_else(|| t.worker_id.clone());
-    let output_bytes = serde_json::to_vec(&output).map_or(0, |v| v.len() as i64);
     let command = match outcome {
         Outcome::Failed { terminal } => Command::ActivityFailed(ActivityFailed {
             task_id: t.task_id,
@@ -288,19 +275,10 @@ async fn publish(
         }),
     };
     let envelope = Envelope::new(&t.workflow_id, Some(t.run_id), &command)?;
-    state.bus.publish_command(&envelope).await?;
-    let finished = AttemptFinished {
-        attempt: AttemptRef {
-            task_id: t.task_id,
-            attempt: t.attempt,
-        },
-        status: outcome.finished_status().unwrap_or("COMPLETED").to_owned(),
-        output_bytes,
-    };
-    // The result is durably queued: should this fail, the decider ignores the timeout the
-    // scanner would send for an attempt it has the result of.
-    if let Err(e) = state.registry.finish(&finished).await {
-        tracing::warn!(error = %e, task_id = %t.task_id, "could not end the attempt in the registry");
-    }
-    Ok(())
+    // The decider ends the attempt's registry row in the commit that applies the result.
+    state
+        .bus
+        .publish_command(&envelope)
+        .await
+        .map_err(Into::into)
 }

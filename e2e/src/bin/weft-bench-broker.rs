@@ -1,0 +1,200 @@
+//! The broker's floor on this machine (BENCHMARKS.md, "Floors"): what RabbitMQ itself
+//! costs for the kind of message Weft's hot path sends — persistent, on a durable queue,
+//! published with confirms, consumed with manual acks — measured with lapin alone, no
+//! Weft code in between.
+//!
+//! - Rate: `--messages N` (default 20,000) published with up to `--in-flight C` (64)
+//!   unconfirmed at once while one consumer (prefetch 64) acks them; messages per second
+//!   from the first publish to the last delivery.
+//! - Latency: `--latency M` (2,000) messages one at a time: publish, wait for the confirm,
+//!   and the time from the publish to its delivery (p50, p99), plus the confirm's own
+//!   round trip.
+//!
+//! `WEFT_AMQP_URL` (default the local broker). The queue is declared and deleted by the
+//! program.
+
+use std::time::Instant;
+
+use anyhow::Context as _;
+use futures_util::StreamExt;
+use lapin::options::{
+    BasicAckOptions, BasicConsumeOptions, BasicPublishOptions, BasicQosOptions,
+    ConfirmSelectOptions, QueueDeclareOptions, QueueDeleteOptions,
+};
+use lapin::types::FieldTable;
+use lapin::{BasicProperties, Connection, ConnectionProperties};
+
+/// AMQP delivery mode of a message written to disk.
+const PERSISTENT: u8 = 2;
+
+struct Args {
+    messages: usize,
+    in_flight: usize,
+    latency: usize,
+}
+
+fn parse_args() -> anyhow::Result<Args> {
+    let mut args = Args {
+        messages: 20_000,
+        in_flight: 64,
+        latency: 2_000,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(flag) = it.next() {
+        let value = it.next().with_context(|| format!("{flag} needs a value"))?;
+        let n: usize = value.parse().with_context(|| format!("{flag} {value}"))?;
+        match flag.as_str() {
+            "--messages" => args.messages = n,
+            "--in-flight" => args.in_flight = n.max(1),
+            "--latency" => args.latency = n,
+            other => anyhow::bail!(
+                "unknown argument {other:?}; usage: weft-bench-broker [--messages N] [--in-flight C] [--latency M]"
+            ),
+        }
+    }
+    Ok(args)
+}
+
+/// Publishes `body` to `queue` (default exchange), persistent; returns its pending confirm.
+async fn publish(
+    channel: &lapin::Channel,
+    queue: &str,
+    body: &[u8],
+) -> lapin::Result<lapin::PublisherConfirm> {
+    channel
+        .basic_publish(
+            "".into(),
+            queue.into(),
+            BasicPublishOptions::default(),
+            body,
+            BasicProperties::default().with_delivery_mode(PERSISTENT),
+        )
+        .await
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = parse_args()?;
+    let url = std::env::var("WEFT_AMQP_URL")
+        .unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:5672/%2f".into());
+    let queue = format!("bench-broker-{}", uuid::Uuid::new_v4().simple());
+    let publisher = Connection::connect(&url, ConnectionProperties::default()).await?;
+    let consumer = Connection::connect(&url, ConnectionProperties::default()).await?;
+    let pub_ch = publisher.create_channel().await?;
+    pub_ch
+        .confirm_select(ConfirmSelectOptions::default())
+        .await?;
+    let durable = QueueDeclareOptions {
+        durable: true,
+        ..QueueDeclareOptions::default()
+    };
+    pub_ch
+        .queue_declare(queue.as_str().into(), durable, FieldTable::default())
+        .await?;
+    let con_ch = consumer.create_channel().await?;
+    con_ch.basic_qos(64, BasicQosOptions::default()).await?;
+    let mut deliveries = con_ch
+        .basic_consume(
+            queue.as_str().into(),
+            "bench".into(),
+            BasicConsumeOptions::default(),
+            FieldTable::default(),
+        )
+        .await?;
+    let body = vec![b'x'; 600]; // about a Weft activity task's envelope
+
+    // Rate: pipelined publishes, confirms awaited in windows of `in_flight`.
+    let started = Instant::now();
+    let total = args.messages;
+    let consume = tokio::spawn(async move {
+        let mut got = 0usize;
+        while got < total {
+            let Some(Ok(d)) = deliveries.next().await else {
+                break;
+            };
+            d.ack(BasicAckOptions::default()).await?;
+            got += 1;
+        }
+        Ok::<_, lapin::Error>((got, deliveries))
+    });
+    let mut pending = Vec::with_capacity(args.in_flight);
+    for _ in 0..args.messages {
+        pending.push(publish(&pub_ch, &queue, &body).await?);
+        if pending.len() >= args.in_flight {
+            for c in pending.drain(..) {
+                c.await?;
+            }
+        }
+    }
+    for c in pending.drain(..) {
+        c.await?;
+    }
+    let (got, mut deliveries) = consume.await??;
+    let elapsed = started.elapsed();
+    anyhow::ensure!(got == args.messages, "consumed {got} of {}", args.messages);
+
+    // Latency: one message at a time.
+    let mut to_delivery = Vec::with_capacity(args.latency);
+    let mut to_confirm = Vec::with_capacity(args.latency);
+    for _ in 0..args.latency {
+        let sent = Instant::now();
+        let confirm = publish(&pub_ch, &queue, &body).await?;
+        let (confirmed, delivered) = tokio::join!(
+            async {
+                confirm.await?;
+                Ok::<_, lapin::Error>(sent.elapsed())
+            },
+            async {
+                let d = deliveries
+                    .next()
+                    .await
+                    .context("the consumer ended")?
+                    .context("delivery")?;
+                let at = sent.elapsed();
+                d.ack(BasicAckOptions::default()).await?;
+                Ok::<_, anyhow::Error>(at)
+            }
+        );
+        to_confirm.push(confirmed?.as_secs_f64() * 1000.0);
+        to_delivery.push(delivered?.as_secs_f64() * 1000.0);
+    }
+    to_delivery.sort_by(f64::total_cmp);
+    to_confirm.sort_by(f64::total_cmp);
+    pub_ch
+        .queue_delete(queue.as_str().into(), QueueDeleteOptions::default())
+        .await?;
+
+    let rate = args.messages as f64 / elapsed.as_secs_f64().max(f64::EPSILON);
+    println!("### Broker floor: persistent, confirmed, durable queue, manual ack (lapin alone)");
+    println!();
+    println!("| measure | result |");
+    println!("|---|---|");
+    println!(
+        "| rate ({} messages of {} B, {} unconfirmed at most) | {rate:.0} messages/s ({:.2}s) |",
+        args.messages,
+        body.len(),
+        args.in_flight,
+        elapsed.as_secs_f64()
+    );
+    println!(
+        "| latency, publish to delivery ({} sequential) | p50 {:.2}ms, p99 {:.2}ms |",
+        args.latency,
+        percentile(&to_delivery, 0.5),
+        percentile(&to_delivery, 0.99)
+    );
+    println!(
+        "| latency, publish to confirm (same messages) | p50 {:.2}ms, p99 {:.2}ms |",
+        percentile(&to_confirm, 0.5),
+        percentile(&to_confirm, 0.99)
+    );
+    println!("| command | `cargo build --release -p weft-e2e --bin weft-bench-broker && target/release/weft-bench-broker` |");
+    Ok(())
+}

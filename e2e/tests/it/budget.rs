@@ -1,0 +1,222 @@
+//! The hot path's budget (BENCHMARKS.md, "The hot-path budget"): what one `greet` run
+//! (three SIMPLE activities in sequence) costs the broker and the database, read off the
+//! counters every process exports — never a timing. A change that adds to a run's path
+//! fails here, and has to raise the budget on purpose, with its figure in BENCHMARKS.md.
+//!
+//! Per run, at most:
+//! - 7 persistent messages on the run's own path: its start, three activity tasks, three
+//!   results — nothing for registering, ending or reporting short activities;
+//! - one claim round trip per activity (a transient request and its transient answer);
+//! - 4 decider commits (the start, then one per result; group commit may share them);
+//! - no lifecycle-event message when no event is switched on, and exactly one per event
+//!   with `WEFT_EVENTS=#`.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use weft_e2e::{greet, poll_until, EnvOptions, Service, Suite, TestEnv};
+
+use crate::{assert_all_completed, start_greets};
+
+/// Runs measured per scenario.
+const RUNS: usize = 20;
+/// Events of one `greet` run: `workflow.started`, three `task.scheduled`, three
+/// `task.completed`, `workflow.completed`.
+const EVENTS_PER_RUN: u64 = 8;
+
+/// Counters summed over every process of a suite: `(type, delivery)` → messages sent,
+/// and the decider's commits.
+#[derive(Debug, Default, Clone, PartialEq)]
+struct Costs {
+    published: BTreeMap<(String, String), u64>,
+    commits: u64,
+}
+
+impl Costs {
+    fn sent(&self, kind: &str, delivery: &str) -> u64 {
+        self.published
+            .get(&(kind.to_owned(), delivery.to_owned()))
+            .copied()
+            .unwrap_or(0)
+    }
+
+    fn total(&self, delivery: &str, except: &[&str]) -> u64 {
+        self.published
+            .iter()
+            .filter(|((kind, d), _)| d == delivery && !except.contains(&kind.as_str()))
+            .map(|(_, n)| n)
+            .sum()
+    }
+
+    /// Adds the counters of one process's `/metrics` text.
+    fn add(&mut self, metrics: &str) {
+        for line in metrics.lines() {
+            if let Some(rest) = line.strip_prefix("weft_bus_published_total{") {
+                let Some((labels, value)) = rest.split_once("} ") else {
+                    continue;
+                };
+                let label = |name: &str| {
+                    labels
+                        .split(',')
+                        .find_map(|kv| kv.strip_prefix(&format!("{name}=\"")))
+                        .map(|v| v.trim_end_matches('"').to_owned())
+                        .unwrap_or_default()
+                };
+                let n: u64 = value.trim().parse().unwrap_or(0);
+                *self
+                    .published
+                    .entry((label("type"), label("delivery")))
+                    .or_default() += n;
+            } else if let Some(value) = line.strip_prefix("weft_decider_commits_total ") {
+                self.commits += value.trim().parse::<u64>().unwrap_or(0);
+            }
+        }
+    }
+}
+
+/// The suite's counters now: the services' `/metrics` and the in-test worker's registry.
+async fn costs(suite: &Suite, worker: &weft::admin::Metrics) -> Costs {
+    let http = reqwest::Client::new();
+    let mut costs = Costs::default();
+    for service in [
+        Service::Gateway,
+        Service::Decider,
+        Service::History,
+        Service::Heartbeat,
+    ] {
+        for id in suite.procs(service) {
+            let url = format!("http://{}/metrics", suite.proc(id).addr);
+            let text = http
+                .get(&url)
+                .send()
+                .await
+                .and_then(|r| r.error_for_status())
+                .unwrap_or_else(|e| panic!("{url}: {e}"))
+                .text()
+                .await
+                .unwrap_or_else(|e| panic!("{url}: {e}"));
+            costs.add(&text);
+        }
+    }
+    costs.add(&worker.render());
+    costs
+}
+
+/// Runs [`RUNS`] greets on the services (events switched on by `events`), with the
+/// example worker in this process, and returns what they cost once every counter is
+/// still.
+async fn measure(events: Option<&str>) -> Costs {
+    let options = EnvOptions {
+        // The service default (5 s): at the suite's 500 ms a busy box re-publishes
+        // outbox rows whose publish is merely slow, which is not the run's cost.
+        outbox_sweep_after_ms: None,
+        extra_env: events
+            .map(|e| vec![("WEFT_EVENTS".to_owned(), e.to_owned())])
+            .unwrap_or_default(),
+        ..EnvOptions::default()
+    };
+    let env = TestEnv::create(options).await.unwrap();
+    let config = weft::Config {
+        amqp_url: env.amqp_url.clone(),
+        namespace: env.namespace.clone(),
+        shards: env.options.shards,
+        ..weft::Config::default()
+    };
+    let suite = Suite::start_with(
+        env,
+        &[
+            Service::Gateway,
+            Service::Decider,
+            Service::History,
+            Service::Heartbeat,
+        ],
+    )
+    .await
+    .unwrap();
+    let metrics = weft::admin::Metrics::new();
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    // An instant handler never reports its start, however slow the box.
+    let worker = weft_worker_example::register(weft::worker::Worker::builder(&config))
+        .metrics(&metrics)
+        .start_report_after(Duration::from_secs(60))
+        .build();
+    let worker = tokio::spawn(worker.run(shutdown.clone()));
+    suite.client().register(&greet::definition()).await.unwrap();
+
+    let runs = start_greets(&suite, "Budget", RUNS).await;
+    assert_all_completed(&suite, &runs).await;
+    // Publishing follows the commits: wait until the counters stop moving.
+    let last = std::sync::Mutex::new(Costs::default());
+    let settled = poll_until(
+        Duration::from_secs(30),
+        Duration::from_millis(300),
+        || "the counters kept moving for 30 s".to_owned(),
+        || {
+            let (suite, metrics, last) = (&suite, &metrics, &last);
+            async move {
+                let now = costs(suite, metrics).await;
+                let mut last = last.lock().unwrap();
+                let still = *last == now;
+                *last = now.clone();
+                Ok(still.then_some(now))
+            }
+        },
+    )
+    .await
+    .unwrap();
+    shutdown.cancel();
+    worker.await.unwrap().unwrap();
+    settled
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_greet_run_stays_within_its_budget_when_no_event_is_switched_on() {
+    let costs = measure(None).await;
+    let runs = RUNS as u64;
+    let detail = format!("{runs} runs cost {costs:#?}");
+    assert_eq!(costs.sent("StartWorkflow", "persistent"), runs, "{detail}");
+    assert_eq!(
+        costs.sent("ActivityTask", "persistent"),
+        3 * runs,
+        "{detail}"
+    );
+    assert!(
+        costs.total("persistent", &[]) <= 7 * runs,
+        "more than 7 persistent messages a run: {detail}"
+    );
+    assert_eq!(costs.sent("LifecycleEvent", "persistent"), 0, "{detail}");
+    assert!(
+        costs.sent("ClaimAttempt", "transient") <= 3 * runs
+            && costs.sent("HeartbeatAnswers", "transient") <= 3 * runs,
+        "more than one claim round trip an activity: {detail}"
+    );
+    assert!(
+        costs.total("transient", &["ClaimAttempt", "HeartbeatAnswers"]) == 0,
+        "other round trips on the hot path: {detail}"
+    );
+    assert!(costs.commits >= 1, "{detail}");
+    assert!(
+        costs.commits <= 4 * runs,
+        "more than 4 commits a run: {detail}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_every_event_switched_on_each_event_is_one_message() {
+    let costs = measure(Some("#")).await;
+    let runs = RUNS as u64;
+    let detail = format!("{runs} runs cost {costs:#?}");
+    assert_eq!(
+        costs.sent("LifecycleEvent", "persistent"),
+        EVENTS_PER_RUN * runs,
+        "{detail}"
+    );
+    assert!(
+        costs.total("persistent", &["LifecycleEvent"]) <= 7 * runs,
+        "more than 7 persistent messages a run besides events: {detail}"
+    );
+    assert!(
+        costs.commits <= 4 * runs,
+        "more than 4 commits a run: {detail}"
+    );
+}
