@@ -27,6 +27,9 @@ pub struct Config {
     pub shards: u16,
     /// Messages a consumer may hold unacknowledged (`WEFT_PREFETCH`).
     pub prefetch: u16,
+    /// Transactions a decider has in flight at once (`WEFT_DECIDER_WRITERS`); each
+    /// joins the batches of every shard waiting for it (group commit).
+    pub decider_writers: u8,
     /// Outbox rows older than this are re-published by the history sweeper
     /// (`WEFT_OUTBOX_SWEEP_AFTER_MS`).
     pub outbox_sweep_after: Duration,
@@ -65,6 +68,7 @@ impl Default for Config {
             admin_addr: None,
             shards: 16,
             prefetch: 64,
+            decider_writers: 1,
             outbox_sweep_after: Duration::from_secs(5),
             shutdown_grace: Duration::from_secs(10),
             max_body_bytes: 4 * 1024 * 1024,
@@ -96,6 +100,7 @@ impl Config {
             admin_addr: parse(&get, "WEFT_ADMIN_ADDR")?,
             shards: parse(&get, "WEFT_SHARDS")?.unwrap_or(d.shards),
             prefetch: parse(&get, "WEFT_PREFETCH")?.unwrap_or(d.prefetch),
+            decider_writers: parse(&get, "WEFT_DECIDER_WRITERS")?.unwrap_or(d.decider_writers),
             outbox_sweep_after: parse(&get, "WEFT_OUTBOX_SWEEP_AFTER_MS")?
                 .map(Duration::from_millis)
                 .unwrap_or(d.outbox_sweep_after),
@@ -162,6 +167,11 @@ impl Config {
         }
         if self.prefetch == 0 {
             return Err(Error::Config("WEFT_PREFETCH must be at least 1".into()));
+        }
+        if self.decider_writers == 0 {
+            return Err(Error::Config(
+                "WEFT_DECIDER_WRITERS must be at least 1".into(),
+            ));
         }
         Ok(())
     }

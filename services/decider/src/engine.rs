@@ -28,6 +28,7 @@ use weft::store::Store;
 use weft::{Envelope, Error};
 
 use crate::apply::{apply_command, Applied, ResetPlan};
+use crate::committer::Committer;
 use crate::interpreter::{decide, events_for, Decision};
 use crate::metrics::DeciderMetrics;
 use crate::state::{RunState, RunStatus};
@@ -44,6 +45,7 @@ const MAX_ATTEMPTS: usize = 3;
 pub struct Shard {
     store: Store,
     bus: Bus,
+    committer: Committer,
     cache: Mutex<HashMap<String, RunState>>,
     publishers: TaskTracker,
     metrics: DeciderMetrics,
@@ -133,6 +135,7 @@ impl Shard {
     pub fn new(
         store: Store,
         bus: Bus,
+        committer: Committer,
         publishers: TaskTracker,
         metrics: DeciderMetrics,
         max_loop_iterations: u32,
@@ -141,6 +144,7 @@ impl Shard {
         Self {
             store,
             bus,
+            committer,
             cache: Mutex::new(HashMap::new()),
             publishers,
             metrics,
@@ -290,8 +294,8 @@ impl Shard {
         for other in traced.iter().skip(1) {
             weft::telemetry::add_link(&commit, Some(other));
         }
-        self.store.commit(&batch).instrument(commit).await?;
-        self.metrics.commits.inc();
+        let (batch, committed) = self.committer.commit(batch).instrument(commit).await;
+        committed?;
         self.metrics
             .commit_seconds
             .observe(started.elapsed().as_secs_f64());

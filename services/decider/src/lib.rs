@@ -7,6 +7,7 @@
 //! then publishes the outbox and acknowledges.
 
 pub mod apply;
+pub mod committer;
 pub mod engine;
 pub mod hooks;
 pub mod interpreter;
@@ -55,11 +56,17 @@ pub async fn run_on(
     let batch = usize::from(config.prefetch);
     let publishers = TaskTracker::new();
     let metrics = metrics::DeciderMetrics::new(&deps.metrics);
+    let (committer, writers) = committer::Committer::start(
+        deps.store.clone(),
+        metrics.clone(),
+        usize::from(config.decider_writers),
+    );
     let mut consumers = Vec::new();
     for k in 0..names.shards() {
         let shard = Arc::new(engine::Shard::new(
             deps.store.clone(),
             deps.bus.clone(),
+            committer.clone(),
             publishers.clone(),
             metrics.clone(),
             config.max_loop_iterations,
@@ -80,6 +87,11 @@ pub async fn run_on(
     shutdown.cancelled().await;
     for c in consumers {
         let _ = c.await;
+    }
+    // The shards are gone with their consumers: the committers drain and end.
+    drop(committer);
+    for w in writers {
+        let _ = w.await;
     }
     // Committed messages still being published: give them the grace period; whatever
     // is left stays in the outbox for the sweeper.

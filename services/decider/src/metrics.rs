@@ -14,9 +14,12 @@ pub struct DeciderMetrics {
     /// Transactions committed (one per batch that changed anything): what a run costs the
     /// database, read by the hot-path budget test.
     pub commits: Counter,
-    /// Commands per committed transaction (group commit).
+    /// Commands per shard batch (taken from one shard queue at once).
     pub batch_size: Histogram,
-    /// Duration of the commit transaction.
+    /// Shard batches per transaction (group commit across shards).
+    pub joined_batches: Histogram,
+    /// Duration of a shard batch's commit, from handing it to the committer to its
+    /// outcome.
     pub commit_seconds: Histogram,
     /// Duration from commit to confirmed publish of a batch's outbox.
     pub publish_seconds: Histogram,
@@ -36,8 +39,13 @@ impl DeciderMetrics {
             commits: registry.counter("weft_decider_commits", "Transactions committed"),
             batch_size: registry.histogram(
                 "weft_decider_batch_size",
-                "Commands per transaction",
+                "Commands per shard batch",
                 exponential_buckets(1.0, 2.0, 9),
+            ),
+            joined_batches: registry.histogram(
+                "weft_decider_joined_batches",
+                "Shard batches per transaction",
+                exponential_buckets(1.0, 2.0, 7),
             ),
             commit_seconds: registry.histogram(
                 "weft_decider_commit_seconds",

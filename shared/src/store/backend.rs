@@ -102,7 +102,14 @@ pub trait RunStore {
     /// updated run's version moved, and a store error whose database error is a unique
     /// violation when a new run collides with an existing current run (the decider
     /// reloads and retries on both); nothing is written in either case.
-    async fn commit(&self, batch: &CommitBatch) -> Result<()>;
+    async fn commit(&self, batch: &CommitBatch) -> Result<()> {
+        self.commit_all(&[batch]).await
+    }
+
+    /// Commits several batches (of different runs) atomically, as one transaction: the
+    /// decider's group commit across its shards. Fails as [`RunStore::commit`] does, as a
+    /// whole: nothing of any batch is written then.
+    async fn commit_all(&self, batches: &[&CommitBatch]) -> Result<()>;
 
     /// A run's whole history, oldest first.
     async fn run_events(&self, run_id: Uuid) -> Result<Vec<StoredEvent>>;

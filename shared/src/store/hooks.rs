@@ -31,10 +31,10 @@ pub use super::pg::hooks::CLAIM_SQL;
 
 /// The `jsonb` array the decider's commit inserts from (`jsonb_to_recordset`): one
 /// parameter for any number of deliveries.
-pub fn deliveries_json(deliveries: &[NewDelivery]) -> Value {
+pub fn deliveries_json<'a>(deliveries: impl IntoIterator<Item = &'a NewDelivery>) -> Value {
     Value::Array(
         deliveries
-            .iter()
+            .into_iter()
             .map(|d| {
                 json!({
                     "id": d.id, "workflow_id": d.workflow_id, "run_id": d.run_id,

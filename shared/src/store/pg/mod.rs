@@ -47,7 +47,14 @@ impl PgStore {
         let options: PgConnectOptions = url
             .parse()
             .map_err(|e| Error::Config(format!("WEFT_DATABASE_URL: {e}")))?;
-        let options = options.options([("plan_cache_mode", "force_generic_plan")]);
+        // Generic plans (planned once per connection) and no sequential scans: every
+        // statement Weft runs is a keyed lookup or an index range, and a plan made while
+        // a table was small — or had no statistics yet — must not scan it once it is
+        // large (docs/decider.md, "Prepared statements, generic plans").
+        let options = options.options([
+            ("plan_cache_mode", "force_generic_plan"),
+            ("enable_seqscan", "off"),
+        ]);
         let mut delay = Duration::from_millis(100);
         let pool = loop {
             let attempt = PgPoolOptions::new()

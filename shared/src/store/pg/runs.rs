@@ -44,20 +44,31 @@ impl RunStore for PgStore {
     /// aborts the whole statement when an updated run's version moved. Returns
     /// [`Error::VersionConflict`] then, and a unique violation when a new run collides
     /// with an existing current run; nothing is written in either case.
-    async fn commit(&self, batch: &CommitBatch) -> Result<()> {
+    async fn commit_all(&self, batches: &[&CommitBatch]) -> Result<()> {
         macro_rules! col {
             ($items:expr, $f:expr) => {
-                $items.iter().map($f).collect::<Vec<_>>()
+                $items.iter().copied().map($f).collect::<Vec<_>>()
             };
         }
-        let new = &batch.new_runs;
-        let upd = &batch.updated_runs;
-        let ev = &batch.events;
-        let tk = &batch.tasks;
-        let ob = &batch.outbox;
-        let tm = &batch.timers;
-        let oc = &batch.outcomes;
-        let ck = &batch.checks;
+        fn all<'a, T>(
+            batches: &[&'a CommitBatch],
+            part: impl Fn(&'a CommitBatch) -> &'a Vec<T>,
+        ) -> Vec<&'a T> {
+            batches.iter().flat_map(|b| part(b).iter()).collect()
+        }
+        let new = all(batches, |b| &b.new_runs);
+        let upd = all(batches, |b| &b.updated_runs);
+        let ev = all(batches, |b| &b.events);
+        let tk = all(batches, |b| &b.tasks);
+        let ob = all(batches, |b| &b.outbox);
+        let tm = all(batches, |b| &b.timers);
+        let oc = all(batches, |b| &b.outcomes);
+        let ck = all(batches, |b| &b.checks);
+        let hooks = all(batches, |b| &b.hook_deliveries);
+        let ended: Vec<Uuid> = all(batches, |b| &b.ended_runs)
+            .into_iter()
+            .copied()
+            .collect();
         let refs = |r: &RunRecord| Value::from(r.failed_task_refs.clone());
         let result = sqlx::query(COMMIT_SQL)
             // new runs: $1..$17
@@ -146,7 +157,7 @@ impl RunStore for PgStore {
             .bind(col!(oc, |o| o.status))
             .bind(col!(oc, |o| o.body.clone()))
             // hook deliveries: $74, one jsonb array
-            .bind(crate::store::hooks::deliveries_json(&batch.hook_deliveries))
+            .bind(crate::store::hooks::deliveries_json(hooks))
             // registry rows: $75..$84
             .bind(col!(ck, |c| c.task_id))
             .bind(col!(ck, |c| c.attempt))
@@ -159,7 +170,7 @@ impl RunStore for PgStore {
             .bind(col!(ck, |c| c.reason.as_deref()))
             .bind(col!(ck, |c| c.timeout_seconds))
             // ended runs, whose timers go: $85
-            .bind(&batch.ended_runs)
+            .bind(&ended)
             .execute(&self.pool)
             .await;
         match result {

@@ -47,10 +47,18 @@ impl RunStore for SqliteStore {
     /// current by then, so "one current run per workflow", checked per statement here,
     /// holds; a collision with another current run is the index's unique violation),
     /// events, tasks (upserted), outbox rows, timers, verdicts (the first one stands) and
-    /// hook deliveries. On any error the transaction is rolled back: nothing is written.
-    async fn commit(&self, batch: &CommitBatch) -> Result<()> {
+    /// hook deliveries — batch after batch. On any error the transaction is rolled back:
+    /// nothing is written.
+    async fn commit_all(&self, batches: &[&CommitBatch]) -> Result<()> {
         let mut tx = self.write_tx().await?;
-        match write_batch(&mut tx, batch).await {
+        let mut written = Ok(());
+        for batch in batches {
+            written = write_batch(&mut tx, batch).await;
+            if written.is_err() {
+                break;
+            }
+        }
+        match written {
             Ok(()) => {
                 tx.commit().await?;
                 Ok(())

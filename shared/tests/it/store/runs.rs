@@ -410,3 +410,71 @@ async fn the_first_verdict_on_a_request_stands(store: &Store) {
     assert_eq!(store.purge_operation_outcomes(zero, 10).await.unwrap(), 1);
     assert!(store.operation_outcome(request).await.unwrap().is_none());
 }
+
+store_test!(batches_of_several_runs_commit_as_one);
+/// The decider's group commit: batches of different runs are written together, and a
+/// stale version in any of them writes none of them.
+async fn batches_of_several_runs_commit_as_one(store: &Store) {
+    let (run_a, run_b) = (Uuid::new_v4(), Uuid::new_v4());
+    let first_a = run("wf-group-a", run_a, 1);
+    let first_b = run("wf-group-b", run_b, 1);
+    let task_b = task(&first_b, "b", 0);
+    let a = CommitBatch {
+        new_runs: vec![first_a.clone()],
+        events: vec![started(run_a)],
+        outbox: vec![outbox("cmd.0")],
+        ..CommitBatch::default()
+    };
+    let b = CommitBatch {
+        new_runs: vec![first_b.clone()],
+        events: vec![started(run_b)],
+        tasks: vec![task_b.clone()],
+        timers: vec![timer("wf-group-b", run_b)],
+        checks: vec![attempt_check("wf-group-b", run_b, task_b.task_id)],
+        ..CommitBatch::default()
+    };
+    store.commit_all(&[&a, &b]).await.expect("group commit");
+    for (wf, run_id) in [("wf-group-a", run_a), ("wf-group-b", run_b)] {
+        let (version, events) = store.load_current_run(wf).await.unwrap().expect(wf);
+        assert_eq!((version, events.len()), (1, 1), "{wf}");
+        assert_eq!(events[0].run_id, run_id);
+    }
+    assert_eq!(store.tasks_of_run(run_b).await.unwrap().len(), 1);
+
+    // A moves on; B's writer is stale: neither batch of the group is written.
+    let mut next_a = first_a.clone();
+    next_a.version = 2;
+    let mut stale_b = first_b.clone();
+    stale_b.status = "FAILED".into();
+    stale_b.version = 3;
+    let a = CommitBatch {
+        updated_runs: vec![(next_a, 1)],
+        events: vec![variables(run_a, 2)],
+        ..CommitBatch::default()
+    };
+    let b = CommitBatch {
+        updated_runs: vec![(stale_b, 2)],
+        events: vec![variables(run_b, 3)],
+        ..CommitBatch::default()
+    };
+    let err = store
+        .commit_all(&[&a, &b])
+        .await
+        .expect_err("stale version");
+    assert!(matches!(err, Error::VersionConflict { .. }), "{err:?}");
+    let (version, _) = store.load_current_run("wf-group-a").await.unwrap().unwrap();
+    assert_eq!(version, 1, "the group's other batch was written");
+    assert_eq!(
+        store
+            .current_run("wf-group-b")
+            .await
+            .unwrap()
+            .unwrap()
+            .status,
+        "RUNNING"
+    );
+    // Alone, A's batch goes through.
+    store.commit_all(&[&a]).await.expect("A alone");
+    let (version, _) = store.load_current_run("wf-group-a").await.unwrap().unwrap();
+    assert_eq!(version, 2);
+}

@@ -1,0 +1,252 @@
+//! Group commit across shards: every shard of a decider hands its batch to the
+//! committer, which writes whatever batches are waiting as ONE transaction.
+//!
+//! Each shard still has at most one batch in flight (it waits for its commit before it
+//! takes the next deliveries), so a run's commands stay in order; batches of different
+//! shards are of different runs, so joining them changes nothing but the number of
+//! transactions: under load the database sees a few large commits instead of one small
+//! commit per shard batch (docs/decider.md, "Group commit across shards").
+
+use std::sync::Arc;
+
+use tokio::sync::{mpsc, oneshot, Mutex};
+use tokio::task::JoinHandle;
+use weft::store::runs::CommitBatch;
+use weft::store::Store;
+use weft::Error;
+
+use crate::metrics::DeciderMetrics;
+
+/// Batches joined into one transaction at most.
+const MAX_JOINED: usize = 64;
+
+/// A batch waiting for its commit, and where its outcome goes.
+struct Waiting {
+    batch: CommitBatch,
+    done: oneshot::Sender<(CommitBatch, Result<(), Error>)>,
+}
+
+/// The shards' handle on the committer; cheap to clone.
+#[derive(Clone)]
+pub struct Committer {
+    queue: mpsc::UnboundedSender<Waiting>,
+}
+
+impl Committer {
+    /// Starts `writers` committer tasks on `store` (each commits one group at a time;
+    /// more than one keeps the database busy while a commit waits for its flush). They
+    /// end once every handle is dropped and the queue is drained.
+    pub fn start(
+        store: Store,
+        metrics: DeciderMetrics,
+        writers: usize,
+    ) -> (Self, Vec<JoinHandle<()>>) {
+        let (queue, receiver) = mpsc::unbounded_channel();
+        let receiver = Arc::new(Mutex::new(receiver));
+        let tasks = (0..writers.max(1))
+            .map(|_| {
+                tokio::spawn(write_groups(
+                    store.clone(),
+                    metrics.clone(),
+                    receiver.clone(),
+                ))
+            })
+            .collect();
+        (Self { queue }, tasks)
+    }
+
+    /// Commits `batch`, alone or with other shards' batches; gives it back with the
+    /// outcome. An error is this batch's own: a group that fails is committed again
+    /// batch by batch, so one shard's version conflict never fails another's commit.
+    pub async fn commit(&self, batch: CommitBatch) -> (CommitBatch, Result<(), Error>) {
+        let (done, outcome) = oneshot::channel();
+        if let Err(mpsc::error::SendError(waiting)) = self.queue.send(Waiting { batch, done }) {
+            return (waiting.batch, Err(Error::ShuttingDown));
+        }
+        match outcome.await {
+            Ok(outcome) => outcome,
+            // The committer task died (a panic): the batch is lost with it, but nothing
+            // was acknowledged, so its commands come back.
+            Err(_) => (CommitBatch::default(), Err(Error::ShuttingDown)),
+        }
+    }
+}
+
+/// One committer task: takes the first waiting batch and every batch queued behind it
+/// (up to [`MAX_JOINED`]), commits them together, answers each.
+async fn write_groups(
+    store: Store,
+    metrics: DeciderMetrics,
+    receiver: Arc<Mutex<mpsc::UnboundedReceiver<Waiting>>>,
+) {
+    loop {
+        let group = {
+            let mut receiver = receiver.lock().await;
+            let Some(first) = receiver.recv().await else {
+                return;
+            };
+            let mut group = vec![first];
+            while group.len() < MAX_JOINED {
+                match receiver.try_recv() {
+                    Ok(next) => group.push(next),
+                    Err(_) => break,
+                }
+            }
+            group
+        };
+        metrics.joined_batches.observe(group.len() as f64);
+        let outcome = {
+            let batches: Vec<&CommitBatch> = group.iter().map(|w| &w.batch).collect();
+            store.commit_all(&batches).await
+        };
+        match outcome {
+            Ok(()) => {
+                metrics.commits.inc();
+                for waiting in group {
+                    let _ = waiting.done.send((waiting.batch, Ok(())));
+                }
+            }
+            Err(e) if group.len() == 1 => {
+                let waiting = group.into_iter().next().expect("a group of one");
+                let _ = waiting.done.send((waiting.batch, Err(e)));
+            }
+            Err(e) => {
+                tracing::debug!(error = %e, batches = group.len(), "group commit failed; committing its batches one by one");
+                for waiting in group {
+                    let outcome = store.commit(&waiting.batch).await;
+                    if outcome.is_ok() {
+                        metrics.commits.inc();
+                    }
+                    let _ = waiting.done.send((waiting.batch, outcome));
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::Utc;
+    use serde_json::json;
+    use uuid::Uuid;
+    use weft::messages::Event;
+    use weft::store::runs::{RunRecord, StoredEvent};
+    use weft::testing::TestDb;
+
+    use super::*;
+
+    fn run(workflow_id: &str, run_id: Uuid, version: i64) -> RunRecord {
+        let t = Utc::now();
+        RunRecord {
+            run_id,
+            workflow_id: workflow_id.into(),
+            workflow_name: "wf".into(),
+            workflow_version: 1,
+            status: "RUNNING".into(),
+            sub_status: "RUNNING".into(),
+            input: json!({}),
+            output: None,
+            variables: json!({}),
+            correlation_id: None,
+            parent_workflow_id: None,
+            reason: None,
+            failed_task_refs: Vec::new(),
+            start_time: t,
+            end_time: None,
+            update_time: t,
+            version,
+            is_current: true,
+            reset_from: None,
+        }
+    }
+
+    fn event(run_id: Uuid, event_id: i64) -> StoredEvent {
+        StoredEvent {
+            run_id,
+            event_id,
+            time: Utc::now(),
+            event: Event::from_parts("VariablesUpdated", json!({"variables": {"n": event_id}}))
+                .expect("event"),
+        }
+    }
+
+    /// A batch creating run `wf` at version 1.
+    fn create(wf: &str, run_id: Uuid) -> CommitBatch {
+        CommitBatch {
+            new_runs: vec![run(wf, run_id, 1)],
+            events: vec![event(run_id, 1)],
+            ..CommitBatch::default()
+        }
+    }
+
+    /// A batch moving run `wf` from `loaded` to `loaded + 1`.
+    fn advance(wf: &str, run_id: Uuid, loaded: i64) -> CommitBatch {
+        CommitBatch {
+            updated_runs: vec![(run(wf, run_id, loaded + 1), loaded)],
+            events: vec![event(run_id, loaded + 1)],
+            ..CommitBatch::default()
+        }
+    }
+
+    async fn version(store: &Store, wf: &str) -> i64 {
+        store
+            .load_current_run(wf)
+            .await
+            .unwrap()
+            .map(|(v, _)| v)
+            .unwrap_or(0)
+    }
+
+    // One thread: the three commits below are queued before the committer task runs, so
+    // they meet in one group.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_stale_batch_fails_alone_and_the_rest_of_its_group_commits() {
+        let db = TestDb::create("decider_committer").await;
+        let connections = tokio_util::sync::CancellationToken::new();
+        let store = Store::connect(&db.url, 2, &connections).await.unwrap();
+        let metrics = DeciderMetrics::new(&weft::admin::Metrics::new());
+        let ids: Vec<Uuid> = (0..3).map(|_| Uuid::new_v4()).collect();
+        let (committer, writers) = Committer::start(store.clone(), metrics.clone(), 1);
+
+        let (a, b, c) = tokio::join!(
+            committer.commit(create("wf-a", ids[0])),
+            committer.commit(create("wf-b", ids[1])),
+            committer.commit(create("wf-c", ids[2])),
+        );
+        assert!(a.1.is_ok() && b.1.is_ok() && c.1.is_ok());
+        assert_eq!(metrics.commits.get(), 1, "three batches, one transaction");
+
+        // wf-b's writer is stale (it loaded version 0 of a run at version 1).
+        let (a, b, c) = tokio::join!(
+            committer.commit(advance("wf-a", ids[0], 1)),
+            committer.commit(advance("wf-b", ids[1], 0)),
+            committer.commit(advance("wf-c", ids[2], 1)),
+        );
+        assert!(a.1.is_ok(), "{:?}", a.1);
+        assert!(
+            matches!(b.1, Err(Error::VersionConflict { .. })),
+            "{:?}",
+            b.1
+        );
+        assert!(c.1.is_ok(), "{:?}", c.1);
+        assert_eq!(
+            b.0.events[0].event_id, 1,
+            "the batch comes back to its shard"
+        );
+        assert_eq!(version(&store, "wf-a").await, 2);
+        assert_eq!(version(&store, "wf-b").await, 1);
+        assert_eq!(version(&store, "wf-c").await, 2);
+        assert_eq!(
+            metrics.commits.get(),
+            3,
+            "the failed group, then a and c alone"
+        );
+
+        drop(committer);
+        for w in writers {
+            w.await.unwrap();
+        }
+        drop(store);
+        connections.cancel();
+    }
+}
