@@ -475,6 +475,11 @@ pub enum HeartbeatMessage {
     /// the reason) when it was stopped or another worker holds it. The decider wrote the
     /// attempt's registry row when it scheduled it; the claim moves it to RUNNING.
     ClaimAttempt(ClaimAttempt),
+    /// Several claims of one worker in one request (taken while its previous claim
+    /// request waited for its answer); answered with one [`HeartbeatAnswers`] naming
+    /// every claimed task. A claim the service could not write is left out of the
+    /// answer: the worker hands that task back to its queue.
+    ClaimAttempts(ClaimAttempts),
     /// A worker began an attempt: register it in `task_check`. Sent by SDKs before
     /// claims existed; still applied (as a claim that is not answered).
     AttemptStarted(AttemptStarted),
@@ -491,6 +496,7 @@ impl Typed for HeartbeatMessage {
     fn kind(&self) -> &'static str {
         match self {
             HeartbeatMessage::ClaimAttempt(_) => "ClaimAttempt",
+            HeartbeatMessage::ClaimAttempts(_) => "ClaimAttempts",
             HeartbeatMessage::AttemptStarted(_) => "AttemptStarted",
             HeartbeatMessage::Heartbeats(_) => "Heartbeats",
             HeartbeatMessage::AttemptFinished(_) => "AttemptFinished",
@@ -572,6 +578,14 @@ pub struct ClaimAttempt {
     /// acknowledging it): the claim may take the attempt over from that consumer.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub takeover: bool,
+}
+
+/// Claims sent together (see [`HeartbeatMessage::ClaimAttempts`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClaimAttempts {
+    /// The claims, each as a [`HeartbeatMessage::ClaimAttempt`] would carry it.
+    pub claims: Vec<ClaimAttempt>,
 }
 
 /// Heartbeats of a worker's running attempts.

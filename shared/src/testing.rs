@@ -142,8 +142,9 @@ impl Backing {
 }
 
 /// A stand-in for the heartbeat service's registry, for tests of workers without it:
-/// consumes `bus`'s heartbeat queue until `shutdown` and grants every `ClaimAttempt`
-/// (CONTINUE); other heartbeat messages are acknowledged unanswered.
+/// consumes `bus`'s heartbeat queue until `shutdown` and grants every claim
+/// (`ClaimAttempt`, `ClaimAttempts`: CONTINUE); other heartbeat messages are acknowledged
+/// unanswered.
 pub fn grant_claims(
     bus: &crate::bus::Bus,
     shutdown: tokio_util::sync::CancellationToken,
@@ -154,14 +155,22 @@ pub fn grant_claims(
     let grant = move |d: Delivery| {
         let bus = responder.clone();
         async move {
-            if let Ok(HeartbeatMessage::ClaimAttempt(c)) = d.envelope.decode() {
-                let results = std::collections::BTreeMap::from([(
-                    c.started.attempt.task_id,
-                    HeartbeatAnswer {
-                        action: HeartbeatAction::Continue,
-                        reason: None,
-                    },
-                )]);
+            let claims = match d.envelope.decode() {
+                Ok(HeartbeatMessage::ClaimAttempt(c)) => vec![c],
+                Ok(HeartbeatMessage::ClaimAttempts(group)) => group.claims,
+                _ => Vec::new(),
+            };
+            if !claims.is_empty() {
+                let results = claims
+                    .iter()
+                    .map(|c| {
+                        let grant = HeartbeatAnswer {
+                            action: HeartbeatAction::Continue,
+                            reason: None,
+                        };
+                        (c.started.attempt.task_id, grant)
+                    })
+                    .collect();
                 let answers = HeartbeatAnswers { results };
                 let reply = serde_json::to_value(answers).map(|payload| crate::Envelope {
                     id: crate::ids::new_id(),

@@ -200,7 +200,19 @@ impl Ingest {
                 Outcome::Done
             }
             HeartbeatMessage::ClaimAttempt(claim) => {
-                self.claim(delivery, claim).await;
+                self.claim(delivery, vec![claim]).await;
+                Outcome::Done
+            }
+            HeartbeatMessage::ClaimAttempts(group) => {
+                let (valid, refused): (Vec<_>, Vec<_>) = group
+                    .claims
+                    .into_iter()
+                    .partition(|c| check_started(&c.started, "ClaimAttempt").is_ok());
+                for c in &refused {
+                    let why = check_started(&c.started, "ClaimAttempt").err();
+                    tracing::warn!(task_id = %c.started.attempt.task_id, reason = ?why, "invalid claim in a group; not answered");
+                }
+                self.claim(delivery, valid).await;
                 Outcome::Done
             }
             HeartbeatMessage::AttemptStarted(s) => {
@@ -253,27 +265,39 @@ impl Ingest {
         }
     }
 
-    /// Claims an attempt and answers on the request's `reply_to`: CONTINUE when the
-    /// attempt is the worker's now, STOP with the reason when not. When the claim cannot
-    /// be written, nothing is answered: the worker's call times out and it hands the task
-    /// back to its queue.
-    async fn claim(&self, delivery: &Delivery, claim: ClaimAttempt) {
-        let task_id = claim.started.attempt.task_id;
-        let _claiming = self.pending.start(task_id);
-        let answer = match self.claims.submit(claim).await {
-            Ok(answer) => answer,
-            Err(e) => {
-                tracing::warn!(error = %e, %task_id, "claim not written; not answering");
-                return;
+    /// Claims attempts (one request's) and answers on the request's `reply_to`, one
+    /// answer per claim written: CONTINUE when the attempt is the worker's now, STOP with
+    /// the reason when not. A claim that could not be written is left out of the answer
+    /// (nothing is answered when none was): the worker hands its task back to its queue.
+    async fn claim(&self, delivery: &Delivery, claims: Vec<ClaimAttempt>) {
+        let _claiming: Vec<_> = claims
+            .iter()
+            .map(|c| self.pending.start(c.started.attempt.task_id))
+            .collect();
+        let ids: Vec<uuid::Uuid> = claims.iter().map(|c| c.started.attempt.task_id).collect();
+        // Submitted together, so they are written in one group.
+        let outcomes =
+            futures_util::future::join_all(claims.into_iter().map(|c| self.claims.submit(c))).await;
+        let mut results = std::collections::BTreeMap::new();
+        for (task_id, outcome) in ids.into_iter().zip(outcomes) {
+            match outcome {
+                Ok(answer) => {
+                    results.insert(task_id, answer);
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, %task_id, "claim not written; not answering it")
+                }
             }
-        };
-        let results = std::iter::once((task_id, answer)).collect();
+        }
+        if results.is_empty() {
+            return;
+        }
         let sent = match answers_envelope(&delivery.envelope, HeartbeatAnswers { results }) {
             Ok(reply) => self.bus.reply(delivery, &reply).await,
             Err(e) => Err(e),
         };
         if let Err(e) = sent {
-            tracing::warn!(error = %e, %task_id, "claim answer not sent");
+            tracing::warn!(error = %e, "claim answer not sent");
         }
     }
 
@@ -307,6 +331,21 @@ impl Ingest {
 fn check(message: &HeartbeatMessage) -> Result<(), String> {
     match message {
         HeartbeatMessage::ClaimAttempt(c) => check_started(&c.started, "ClaimAttempt")?,
+        HeartbeatMessage::ClaimAttempts(group) => {
+            // Refused as a whole only when not one claim is valid; invalid ones among
+            // valid ones are left unanswered.
+            let checked: Vec<_> = group
+                .claims
+                .iter()
+                .map(|c| check_started(&c.started, "ClaimAttempt"))
+                .collect();
+            if !checked.iter().any(Result::is_ok) {
+                return Err(checked
+                    .into_iter()
+                    .find_map(Result::err)
+                    .unwrap_or_else(|| "ClaimAttempts without a claim".into()));
+            }
+        }
         HeartbeatMessage::AttemptStarted(s) => check_started(s, "AttemptStarted")?,
         HeartbeatMessage::AttemptFinished(f) if f.attempt.attempt < 1 => {
             return Err(format!(

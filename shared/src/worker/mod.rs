@@ -84,6 +84,7 @@
 //! ```
 
 mod builder;
+mod claims;
 mod context;
 mod error;
 mod heartbeat;

@@ -8,8 +8,8 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 use weft::messages::{
-    AttemptStarted, ClaimAttempt, Command, HeartbeatAction, HeartbeatAnswer, HeartbeatAnswers,
-    HeartbeatMessage, Heartbeats, StopAttempts,
+    AttemptStarted, ClaimAttempt, ClaimAttempts, Command, HeartbeatAction, HeartbeatAnswer,
+    HeartbeatAnswers, HeartbeatMessage, Heartbeats, StopAttempts,
 };
 use weft::topology::Names;
 use weft::{Config, Envelope};
@@ -110,6 +110,60 @@ async fn claim(env: &TestEnv, started: &AttemptStarted, takeover: bool) -> Heart
         .results
         .remove(&started.attempt.task_id)
         .expect("an answer for the task")
+}
+
+#[tokio::test]
+async fn claims_sent_together_are_answered_together_and_an_invalid_one_is_left_out() {
+    let env = TestEnv::new().await;
+    let service = Service::start(&env);
+    let (a, b, held) = (started(30), started(30), started(30));
+    let granted = claim(&env, &held, false).await;
+    assert_eq!(granted.action, HeartbeatAction::Continue, "{granted:?}");
+    let mut invalid = started(30);
+    invalid.attempt.attempt = 0;
+    let other = AttemptStarted {
+        worker_id: "worker-2".into(),
+        ..held.clone()
+    };
+    let group = [a.clone(), b.clone(), other, invalid.clone()]
+        .into_iter()
+        .map(|started| ClaimAttempt {
+            started,
+            takeover: false,
+        })
+        .collect();
+    let request = HeartbeatMessage::ClaimAttempts(ClaimAttempts { claims: group });
+    let envelope = Envelope::new(&a.workflow_id, Some(a.run_id), &request).unwrap();
+    let reply = env
+        .bus
+        .call("", &env.names.heartbeat_queue(), &envelope, SOON)
+        .await
+        .expect("one answer to the group");
+    let answers: HeartbeatAnswers = serde_json::from_value(reply.payload).unwrap();
+    assert_eq!(answers.results.len(), 3, "{answers:?}");
+    assert_eq!(
+        answers.results[&a.attempt.task_id].action,
+        HeartbeatAction::Continue
+    );
+    assert_eq!(
+        answers.results[&b.attempt.task_id].action,
+        HeartbeatAction::Continue
+    );
+    let refused = &answers.results[&held.attempt.task_id];
+    assert!(is_stop(refused, "claimed by another worker"), "{refused:?}");
+    assert!(!answers.results.contains_key(&invalid.attempt.task_id));
+    // Both are claimed: a second claim of either is another worker's.
+    let again = AttemptStarted {
+        worker_id: "worker-3".into(),
+        ..a.clone()
+    };
+    let refused = claim(&env, &again, false).await;
+    assert!(
+        is_stop(&refused, "claimed by another worker"),
+        "{refused:?}"
+    );
+    service.shut_down().await;
+    env.finish().await;
 }
 
 #[tokio::test]

@@ -10,7 +10,7 @@ use super::Shared;
 use crate::bus::Disposition;
 use crate::messages::{
     ActivityCompleted, ActivityFailed, ActivityTask, AttemptRef, AttemptStarted, ClaimAttempt,
-    Command, HeartbeatAction, HeartbeatAnswers, HeartbeatMessage,
+    Command, HeartbeatAction,
 };
 use crate::worker::builder::BoxedHandler;
 use crate::worker::heartbeat::Stop;
@@ -20,8 +20,6 @@ use crate::{Envelope, Error};
 
 type Running = AbortOnDropHandle<Result<serde_json::Value, ActivityError>>;
 
-/// How long a claim waits for the heartbeat service's answer.
-const CLAIM_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 /// Pause before handing back a task whose claim got no answer.
 const CLAIM_RETRY_PAUSE: std::time::Duration = std::time::Duration::from_millis(500);
 
@@ -68,35 +66,31 @@ impl Shared {
         Some(AbortOnDropHandle::new(report))
     }
 
-    /// Claims the attempt of `task` for this worker: one request to the heartbeat
-    /// service, which moves the attempt's registry row from SCHEDULED to RUNNING
-    /// (compare-and-set) before answering. `Ok(None)`: the attempt is this worker's;
-    /// `Ok(Some(reason))`: it must not run (skipped, its run terminated or reset while it
-    /// waited, or another worker holds it); `Err`: no answer (the task goes back to its
-    /// queue and is claimed again). A redelivered task may take over an attempt its
-    /// earlier consumer claimed and died with.
+    /// Claims the attempt of `task` for this worker: a request to the heartbeat
+    /// service (sent with the other claims waiting, see [`crate::worker::claims`]), which
+    /// moves the attempt's registry row from SCHEDULED to RUNNING (compare-and-set)
+    /// before answering. `Ok(None)`: the attempt is this worker's; `Ok(Some(reason))`: it
+    /// must not run (skipped, its run terminated or reset while it waited, or another
+    /// worker holds it); `Err`: no answer (the task goes back to its queue and is claimed
+    /// again). A redelivered task may take over an attempt its earlier consumer claimed
+    /// and died with.
     async fn claim(
         &self,
         task: &ActivityTask,
         started_at: DateTime<Utc>,
         redelivered: bool,
     ) -> Result<Option<String>, Error> {
-        let message = HeartbeatMessage::ClaimAttempt(ClaimAttempt {
-            started: AttemptStarted::of(task, &self.worker_id, started_at),
-            takeover: redelivered,
-        });
-        let request = Envelope::new(&task.workflow_id, Some(task.run_id), &message)?;
-        let queue = self.bus.names().heartbeat_queue();
-        let reply = self.bus.call("", &queue, &request, CLAIM_TIMEOUT).await?;
-        let answers: HeartbeatAnswers = serde_json::from_value(reply.payload)
-            .map_err(|e| Error::Decode(format!("claim answer ({}): {e}", reply.kind)))?;
-        match answers.results.get(&task.task_id) {
-            Some(a) if a.action == HeartbeatAction::Continue => Ok(None),
-            Some(a) => Ok(Some(
-                a.reason.clone().unwrap_or_else(|| "stopped".to_owned()),
-            )),
-            None => Err(Error::Decode("the claim answer names another task".into())),
-        }
+        let answer = self
+            .claims
+            .claim(ClaimAttempt {
+                started: AttemptStarted::of(task, &self.worker_id, started_at),
+                takeover: redelivered,
+            })
+            .await?;
+        Ok(match answer.action {
+            HeartbeatAction::Continue => None,
+            _ => Some(answer.reason.unwrap_or_else(|| "stopped".to_owned())),
+        })
     }
 
     /// Registers the attempt, runs the handler (in its own task, so a panic is caught)

@@ -26,6 +26,8 @@ const REPORT_EVERY: Duration = Duration::from_secs(60);
 const ABANDON_WAIT: Duration = Duration::from_secs(2);
 /// How long one heartbeat request waits for the service's answer.
 const HEARTBEAT_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a claim request waits for the heartbeat service's answer.
+const CLAIM_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// State shared by every delivery of every queue of one worker.
 struct Shared {
@@ -43,6 +45,8 @@ struct Shared {
     stats: Stats,
     /// The running attempts' heartbeat schedule.
     heartbeats: Heartbeats,
+    /// Claims of the attempts taken, sent in groups.
+    claims: super::claims::Claims,
     /// How long a stopped handler may take to return.
     stop_grace: Duration,
     /// How long a handler runs before the run is told it started.
@@ -102,6 +106,7 @@ pub(super) async fn run(
         concurrency,
         stats: Stats::default(),
         heartbeats,
+        claims: super::claims::Claims::new(bus.clone(), CLAIM_TIMEOUT),
         stop_grace,
         start_report_after,
     });

@@ -314,6 +314,17 @@ async fn scan(env: &Env) -> Vec<String> {
         ])
         .await
         .unwrap();
+    // `unsure` has beaten once (a claim alone leaves no heartbeat: an attempt that never
+    // beat is judged without waiting for a stored deadline to be surely passed).
+    store
+        .write_beats(&[BeatWrite {
+            task_id: unsure,
+            attempt: 1,
+            at_ms: None,
+            details: None,
+        }])
+        .await
+        .unwrap();
     let nothing =
         |_: Vec<Uuid>| -> BoxFuture<'static, Option<Vec<Liveness>>> { Box::pin(async { None }) };
     let outcome = store

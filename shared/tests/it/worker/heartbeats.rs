@@ -17,7 +17,8 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 use weft::bus::{Bus, ConsumeOptions, Delivery, Disposition};
 use weft::messages::{
-    ActivityTask, Command, HeartbeatAction, HeartbeatAnswer, HeartbeatAnswers, HeartbeatMessage,
+    ActivityTask, ClaimAttempt, Command, HeartbeatAction, HeartbeatAnswer, HeartbeatAnswers,
+    HeartbeatMessage,
 };
 use weft::worker::{ActivityContext, ActivityError};
 use weft::Envelope;
@@ -46,6 +47,8 @@ struct Seen {
     throttled: HashSet<Uuid>,
     /// Tasks probed before their handler started (not heartbeats: not in `requests`).
     probed: HashSet<Uuid>,
+    /// Claim requests: how many claims each carried.
+    claim_requests: Vec<usize>,
 }
 
 impl Seen {
@@ -71,6 +74,8 @@ struct Rules {
     /// STOP with this reason to the probe before the handler starts (stopped while it
     /// waited in its queue); every other probe is answered NOT_FOUND (not registered yet).
     stopped_before_start: HashMap<Uuid, String>,
+    /// How long a claim request waits for its answer (the service is slow).
+    claim_delay: Duration,
 }
 
 struct Service {
@@ -87,6 +92,10 @@ impl Service {
         let handler = move |d: Delivery| {
             let (bus, log, rules) = (responder.clone(), log.clone(), rules.clone());
             async move {
+                let claim = d.envelope.kind.starts_with("ClaimAttempt");
+                if claim && !rules.claim_delay.is_zero() {
+                    tokio::time::sleep(rules.claim_delay).await;
+                }
                 if let Some(answer) = record(&log, &rules, &d) {
                     bus.reply(&d, &answer).await.expect("answer sent");
                 }
@@ -121,6 +130,29 @@ impl Service {
     }
 }
 
+/// Records claims and answers them: STOP for the tasks the rules stop, CONTINUE else.
+fn claims(seen: &mut Seen, rules: &Rules, d: &Delivery, claims: Vec<ClaimAttempt>) -> Envelope {
+    seen.claim_requests.push(claims.len());
+    let mut results = BTreeMap::new();
+    for claim in claims {
+        let id = claim.started.attempt.task_id;
+        seen.probed.insert(id);
+        seen.started.insert(id, claim.started);
+        let answer = match rules.stopped_before_start.get(&id) {
+            Some(reason) => HeartbeatAnswer {
+                action: HeartbeatAction::Stop,
+                reason: Some(reason.clone()),
+            },
+            None => HeartbeatAnswer {
+                action: HeartbeatAction::Continue,
+                reason: None,
+            },
+        };
+        results.insert(id, answer);
+    }
+    answers(d, results)
+}
+
 /// Records one message; the answer to send when it is a heartbeat batch.
 fn record(log: &Mutex<Seen>, rules: &Rules, d: &Delivery) -> Option<Envelope> {
     let mut seen = log.lock().unwrap();
@@ -129,22 +161,8 @@ fn record(log: &Mutex<Seen>, rules: &Rules, d: &Delivery) -> Option<Envelope> {
         .decode::<HeartbeatMessage>()
         .expect("a heartbeat message")
     {
-        HeartbeatMessage::ClaimAttempt(claim) => {
-            let id = claim.started.attempt.task_id;
-            seen.probed.insert(id);
-            seen.started.insert(id, claim.started);
-            let answer = match rules.stopped_before_start.get(&id) {
-                Some(reason) => HeartbeatAnswer {
-                    action: HeartbeatAction::Stop,
-                    reason: Some(reason.clone()),
-                },
-                None => HeartbeatAnswer {
-                    action: HeartbeatAction::Continue,
-                    reason: None,
-                },
-            };
-            Some(answers(d, BTreeMap::from([(id, answer)])))
-        }
+        HeartbeatMessage::ClaimAttempt(claim) => Some(claims(&mut seen, rules, d, vec![claim])),
+        HeartbeatMessage::ClaimAttempts(group) => Some(claims(&mut seen, rules, d, group.claims)),
         HeartbeatMessage::AttemptStarted(s) => {
             seen.started.insert(s.attempt.task_id, s);
             None
@@ -713,5 +731,53 @@ async fn an_attempt_stopped_before_it_started_is_acked_without_running() {
     assert!(left.is_none(), "the stopped attempt's delivery was acked");
     service.stop().await;
     decider.bus.teardown(&[queue]).await.unwrap();
+    decider.teardown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claims_taken_while_one_is_answered_go_in_one_request() {
+    const N: usize = 50;
+    let mut decider = Decider::without_registry().await;
+    let rules = Rules {
+        claim_delay: Duration::from_millis(300),
+        ..Rules::default()
+    };
+    let service = Service::start(&decider.bus, rules);
+    let tasks: Vec<ActivityTask> = (0..N)
+        .map(|i| decider.task("quick", json!({ "i": i })))
+        .collect();
+    join_all(tasks.iter().map(|t| decider.schedule(t))).await;
+    let worker = decider
+        .worker()
+        .concurrency(N)
+        .handler("quick", |task: ActivityTask| async move {
+            Ok(json!({ "done": task.task_id }))
+        })
+        .build();
+    let shutdown = CancellationToken::new();
+    let run = spawn(worker, &shutdown);
+
+    let done = decider.results_by_task(N).await;
+    assert_eq!(done.len(), N);
+    assert!(done
+        .iter()
+        .all(|(_, c)| matches!(c, Command::ActivityCompleted(_))));
+    let requests = service.seen().claim_requests.clone();
+    assert_eq!(
+        requests.iter().sum::<usize>(),
+        N,
+        "each attempt claimed once"
+    );
+    // While the first request waits its 300 ms, the other tasks arrive and wait for the
+    // next: a handful of requests, not one per task.
+    assert!(
+        requests.len() <= 5,
+        "{} claim requests for {N} tasks: {requests:?}",
+        requests.len()
+    );
+    assert!(requests.iter().any(|&n| n > 1), "{requests:?}");
+    shutdown.cancel();
+    stopped(run).await;
+    service.stop().await;
     decider.teardown().await;
 }
