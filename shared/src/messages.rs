@@ -490,6 +490,10 @@ pub enum HeartbeatMessage {
     /// The decider stopped these attempts (terminate, reset, skip, fork cancel): their
     /// next heartbeat answers STOP with the reason.
     StopAttempts(StopAttempts),
+    /// The timeout scanner's barrier: a request (`Bus::call`) answered with an empty
+    /// [`HeartbeatAnswers`] once every heartbeat queued before it has been recorded, so
+    /// the scanner never times out an attempt whose heartbeat waits in the queue.
+    Barrier(Barrier),
 }
 
 impl Typed for HeartbeatMessage {
@@ -501,6 +505,7 @@ impl Typed for HeartbeatMessage {
             HeartbeatMessage::Heartbeats(_) => "Heartbeats",
             HeartbeatMessage::AttemptFinished(_) => "AttemptFinished",
             HeartbeatMessage::StopAttempts(_) => "StopAttempts",
+            HeartbeatMessage::Barrier(_) => "Barrier",
         }
     }
 }
@@ -579,6 +584,10 @@ pub struct ClaimAttempt {
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub takeover: bool,
 }
+
+/// The timeout scanner's barrier (see [`HeartbeatMessage::Barrier`]); no fields.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Barrier {}
 
 /// Claims sent together (see [`HeartbeatMessage::ClaimAttempts`]).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

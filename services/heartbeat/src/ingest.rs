@@ -9,6 +9,8 @@
 //! - `Heartbeats` is a request (`Bus::call`): answered on its `reply_to` with
 //!   `HeartbeatAnswers`, one answer per beat, then acknowledged. When the registry cannot
 //!   answer, every beat is answered THROTTLED so the worker retries it soon.
+//! - `Barrier` is the timeout scanner's request: answered once every heartbeat batch
+//!   taken before it has been recorded (docs/heartbeats.md).
 //! - A message that can never be applied (undecodable, attempt 0, unknown result status)
 //!   goes to the dead-letter queue with the reason.
 
@@ -53,6 +55,7 @@ pub fn start(
         bus: bus.clone(),
         pending: Pending::default(),
         shutdown: shutdown.clone(),
+        recording: Default::default(),
     };
     bus.consume(
         &bus.names().heartbeat_queue(),
@@ -163,6 +166,8 @@ pub struct Ingest {
     pub pending: Pending,
     /// Cuts the pause before a requeue short.
     pub shutdown: CancellationToken,
+    /// Read-held by every heartbeat batch being recorded; a barrier takes it to write.
+    pub recording: std::sync::Arc<tokio::sync::RwLock<()>>,
 }
 
 impl Ingest {
@@ -196,7 +201,25 @@ impl Ingest {
     async fn apply(&self, delivery: &Delivery, message: HeartbeatMessage) -> Disposition {
         let outcome = match message {
             HeartbeatMessage::Heartbeats(beats) => {
+                // Held while the beats are recorded: a barrier waits for it.
+                let _recording = self.recording.read().await;
                 self.answer(delivery, &beats).await;
+                Outcome::Done
+            }
+            HeartbeatMessage::Barrier(_) => {
+                // Every heartbeat taken from the queue before the barrier has been
+                // recorded once this lock is had (later ones wait behind it a moment).
+                drop(self.recording.write().await);
+                let empty = HeartbeatAnswers {
+                    results: Default::default(),
+                };
+                let sent = match answers_envelope(&delivery.envelope, empty) {
+                    Ok(reply) => self.bus.reply(delivery, &reply).await,
+                    Err(e) => Err(e),
+                };
+                if let Err(e) = sent {
+                    tracing::warn!(error = %e, "barrier answer not sent");
+                }
                 Outcome::Done
             }
             HeartbeatMessage::ClaimAttempt(claim) => {

@@ -1,5 +1,9 @@
-//! The timeout scanner's loop: every scan interval, [`Registry::scan`] until no full batch
-//! remains. Several replicas may run it; `FOR UPDATE SKIP LOCKED` shares the work.
+//! The timeout scanner's loop: every scan interval, until no full batch remains, it
+//! suspects the attempts whose heartbeats stopped ([`Registry::suspect`]), sends a
+//! barrier through the heartbeat queue and, once the ingest has recorded every heartbeat
+//! queued before it, times out the suspects still expired ([`Registry::confirm`]). So an
+//! attempt whose heartbeat waits behind a backlog is never timed out (docs/heartbeats.md).
+//! Several replicas may run it; `FOR UPDATE SKIP LOCKED` shares the work.
 
 use std::time::Duration;
 
@@ -7,10 +11,15 @@ use prometheus_client::metrics::counter::Counter;
 use tokio_util::sync::CancellationToken;
 use weft::admin::Metrics;
 use weft::bus::Bus;
+use weft::messages::{Barrier, HeartbeatMessage};
 use weft::registry::Registry;
+use weft::Envelope;
 
 /// Candidates per scan transaction.
 pub const BATCH: i64 = 500;
+/// How long the scanner waits for its barrier to come through the heartbeat queue; a
+/// longer backlog defers every time-out to a later scan.
+pub const BARRIER_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Scans for timed-out attempts.
 pub struct Scanner {
@@ -18,6 +27,8 @@ pub struct Scanner {
     bus: Bus,
     scans: Counter,
     failures: Counter,
+    /// Scans whose suspects waited for a later scan: the barrier did not come through.
+    behind_backlog: Counter,
 }
 
 impl Scanner {
@@ -30,6 +41,10 @@ impl Scanner {
             failures: metrics.counter(
                 "weft_heartbeat_scan_failures",
                 "Timeout scans that failed (retried at the next interval)",
+            ),
+            behind_backlog: metrics.counter(
+                "weft_heartbeat_scans_behind_backlog",
+                "Scans whose time-outs waited: the heartbeat queue was not read up to them in time",
             ),
         }
     }
@@ -50,19 +65,13 @@ impl Scanner {
     pub async fn scan_all(&self, shutdown: &CancellationToken) {
         while !shutdown.is_cancelled() {
             self.scans.inc();
-            match self.registry.scan(&self.bus, BATCH).await {
-                Ok(report) => {
-                    if report.timed_out > 0 {
-                        tracing::info!(
-                            timed_out = report.timed_out,
-                            extended = report.extended,
-                            "attempts timed out"
-                        );
-                    }
+            match self.scan_once().await {
+                Ok(Some(report)) => {
                     if (report.candidates as i64) < BATCH || report.candidates == report.deferred {
                         return;
                     }
                 }
+                Ok(None) => return,
                 Err(e) => {
                     self.failures.inc();
                     tracing::warn!(error = %e, "timeout scan failed");
@@ -70,5 +79,43 @@ impl Scanner {
                 }
             }
         }
+    }
+
+    /// One batch: suspects, the barrier, the confirmation. `None` when the barrier did not
+    /// come through in time (the suspects wait for the next scan).
+    async fn scan_once(&self) -> weft::Result<Option<weft::registry::ScanReport>> {
+        let (mut report, suspects) = self.registry.suspect(&self.bus, BATCH).await?;
+        if suspects.is_empty() {
+            return Ok(Some(report));
+        }
+        if let Err(e) = self.barrier().await {
+            self.behind_backlog.inc();
+            tracing::warn!(error = %e, suspects = suspects.len(),
+                "the heartbeat queue was not read up to the scan in time; time-outs wait for the next scan");
+            return Ok(None);
+        }
+        let confirmed = self.registry.confirm(&self.bus, &suspects).await?;
+        report.timed_out = confirmed.timed_out;
+        report.extended += confirmed.extended;
+        report.deferred += confirmed.deferred;
+        if confirmed.timed_out > 0 || confirmed.extended > 0 {
+            tracing::info!(
+                timed_out = confirmed.timed_out,
+                alive_after_all = confirmed.extended,
+                "suspected attempts judged"
+            );
+        }
+        Ok(Some(report))
+    }
+
+    /// Waits until the ingest has recorded every heartbeat queued before now: a request
+    /// through the heartbeat queue, answered behind them.
+    async fn barrier(&self) -> weft::Result<()> {
+        let request = Envelope::new("", None, &HeartbeatMessage::Barrier(Barrier {}))?;
+        let queue = self.bus.names().heartbeat_queue();
+        self.bus
+            .call("", &queue, &request, BARRIER_TIMEOUT)
+            .await
+            .map(|_| ())
     }
 }

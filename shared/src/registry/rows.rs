@@ -110,11 +110,47 @@ pub struct ScanCandidate {
     pub surely_passed: bool,
 }
 
+/// Which attempts a scan judges, and what becomes of those it finds expired.
+#[derive(Debug, Clone, Copy)]
+pub enum ScanScope<'a> {
+    /// Every RUNNING attempt past its stored deadline; the expired ones are timed out.
+    TimeOut,
+    /// Every RUNNING attempt past its stored deadline; the expired ones are only reported
+    /// ([`ScanOutcome::suspects`]), to be confirmed once every heartbeat queued before now
+    /// has been read (docs/heartbeats.md, "No time-out while a heartbeat waits").
+    Suspect,
+    /// Only these attempts (suspects of an earlier scan), each judged again: timed out if
+    /// still expired.
+    Confirm(&'a [crate::messages::AttemptRef]),
+}
+
+impl ScanScope<'_> {
+    /// The task ids the backend restricts its read to (`None`: every candidate).
+    pub fn only(&self) -> Option<Vec<Uuid>> {
+        match self {
+            ScanScope::Confirm(attempts) => Some(attempts.iter().map(|a| a.task_id).collect()),
+            _ => None,
+        }
+    }
+
+    /// Whether `c` is within the scope (a confirmation names attempts, not tasks).
+    pub fn covers(&self, c: &ScanCandidate) -> bool {
+        match self {
+            ScanScope::Confirm(attempts) => attempts
+                .iter()
+                .any(|a| a.task_id == c.task_id && a.attempt == c.attempt),
+            _ => true,
+        }
+    }
+}
+
 /// What one scan wrote.
 #[derive(Debug, Default)]
 pub struct ScanOutcome {
     /// Counts.
     pub report: super::ScanReport,
+    /// The attempts judged expired by a [`ScanScope::Suspect`] scan (nothing written).
+    pub suspects: Vec<crate::messages::AttemptRef>,
     /// The `ActivityTimedOut` commands committed to the outbox, to publish now.
     pub messages: Vec<OutboxMessage>,
     /// The attempts timed out: `(task_id, attempt, timeout_seconds)`.
@@ -233,6 +269,18 @@ impl ScanOutcome {
             },
             ..Self::default()
         }
+    }
+
+    /// Records the attempts a [`ScanScope::Suspect`] scan found expired.
+    pub(crate) fn suspected(&mut self, expired: &[ScanCandidate]) {
+        self.report.suspected = expired.len();
+        self.suspects = expired
+            .iter()
+            .map(|c| crate::messages::AttemptRef {
+                task_id: c.task_id,
+                attempt: c.attempt,
+            })
+            .collect();
     }
 
     /// Records the attempts the scan timed out (their messages are set by the backend,

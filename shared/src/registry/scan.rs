@@ -24,10 +24,10 @@ use futures_util::FutureExt;
 use uuid::Uuid;
 
 use super::cache::Entry;
-use super::rows::{BeatWrite, Liveness, ScanCandidate};
+use super::rows::{BeatWrite, Liveness, ScanCandidate, ScanOutcome, ScanScope};
 use super::{add, AttemptStatus, Registry};
 use crate::bus::Bus;
-use crate::messages::{ActivityTimedOut, Command};
+use crate::messages::{ActivityTimedOut, AttemptRef, Command};
 use crate::store::backend::LivenessProbe;
 use crate::store::outbox::OutboxMessage;
 use crate::topology::Names;
@@ -44,13 +44,43 @@ pub struct ScanReport {
     pub extended: usize,
     /// Candidates left for a later scan (no cache evidence, deadline not surely passed).
     pub deferred: usize,
+    /// Candidates found expired by a suspecting scan ([`Registry::suspect`]), to confirm.
+    pub suspected: usize,
 }
 
 impl Registry {
     /// Times out, at most `limit` at a time, the attempts whose heartbeats stopped for
     /// longer than their timeout, telling each run's shard with `ActivityTimedOut`.
     /// Call it every scan interval, again at once while it returns `limit` candidates.
+    ///
+    /// It judges from the heartbeats the registry has seen: one still waiting in the
+    /// heartbeat queue is not counted. The heartbeat service scans in two steps instead
+    /// ([`Registry::suspect`], then [`Registry::confirm`] once the queue has been read up
+    /// to the suspicion).
     pub async fn scan(&self, bus: &Bus, limit: i64) -> Result<ScanReport> {
+        Ok(self.scan_in(bus, limit, ScanScope::TimeOut).await?.report)
+    }
+
+    /// The first step of a scan: the attempts (at most `limit`) whose heartbeats the
+    /// registry has seen stop for longer than their timeout, without timing them out. The
+    /// live ones found on the way are extended. Confirm the suspects with
+    /// [`Registry::confirm`] once every heartbeat sent before this call has been read.
+    pub async fn suspect(&self, bus: &Bus, limit: i64) -> Result<(ScanReport, Vec<AttemptRef>)> {
+        let outcome = self.scan_in(bus, limit, ScanScope::Suspect).await?;
+        Ok((outcome.report, outcome.suspects))
+    }
+
+    /// The second step: judges `suspects` again (a heartbeat read since may have kept
+    /// one alive) and times out those still expired.
+    pub async fn confirm(&self, bus: &Bus, suspects: &[AttemptRef]) -> Result<ScanReport> {
+        let limit = i64::try_from(suspects.len()).unwrap_or(i64::MAX);
+        Ok(self
+            .scan_in(bus, limit, ScanScope::Confirm(suspects))
+            .await?
+            .report)
+    }
+
+    async fn scan_in(&self, bus: &Bus, limit: i64, scope: ScanScope<'_>) -> Result<ScanOutcome> {
         let cache = self.cache.clone();
         let probe = move |ids: Vec<Uuid>| {
             let cache = cache.clone();
@@ -70,7 +100,7 @@ impl Registry {
         };
         let outcome = self
             .store
-            .scan_expired(bus.names(), limit, self.write_interval, &probe)
+            .scan_expired(bus.names(), limit, self.write_interval, &probe, scope)
             .await?;
         let report = outcome.report;
         add(&self.stats.heartbeat_writes, report.extended as u64);
@@ -93,7 +123,7 @@ impl Registry {
                 .collect();
             cache.set_status(&entries, self.write_interval).await;
         }
-        Ok(report)
+        Ok(outcome)
     }
 
     /// Deletes up to `batch` attempts that ended more than `retention` ago; returns how

@@ -33,7 +33,9 @@ use crate::dsl::taskdef::TaskDef;
 use crate::dsl::WorkflowDef;
 use crate::hooks::Backoff;
 use crate::messages::ClaimAttempt;
-use crate::registry::rows::{BeatWrite, ClaimOutcome, End, Liveness, ScanOutcome, Stored};
+use crate::registry::rows::{
+    BeatWrite, ClaimOutcome, End, Liveness, ScanOutcome, ScanScope, Stored,
+};
 use crate::registry::TaskCheck;
 use crate::topology::Names;
 use crate::Result;
@@ -297,16 +299,18 @@ pub trait RegistryStore {
     async fn end_each(&self, ends: &[End<'_>]) -> Result<Vec<Stored>>;
     /// The newest attempt's row of a task.
     async fn task_check(&self, task_id: Uuid) -> Result<Option<TaskCheck>>;
-    /// One scan: claims up to `limit` RUNNING attempts past their stored deadline, asks
-    /// `probe` about them, writes through the heartbeats of the live ones, marks the
-    /// expired ones TIMED_OUT and writes their `ActivityTimedOut` to the outbox, all in
-    /// one transaction. The caller publishes `ScanOutcome::messages`.
+    /// One scan: claims up to `limit` RUNNING attempts past their stored deadline (those
+    /// of `scope`), asks `probe` about them, writes through the heartbeats of the live
+    /// ones and — unless `scope` only suspects them — marks the expired ones TIMED_OUT and
+    /// writes their `ActivityTimedOut` to the outbox, all in one transaction. The caller
+    /// publishes `ScanOutcome::messages`.
     async fn scan_expired(
         &self,
         names: &Names,
         limit: i64,
         write_interval: Duration,
         probe: LivenessProbe<'_>,
+        scope: ScanScope<'_>,
     ) -> Result<ScanOutcome>;
     /// Deletes up to `batch` ended attempts older than `retention`; returns how many.
     async fn purge_task_checks(&self, retention: Duration, batch: i64) -> Result<u64>;

@@ -5,7 +5,7 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use uuid::Uuid;
-use weft::messages::{AttemptFinished, Command, HeartbeatAction};
+use weft::messages::{AttemptFinished, Command, HeartbeatAction, HeartbeatMessage, Heartbeats};
 use weft::registry::AttemptStatus;
 
 use crate::utils::{beat, is_stop, only, started, stored_status, TestEnv, SOON};
@@ -267,10 +267,90 @@ async fn the_scanner_query_uses_the_partial_index() {
     let plan: Vec<String> = sqlx::query_scalar(&sql)
         .bind(500_i64)
         .bind(60.0_f64)
+        .bind(None::<Vec<Uuid>>)
         .fetch_all(env.store.pg_pool().unwrap())
         .await
         .unwrap();
     let plan = plan.join("\n");
     assert!(plan.contains("task_check_running_expiry"), "{plan}");
     env.finish().await;
+}
+
+/// Publishes a heartbeat of `task_id` to the heartbeat queue as a worker's request (no
+/// answer asked: the ingest records it all the same).
+async fn beat_into_queue(env: &TestEnv, task_id: Uuid) {
+    let message = HeartbeatMessage::Heartbeats(Heartbeats {
+        worker_id: "worker-1".into(),
+        beats: vec![beat(task_id)],
+        probe: false,
+    });
+    let envelope = weft::Envelope::new("worker-1", None, &message).unwrap();
+    env.bus
+        .publish("", &env.names.heartbeat_queue(), &envelope)
+        .await
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_attempt_is_never_timed_out_while_its_heartbeats_wait_in_the_queue() {
+    let mut env = TestEnv::new().await;
+    let mut commands = env.receive_commands().await;
+    let registry = env.registry();
+    let s = started(2);
+    registry.register(&s).await.unwrap();
+    let id = s.attempt.task_id;
+    only(registry.heartbeat(&[beat(id)]).await.unwrap());
+    // The heartbeat consumer is held back (not started): the worker's next beats, every
+    // 500 ms for 3 s, pile up in the queue. The registry's last beat is then 3 s old,
+    // past the 2 s timeout.
+    for _ in 0..6 {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        beat_into_queue(&env, id).await;
+    }
+    let metrics = weft::admin::Metrics::new();
+    let scanner = std::sync::Arc::new(weft_heartbeat::scanner::Scanner::new(
+        registry.clone(),
+        env.bus.clone(),
+        &metrics,
+    ));
+    let shutdown = env.shutdown.clone();
+    let scanning = {
+        let (scanner, shutdown) = (scanner.clone(), shutdown.clone());
+        tokio::spawn(async move { scanner.scan_all(&shutdown).await })
+    };
+    // The scanner suspects the attempt and waits for its barrier, behind the beats.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(!scanning.is_finished(), "the scan waits for the queue");
+    assert_eq!(
+        stored_status(&env.store, id).await.as_deref(),
+        Some("RUNNING")
+    );
+    // The consumer catches up: the beats, then the barrier; the attempt lives.
+    let consumer = weft_heartbeat::ingest::start(&env.bus, registry.clone(), 64, shutdown.clone());
+    tokio::time::timeout(SOON, scanning).await.unwrap().unwrap();
+    assert_eq!(
+        stored_status(&env.store, id).await.as_deref(),
+        Some("RUNNING"),
+        "alive: its heartbeats were only late"
+    );
+    let early = tokio::time::timeout(Duration::from_millis(300), commands.recv()).await;
+    assert!(early.is_err(), "no ActivityTimedOut: {early:?}");
+
+    // Silent from now on: timed out once its timeout has passed, the queue being empty.
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    scanner.scan_all(&shutdown).await;
+    assert_eq!(
+        stored_status(&env.store, id).await.as_deref(),
+        Some("TIMED_OUT")
+    );
+    let sent = tokio::time::timeout(SOON, commands.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(matches!(
+        sent.envelope.decode::<Command>().unwrap(),
+        Command::ActivityTimedOut(t) if t.task_id == id
+    ));
+    env.finish().await;
+    consumer.await.unwrap();
 }

@@ -13,7 +13,7 @@ use super::PgStore;
 use crate::messages::{AttemptStarted, ClaimAttempt};
 use crate::registry::rows::{
     claim_outcome, stored, BeatWrite, CheckRow, ClaimOutcome, End, ScanCandidate, ScanOutcome,
-    Stored, StoredRow, CHECK_COLUMNS,
+    ScanScope, Stored, StoredRow, CHECK_COLUMNS,
 };
 use crate::registry::scan::{judge, reason, timeout_messages, Sorted};
 use crate::registry::TaskCheck;
@@ -240,6 +240,7 @@ pub const SCAN_SQL: &str =
         expires_at < now() - make_interval(secs => $2)
  FROM task_check
  WHERE status = 'RUNNING' AND expires_at IS NOT NULL AND expires_at < now()
+   AND ($3::uuid[] IS NULL OR task_id = ANY($3::uuid[]))
  ORDER BY expires_at
  LIMIT $1
  FOR UPDATE SKIP LOCKED";
@@ -287,18 +288,24 @@ impl RegistryStore for PgStore {
         limit: i64,
         write_interval: Duration,
         probe: LivenessProbe<'_>,
+        scope: ScanScope<'_>,
     ) -> Result<ScanOutcome> {
         let mut tx = self.pool.begin().await?;
         let rows: Vec<CandidateRow> = sqlx::query_as(SCAN_SQL)
             .bind(limit)
             .bind(write_interval.as_secs_f64())
+            .bind(scope.only())
             .fetch_all(&mut *tx)
             .await?;
-        let mut outcome = ScanOutcome::read(rows.len());
-        if rows.is_empty() {
+        let candidates: Vec<ScanCandidate> = rows
+            .into_iter()
+            .map(candidate)
+            .filter(|c| scope.covers(c))
+            .collect();
+        let mut outcome = ScanOutcome::read(candidates.len());
+        if candidates.is_empty() {
             return Ok(outcome);
         }
-        let candidates: Vec<ScanCandidate> = rows.into_iter().map(candidate).collect();
         let Sorted {
             alive,
             expired,
@@ -307,6 +314,11 @@ impl RegistryStore for PgStore {
         outcome.report.deferred = deferred;
         write_beats(&mut *tx, &alive).await?;
         outcome.report.extended = alive.len();
+        if matches!(scope, ScanScope::Suspect) {
+            tx.commit().await?;
+            outcome.suspected(&expired);
+            return Ok(outcome);
+        }
         if !expired.is_empty() {
             let ids: Vec<Uuid> = expired.iter().map(|c| c.task_id).collect();
             let attempts: Vec<i32> = expired.iter().map(|c| c.attempt).collect();

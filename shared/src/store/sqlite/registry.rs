@@ -19,7 +19,7 @@ use super::SqliteStore;
 use crate::messages::ClaimAttempt;
 use crate::registry::rows::{
     claim_outcome, stored, BeatWrite, CheckRow, ClaimOutcome, End, ScanCandidate, ScanOutcome,
-    Stored, StoredRow, CHECK_COLUMNS,
+    ScanScope, Stored, StoredRow, CHECK_COLUMNS,
 };
 use crate::registry::scan::{judge, reason, timeout_messages, Sorted};
 use crate::registry::TaskCheck;
@@ -296,23 +296,44 @@ impl RegistryStore for SqliteStore {
         limit: i64,
         write_interval: Duration,
         probe: LivenessProbe<'_>,
+        scope: ScanScope<'_>,
     ) -> Result<ScanOutcome> {
         let now = Utc::now();
-        let rows: Vec<CandidateRow> = sqlx::query_as(
-            "SELECT task_id, attempt, workflow_id, run_id, reply_to, timeout_seconds,
-                    last_heartbeat_at, expires_at
-             FROM task_check
-             WHERE status = 'RUNNING' AND expires_at IS NOT NULL AND expires_at < ?
-             ORDER BY expires_at LIMIT ?",
-        )
-        .bind(now)
-        .bind(limit)
-        .fetch_all(&self.pool)
-        .await?;
-        let mut outcome = ScanOutcome::read(rows.len());
-        if rows.is_empty() {
-            return Ok(outcome);
-        }
+        // A confirmation reads its few attempts by key; a scan the expired ones in order.
+        let rows: Vec<CandidateRow> = match scope.only() {
+            Some(ids) => {
+                let mut rows = Vec::with_capacity(ids.len());
+                for id in ids {
+                    rows.extend(
+                        sqlx::query_as::<_, CandidateRow>(
+                            "SELECT task_id, attempt, workflow_id, run_id, reply_to,
+                                    timeout_seconds, last_heartbeat_at, expires_at
+                             FROM task_check
+                             WHERE task_id = ? AND status = 'RUNNING'
+                               AND expires_at IS NOT NULL AND expires_at < ?",
+                        )
+                        .bind(id)
+                        .bind(now)
+                        .fetch_all(&self.pool)
+                        .await?,
+                    );
+                }
+                rows
+            }
+            None => {
+                sqlx::query_as(
+                    "SELECT task_id, attempt, workflow_id, run_id, reply_to, timeout_seconds,
+                            last_heartbeat_at, expires_at
+                     FROM task_check
+                     WHERE status = 'RUNNING' AND expires_at IS NOT NULL AND expires_at < ?
+                     ORDER BY expires_at LIMIT ?",
+                )
+                .bind(now)
+                .bind(limit)
+                .fetch_all(&self.pool)
+                .await?
+            }
+        };
         let surely = minus(now, write_interval);
         let candidates: Vec<ScanCandidate> = rows
             .into_iter()
@@ -326,7 +347,12 @@ impl RegistryStore for SqliteStore {
                 last_heartbeat_ms: r.last_heartbeat_at.map(|t| t.timestamp_millis()),
                 surely_passed: r.expires_at < surely,
             })
+            .filter(|c| scope.covers(c))
             .collect();
+        let mut outcome = ScanOutcome::read(candidates.len());
+        if candidates.is_empty() {
+            return Ok(outcome);
+        }
         let Sorted {
             alive,
             expired: maybe_expired,
@@ -337,6 +363,11 @@ impl RegistryStore for SqliteStore {
         let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
         write_beats(&mut tx, &alive).await?;
         outcome.report.extended = alive.len();
+        if matches!(scope, ScanScope::Suspect) {
+            tx.commit().await?;
+            outcome.suspected(&maybe_expired);
+            return Ok(outcome);
+        }
         let mut expired = Vec::with_capacity(maybe_expired.len());
         for c in maybe_expired {
             // Not locked since it was read: it may have ended or beaten meanwhile.

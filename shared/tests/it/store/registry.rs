@@ -6,7 +6,7 @@ use chrono::{TimeDelta, Utc};
 use futures_util::future::BoxFuture;
 use uuid::Uuid;
 use weft::messages::{AttemptRef, AttemptStarted, ClaimAttempt, Command};
-use weft::registry::rows::{BeatWrite, End, Liveness};
+use weft::registry::rows::{BeatWrite, End, Liveness, ScanScope};
 use weft::registry::AttemptStatus;
 use weft::store::runs::{AttemptCheck, CommitBatch};
 use weft::Envelope;
@@ -328,7 +328,7 @@ async fn scan(env: &Env) -> Vec<String> {
     let nothing =
         |_: Vec<Uuid>| -> BoxFuture<'static, Option<Vec<Liveness>>> { Box::pin(async { None }) };
     let outcome = store
-        .scan_expired(&env.names, 10, Duration::ZERO, &nothing)
+        .scan_expired(&env.names, 10, Duration::ZERO, &nothing, ScanScope::TimeOut)
         .await
         .unwrap();
     assert_eq!(outcome.report.candidates, 0, "not expired yet");
@@ -354,7 +354,13 @@ async fn scan(env: &Env) -> Vec<String> {
     // A write interval of an hour: the deadline of `unsure` has not surely passed, and
     // the cache knows nothing of it: deferred.
     let outcome = store
-        .scan_expired(&env.names, 10, Duration::from_secs(3600), &probe)
+        .scan_expired(
+            &env.names,
+            10,
+            Duration::from_secs(3600),
+            &probe,
+            ScanScope::TimeOut,
+        )
         .await
         .unwrap();
     assert_eq!(outcome.report.candidates, 3);
@@ -391,9 +397,113 @@ async fn scan(env: &Env) -> Vec<String> {
 
     // Surely passed and no evidence: expired.
     let outcome = store
-        .scan_expired(&env.names, 10, Duration::ZERO, &nothing)
+        .scan_expired(&env.names, 10, Duration::ZERO, &nothing, ScanScope::TimeOut)
         .await
         .unwrap();
     assert_eq!(outcome.expired, [(unsure, 1, 1)]);
     vec![queue]
+}
+
+bus_test!(
+    a_suspecting_scan_writes_nothing_and_a_confirmation_judges_again,
+    suspect_then_confirm
+);
+async fn suspect_then_confirm(env: &Env) -> Vec<String> {
+    let store = &env.store;
+    let task = Uuid::now_v7();
+    store
+        .claim_many(&[claim(task, 1, "w", 1, false)])
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(1_200)).await;
+    // The cache's last heartbeat of the attempt is `age_ms` old.
+    let seen = |age_ms: i64| {
+        move |ids: Vec<Uuid>| -> BoxFuture<'static, Option<Vec<Liveness>>> {
+            let now_ms = Utc::now().timestamp_millis();
+            let lives = ids
+                .iter()
+                .map(|_| Liveness {
+                    now_ms,
+                    last_ms: Some(now_ms - age_ms),
+                })
+                .collect();
+            Box::pin(async move { Some(lives) })
+        }
+    };
+    let silent = seen(10_000);
+    let suspected = store
+        .scan_expired(&env.names, 10, Duration::ZERO, &silent, ScanScope::Suspect)
+        .await
+        .unwrap();
+    let attempt = AttemptRef {
+        task_id: task,
+        attempt: 1,
+    };
+    assert_eq!(suspected.suspects, [attempt]);
+    assert_eq!(
+        (suspected.report.suspected, suspected.report.timed_out),
+        (1, 0)
+    );
+    assert!(suspected.messages.is_empty());
+    let row = store.task_check(task).await.unwrap().unwrap();
+    assert_eq!(
+        row.status,
+        AttemptStatus::Running,
+        "a suspicion writes nothing"
+    );
+
+    // Another attempt of the task is not the one suspected.
+    let other = [AttemptRef {
+        task_id: task,
+        attempt: 2,
+    }];
+    let none = store
+        .scan_expired(
+            &env.names,
+            10,
+            Duration::ZERO,
+            &silent,
+            ScanScope::Confirm(&other),
+        )
+        .await
+        .unwrap();
+    assert_eq!(none.report.candidates, 0);
+
+    // A heartbeat recorded since the suspicion: alive after all, its deadline moved.
+    let beaten = seen(100);
+    let confirmed = store
+        .scan_expired(
+            &env.names,
+            10,
+            Duration::ZERO,
+            &beaten,
+            ScanScope::Confirm(&[attempt]),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        (confirmed.report.extended, confirmed.report.timed_out),
+        (1, 0)
+    );
+    let row = store.task_check(task).await.unwrap().unwrap();
+    assert_eq!(row.status, AttemptStatus::Running);
+    assert!(row.expires_at.unwrap() > Utc::now());
+
+    // Silent again past the new deadline: suspected, and confirmed expired.
+    tokio::time::sleep(Duration::from_millis(1_200)).await;
+    let confirmed = store
+        .scan_expired(
+            &env.names,
+            10,
+            Duration::ZERO,
+            &silent,
+            ScanScope::Confirm(&[attempt]),
+        )
+        .await
+        .unwrap();
+    assert_eq!(confirmed.report.timed_out, 1);
+    assert_eq!(confirmed.messages.len(), 1);
+    let row = store.task_check(task).await.unwrap().unwrap();
+    assert_eq!(row.status, AttemptStatus::TimedOut);
+    Vec::new()
 }

@@ -171,7 +171,7 @@ fn record(log: &Mutex<Seen>, rules: &Rules, d: &Delivery) -> Option<Envelope> {
             seen.finished.insert(f.attempt.task_id, f.status);
             None
         }
-        HeartbeatMessage::StopAttempts(_) => None,
+        HeartbeatMessage::StopAttempts(_) | HeartbeatMessage::Barrier(_) => None,
         HeartbeatMessage::Heartbeats(batch) if batch.probe => {
             let mut results = BTreeMap::new();
             for beat in &batch.beats {
