@@ -11,6 +11,12 @@
 //!
 //! `--events`: the decider publishes every lifecycle event (`WEFT_EVENTS=#`) and a
 //! listener queue bound to `#` consumes them all (the second row of BENCHMARKS.md).
+//!
+//! `--dev`: the same workload on `weft dev --example` (one process: SQLite, the
+//! in-process bus, the example worker inside; the third row of BENCHMARKS.md); runs are
+//! watched in its database file, opened read-only.
+
+mod runs;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -18,10 +24,11 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use futures_util::StreamExt as _;
-use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
 use weft::bus::{Bus, ConsumeOptions, Disposition};
-use weft_e2e::{greet, Client, EnvOptions, Suite, TestEnv};
+use weft_e2e::{greet, Client, EnvOptions, Service, Suite, TestEnv};
+
+use runs::Runs;
 
 #[derive(Debug)]
 struct Args {
@@ -29,6 +36,7 @@ struct Args {
     concurrency: usize,
     latency_runs: usize,
     events: bool,
+    dev: bool,
 }
 
 fn parse_args() -> anyhow::Result<Args> {
@@ -37,12 +45,20 @@ fn parse_args() -> anyhow::Result<Args> {
         concurrency: 64,
         latency_runs: 200,
         events: false,
+        dev: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
-        if flag == "--events" {
-            args.events = true;
-            continue;
+        match flag.as_str() {
+            "--events" => {
+                args.events = true;
+                continue;
+            }
+            "--dev" => {
+                args.dev = true;
+                continue;
+            }
+            _ => {}
         }
         let mut value = |name: &str| -> anyhow::Result<usize> {
             it.next()
@@ -56,7 +72,7 @@ fn parse_args() -> anyhow::Result<Args> {
             "--latency-runs" => args.latency_runs = value("--latency-runs")?,
             _ => anyhow::bail!(
                 "unknown argument {flag:?}; usage: weft-bench [--runs N] [--concurrency C] \
-                 [--latency-runs M] [--events]"
+                 [--latency-runs M] [--events | --dev]"
             ),
         }
     }
@@ -77,7 +93,22 @@ async fn main() -> anyhow::Result<()> {
         outbox_sweep_after_ms: None,
         ..EnvOptions::default()
     };
-    let mut suite = Suite::start(TestEnv::create(options).await?).await?;
+    anyhow::ensure!(
+        !(args.events && args.dev),
+        "--events listens on RabbitMQ; weft dev has no broker to listen on"
+    );
+    let env = TestEnv::create(options).await?;
+    let (mut suite, runs) = if args.dev {
+        let mut suite = Suite::new(env)?;
+        suite.spawn(Service::Dev).await?;
+        let db = suite.log_dir().join("data").join("weft.db");
+        let runs = Runs::sqlite(&db).await?;
+        (suite, runs)
+    } else {
+        let suite = Suite::start(env).await?;
+        let runs = Runs::Postgres(suite.env().pool().clone());
+        (suite, runs)
+    };
     eprintln!("suite up (logs in {})", suite.log_dir().display());
     let listening = CancellationToken::new();
     let events = if args.events {
@@ -85,7 +116,7 @@ async fn main() -> anyhow::Result<()> {
     } else {
         None
     };
-    let result = bench(&suite, &args).await;
+    let result = bench(&suite, &runs, &args).await;
     listening.cancel();
     if let Err(e) = &result {
         eprintln!("benchmark failed: {e:#}\nprocesses:\n{}", suite.describe());
@@ -130,31 +161,28 @@ async fn listen_to_everything(
     Ok((bus, queue, seen))
 }
 
-async fn bench(suite: &Suite, args: &Args) -> anyhow::Result<String> {
+async fn bench(suite: &Suite, runs: &Runs, args: &Args) -> anyhow::Result<String> {
     let client = suite.client();
-    let pool = suite.env().pool();
-    client.register(&greet::definition()).await?;
+    // `weft dev --example` has registered it already.
+    client.register_overwrite(&greet::definition()).await?;
 
     eprintln!("warm-up: 20 runs");
     let warm = start_many(client, 20, args.concurrency).await?;
-    wait_completed(pool, warm.len() as i64, Duration::from_secs(120)).await?;
+    wait_completed(runs, warm.len() as i64, Duration::from_secs(120)).await?;
 
     eprintln!(
         "throughput: {} runs, {} in flight",
         args.runs, args.concurrency
     );
-    let before = count(pool, "COMPLETED").await?;
+    let before = runs.count("COMPLETED").await?;
     let t0 = Instant::now();
     let t0_wall = chrono::Utc::now();
     let starts = start_many(client, args.runs, args.concurrency).await?;
     let accepted = t0.elapsed();
-    wait_completed(pool, before + starts.len() as i64, Duration::from_secs(600)).await?;
+    wait_completed(runs, before + starts.len() as i64, Duration::from_secs(600)).await?;
     // The last run's end as the decider stamped it (same machine, same clock): exact,
     // whatever the polling interval.
-    let last_end: chrono::DateTime<chrono::Utc> =
-        sqlx::query_scalar("SELECT max(end_time) FROM runs WHERE status = 'COMPLETED'")
-            .fetch_one(pool)
-            .await?;
+    let last_end = runs.last_end().await?;
     let total = (last_end - t0_wall)
         .to_std()
         .unwrap_or_else(|_| t0.elapsed());
@@ -169,7 +197,7 @@ async fn bench(suite: &Suite, args: &Args) -> anyhow::Result<String> {
         let t = Instant::now();
         let id = client.start("greet", greet::input("B", 3)).await?;
         latency_ids.push(id.clone());
-        wait_one(pool, &id, Duration::from_secs(60))
+        wait_one(runs, &id, Duration::from_secs(60))
             .await
             .with_context(|| format!("latency run {i}"))?;
         latencies.push(t.elapsed());
@@ -177,20 +205,17 @@ async fn bench(suite: &Suite, args: &Args) -> anyhow::Result<String> {
     latencies.sort_unstable();
     // The same runs as the engine saw them: from the gateway accepting the start to the
     // decider committing WorkflowCompleted (no client polling in the measure).
-    let (engine_p50, engine_p99): (f64, f64) = sqlx::query_as(
-        "SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY d),
-                percentile_cont(0.99) WITHIN GROUP (ORDER BY d)
-         FROM (SELECT extract(epoch FROM r.end_time - s.created_at) * 1000 AS d
-               FROM runs r JOIN workflow_starts s USING (workflow_id)
-               WHERE r.workflow_id = ANY($1)) AS x",
-    )
-    .bind(&latency_ids)
-    .fetch_one(pool)
-    .await?;
+    let mut engine = Vec::with_capacity(latency_ids.len());
+    for id in &latency_ids {
+        engine.push(runs.engine_latency(id).await?);
+    }
+    engine.sort_unstable();
+    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+    let (engine_p50, engine_p99) = (ms(percentile(&engine, 50.0)), ms(percentile(&engine, 99.0)));
 
     let argv: Vec<String> = std::env::args().skip(1).collect();
     Ok(format!(
-        "### W1: greet (3 SIMPLE activities, example worker), services as processes{events}\n\n\
+        "### W1: greet (3 SIMPLE activities, example worker), {shape}{events}\n\n\
          | measure | result |\n\
          |---|---|\n\
          | throughput ({runs} runs, {conc} starts in flight) | {per_sec:.1} workflows/s \
@@ -208,6 +233,11 @@ async fn bench(suite: &Suite, args: &Args) -> anyhow::Result<String> {
         p99 = percentile(&latencies, 99.0),
         max = latencies.last().copied().unwrap_or_default(),
         machine = machine(),
+        shape = if args.dev {
+            "weft dev (one process: SQLite, in-process bus)"
+        } else {
+            "services as processes"
+        },
         events = if args.events {
             ", every lifecycle event published and consumed"
         } else {
@@ -228,26 +258,17 @@ async fn start_many(client: &Client, n: usize, concurrency: usize) -> anyhow::Re
         .collect()
 }
 
-/// Runs in `status`; polled every 50 ms at most, so the benchmark's own reads cost the
-/// database little (the throughput's end is read from the runs themselves).
-async fn count(pool: &PgPool, status: &str) -> anyhow::Result<i64> {
-    Ok(
-        sqlx::query_scalar("SELECT count(*) FROM runs WHERE status = $1")
-            .bind(status)
-            .fetch_one(pool)
-            .await?,
-    )
-}
-
 /// Waits until `target` runs are COMPLETED; fails on a failed run or after `timeout`.
-async fn wait_completed(pool: &PgPool, target: i64, timeout: Duration) -> anyhow::Result<()> {
+/// Polled every 50 ms: the benchmark's reads cost the store little, and the throughput's
+/// end is read from the runs themselves.
+async fn wait_completed(runs: &Runs, target: i64, timeout: Duration) -> anyhow::Result<()> {
     let deadline = Instant::now() + timeout;
     loop {
-        let done = count(pool, "COMPLETED").await?;
+        let done = runs.count("COMPLETED").await?;
         if done >= target {
             return Ok(());
         }
-        let failed = count(pool, "FAILED").await?;
+        let failed = runs.count("FAILED").await?;
         anyhow::ensure!(failed == 0, "{failed} runs FAILED");
         anyhow::ensure!(
             Instant::now() < deadline,
@@ -258,15 +279,10 @@ async fn wait_completed(pool: &PgPool, target: i64, timeout: Duration) -> anyhow
 }
 
 /// Polls one run's status tightly until COMPLETED.
-async fn wait_one(pool: &PgPool, workflow_id: &str, timeout: Duration) -> anyhow::Result<()> {
+async fn wait_one(runs: &Runs, workflow_id: &str, timeout: Duration) -> anyhow::Result<()> {
     let deadline = Instant::now() + timeout;
     loop {
-        let status: Option<String> =
-            sqlx::query_scalar("SELECT status FROM runs WHERE workflow_id = $1 AND is_current")
-                .bind(workflow_id)
-                .fetch_optional(pool)
-                .await?;
-        match status.as_deref() {
+        match runs.status(workflow_id).await?.as_deref() {
             Some("COMPLETED") => return Ok(()),
             Some(s @ ("FAILED" | "TIMED_OUT" | "TERMINATED")) => {
                 anyhow::bail!("run {workflow_id} ended {s}")
