@@ -94,3 +94,69 @@ async fn take_messages(bus: &RawBus, queue: &str, want: usize) -> Vec<RawMessage
     }
     found
 }
+
+/// A start published twice (the outbox sweeper re-publishing a start whose first copy
+/// was slow to be confirmed, say) makes one run: the second copy meets the run the first
+/// one created and is ignored, whether it comes in the same batch or after the run ended.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_start_published_twice_makes_one_run() {
+    let suite = Suite::start(TestEnv::new().await.unwrap()).await.unwrap();
+    suite.client().register(&greet::definition()).await.unwrap();
+    let names = suite.env().names();
+    let bus = RawBus::connect(&suite.env().amqp_url).await.unwrap();
+    let start = |workflow_id: &str| {
+        let definition: weft::dsl::WorkflowDef =
+            serde_json::from_value(greet::definition()).unwrap();
+        let command = weft::messages::Command::StartWorkflow(weft::messages::StartWorkflow {
+            definition,
+            input: greet::input("Twice", 1),
+            correlation_id: None,
+            parent_workflow_id: None,
+            parent: None,
+            traceparent: None,
+        });
+        let envelope = weft::Envelope::new(workflow_id, None, &command).unwrap();
+        envelope.to_bytes().unwrap()
+    };
+    let workflow_id = weft::ids::new_id().to_string();
+    let key = names.command_key_for(&workflow_id);
+    let body = start(&workflow_id);
+    for _ in 0..2 {
+        bus.publish(&names.commands_exchange(), &key, &body)
+            .await
+            .unwrap();
+    }
+    let client = suite.client();
+    client
+        .wait_for_status(&workflow_id, &["COMPLETED"], crate::RUN_TIMEOUT)
+        .await
+        .unwrap();
+    // Once more after the run ended, then a start of another workflow on the same shard:
+    // once that one has run, the copy before it has been applied.
+    bus.publish(&names.commands_exchange(), &key, &body)
+        .await
+        .unwrap();
+    let marker = std::iter::repeat_with(|| weft::ids::new_id().to_string())
+        .find(|id| names.command_key_for(id) == key)
+        .unwrap();
+    bus.publish(&names.commands_exchange(), &key, &start(&marker))
+        .await
+        .unwrap();
+    client
+        .wait_for_status(&marker, &["COMPLETED"], crate::RUN_TIMEOUT)
+        .await
+        .unwrap();
+    let runs: i64 = sqlx::query_scalar("SELECT count(*) FROM runs WHERE workflow_id = $1")
+        .bind(&workflow_id)
+        .fetch_one(suite.env().pool())
+        .await
+        .unwrap();
+    assert_eq!(runs, 1, "one run for the workflow");
+    let history = client.history(&workflow_id).await.unwrap();
+    let starts = history
+        .iter()
+        .filter(|e| e.kind == "WorkflowStarted")
+        .count();
+    assert_eq!(starts, 1, "{history:?}");
+    bus.close().await;
+}

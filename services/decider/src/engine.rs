@@ -162,7 +162,12 @@ impl Shard {
             .map(|d| d.envelope.decode::<Command>().map_err(|e| e.to_string()))
             .collect();
         for attempt in 1..=MAX_ATTEMPTS {
-            match self.try_batch(&deliveries, &commands).await {
+            // A retry follows a conflict, perhaps a start of a run that exists: load all.
+            let trust_new_starts = attempt == 1;
+            match self
+                .try_batch(&deliveries, &commands, trust_new_starts)
+                .await
+            {
                 Ok(()) => break,
                 Err(e) => {
                     self.evict(&deliveries);
@@ -202,6 +207,7 @@ impl Shard {
         &self,
         deliveries: &[Delivery],
         commands: &[Result<Command, String>],
+        trust_new_starts: bool,
     ) -> Result<(), Error> {
         let mut working: HashMap<String, Working> = HashMap::new();
         let mut order: Vec<String> = Vec::new();
@@ -212,8 +218,15 @@ impl Shard {
         for (delivery, command) in deliveries.iter().zip(commands) {
             let Ok(command) = command else { continue };
             let wf = &delivery.envelope.workflow_id;
+            // The first delivery of a start names a workflow id the gateway (or a parent)
+            // just made: there is no run to read. Should there be one after all (a start
+            // published twice), the commit meets the current run's unique index and the
+            // batch is applied again, reading every run (`trust_new_starts` false).
+            let new_start = trust_new_starts
+                && !delivery.redelivered
+                && matches!(command, Command::StartWorkflow(_));
             if !working.contains_key(wf) {
-                if let Some(w) = self.load(wf).await? {
+                if let Some(w) = self.load(wf, new_start).await? {
                     working.insert(wf.clone(), w);
                     order.push(wf.clone());
                 }
@@ -543,11 +556,13 @@ impl Shard {
         Ok(())
     }
 
-    /// The run of `workflow_id` from the cache, or PostgreSQL on a miss.
-    async fn load(&self, workflow_id: &str) -> Result<Option<Working>, Error> {
+    /// The run of `workflow_id` from the cache, or the store on a miss — unless the
+    /// command is a first start (`new_start`), whose run cannot be stored yet.
+    async fn load(&self, workflow_id: &str, new_start: bool) -> Result<Option<Working>, Error> {
         let cached = self.cache_lock().get(workflow_id).cloned();
         let state = match cached {
             Some(s) => s,
+            None if new_start => return Ok(None),
             None => match self.store.load_current_run(workflow_id).await? {
                 None => return Ok(None),
                 Some((version, events)) => {

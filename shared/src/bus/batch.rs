@@ -125,9 +125,12 @@ where
         tracing::error!(%queue, size, returned = dispositions.len(), "batch handler returned the wrong number of dispositions; requeueing the missing ones");
     }
     let mut dispositions = dispositions.into_iter();
-    for inbound in &kept {
+    // Settled together: the acknowledgements go out in one write, not one round of the
+    // connection's I/O each.
+    let settled = kept.iter().map(|inbound| {
         let disposition = dispositions.next().unwrap_or(Disposition::Requeue);
-        dispose::settle(&*inbound.acker, queue, disposition).await;
-    }
+        dispose::settle(&*inbound.acker, queue, disposition)
+    });
+    futures_util::future::join_all(settled).await;
     true
 }
