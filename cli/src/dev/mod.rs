@@ -149,7 +149,7 @@ impl Dev {
         // A database in memory dies with the process: journaling the bus there would
         // only cost writes.
         let journal = match options.database {
-            Database::File(_) => Some(sqlite.pool().clone()),
+            Database::File(_) => Some(sqlite.writer().clone()),
             Database::Memory => None,
         };
         let bus = Bus::in_process(names, journal).await?;
@@ -266,7 +266,7 @@ impl Dev {
         if let Err(e) = self.bus.flush().await {
             tracing::warn!(error = %e, "the bus journal could not be flushed; some handled messages will be delivered again at the next start");
         }
-        self.store.pool().close().await;
+        self.store.close().await;
         match first_error {
             None => Ok(()),
             Some(e) => Err(e),

@@ -91,3 +91,49 @@ pub(super) async fn publish_messages(
         results.into_iter().collect::<Result<Vec<()>>>().map(drop),
     )
 }
+
+/// Most ids a janitor deletes in one go.
+const JANITOR_BATCH: usize = 10_000;
+
+/// Deletes the rows of published outbox messages, many at a time, off the hot path: the
+/// ids published while a delete runs wait and go with the next one. A row whose delete
+/// is lost (crash, database error) is published once more by the sweeper; consumers are
+/// idempotent, so that costs a duplicate, never a wrong state.
+#[derive(Debug, Clone)]
+pub(crate) struct Janitor {
+    tx: tokio::sync::mpsc::UnboundedSender<Vec<Uuid>>,
+}
+
+impl Janitor {
+    /// Starts the janitor task, deleting with `delete`; it ends when every handle is
+    /// dropped.
+    pub(crate) fn spawn<F>(delete: F) -> Self
+    where
+        F: Fn(Vec<Uuid>) -> futures_util::future::BoxFuture<'static, Result<()>> + Send + 'static,
+    {
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Vec<Uuid>>();
+        tokio::spawn(async move {
+            while let Some(mut ids) = rx.recv().await {
+                while ids.len() < JANITOR_BATCH {
+                    match rx.try_recv() {
+                        Ok(more) => ids.extend(more),
+                        Err(_) => break,
+                    }
+                }
+                let count = ids.len();
+                if let Err(e) = delete(ids).await {
+                    tracing::warn!(error = %e, count, "outbox cleanup failed; the sweeper will re-publish those rows");
+                }
+            }
+        });
+        Self { tx }
+    }
+
+    /// Queues the rows of published messages for deletion.
+    pub(crate) fn forget(&self, ids: Vec<Uuid>) {
+        if !ids.is_empty() {
+            // Only fails when the runtime is shutting down: the sweeper covers that.
+            let _ = self.tx.send(ids);
+        }
+    }
+}

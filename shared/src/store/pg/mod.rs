@@ -32,7 +32,7 @@ use crate::{Error, Result};
 pub struct PgStore {
     pub(crate) pool: PgPool,
     /// Deletes published outbox rows in the background, in batches.
-    pub(crate) janitor: outbox::Janitor,
+    pub(crate) janitor: crate::store::outbox::Janitor,
 }
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
@@ -88,14 +88,14 @@ impl PgStore {
             .connect_lazy_with(options.options([("synchronous_commit", "off")]));
         Ok(Self {
             pool,
-            janitor: outbox::Janitor::spawn(relaxed),
+            janitor: outbox::janitor(relaxed),
         })
     }
 
     /// Wraps an existing pool (tests); does not migrate. Needs a Tokio runtime.
     pub fn from_pool(pool: PgPool) -> Self {
         Self {
-            janitor: outbox::Janitor::spawn(pool.clone()),
+            janitor: outbox::janitor(pool.clone()),
             pool,
         }
     }

@@ -1,6 +1,6 @@
 //! The outbox on PostgreSQL (see [`crate::store::outbox`]): rows inserted in the
 //! writer's transaction ([`insert`]), published after its commit, then deleted by the
-//! [`Janitor`] off the hot path.
+//! [`janitor`] off the hot path.
 
 use std::time::Duration;
 
@@ -11,7 +11,7 @@ use uuid::Uuid;
 use super::PgStore;
 use crate::bus::Bus;
 use crate::store::backend::OutboxStore;
-use crate::store::outbox::{publish_messages, OutboxMessage};
+use crate::store::outbox::{publish_messages, Janitor, OutboxMessage};
 use crate::Result;
 
 /// `(id, exchange, routing_key, body, traceparent)` as read back by the sweeper.
@@ -41,54 +41,24 @@ pub async fn insert(conn: &mut PgConnection, messages: &[OutboxMessage]) -> Resu
     Ok(())
 }
 
-/// Most ids a janitor deletes in one statement.
-const JANITOR_BATCH: usize = 10_000;
-
-/// Deletes the rows of published outbox messages, many per statement, off the hot path.
-/// A row whose delete is lost (crash, database error) is published once more by the
-/// sweeper; consumers are idempotent, so that costs a duplicate, never a wrong state.
-#[derive(Debug, Clone)]
-pub(crate) struct Janitor {
-    tx: tokio::sync::mpsc::UnboundedSender<Vec<Uuid>>,
-}
-
-impl Janitor {
-    /// Starts the janitor task on `pool`; it ends when every handle is dropped.
-    pub(crate) fn spawn(pool: sqlx::PgPool) -> Self {
-        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Vec<Uuid>>();
-        tokio::spawn(async move {
-            while let Some(mut ids) = rx.recv().await {
-                while ids.len() < JANITOR_BATCH {
-                    match rx.try_recv() {
-                        Ok(more) => ids.extend(more),
-                        Err(_) => break,
-                    }
-                }
-                // Rows a sweeper holds are skipped, not waited for: it deletes them itself
-                // when it commits, and waiting behind its publishes would let the other
-                // rows grow old enough to be swept (published) once more.
-                let deleted = sqlx::query(
-                    "DELETE FROM outbox WHERE id IN (
-                         SELECT id FROM outbox WHERE id = ANY($1) FOR UPDATE SKIP LOCKED)",
-                )
-                .bind(&ids)
-                .execute(&pool)
-                .await;
-                if let Err(e) = deleted {
-                    tracing::warn!(error = %e, count = ids.len(), "outbox cleanup failed; the sweeper will re-publish those rows");
-                }
-            }
-        });
-        Self { tx }
-    }
-
-    /// Queues the rows of published messages for deletion.
-    pub(crate) fn forget(&self, ids: Vec<Uuid>) {
-        if !ids.is_empty() {
-            // Only fails when the runtime is shutting down: the sweeper covers that.
-            let _ = self.tx.send(ids);
-        }
-    }
+/// The janitor of a PostgreSQL outbox: one statement per batch of ids. Rows a sweeper
+/// holds are skipped, not waited for: it deletes them itself when it commits, and
+/// waiting behind its publishes would let the other rows grow old enough to be swept
+/// (published) once more.
+pub(crate) fn janitor(pool: sqlx::PgPool) -> Janitor {
+    Janitor::spawn(move |ids: Vec<Uuid>| {
+        let pool = pool.clone();
+        Box::pin(async move {
+            sqlx::query(
+                "DELETE FROM outbox WHERE id IN (
+                     SELECT id FROM outbox WHERE id = ANY($1) FOR UPDATE SKIP LOCKED)",
+            )
+            .bind(&ids)
+            .execute(&pool)
+            .await?;
+            Ok(())
+        })
+    })
 }
 
 #[async_trait]

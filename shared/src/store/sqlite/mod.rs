@@ -2,10 +2,12 @@
 //! nothing to install. Its schema is `shared/migrations-sqlite` (the same tables as
 //! PostgreSQL's, in SQLite's types), applied at open.
 //!
-//! One process owns the file. SQLite has one writer at a time: every write transaction
-//! starts with `BEGIN IMMEDIATE` (it takes the write lock at once, so two transactions
-//! never both read and then fail to upgrade), and waits its turn through the busy
-//! timeout. WAL journaling lets reads run beside the writer. No transaction is held
+//! One process owns the file. SQLite has one writer at a time, so the store has one
+//! writing connection (`writer`, a pool of one): every write — transactions, which start
+//! with `BEGIN IMMEDIATE`, and single statements — waits its turn for that connection in
+//! the process, asynchronously, instead of in SQLite's busy handler, which sleeps
+//! (milliseconds at a time) and left `weft dev` idle behind its own lock. Reads use the
+//! other pool; WAL journaling lets them run beside the writer. No transaction is held
 //! across a publish on the bus: the in-process bus journals messages in the same file,
 //! and would wait for the write lock the transaction holds.
 
@@ -42,10 +44,15 @@ static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations-sqlite")
 /// How long a statement waits for the write lock before failing.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// The SQLite backend: one pool on one database file.
+/// The SQLite backend: a pool of readers and one writer on one database file.
 #[derive(Clone, Debug)]
 pub struct SqliteStore {
+    /// Reads (and the migrations at open).
     pub(crate) pool: SqlitePool,
+    /// Every write: one connection, taken in turn.
+    pub(crate) writer: SqlitePool,
+    /// Deletes published outbox rows in the background, in batches.
+    pub(crate) janitor: super::outbox::Janitor,
 }
 
 impl SqliteStore {
@@ -75,10 +82,26 @@ impl SqliteStore {
             false => SqlitePoolOptions::new().max_connections(4),
         }
         .acquire_timeout(BUSY_TIMEOUT)
-        .connect_with(options)
+        .connect_with(options.clone())
         .await?;
         MIGRATOR.run(&pool).await?;
-        Ok(Self { pool })
+        let writer = match memory {
+            // The one connection is the database: it reads and writes.
+            true => pool.clone(),
+            false => {
+                SqlitePoolOptions::new()
+                    .max_connections(1)
+                    .acquire_timeout(BUSY_TIMEOUT)
+                    .connect_with(options)
+                    .await?
+            }
+        };
+        let janitor = outbox::janitor(writer.clone());
+        Ok(Self {
+            pool,
+            writer,
+            janitor,
+        })
     }
 
     /// Opens the database file `path` (created when missing).
@@ -86,16 +109,28 @@ impl SqliteStore {
         Self::open(&format!("sqlite://{}", path.display())).await
     }
 
-    /// The pool (the in-process bus journals its messages through it).
+    /// The readers' pool.
     pub fn pool(&self) -> &SqlitePool {
         &self.pool
     }
 
-    /// A write transaction: `BEGIN IMMEDIATE` takes the write lock at once (waiting for
-    /// it through the busy timeout), so the transaction never fails to upgrade a read
-    /// lock half-way. Rolled back when dropped uncommitted.
+    /// The writing connection's pool (the in-process bus journals its messages through
+    /// it, in turn with the store's writes).
+    pub fn writer(&self) -> &SqlitePool {
+        &self.writer
+    }
+
+    /// Closes both pools.
+    pub async fn close(&self) {
+        self.writer.close().await;
+        self.pool.close().await;
+    }
+
+    /// A write transaction on the writing connection: `BEGIN IMMEDIATE` takes the write
+    /// lock at once, so the transaction never fails to upgrade a read lock half-way.
+    /// Rolled back when dropped uncommitted.
     pub(crate) async fn write_tx(&self) -> Result<Transaction<'static, Sqlite>> {
-        Ok(self.pool.begin_with("BEGIN IMMEDIATE").await?)
+        Ok(self.writer.begin_with("BEGIN IMMEDIATE").await?)
     }
 }
 

@@ -36,7 +36,7 @@ impl OperationStore for SqliteStore {
         )
         .bind(cutoff)
         .bind(limit)
-        .execute(&self.pool)
+        .execute(&self.writer)
         .await?;
         Ok(done.rows_affected())
     }

@@ -7,13 +7,13 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use sqlx::{QueryBuilder, Sqlite, SqliteConnection, SqliteExecutor};
+use sqlx::{QueryBuilder, Sqlite, SqliteConnection, SqliteExecutor, SqlitePool};
 use uuid::Uuid;
 
 use super::SqliteStore;
 use crate::bus::Bus;
 use crate::store::backend::OutboxStore;
-use crate::store::outbox::{publish_messages, OutboxMessage};
+use crate::store::outbox::{publish_messages, Janitor, OutboxMessage};
 use crate::Result;
 
 /// Most bound parameters per statement (SQLite allows 32766).
@@ -44,13 +44,17 @@ pub(super) fn until(at: DateTime<Utc>) -> Duration {
 type OutboxRow = (Uuid, String, String, Vec<u8>, Option<String>);
 
 /// Inserts `messages` inside the caller's (write) transaction.
-pub(crate) async fn insert(conn: &mut SqliteConnection, messages: &[OutboxMessage]) -> Result<()> {
+pub(crate) async fn insert<M: std::borrow::Borrow<OutboxMessage>>(
+    conn: &mut SqliteConnection,
+    messages: &[M],
+) -> Result<()> {
     let now = Utc::now();
     for chunk in messages.chunks(MAX_BINDS / 6) {
         let mut q = QueryBuilder::<Sqlite>::new(
             "INSERT INTO outbox (id, exchange, routing_key, body, traceparent, created_at) ",
         );
         q.push_values(chunk, |mut row, m| {
+            let m = m.borrow();
             row.push_bind(m.id)
                 .push_bind(m.exchange.as_str())
                 .push_bind(m.routing_key.as_str())
@@ -88,11 +92,7 @@ impl OutboxStore for SqliteStore {
     /// rows of the confirmed ones; a failed publish leaves its row for the sweeper.
     async fn publish_outbox(&self, bus: &Bus, messages: &[OutboxMessage]) -> Result<()> {
         let (sent, published) = publish_messages(bus, messages).await;
-        if let Err(e) = delete_ids(&self.pool, "outbox", &sent).await {
-            // As the PostgreSQL janitor: a lost delete costs a duplicate publish by the
-            // sweeper, never a wrong state (consumers are idempotent).
-            tracing::warn!(error = %e, count = sent.len(), "outbox cleanup failed; the sweeper will re-publish those rows");
-        }
+        self.janitor.forget(sent);
         published
     }
 
@@ -124,10 +124,18 @@ impl OutboxStore for SqliteStore {
                 }
             }
         }
-        delete_ids(&self.pool, "outbox", &sent).await?;
+        delete_ids(&self.writer, "outbox", &sent).await?;
         match failure {
             Some(e) => Err(e),
             None => Ok(sent.len()),
         }
     }
+}
+
+/// The janitor of a SQLite outbox: deletes on the writing connection, many rows a turn.
+pub(super) fn janitor(writer: SqlitePool) -> Janitor {
+    Janitor::spawn(move |ids: Vec<Uuid>| {
+        let writer = writer.clone();
+        Box::pin(async move { delete_ids(&writer, "outbox", &ids).await.map(drop) })
+    })
 }

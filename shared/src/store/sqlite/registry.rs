@@ -118,7 +118,7 @@ impl RegistryStore for SqliteStore {
             return Ok(Vec::new());
         }
         let now = Utc::now();
-        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        let mut tx = self.writer.begin_with("BEGIN IMMEDIATE").await?;
         let mut outcomes = Vec::with_capacity(unique.len());
         for c in unique {
             let s = &c.started;
@@ -132,6 +132,29 @@ impl RegistryStore for SqliteStore {
                     timeout,
                 )
             };
+            // The usual case in one statement: the scheduled row becomes RUNNING.
+            let claimed: Option<i64> = sqlx::query_scalar(
+                "UPDATE task_check SET status = 'RUNNING', worker_id = ?3, started_at = ?4,
+                     last_heartbeat_at = NULL, stop_reason = NULL, updated_at = ?5,
+                     expires_at = CASE WHEN timeout_seconds > 0
+                         THEN strftime('%Y-%m-%dT%H:%M:%f+00:00', ?5, '+' || timeout_seconds || ' seconds')
+                     END
+                 WHERE task_id = ?1 AND attempt = ?2
+                   AND (status = 'SCHEDULED' OR (status = 'RUNNING' AND ?6))
+                 RETURNING timeout_seconds",
+            )
+            .bind(s.attempt.task_id)
+            .bind(s.attempt.attempt)
+            .bind(&s.worker_id)
+            .bind(s.started_at)
+            .bind(now)
+            .bind(c.takeover)
+            .fetch_optional(&mut *tx)
+            .await?;
+            if let Some(timeout) = claimed {
+                outcomes.push(granted(timeout)?);
+                continue;
+            }
             let row: Option<(String, Option<String>, i64)> = sqlx::query_as(
                 "SELECT status, stop_reason, timeout_seconds FROM task_check
                  WHERE task_id = ? AND attempt = ?",
@@ -161,25 +184,6 @@ impl RegistryStore for SqliteStore {
                     .bind(&s.reply_to)
                     .bind(s.input_bytes)
                     .bind(timeout)
-                    .bind(s.started_at)
-                    .bind(now)
-                    .bind(deadline(now, timeout))
-                    .execute(&mut *tx)
-                    .await?;
-                    granted(timeout)?
-                }
-                Some((status, _, timeout))
-                    if status == "SCHEDULED" || (status == "RUNNING" && c.takeover) =>
-                {
-                    sqlx::query(
-                        "UPDATE task_check SET status = 'RUNNING', worker_id = ?3,
-                             started_at = ?4, last_heartbeat_at = NULL, expires_at = ?6,
-                             stop_reason = NULL, updated_at = ?5
-                         WHERE task_id = ?1 AND attempt = ?2",
-                    )
-                    .bind(s.attempt.task_id)
-                    .bind(s.attempt.attempt)
-                    .bind(&s.worker_id)
                     .bind(s.started_at)
                     .bind(now)
                     .bind(deadline(now, timeout))
@@ -229,7 +233,7 @@ impl RegistryStore for SqliteStore {
         if beats.is_empty() {
             return Ok(0);
         }
-        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        let mut tx = self.writer.begin_with("BEGIN IMMEDIATE").await?;
         let written = write_beats(&mut tx, beats).await?;
         tx.commit().await?;
         Ok(written)
@@ -248,7 +252,7 @@ impl RegistryStore for SqliteStore {
             return Ok(Vec::new());
         }
         let now = Utc::now();
-        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        let mut tx = self.writer.begin_with("BEGIN IMMEDIATE").await?;
         let mut rows = Vec::with_capacity(unique.len());
         for e in unique {
             sqlx::query(
@@ -360,7 +364,7 @@ impl RegistryStore for SqliteStore {
         } = judge(candidates, probe).await;
         outcome.report.deferred = deferred;
         let now = Utc::now();
-        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        let mut tx = self.writer.begin_with("BEGIN IMMEDIATE").await?;
         write_beats(&mut tx, &alive).await?;
         outcome.report.extended = alive.len();
         if matches!(scope, ScanScope::Suspect) {
@@ -405,7 +409,7 @@ impl RegistryStore for SqliteStore {
         )
         .bind(minus(Utc::now(), retention))
         .bind(batch)
-        .execute(&self.pool)
+        .execute(&self.writer)
         .await?;
         Ok(done.rows_affected())
     }

@@ -16,7 +16,10 @@ use crate::store::timers::{fire, DueTimer, FireReport, TimerRecord};
 use crate::Result;
 
 /// Inserts `timers` inside the caller's (write) transaction.
-pub(crate) async fn insert(conn: &mut SqliteConnection, timers: &[TimerRecord]) -> Result<()> {
+pub(crate) async fn insert<T: std::borrow::Borrow<TimerRecord>>(
+    conn: &mut SqliteConnection,
+    timers: &[T],
+) -> Result<()> {
     let now = Utc::now();
     for chunk in timers.chunks(MAX_BINDS / 9) {
         let mut q = QueryBuilder::<Sqlite>::new(
@@ -24,6 +27,7 @@ pub(crate) async fn insert(conn: &mut SqliteConnection, timers: &[TimerRecord]) 
                                  traceparent, created_at) ",
         );
         q.push_values(chunk, |mut row, t| {
+            let t = t.borrow();
             row.push_bind(t.id)
                 .push_bind(t.workflow_id.as_str())
                 .push_bind(t.run_id)
@@ -58,7 +62,7 @@ impl TimerStore for SqliteStore {
             return Ok(FireReport::default());
         }
         let (report, sent) = fire(bus, &due, now, started).await;
-        delete_ids(&self.pool, "timers", &sent).await?;
+        delete_ids(&self.writer, "timers", &sent).await?;
         Ok(report)
     }
 
