@@ -175,6 +175,7 @@ async fn a_greet_run_stays_within_its_budget_when_no_event_is_switched_on() {
     let costs = measure(None).await;
     let runs = RUNS as u64;
     let detail = format!("{runs} runs cost {costs:#?}");
+    eprintln!("{detail}");
     assert_eq!(costs.sent("StartWorkflow", "persistent"), runs, "{detail}");
     assert_eq!(
         costs.sent("ActivityTask", "persistent"),
@@ -211,6 +212,7 @@ async fn with_every_event_switched_on_each_event_is_one_message() {
     let costs = measure(Some("#")).await;
     let runs = RUNS as u64;
     let detail = format!("{runs} runs cost {costs:#?}");
+    eprintln!("{detail}");
     assert_eq!(
         costs.sent("LifecycleEvent", "persistent"),
         EVENTS_PER_RUN * runs,
