@@ -13,9 +13,14 @@ pub const WORKFLOWS: [(&str, &str); 1] = [("greet", include_str!("../workflows/g
 /// The task names this worker serves.
 pub const TASK_NAMES: [&str; 3] = ["make_name", "shout", "count"];
 
-/// Adds the `greet` activities' handlers to `builder`.
+/// Activities run at once: the handlers return at once, so many can share the process
+/// (the SDK's default, 16, suits handlers that do real work).
+pub const CONCURRENCY: usize = 64;
+
+/// Adds the `greet` activities' handlers to `builder`, with [`CONCURRENCY`].
 pub fn register(builder: WorkerBuilder) -> WorkerBuilder {
     builder
+        .concurrency(CONCURRENCY)
         .handler("make_name", |task| async move {
             activities::make_name(&task.input)
         })
