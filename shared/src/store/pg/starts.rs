@@ -2,7 +2,6 @@
 
 use async_trait::async_trait;
 
-use super::outbox;
 use super::PgStore;
 use crate::store::backend::StartStore;
 use crate::store::outbox::OutboxMessage;
@@ -11,25 +10,41 @@ use crate::{Error, Result};
 
 #[async_trait]
 impl StartStore for PgStore {
-    /// In one transaction: records `start` and inserts `messages` into the outbox (their
+    /// In one statement: records `start` and inserts `messages` into the outbox (their
     /// ids are set). When the idempotency key is already taken nothing is written and the
     /// first start's workflow id is returned.
     ///
     /// Concurrent requests with the same key are safe: the second `INSERT` waits on the
     /// first one's uniqueness check and, once it commits, does nothing; the following
-    /// `SELECT` (a new snapshot under READ COMMITTED) then sees the committed row.
+    /// `SELECT` (a new statement, so a new snapshot under READ COMMITTED) then sees the
+    /// committed row.
     async fn accept_start(
         &self,
         start: &NewStart,
         messages: &mut [OutboxMessage],
     ) -> Result<StartOutcome> {
-        let mut tx = self.pool.begin().await?;
-        let inserted: Option<String> = sqlx::query_scalar(
-            "INSERT INTO workflow_starts
-                 (workflow_id, idempotency_key, workflow_name, workflow_version, input, correlation_id)
-             VALUES ($1, $2, $3, $4, $5, $6)
-             ON CONFLICT (idempotency_key) DO NOTHING
-             RETURNING workflow_id",
+        // One statement, one round trip: the start row, and the outbox rows only when the
+        // start row went in.
+        let ids: Vec<uuid::Uuid> = messages.iter().map(|m| m.id).collect();
+        let exchanges: Vec<&str> = messages.iter().map(|m| m.exchange.as_str()).collect();
+        let keys: Vec<&str> = messages.iter().map(|m| m.routing_key.as_str()).collect();
+        let bodies: Vec<&[u8]> = messages.iter().map(|m| m.body.as_slice()).collect();
+        let traces: Vec<Option<&str>> = messages.iter().map(|m| m.traceparent.as_deref()).collect();
+        let accepted: i64 = sqlx::query_scalar(
+            "WITH s AS (
+                 INSERT INTO workflow_starts (workflow_id, idempotency_key, workflow_name,
+                     workflow_version, input, correlation_id)
+                 VALUES ($1, $2, $3, $4, $5, $6)
+                 ON CONFLICT (idempotency_key) DO NOTHING
+                 RETURNING workflow_id
+             ), o AS (
+                 INSERT INTO outbox (id, exchange, routing_key, body, traceparent)
+                 SELECT m.* FROM UNNEST($7::uuid[], $8::text[], $9::text[], $10::bytea[],
+                     $11::text[]) AS m
+                 WHERE EXISTS (SELECT 1 FROM s)
+             )
+             -- `o` runs whether read or not, as every data-modifying CTE does.
+             SELECT count(*) FROM s",
         )
         .bind(&start.workflow_id)
         .bind(&start.idempotency_key)
@@ -37,26 +52,30 @@ impl StartStore for PgStore {
         .bind(start.workflow_version)
         .bind(&start.input)
         .bind(&start.correlation_id)
-        .fetch_optional(&mut *tx)
+        .bind(&ids)
+        .bind(&exchanges)
+        .bind(&keys)
+        .bind(&bodies)
+        .bind(&traces)
+        .fetch_one(&self.pool)
         .await?;
-        if inserted.is_none() {
-            tx.rollback().await?;
-            let key = start.idempotency_key.as_deref().unwrap_or_default();
-            let existing: Option<String> = sqlx::query_scalar(
-                "SELECT workflow_id FROM workflow_starts WHERE idempotency_key = $1",
-            )
-            .bind(key)
-            .fetch_optional(&self.pool)
-            .await?;
-            // Start rows are never deleted, so a conflict without a row cannot happen
-            // unless someone edits the table by hand: report it rather than guess.
-            return existing
-                .map(StartOutcome::Existing)
-                .ok_or(Error::Store(sqlx::Error::RowNotFound));
+        if accepted == 1 {
+            return Ok(StartOutcome::Accepted);
         }
-        outbox::insert(&mut tx, messages).await?;
-        tx.commit().await?;
-        Ok(StartOutcome::Accepted)
+        // The key was taken (the insert waited for a concurrent start with it to commit):
+        // a new statement sees that start's row.
+        let key = start.idempotency_key.as_deref().unwrap_or_default();
+        let existing: Option<String> = sqlx::query_scalar(
+            "SELECT workflow_id FROM workflow_starts WHERE idempotency_key = $1",
+        )
+        .bind(key)
+        .fetch_optional(&self.pool)
+        .await?;
+        // Start rows are never deleted, so a conflict without a row cannot happen unless
+        // someone edits the table by hand: report it rather than guess.
+        existing
+            .map(StartOutcome::Existing)
+            .ok_or(Error::Store(sqlx::Error::RowNotFound))
     }
 
     /// The accepted start of `workflow_id`, if any.
