@@ -515,7 +515,10 @@ impl Registry {
         if let Some(cache) = &self.cache {
             if let Some((last_ms, details)) = cache.peek(task_id).await {
                 let last = last_ms.and_then(chrono::DateTime::from_timestamp_millis);
-                if last > check.last_heartbeat_at {
+                // The cache sees every beat and PostgreSQL only some: at the same
+                // millisecond (a beat written through, then more within that ms) the
+                // cache's details are the newer ones.
+                if last >= check.last_heartbeat_at {
                     check.last_heartbeat_at = last;
                     if let Some(d) = details.and_then(|d| serde_json::from_str(&d).ok()) {
                         check.details = Some(d);
