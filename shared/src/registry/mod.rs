@@ -516,9 +516,13 @@ impl Registry {
             if let Some((last_ms, details)) = cache.peek(task_id).await {
                 let last = last_ms.and_then(chrono::DateTime::from_timestamp_millis);
                 // The cache sees every beat and PostgreSQL only some: at the same
-                // millisecond (a beat written through, then more within that ms) the
-                // cache's details are the newer ones.
-                if last >= check.last_heartbeat_at {
+                // millisecond (a beat written through, then more within that ms; the
+                // cache counts in ms, PostgreSQL in µs) the cache's are the newer.
+                let stored_ms = check
+                    .last_heartbeat_at
+                    .map(|t| t.timestamp_millis())
+                    .and_then(chrono::DateTime::from_timestamp_millis);
+                if last >= stored_ms {
                     check.last_heartbeat_at = last;
                     if let Some(d) = details.and_then(|d| serde_json::from_str(&d).ok()) {
                         check.details = Some(d);
