@@ -177,9 +177,7 @@ impl Suite {
             ids.push(ProcId(self.procs.len() - 1));
         }
         for &id in &ids {
-            self.procs[id.0]
-                .wait_ready(&self.http, READY_TIMEOUT)
-                .await?;
+            self.wait_ready(id).await?;
         }
         Ok(ids)
     }
@@ -206,7 +204,26 @@ impl Suite {
         self.procs[id.0].kill().await?;
         let service = self.procs[id.0].service;
         self.procs[id.0] = self.launch(service)?;
-        self.procs[id.0].wait_ready(&self.http, READY_TIMEOUT).await
+        self.wait_ready(id).await
+    }
+
+    /// Waits until the process is ready; one whose admin port was taken in the moment
+    /// between choosing and binding it is started again on another port.
+    async fn wait_ready(&mut self, id: ProcId) -> anyhow::Result<()> {
+        let mut relaunches = 0;
+        loop {
+            let result = self.procs[id.0].wait_ready(&self.http, READY_TIMEOUT).await;
+            let proc = &self.procs[id.0];
+            let movable = !matches!(proc.service, Service::Gateway | Service::Dev);
+            match result {
+                Err(_) if movable && relaunches < 3 && lost_its_port(proc) => {
+                    relaunches += 1;
+                    let service = proc.service;
+                    self.procs[id.0] = self.launch(service)?;
+                }
+                other => return other,
+            }
+        }
     }
 
     /// SIGTERMs every running process, last started first, and waits for each exit.
@@ -370,8 +387,51 @@ impl Drop for Suite {
     }
 }
 
-/// A loopback address with a port that was free a moment ago (bind port 0, read, drop).
+/// A loopback address with a port that was free a moment ago.
+///
+/// The port comes from outside the kernel's ephemeral range: a port taken from that
+/// range (bind port 0, read, drop) can be handed to some outgoing connection of the
+/// many tests running at once before the child binds it, and the child then fails with
+/// "Address already in use". Each test process walks the range from its own starting
+/// point, so two binaries rarely try the same port; the bind check skips taken ones.
 pub fn free_port() -> anyhow::Result<SocketAddr> {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(u32::MAX);
+    let (low, high) = non_ephemeral_ports();
+    let span = u32::from(high - low) + 1;
+    if NEXT.load(Ordering::Relaxed) == u32::MAX {
+        let start = rand::random::<u32>() % span;
+        let _ = NEXT.compare_exchange(u32::MAX, start, Ordering::Relaxed, Ordering::Relaxed);
+    }
+    for _ in 0..span {
+        let offset = NEXT.fetch_add(1, Ordering::Relaxed) % span;
+        let port = low + offset as u16;
+        if let Ok(listener) = TcpListener::bind(("127.0.0.1", port)) {
+            return Ok(listener.local_addr()?);
+        }
+    }
     let listener = TcpListener::bind("127.0.0.1:0").context("binding 127.0.0.1:0")?;
     Ok(listener.local_addr()?)
+}
+
+/// A range of ports that the kernel never picks for outgoing connections: below its
+/// ephemeral range when there is room there, otherwise above it.
+fn non_ephemeral_ports() -> (u16, u16) {
+    let ephemeral = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|text| {
+            let mut parts = text.split_whitespace().map(str::parse::<u16>);
+            Some((parts.next()?.ok()?, parts.next()?.ok()?))
+        })
+        .unwrap_or((32768, 60999));
+    match ephemeral {
+        (low, _) if low >= 15_000 => (10_000, low - 1),
+        (_, high) if high <= 60_000 => (high + 1, 65_535),
+        _ => (10_000, 65_535),
+    }
+}
+
+/// Whether a process failed because its address was taken after [`free_port`] chose it.
+fn lost_its_port(proc: &Proc) -> bool {
+    crate::process::tail(&proc.log_path, 5).contains("Address already in use")
 }
