@@ -87,15 +87,14 @@ impl Claims {
                     state.sending = false;
                     return;
                 }
-                let n = state.waiting.len().min(MAX_CLAIMS);
-                state.waiting.drain(..n).collect()
+                take_group(&mut state.waiting)
             };
             let span = group[0].span.clone();
             self.send(group).instrument(span).await;
         }
     }
 
-    /// One request for `group`; every claim of it gets its answer (or an error).
+    /// One request for `group` (one claim per task: see [`take_group`]); every claim of it gets its answer (or an error).
     async fn send(&self, group: Vec<Waiting>) {
         let answers = self.request(&group).await;
         for waiting in group {
@@ -124,4 +123,26 @@ impl Claims {
         serde_json::from_value(reply.payload)
             .map_err(|e| Error::Decode(format!("claim answer ({}): {e}", reply.kind)))
     }
+}
+
+/// The next group to send, in arrival order: at most [`MAX_CLAIMS`] claims and at most one
+/// per task. A request's answers are per task id, so two claims of one task in a request
+/// would both read the same answer; a task the broker delivered again (an outbox row
+/// published twice) while its first claim waited would then be refused twice, or run
+/// twice. Its second claim waits for the next request instead, which the service answers
+/// on its own (refused: the first claimed it).
+fn take_group(waiting: &mut Vec<Waiting>) -> Vec<Waiting> {
+    let mut tasks = std::collections::HashSet::new();
+    let mut group = Vec::new();
+    let mut later = Vec::new();
+    for w in waiting.drain(..) {
+        let fits = group.len() < MAX_CLAIMS;
+        if fits && tasks.insert(w.claim.started.attempt.task_id) {
+            group.push(w);
+        } else {
+            later.push(w);
+        }
+    }
+    *waiting = later;
+    group
 }

@@ -49,6 +49,10 @@ struct Seen {
     probed: HashSet<Uuid>,
     /// Claim requests: how many claims each carried.
     claim_requests: Vec<usize>,
+    /// Claim requests: the tasks each claimed.
+    claim_groups: Vec<Vec<Uuid>>,
+    /// Claim requests received (counted before `claim_delay`, unlike the others).
+    claims_arrived: usize,
 }
 
 impl Seen {
@@ -76,6 +80,8 @@ struct Rules {
     stopped_before_start: HashMap<Uuid, String>,
     /// How long a claim request waits for its answer (the service is slow).
     claim_delay: Duration,
+    /// A task claimed once is refused to every later claim, as the real service does.
+    claim_once: bool,
 }
 
 struct Service {
@@ -94,6 +100,7 @@ impl Service {
             async move {
                 let claim = d.envelope.kind.starts_with("ClaimAttempt");
                 if claim && !rules.claim_delay.is_zero() {
+                    log.lock().unwrap().claims_arrived += 1;
                     tokio::time::sleep(rules.claim_delay).await;
                 }
                 if let Some(answer) = record(&log, &rules, &d) {
@@ -133,15 +140,21 @@ impl Service {
 /// Records claims and answers them: STOP for the tasks the rules stop, CONTINUE else.
 fn claims(seen: &mut Seen, rules: &Rules, d: &Delivery, claims: Vec<ClaimAttempt>) -> Envelope {
     seen.claim_requests.push(claims.len());
+    seen.claim_groups
+        .push(claims.iter().map(|c| c.started.attempt.task_id).collect());
     let mut results = BTreeMap::new();
     for claim in claims {
         let id = claim.started.attempt.task_id;
         seen.probed.insert(id);
-        seen.started.insert(id, claim.started);
+        let claimed_before = seen.started.insert(id, claim.started).is_some();
         let answer = match rules.stopped_before_start.get(&id) {
             Some(reason) => HeartbeatAnswer {
                 action: HeartbeatAction::Stop,
                 reason: Some(reason.clone()),
+            },
+            None if rules.claim_once && claimed_before => HeartbeatAnswer {
+                action: HeartbeatAction::Stop,
+                reason: Some("claimed by another worker".into()),
             },
             None => HeartbeatAnswer {
                 action: HeartbeatAction::Continue,
@@ -779,5 +792,74 @@ async fn claims_taken_while_one_is_answered_go_in_one_request() {
     shutdown.cancel();
     stopped(run).await;
     service.stop().await;
+    decider.teardown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_delivered_twice_while_its_claim_waits_runs_once() {
+    let mut decider = Decider::without_registry().await;
+    let rules = Rules {
+        claim_delay: Duration::from_millis(300),
+        claim_once: true,
+        ..Rules::default()
+    };
+    let service = Service::start(&decider.bus, rules);
+    let first = decider.task("twice", json!({ "i": 1 }));
+    let twice = decider.task("twice", json!({ "i": 2 }));
+    let ran: Arc<Mutex<Vec<Uuid>>> = Arc::default();
+    let log = ran.clone();
+    let worker = decider
+        .worker()
+        .concurrency(8)
+        .handler("twice", move |task: ActivityTask| {
+            let log = log.clone();
+            async move {
+                log.lock().unwrap().push(task.task_id);
+                Ok(json!("ran"))
+            }
+        })
+        .build();
+    let shutdown = CancellationToken::new();
+    let run = spawn(worker, &shutdown);
+    // The first claim waits 300 ms for its answer; meanwhile the other task arrives twice
+    // (as when the outbox sweeper publishes a row again) and both of its claims wait for
+    // the next request.
+    decider.schedule(&first).await;
+    service
+        .wait_for("the first claim request", |s| s.claims_arrived == 1)
+        .await;
+    decider.schedule(&twice).await;
+    decider.schedule(&twice).await;
+
+    let done = decider.results_by_task(2).await;
+    assert!(done
+        .iter()
+        .all(|(_, c)| matches!(c, Command::ActivityCompleted(_))));
+    decider.assert_no_result().await;
+    service
+        .wait_for("three claims", |s| {
+            s.claim_requests.iter().sum::<usize>() == 3
+        })
+        .await;
+    for group in &service.seen().claim_groups {
+        let distinct: HashSet<&Uuid> = group.iter().collect();
+        assert_eq!(
+            distinct.len(),
+            group.len(),
+            "a task twice in one request: {group:?}"
+        );
+    }
+    let mut ran = ran.lock().unwrap().clone();
+    ran.sort();
+    let mut expected = vec![first.task_id, twice.task_id];
+    expected.sort();
+    assert_eq!(ran, expected, "each task ran once");
+    shutdown.cancel();
+    stopped(run).await;
+    let queue = decider.bus.names().activity_queue("twice");
+    let left = decider.bus.get(&queue).await.unwrap();
+    assert!(left.is_none(), "the second delivery was acked");
+    service.stop().await;
+    decider.bus.teardown(&[queue]).await.unwrap();
     decider.teardown().await;
 }
