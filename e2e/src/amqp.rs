@@ -15,6 +15,8 @@ pub struct RawMessage {
     pub body: Vec<u8>,
     /// AMQP headers, values rendered as text.
     pub headers: BTreeMap<String, String>,
+    /// The AMQP `message-id` property, when set.
+    pub message_id: Option<String>,
 }
 
 /// One broker connection with a confirming publisher channel.
@@ -101,10 +103,16 @@ impl RawBus {
             .as_ref()
             .map(render_headers)
             .unwrap_or_default();
+        let message_id = delivery
+            .properties
+            .message_id()
+            .as_ref()
+            .map(|id| id.to_string());
         let _ = channel.close(200, "done".into()).await;
         Ok(Some(RawMessage {
             body: delivery.data,
             headers,
+            message_id,
         }))
     }
 

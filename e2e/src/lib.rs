@@ -25,6 +25,7 @@ pub mod client;
 pub mod env;
 pub mod greet;
 pub mod process;
+pub mod python;
 pub mod suite;
 
 pub use client::{Client, HistoryEvent, RawResponse};

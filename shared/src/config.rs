@@ -55,6 +55,9 @@ pub struct Config {
     /// Lifecycle events the decider publishes, as topic patterns (`WEFT_EVENTS`, e.g.
     /// `#` or `workflow.*,task.failed`); none by default (docs/events.md).
     pub events: crate::events::EventKeys,
+    /// Start events a gateway starts at once from the `<ns>.starts` queue
+    /// (`WEFT_START_EVENT_CONCURRENCY`); 0: this gateway takes none (docs/start-events.md).
+    pub start_event_concurrency: usize,
 }
 
 impl Default for Config {
@@ -78,6 +81,7 @@ impl Default for Config {
             task_check_retention: Duration::from_secs(7 * 24 * 3600),
             trace_url: None,
             events: crate::events::EventKeys::none(),
+            start_event_concurrency: 16,
         }
     }
 }
@@ -124,6 +128,8 @@ impl Config {
                 Some(list) => crate::events::EventKeys::parse(&list)?,
                 None => d.events,
             },
+            start_event_concurrency: parse(&get, "WEFT_START_EVENT_CONCURRENCY")?
+                .unwrap_or(d.start_event_concurrency),
         };
         cfg.validate()?;
         Ok(cfg)

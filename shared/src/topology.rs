@@ -67,6 +67,18 @@ impl Names {
         format!("{}.events", self.ns)
     }
 
+    /// Queue of start events: plain JSON start requests from any AMQP client, published
+    /// to it through the default exchange or through [`Names::starts_exchange`].
+    pub fn starts_queue(&self) -> String {
+        format!("{}.starts", self.ns)
+    }
+
+    /// Topic exchange bound to the start-event queue with `#` (the same name as the
+    /// queue; AMQP keeps exchanges and queues apart).
+    pub fn starts_exchange(&self) -> String {
+        format!("{}.starts", self.ns)
+    }
+
     /// Dead-letter queue of `queue`.
     pub fn dlq(queue: &str) -> String {
         format!("{queue}.dlq")
@@ -85,5 +97,7 @@ mod tests {
         assert_eq!(n.activity_queue("shout"), "weft.activity.shout");
         assert_eq!(Names::dlq(&n.heartbeat_queue()), "weft.heartbeat.dlq");
         assert!(n.command_key_for("wf").starts_with("shard."));
+        assert_eq!(n.starts_queue(), "weft.starts");
+        assert_eq!(n.starts_exchange(), "weft.starts");
     }
 }

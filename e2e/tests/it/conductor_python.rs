@@ -9,12 +9,11 @@
 //! `WEFT_TEST_PYTHON`, else `python3.11`, else `python3`). Without Python or PyPI it fails
 //! saying so; it never passes without running the SDK.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Stdio;
 
 use anyhow::Context as _;
 use serde_json::json;
-use weft_e2e::process::bin_dir;
 use weft_e2e::{Service, Suite, TestEnv};
 
 use crate::RUN_TIMEOUT;
@@ -62,70 +61,6 @@ if __name__ == "__main__":
     handler.join_processes()
 "#;
 
-/// `target/py-venv` with the pinned SDK installed (created, or reused when it has it).
-fn sdk_venv() -> anyhow::Result<PathBuf> {
-    let target = bin_dir()?
-        .parent()
-        .context("the binaries' directory has no parent")?
-        .to_path_buf();
-    let venv = target.join("py-venv");
-    let python = venv.join("bin").join("python");
-    let installed = std::process::Command::new(&python)
-        .args([
-            "-c",
-            "import importlib.metadata as m; print(m.version('conductor-python'))",
-        ])
-        .output()
-        .is_ok_and(|o| {
-            o.status.success() && String::from_utf8_lossy(&o.stdout).trim() == SDK_VERSION
-        });
-    if installed {
-        return Ok(python);
-    }
-    // `WEFT_TEST_PYTHON` names the interpreter; else python3.11, else python3.
-    let candidates: Vec<String> = match std::env::var("WEFT_TEST_PYTHON") {
-        Ok(p) => vec![p],
-        Err(_) => vec!["python3.11".into(), "python3".into()],
-    };
-    let base = candidates
-        .iter()
-        .find(|p| {
-            std::process::Command::new(p)
-                .arg("--version")
-                .output()
-                .is_ok_and(|o| o.status.success())
-        })
-        .with_context(|| format!("no Python interpreter among {candidates:?}"))?;
-    let created = std::process::Command::new(base)
-        .args(["-m", "venv", "--clear"])
-        .arg(&venv)
-        .status()
-        .with_context(|| format!("running {base} -m venv"))?;
-    anyhow::ensure!(
-        created.success(),
-        "{base} -m venv {} failed (is the venv module installed?)",
-        venv.display()
-    );
-    let pip = std::process::Command::new(&python)
-        .args([
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--disable-pip-version-check",
-        ])
-        .arg(format!("conductor-python=={SDK_VERSION}"))
-        .output()
-        .context("running pip")?;
-    anyhow::ensure!(
-        pip.status.success(),
-        "pip install conductor-python=={SDK_VERSION} failed (is PyPI reachable?):\n{}{}",
-        String::from_utf8_lossy(&pip.stdout),
-        String::from_utf8_lossy(&pip.stderr)
-    );
-    Ok(python)
-}
-
 /// The Python worker process group; SIGKILLed (with every process the SDK forked) when
 /// dropped.
 struct PyWorker {
@@ -171,7 +106,8 @@ impl Drop for PyWorker {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_conductor_python_sdk_worker_completes_a_workflow() {
-    let python = sdk_venv().expect("the Conductor Python SDK must be installable");
+    let python = weft_e2e::python::venv("py-venv", "conductor-python", SDK_VERSION)
+        .expect("the Conductor Python SDK must be installable");
     let mut env = TestEnv::new().await.unwrap();
     for task in ["py_greet", "py_shout", "py_charge"] {
         let queue = env.names().activity_queue(task);

@@ -20,6 +20,7 @@ mod http_tasks;
 mod operations;
 mod poison;
 mod sdk_heartbeats;
+mod start_events;
 mod trace;
 mod ui;
 mod waiting;

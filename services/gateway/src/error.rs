@@ -132,31 +132,52 @@ impl From<BytesRejection> for ApiError {
     }
 }
 
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        let status = self.status();
-        let (code, message, path) = match &self {
+impl ApiError {
+    /// The answer's code, message and field.
+    fn parts(&self) -> (&str, &str, Option<&str>) {
+        match self {
             Self::BadRequest {
                 code,
                 message,
                 path,
-            } => (*code, message.as_str(), path.as_deref()),
+            } => (code, message.as_str(), path.as_deref()),
             Self::NotFound(m) => ("not_found", m.as_str(), None),
             Self::MethodNotAllowed(m) => ("method_not_allowed", m.as_str(), None),
             Self::Unavailable(m) => ("unavailable", m.as_str(), None),
             Self::Conflict(m) => ("conflict", m.as_str(), None),
             Self::PayloadTooLarge(m) => ("payload_too_large", m.as_str(), None),
-            Self::Internal(e) => {
-                tracing::error!(error = %e, "request failed");
-                ("internal", "internal error; see the gateway log", None)
-            }
-        };
-        let body = ErrorBody {
+            Self::Internal(_) => ("internal", "internal error; see the gateway log", None),
+        }
+    }
+
+    /// The JSON body of the answer (`code`, `message`, `path` when a field is at fault),
+    /// for answers that travel elsewhere than HTTP (a start event's reply).
+    pub fn body(&self) -> serde_json::Value {
+        let (code, message, path) = self.parts();
+        serde_json::to_value(ErrorBody {
             code,
             message,
             path,
-        };
-        (status, axum::Json(body)).into_response()
+        })
+        .unwrap_or_default()
+    }
+
+    /// One line for a log or a header: `code: message (at path)`.
+    pub fn summary(&self) -> String {
+        let (code, message, path) = self.parts();
+        match path {
+            Some(path) => format!("{code}: {path}: {message}"),
+            None => format!("{code}: {message}"),
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        if let Self::Internal(e) = &self {
+            tracing::error!(error = %e, "request failed");
+        }
+        (self.status(), axum::Json(self.body())).into_response()
     }
 }
 

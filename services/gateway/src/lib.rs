@@ -13,6 +13,7 @@ pub mod error;
 mod extract;
 mod middleware;
 pub mod routes;
+pub mod start_events;
 pub mod state;
 pub mod views;
 
@@ -116,12 +117,8 @@ pub async fn serve_on(
     );
     tracing::info!(%addr, "gateway listening");
 
-    match connect(&backing, &config, &shutdown).await {
-        Ok(state) => {
-            // `app` is set once, here; nothing else can have set it.
-            let _ = app.set(router(state));
-            tracing::info!("gateway ready");
-        }
+    let state = match connect(&backing, &config, &shutdown).await {
+        Ok(state) => state,
         Err(e) => {
             stop.cancel();
             let _ = server.await;
@@ -130,8 +127,17 @@ pub async fn serve_on(
                 other => Err(Error::Startup(other)),
             };
         }
+    };
+    let consumer = start_events::spawn(&state, config.start_event_concurrency, shutdown.clone());
+    // `app` is set once, here; nothing else can have set it.
+    let _ = app.set(router(state));
+    tracing::info!("gateway ready");
+    let served = server.await;
+    if let Some(consumer) = consumer {
+        // Stops with `shutdown`, finishing the starts under way.
+        let _ = consumer.await;
     }
-    match server.await {
+    match served {
         Ok(Ok(())) => Ok(()),
         Ok(Err(source)) => Err(Error::Serve { addr, source }),
         Err(join) => Err(Error::Serve {

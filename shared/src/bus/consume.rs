@@ -11,8 +11,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::backoff::Backoff;
 use super::dispose;
-use super::transport::{Subscription, Transport};
-use super::{ConsumeOptions, Delivery, Disposition};
+use super::transport::{Inbound, Subscription, Transport};
+use super::{ConsumeOptions, Disposition};
 use crate::Error;
 
 /// How long in-flight handlers may take to finish once shutdown (or the loss of the
@@ -65,32 +65,39 @@ pub(crate) async fn supervise<S, Fut>(
     }
 }
 
-/// `Bus::consume`.
-pub(crate) async fn run<F, Fut>(
+/// Turns a message into what the handler takes; the error is the reason to dead-letter it.
+pub(crate) type Decode<D> = fn(&Inbound, &str) -> Result<D, String>;
+
+/// `Bus::consume` (with `dispose::decode`) and `Bus::consume_raw` (`dispose::raw`).
+pub(crate) async fn run<D, F, Fut>(
     transport: Arc<dyn Transport>,
     queue: String,
     opts: ConsumeOptions,
+    decode: Decode<D>,
     handler: Arc<F>,
     shutdown: CancellationToken,
 ) where
-    F: Fn(Delivery) -> Fut + Send + Sync + 'static,
+    D: Send + 'static,
+    F: Fn(D) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = Disposition> + Send + 'static,
 {
     supervise(&*transport, &queue, opts.prefetch, &shutdown, |sub| {
-        session_loop(sub, &queue, opts, &handler, &shutdown)
+        session_loop(sub, &queue, opts, decode, &handler, &shutdown)
     })
     .await;
 }
 
-async fn session_loop<F, Fut>(
+async fn session_loop<D, F, Fut>(
     mut sub: Box<dyn Subscription>,
     queue: &str,
     opts: ConsumeOptions,
+    decode: Decode<D>,
     handler: &Arc<F>,
     shutdown: &CancellationToken,
 ) -> Ended
 where
-    F: Fn(Delivery) -> Fut + Send + Sync + 'static,
+    D: Send + 'static,
+    F: Fn(D) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = Disposition> + Send + 'static,
 {
     // A permit per running handler; taken before the next delivery so that with one
@@ -118,7 +125,7 @@ where
         };
         let (queue, handler) = (queue.to_owned(), handler.clone());
         running.spawn(async move {
-            let disposition = match dispose::decode(&inbound, &queue) {
+            let disposition = match decode(&inbound, &queue) {
                 Ok(delivery) => dispose::guarded(handler(delivery))
                     .await
                     .unwrap_or_else(|panic| {

@@ -8,7 +8,7 @@ use std::panic::AssertUnwindSafe;
 use futures_util::FutureExt;
 
 use super::transport::{Acker, Inbound};
-use super::{Delivery, Disposition, TRACEPARENT_HEADER};
+use super::{Delivery, Disposition, RawDelivery, TRACEPARENT_HEADER};
 use crate::Envelope;
 
 /// Decodes the envelope of `inbound` (the consumer continues the trace after a
@@ -29,6 +29,27 @@ pub(crate) fn decode(inbound: &Inbound, queue: &str) -> Result<Delivery, String>
         queue: queue.to_owned(),
         reply_to: message.reply_to.clone(),
         correlation_id: message.correlation_id.clone(),
+    })
+}
+
+/// Hands over `inbound` as it came (for queues that publishers outside Weft write to);
+/// never fails: what the body means is the handler's business.
+pub(crate) fn raw(inbound: &Inbound, queue: &str) -> Result<RawDelivery, String> {
+    let message = &inbound.message;
+    let traceparent = crate::telemetry::queue_wait(
+        message.header_text(TRACEPARENT_HEADER),
+        message.header_int(crate::telemetry::PUBLISHED_AT_HEADER),
+        queue,
+    );
+    Ok(RawDelivery {
+        body: message.body.clone(),
+        message_id: message.message_id.clone(),
+        traceparent,
+        redelivered: inbound.redelivered,
+        queue: queue.to_owned(),
+        reply_to: message.reply_to.clone(),
+        correlation_id: message.correlation_id.clone(),
+        headers: message.headers.clone(),
     })
 }
 

@@ -93,6 +93,28 @@ pub struct Delivery {
     pub correlation_id: Option<String>,
 }
 
+/// A message handed to a handler as it came, undecoded ([`Bus::consume_raw`]): for
+/// queues that publishers outside Weft write to, whose bodies are not envelopes.
+#[derive(Debug, Clone)]
+pub struct RawDelivery {
+    /// The body, as published.
+    pub body: Vec<u8>,
+    /// The AMQP `message-id` property, when the publisher set one.
+    pub message_id: Option<String>,
+    /// W3C trace context from the AMQP headers.
+    pub traceparent: Option<String>,
+    /// The broker delivered this message before.
+    pub redelivered: bool,
+    /// The queue it came from.
+    pub queue: String,
+    /// Where the publisher wants a reply ([`Bus::reply_raw`]), when it asked for one.
+    pub reply_to: Option<String>,
+    /// The publisher's correlation id, echoed in the reply.
+    pub correlation_id: Option<String>,
+    /// The application headers (a dead-lettered message's reason among them).
+    pub headers: std::collections::BTreeMap<String, HeaderValue>,
+}
+
 /// What to do with a delivery once its handler returns.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Disposition {
@@ -285,15 +307,64 @@ impl Bus {
         F: Fn(Delivery) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Disposition> + Send + 'static,
     {
+        self.spawn_consumer(queue, opts, dispose::decode, handler, shutdown)
+    }
+
+    /// Consumes `queue` as [`Bus::consume`] does, handing each message over undecoded:
+    /// for queues that publishers outside Weft write to (start events), whose bodies are
+    /// not envelopes and whose bad ones the handler dead-letters with its own reason.
+    pub fn consume_raw<F, Fut>(
+        &self,
+        queue: &str,
+        opts: ConsumeOptions,
+        handler: F,
+        shutdown: CancellationToken,
+    ) -> JoinHandle<()>
+    where
+        F: Fn(RawDelivery) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Disposition> + Send + 'static,
+    {
+        self.spawn_consumer(queue, opts, dispose::raw, handler, shutdown)
+    }
+
+    fn spawn_consumer<D, F, Fut>(
+        &self,
+        queue: &str,
+        opts: ConsumeOptions,
+        decode: consume::Decode<D>,
+        handler: F,
+        shutdown: CancellationToken,
+    ) -> JoinHandle<()>
+    where
+        D: Send + 'static,
+        F: Fn(D) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Disposition> + Send + 'static,
+    {
         let transport = self.transport.clone();
         let queue = queue.to_owned();
         tokio::spawn(consume::run(
             transport,
             queue,
             opts,
+            decode,
             Arc::new(handler),
             shutdown,
         ))
+    }
+
+    /// Publishes `body` as it is (JSON from outside Weft's envelopes), persistent and
+    /// confirmed, with `message_id` when given: what an outside publisher does, for
+    /// `weft dev`'s in-process bus and tests.
+    pub async fn publish_raw(
+        &self,
+        exchange: &str,
+        routing_key: &str,
+        body: &[u8],
+        message_id: Option<&str>,
+    ) -> Result<()> {
+        let mut message = message::outgoing(body.to_vec(), None, None);
+        message.message_id = message_id.map(str::to_owned);
+        self.send(exchange, routing_key, "raw", message).await
     }
 
     /// Consumes `queue` in batches of what is already buffered (up to `max_batch`),
@@ -368,6 +439,7 @@ fn check_namespace(names: &Names) -> Result<()> {
     let longest = [
         Names::dlq(&names.command_queue(names.shards().saturating_sub(1))),
         Names::dlq(&names.heartbeat_queue()),
+        Names::dlq(&names.starts_queue()),
         names.commands_exchange(),
     ];
     for name in &longest {

@@ -7,7 +7,7 @@ pub mod metadata;
 pub mod operations;
 pub mod search;
 pub mod signal;
-mod start;
+pub mod start;
 pub mod stats;
 pub mod taskdefs;
 pub mod tasks;

@@ -349,6 +349,21 @@ async fn embed_group_child(
 /// Starts a run of the resolved definition and returns its workflow id (the first start's
 /// id when the idempotency key was seen before).
 pub async fn start(state: &AppState, request: StartRequest) -> Result<String, ApiError> {
+    Ok(start_run(state, request).await?.workflow_id)
+}
+
+/// What a start did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Started {
+    /// The run's id.
+    pub workflow_id: String,
+    /// The idempotency key was seen before: `workflow_id` is the first start's run and
+    /// nothing new was started.
+    pub repeated: bool,
+}
+
+/// [`start`], saying whether the start was new or a repeat of an idempotency key.
+pub async fn start_run(state: &AppState, request: StartRequest) -> Result<Started, ApiError> {
     let mut definition = resolve(state, &request).await?;
     freeze_task_defs(state, &mut definition).await?;
     freeze_sub_workflows(state, &mut definition).await?;
@@ -385,7 +400,10 @@ pub async fn start(state: &AppState, request: StartRequest) -> Result<String, Ap
     match state.store.accept_start(&start, &mut messages).await? {
         StartOutcome::Existing(existing) => {
             tracing::info!(workflow_id = %existing, "start repeated with the same idempotency key");
-            return Ok(existing);
+            return Ok(Started {
+                workflow_id: existing,
+                repeated: true,
+            });
         }
         StartOutcome::Accepted => {}
     }
@@ -407,5 +425,8 @@ pub async fn start(state: &AppState, request: StartRequest) -> Result<String, Ap
             tracing::warn!(%workflow_id, "start command publish timed out; the outbox sweeper will retry")
         }
     }
-    Ok(workflow_id)
+    Ok(Started {
+        workflow_id,
+        repeated: false,
+    })
 }

@@ -7,6 +7,7 @@ mod reads;
 mod requests;
 mod search;
 mod server;
+mod start_events;
 mod starts;
 mod taskdefs;
 mod tasks;

@@ -32,6 +32,8 @@ pub struct TestEnv {
     pub store: Store,
     /// The bus the router publishes on.
     pub bus: Bus,
+    /// What the router runs on.
+    pub state: AppState,
     shutdown: CancellationToken,
     consumers: CancellationToken,
     // Declared last so the database is dropped after everything else.
@@ -94,9 +96,10 @@ impl TestEnv {
             .expect("connect to the broker");
         let state = AppState::new(store.clone(), bus.clone(), max_body_bytes, Metrics::new());
         Self {
-            router: weft_gateway::router(state),
+            router: weft_gateway::router(state.clone()),
             store,
             bus,
+            state,
             shutdown,
             consumers: CancellationToken::new(),
             _db: db,
@@ -200,6 +203,11 @@ impl TestEnv {
             );
         }
         rx
+    }
+
+    /// Starts the gateway's start-event consumer (as `weft-gateway` does), until `finish`.
+    pub fn consume_start_events(&self) {
+        weft_gateway::start_events::spawn(&self.state, 4, self.consumers.clone());
     }
 
     /// Removes the namespace's queues and exchanges; the database goes with `self`.

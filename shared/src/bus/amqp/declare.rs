@@ -99,11 +99,14 @@ pub(crate) async fn core(
     declare_exchange(&ch, &names.commands_exchange(), ExchangeKind::Direct).await?;
     declare_exchange(&ch, &names.activity_exchange(), ExchangeKind::Direct).await?;
     declare_exchange(&ch, &names.events_exchange(), ExchangeKind::Topic).await?;
+    declare_exchange(&ch, &names.starts_exchange(), ExchangeKind::Topic).await?;
     for k in 0..names.shards() {
         let binding = [(names.commands_exchange(), Names::shard_key(k))];
         declare_queue(&ch, &names.command_queue(k), QueueKind::Shard, &binding).await?;
     }
     declare_queue(&ch, &names.heartbeat_queue(), QueueKind::Work, &[]).await?;
+    let every_start = [(names.starts_exchange(), "#".to_owned())];
+    declare_queue(&ch, &names.starts_queue(), QueueKind::Work, &every_start).await?;
     for (queue, bindings) in declared {
         declare_queue(&ch, queue, QueueKind::Work, bindings).await?;
     }
@@ -154,6 +157,7 @@ impl Link {
             .map(|k| names.command_queue(k))
             .collect();
         queues.push(names.heartbeat_queue());
+        queues.push(names.starts_queue());
         queues.extend(self.declared().keys().cloned());
         queues.extend(extra_queues.iter().cloned());
         // A name too long to declare was never declared.
@@ -179,6 +183,7 @@ impl Link {
             names.commands_exchange(),
             names.activity_exchange(),
             names.events_exchange(),
+            names.starts_exchange(),
         ] {
             let res = ch
                 .exchange_delete(exchange.as_str().into(), ExchangeDeleteOptions::default())

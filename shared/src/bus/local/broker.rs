@@ -162,6 +162,7 @@ impl Core {
             (names.commands_exchange(), Kind::Direct),
             (names.activity_exchange(), Kind::Direct),
             (names.events_exchange(), Kind::Topic),
+            (names.starts_exchange(), Kind::Topic),
         ];
         for (name, kind) in exchanges {
             let exchange = Exchange {
@@ -179,6 +180,11 @@ impl Core {
             }
         }
         state.ensure_queue(&names.heartbeat_queue(), false);
+        state.ensure_queue(&names.starts_queue(), false);
+        // Cannot fail: the starts exchange was just declared.
+        if let Err(e) = state.bind(&names.starts_exchange(), &names.starts_queue(), "#") {
+            tracing::error!(error = %e, "binding the start-event queue");
+        }
         for row in rows {
             // A queue declared by an earlier process: back without its bindings until
             // its owner declares it again (as services do at start).
