@@ -83,6 +83,9 @@ pub enum Command {
     History(HistoryArgs),
     /// Search runs (newest first).
     Search(SearchArgs),
+    /// Event handlers: add, update, list, delete, and what they did.
+    #[command(subcommand)]
+    Event(EventCommand),
     /// Run the whole suite in this process (REST API, web UI, every service) on an
     /// embedded database: nothing to install. Ctrl-C stops it.
     Dev(DevArgs),
@@ -115,6 +118,49 @@ pub enum DefCommand {
     List(JsonFlag),
     /// Print a definition (the latest version unless --version).
     Get(DefGetArgs),
+}
+
+/// `weft event ...`.
+#[derive(Debug, Subcommand)]
+pub enum EventCommand {
+    /// Register a new event handler from a JSON file (`-` for standard input).
+    Add(FileArg),
+    /// Replace a registered event handler from a JSON file (`-` for standard input).
+    Update(FileArg),
+    /// List the event handlers.
+    List(JsonFlag),
+    /// Remove an event handler.
+    Delete(NameArg),
+    /// What a handler did with recent events, newest first.
+    Executions(ExecutionsArgs),
+}
+
+/// A JSON file argument.
+#[derive(Debug, Args)]
+pub struct FileArg {
+    /// The JSON file (`-` for standard input).
+    #[arg(value_name = "FILE")]
+    pub file: String,
+}
+
+/// A name argument.
+#[derive(Debug, Args)]
+pub struct NameArg {
+    /// The name.
+    pub name: String,
+}
+
+/// `weft event executions`.
+#[derive(Debug, Args)]
+pub struct ExecutionsArgs {
+    /// The handler's name.
+    pub name: String,
+    /// How many (1 to 1000).
+    #[arg(long, default_value_t = 20)]
+    pub limit: u32,
+    /// Print the gateway's JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// `weft def register`.

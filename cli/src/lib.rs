@@ -20,7 +20,7 @@ pub use args::Cli;
 pub use client::Client;
 pub use error::{Error, Result};
 
-use args::{Command, DefCommand};
+use args::{Command, DefCommand, EventCommand};
 
 /// Runs one command against the gateway `cli.server`, writing what it shows to `out`;
 /// returns the exit code ([`exit::OK`], or [`exit::RUN_UNSUCCESSFUL`] for a followed
@@ -31,6 +31,17 @@ pub async fn run(cli: Cli, out: &mut dyn Write) -> Result<u8> {
         Command::Def(DefCommand::Register(a)) => commands::defs::register(&client, &a, out).await,
         Command::Def(DefCommand::List(a)) => commands::defs::list(&client, a.json, out).await,
         Command::Def(DefCommand::Get(a)) => commands::defs::get(&client, &a, out).await,
+        Command::Event(EventCommand::Add(a)) => commands::events::add(&client, &a.file, out).await,
+        Command::Event(EventCommand::Update(a)) => {
+            commands::events::update(&client, &a.file, out).await
+        }
+        Command::Event(EventCommand::List(a)) => commands::events::list(&client, a.json, out).await,
+        Command::Event(EventCommand::Delete(a)) => {
+            commands::events::delete(&client, &a.name, out).await
+        }
+        Command::Event(EventCommand::Executions(a)) => {
+            commands::events::executions(&client, &a, out).await
+        }
         Command::Run(a) => commands::start::run(&client, a, out).await,
         Command::Get(a) => commands::inspect::get(&client, &a, out).await,
         Command::History(a) => commands::inspect::history(&client, &a, out).await,

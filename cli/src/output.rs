@@ -251,6 +251,59 @@ pub fn definitions_table(defs: &[Value]) -> String {
     table(&rows, "")
 }
 
+/// `weft event list`: one row per handler.
+pub fn event_handlers_table(handlers: &[Value]) -> String {
+    if handlers.is_empty() {
+        return "no event handlers registered\n".to_owned();
+    }
+    let mut rows = vec![vec![
+        "NAME".to_owned(),
+        "EVENT".into(),
+        "ACTIVE".into(),
+        "ACTIONS".into(),
+    ]];
+    for h in handlers {
+        let actions: Vec<&str> = h["actions"]
+            .as_array()
+            .map(Vec::as_slice)
+            .unwrap_or(&[])
+            .iter()
+            .map(|a| text(a, "action"))
+            .collect();
+        rows.push(vec![
+            text(h, "name").into(),
+            text(h, "event").into(),
+            h["active"].as_bool().unwrap_or(false).to_string(),
+            actions.join(", "),
+        ]);
+    }
+    table(&rows, "")
+}
+
+/// `weft event executions`: one row per execution, newest first.
+pub fn event_executions_table(executions: &[Value]) -> String {
+    if executions.is_empty() {
+        return "no executions recorded\n".to_owned();
+    }
+    let mut rows = vec![vec![
+        "TIME".to_owned(),
+        "MESSAGE".into(),
+        "ACTION".into(),
+        "STATUS".into(),
+        "OUTPUT".into(),
+    ]];
+    for e in executions {
+        rows.push(vec![
+            time(e["created"].as_i64()),
+            text(e, "messageId").into(),
+            text(e, "action").into(),
+            text(e, "status").into(),
+            compact(&e["output"]),
+        ]);
+    }
+    table(&rows, "")
+}
+
 /// `weft search`: Conductor's `{totalHits, results: [WorkflowSummary]}` as a table.
 pub fn search_table(result: &Value, start: u32) -> String {
     let hits = result["results"]
@@ -352,6 +405,24 @@ mod tests {
         assert_eq!(duration(3_250), "3.2 s");
         assert_eq!(duration(245_000), "4 min 5 s");
         assert_eq!(duration(7_800_000), "2 h 10 min");
+    }
+
+    #[test]
+    fn event_handlers_and_their_executions_read_as_tables() {
+        let handlers = json!([{"name": "paid", "event": "amqp:pay", "active": true,
+            "actions": [{"action": "complete_task"}, {"action": "start_workflow"}]}]);
+        assert_eq!(
+            event_handlers_table(handlers.as_array().unwrap()),
+            "NAME  EVENT     ACTIVE  ACTIONS\npaid  amqp:pay  true    complete_task, start_workflow\n"
+        );
+        let executions = json!([{"created": 1_700_000_000_000i64, "messageId": "m-1",
+            "action": null, "status": "SKIPPED", "output": {"msg": "no"}}]);
+        let text = event_executions_table(executions.as_array().unwrap());
+        assert!(
+            text.contains("2023-11-14 22:13:20.000Z  m-1      -       SKIPPED  {\"msg\":\"no\"}"),
+            "{text}"
+        );
+        assert_eq!(event_handlers_table(&[]), "no event handlers registered\n");
     }
 
     #[test]

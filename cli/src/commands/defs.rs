@@ -34,7 +34,7 @@ pub async fn register(client: &Client, args: &RegisterArgs, out: &mut dyn Write)
 }
 
 /// Reads the file (`-`: standard input) as JSON.
-fn load(file: &str) -> Result<Value> {
+pub(crate) fn load(file: &str) -> Result<Value> {
     if file != "-" {
         return read_json_file(Path::new(file)).map_err(Error::Input);
     }

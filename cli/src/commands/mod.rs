@@ -3,6 +3,7 @@
 
 pub mod defs;
 pub mod dev;
+pub mod events;
 pub mod inspect;
 pub mod ops;
 pub mod start;

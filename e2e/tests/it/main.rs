@@ -12,6 +12,7 @@ mod conductor_python;
 mod constructs;
 mod crash;
 mod dev;
+mod event_handlers;
 mod events;
 mod greet;
 mod heartbeats;

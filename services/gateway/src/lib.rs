@@ -10,6 +10,7 @@
 //! [`router`] builds the routes over an [`AppState`] so tests can drive them in-process.
 
 pub mod error;
+pub mod event_handlers;
 mod extract;
 mod middleware;
 pub mod routes;
@@ -54,6 +55,7 @@ pub fn router(state: AppState) -> Router {
         .merge(routes::graph::routes())
         .merge(routes::search::routes())
         .merge(routes::stats::routes())
+        .merge(event_handlers::routes::routes())
         .fallback(middleware::no_route)
         .method_not_allowed_fallback(middleware::wrong_method)
         .layer(DefaultBodyLimit::max(state.max_body_bytes))
@@ -129,6 +131,7 @@ pub async fn serve_on(
         }
     };
     let consumer = start_events::spawn(&state, config.start_event_concurrency, shutdown.clone());
+    let listeners = event_handlers::listeners::spawn(&state, shutdown.clone());
     // `app` is set once, here; nothing else can have set it.
     let _ = app.set(router(state));
     tracing::info!("gateway ready");
@@ -137,6 +140,8 @@ pub async fn serve_on(
         // Stops with `shutdown`, finishing the starts under way.
         let _ = consumer.await;
     }
+    // The same for the events handlers are acting on.
+    let _ = listeners.await;
     match served {
         Ok(Ok(())) => Ok(()),
         Ok(Err(source)) => Err(Error::Serve { addr, source }),

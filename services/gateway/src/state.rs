@@ -31,6 +31,9 @@ pub struct AppState {
     pub shutdown: CancellationToken,
     /// The UI's link to a trace (`WEFT_TRACE_URL`, with `{traceId}`).
     pub trace_url: Option<String>,
+    /// Woken when this gateway changed the event handlers: their listeners follow at once
+    /// (other gateways follow on their next refresh).
+    pub event_handlers_changed: std::sync::Arc<tokio::sync::Notify>,
 }
 
 impl AppState {
@@ -43,6 +46,7 @@ impl AppState {
             graph_cache: None,
             shutdown: CancellationToken::new(),
             trace_url: None,
+            event_handlers_changed: std::sync::Arc::default(),
             store,
             bus,
             max_body_bytes,

@@ -36,7 +36,7 @@ use crate::topology::Names;
 use crate::{Envelope, Error, Result};
 
 pub use get::Taken;
-pub use transport::{Acker, HeaderValue, Inbound, Message, Subscription, Transport};
+pub use transport::{Acker, ExchangeKind, HeaderValue, Inbound, Message, Subscription, Transport};
 
 /// Header carrying the reason a message was dead-lettered by Weft.
 pub const DEAD_REASON_HEADER: &str = "x-weft-dead-reason";
@@ -217,6 +217,14 @@ impl Bus {
             .map(|(exchange, key)| ((*exchange).to_owned(), (*key).to_owned()))
             .collect();
         self.declare(queue, bindings).await
+    }
+
+    /// Declares a durable exchange of `kind` (idempotent; one that exists with another
+    /// kind is an error), e.g. the source an event handler listens to. Removed by
+    /// [`Bus::teardown`].
+    pub async fn declare_exchange(&self, exchange: &str, kind: ExchangeKind) -> Result<()> {
+        check_name("exchange", exchange)?;
+        self.transport.declare_exchange(exchange, kind).await
     }
 
     async fn declare(&self, queue: &str, bindings: Vec<(String, String)>) -> Result<()> {

@@ -28,6 +28,15 @@ pub enum HeaderValue {
     Int(i64),
 }
 
+/// How an exchange declared with [`Transport::declare_exchange`] routes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExchangeKind {
+    /// The routing key equals the binding key.
+    Direct,
+    /// AMQP topic patterns (`*` one word, `#` any number).
+    Topic,
+}
+
 /// A message as a transport carries it: the body and the properties Weft uses.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Message {
@@ -122,6 +131,9 @@ pub trait Transport: Send + Sync + Debug {
     /// Declares a work queue with its DLQ, bound to each `(exchange, routing key)`
     /// (idempotent; new bindings are added).
     async fn declare_queue(&self, queue: &str, bindings: Vec<(String, String)>) -> Result<()>;
+    /// Declares a durable exchange (idempotent; an existing one of another kind is an
+    /// error). Removed by `teardown`.
+    async fn declare_exchange(&self, exchange: &str, kind: ExchangeKind) -> Result<()>;
     /// Routes `message` through `exchange` (`""`: the queue named `routing_key`) and
     /// returns once the broker holds it (persistent ones durably). A message no queue is
     /// bound for is dropped without error, as AMQP does without `mandatory`.

@@ -15,6 +15,7 @@ use futures_util::future::BoxFuture;
 use uuid::Uuid;
 
 use super::definitions::{PutOutcome, StoredDefinition};
+use super::event_handlers::{EventExecution, NewEventExecution, StoredEventHandler};
 use super::graph::RunVersion;
 use super::graph_build::Graph;
 use super::hooks::{AttemptResult, Claimed, DeliveryView};
@@ -49,6 +50,7 @@ pub trait Backend:
     + StatsStore
     + DefinitionStore
     + TaskDefStore
+    + EventHandlerStore
     + StartStore
     + OperationStore
     + TaskApiStore
@@ -71,6 +73,7 @@ impl<T> Backend for T where
         + StatsStore
         + DefinitionStore
         + TaskDefStore
+        + EventHandlerStore
         + StartStore
         + OperationStore
         + TaskApiStore
@@ -199,6 +202,38 @@ pub trait TaskDefStore {
     async fn list_task_defs(&self) -> Result<Vec<StoredTaskDef>>;
     /// Deletes one; whether it existed.
     async fn delete_task_def(&self, name: &str) -> Result<bool>;
+}
+
+/// Event handlers and their executions.
+#[async_trait]
+pub trait EventHandlerStore {
+    /// Registers a new handler; `false` when one with its name exists.
+    async fn add_event_handler(
+        &self,
+        name: &str,
+        event: &str,
+        active: bool,
+        definition: &serde_json::Value,
+    ) -> Result<bool>;
+    /// Replaces a handler; `false` when none has its name.
+    async fn update_event_handler(
+        &self,
+        name: &str,
+        event: &str,
+        active: bool,
+        definition: &serde_json::Value,
+    ) -> Result<bool>;
+    /// Every handler, by name.
+    async fn list_event_handlers(&self) -> Result<Vec<StoredEventHandler>>;
+    /// Deletes one; whether it existed.
+    async fn delete_event_handler(&self, name: &str) -> Result<bool>;
+    /// Records what handlers did with an event.
+    async fn record_event_executions(&self, executions: &[NewEventExecution]) -> Result<()>;
+    /// A handler's executions, the newest first, at most `limit`.
+    async fn list_event_executions(&self, handler: &str, limit: i64)
+        -> Result<Vec<EventExecution>>;
+    /// Keeps each handler's newest `keep` executions; returns how many were deleted.
+    async fn prune_event_executions(&self, keep: i64) -> Result<u64>;
 }
 
 /// Accepted starts (the gateway's idempotent start).

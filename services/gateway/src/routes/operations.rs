@@ -76,6 +76,23 @@ pub(crate) async fn terminate(
     Ok(answer(outcome, |_| StatusCode::OK.into_response()))
 }
 
+/// Terminates `id` with `reason`, as `DELETE /api/workflow/{id}` does: the decider's
+/// answer, or `{"requestId"}` while the command still waits in its queue.
+pub(crate) async fn terminate_run(
+    state: &AppState,
+    id: &str,
+    reason: String,
+) -> Result<Value, ApiError> {
+    let outcome = operate(state, id, false, |op| {
+        Command::Terminate(Terminate { op, reason })
+    })
+    .await?;
+    Ok(match outcome {
+        Outcome::Applied(body) => body,
+        Outcome::Pending(request_id) => json!({ "requestId": request_id }),
+    })
+}
+
 /// `PUT /api/workflow/{id}/pause`.
 async fn pause(
     State(state): State<AppState>,

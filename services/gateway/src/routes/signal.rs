@@ -59,13 +59,28 @@ async fn complete_by_ref(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<String, ApiError> {
     let payload = payload(&body?)?;
-    // A pending SIMPLE or HTTP task takes the result as a worker's; a WAIT a signal.
+    complete_task_by_ref(&state, &id, &task_ref, &status, q.workerid, payload).await
+}
+
+/// Applies `status` with `payload` to the task `task_ref` of the workflow's current run,
+/// as `POST /api/tasks/{workflowId}/{taskRef}/{status}` does: a pending SIMPLE or HTTP
+/// task takes it as a worker's result (the answer is its task id); otherwise the ref names
+/// a WAIT (or HUMAN) task, completed (COMPLETED only) by a signal (the answer is the
+/// workflow id).
+pub(crate) async fn complete_task_by_ref(
+    state: &AppState,
+    id: &str,
+    task_ref: &str,
+    status: &str,
+    worker: Option<String>,
+    payload: Value,
+) -> Result<String, ApiError> {
     let activity = crate::routes::tasks::result::complete_by_ref(
-        &state,
-        &id,
-        &task_ref,
-        &status,
-        q.workerid,
+        state,
+        id,
+        task_ref,
+        status,
+        worker,
         payload.clone(),
     );
     if let Some(task_id) = activity.await? {
@@ -78,8 +93,8 @@ async fn complete_by_ref(
             format!("completing a task by ref with status {status:?} is not supported yet; use COMPLETED"),
         ));
     }
-    send(&state, &id, task_ref, payload).await?;
-    Ok(id)
+    send(state, id, task_ref.to_owned(), payload).await?;
+    Ok(id.to_owned())
 }
 
 /// The signal's payload: any JSON value; an empty body is `{}`.

@@ -1,6 +1,7 @@
 //! The gateway's integration tests, against the real PostgreSQL and RabbitMQ.
 
 mod definitions;
+mod event_handlers;
 mod graph;
 mod heartbeats;
 mod reads;

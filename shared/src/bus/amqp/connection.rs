@@ -79,6 +79,8 @@ pub(crate) struct Link {
     /// Guarded by the lock: when the last attempt failed, and why.
     reconnect: tokio::sync::Mutex<Option<(Instant, String)>>,
     declared: Mutex<Declared>,
+    /// Exchanges declared beside the core topology (deleted by teardown).
+    pub(crate) exchanges: Mutex<std::collections::BTreeSet<String>>,
     /// The request/reply channel of the current connection.
     pub(crate) replies: super::rpc::Replies,
 }
@@ -107,6 +109,7 @@ impl Link {
             current: RwLock::new(None),
             reconnect: tokio::sync::Mutex::new(None),
             declared: Mutex::new(Declared::new()),
+            exchanges: Mutex::default(),
             replies: super::rpc::Replies::default(),
         }
     }

@@ -150,6 +150,31 @@ impl Link {
         Ok(())
     }
 
+    /// Declares a durable exchange once per `Link` (see `Bus::declare_exchange`).
+    pub(crate) async fn declare_exchange(
+        &self,
+        exchange: &str,
+        kind: crate::bus::ExchangeKind,
+    ) -> Result<()> {
+        if self.declared_exchanges().contains(exchange) {
+            return Ok(());
+        }
+        let kind = match kind {
+            crate::bus::ExchangeKind::Direct => ExchangeKind::Direct,
+            crate::bus::ExchangeKind::Topic => ExchangeKind::Topic,
+        };
+        let session = self.session().await.map_err(|f| f.into_error())?;
+        let ch = session.conn.create_channel().await?;
+        declare_exchange(&ch, exchange, kind).await?;
+        close(&ch).await;
+        self.declared_exchanges().insert(exchange.to_owned());
+        Ok(())
+    }
+
+    fn declared_exchanges(&self) -> std::sync::MutexGuard<'_, std::collections::BTreeSet<String>> {
+        self.exchanges.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// Deletes the namespace's queues (with their DLQs) and exchanges; see `Bus::teardown`.
     pub(crate) async fn teardown(&self, extra_queues: &[String]) -> Result<()> {
         let names = &self.names;
@@ -179,12 +204,14 @@ impl Link {
                 }
             }
         }
-        for exchange in [
+        let mut exchanges = vec![
             names.commands_exchange(),
             names.activity_exchange(),
             names.events_exchange(),
             names.starts_exchange(),
-        ] {
+        ];
+        exchanges.extend(std::mem::take(&mut *self.declared_exchanges()));
+        for exchange in exchanges {
             let res = ch
                 .exchange_delete(exchange.as_str().into(), ExchangeDeleteOptions::default())
                 .await;

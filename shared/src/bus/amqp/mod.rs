@@ -20,7 +20,7 @@ use lapin::options::{BasicGetOptions, QueueDeclareOptions};
 use lapin::types::FieldTable;
 use tokio_util::sync::CancellationToken;
 
-use super::transport::{Inbound, Message, Subscription, Transport};
+use super::transport::{ExchangeKind, Inbound, Message, Subscription, Transport};
 use crate::topology::Names;
 use crate::{Error, Result};
 use connection::Link;
@@ -61,6 +61,10 @@ impl Transport for Amqp {
 
     async fn declare_queue(&self, queue: &str, bindings: Vec<(String, String)>) -> Result<()> {
         self.link.declare_queue(queue, bindings).await
+    }
+
+    async fn declare_exchange(&self, exchange: &str, kind: ExchangeKind) -> Result<()> {
+        self.link.declare_exchange(exchange, kind).await
     }
 
     async fn publish(&self, exchange: &str, routing_key: &str, message: Message) -> Result<()> {

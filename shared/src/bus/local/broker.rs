@@ -13,7 +13,7 @@ use tokio::sync::{oneshot, Notify};
 
 use super::journal::{Journal, Pending, Row};
 use super::topic;
-use crate::bus::transport::{HeaderValue, Message};
+use crate::bus::transport::{ExchangeKind, HeaderValue, Message};
 use crate::bus::{DEAD_REASON_HEADER, ORIGINAL_QUEUE_HEADER};
 use crate::topology::Names;
 use crate::{Error, Result};
@@ -219,6 +219,30 @@ impl Core {
 
     fn calls(&self) -> MutexGuard<'_, HashMap<String, Waiter>> {
         self.calls.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Declares an exchange (idempotent; an existing one of another kind is an error).
+    pub(crate) fn declare_exchange(&self, name: &str, kind: ExchangeKind) -> Result<()> {
+        let kind = match kind {
+            ExchangeKind::Direct => Kind::Direct,
+            ExchangeKind::Topic => Kind::Topic,
+        };
+        let mut state = self.state();
+        match state.exchanges.get(name) {
+            Some(existing) if existing.kind != kind => Err(crate::Error::Bus(format!(
+                "exchange {name} exists as {:?}, not {kind:?}",
+                existing.kind
+            ))),
+            Some(_) => Ok(()),
+            None => {
+                let exchange = Exchange {
+                    kind,
+                    bindings: Vec::new(),
+                };
+                state.exchanges.insert(name.to_owned(), exchange);
+                Ok(())
+            }
+        }
     }
 
     /// Declares a work queue and its DLQ and binds it (idempotent).

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use tokio_util::sync::CancellationToken;
 
-use super::transport::{Inbound, Message, Subscription, Transport};
+use super::transport::{ExchangeKind, Inbound, Message, Subscription, Transport};
 use crate::topology::Names;
 use crate::{Error, Result};
 use broker::Core;
@@ -78,6 +78,10 @@ impl Transport for Local {
 
     async fn declare_queue(&self, queue: &str, bindings: Vec<(String, String)>) -> Result<()> {
         self.core.declare(queue, &bindings)
+    }
+
+    async fn declare_exchange(&self, exchange: &str, kind: ExchangeKind) -> Result<()> {
+        self.core.declare_exchange(exchange, kind)
     }
 
     async fn publish(&self, exchange: &str, routing_key: &str, message: Message) -> Result<()> {

@@ -10,6 +10,7 @@ use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
 
 mod definitions;
+mod event_handlers;
 mod graph;
 pub(crate) mod hooks;
 mod operations;

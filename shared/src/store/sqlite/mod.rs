@@ -19,6 +19,7 @@ mod stats;
 pub(crate) mod timers;
 
 mod definitions;
+mod event_handlers;
 mod graph;
 mod operations;
 mod reads;

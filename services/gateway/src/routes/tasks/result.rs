@@ -107,6 +107,30 @@ pub async fn update_v2(
     })
 }
 
+/// Applies `status` (COMPLETED, FAILED, ...) with `output` to the task `task_id`, as a
+/// worker's `POST /api/tasks` would (an event handler's `complete_task` by task id).
+pub(crate) async fn apply_status(
+    state: &AppState,
+    task_id: &str,
+    status: &str,
+    output: Value,
+    reason: Option<String>,
+) -> Result<Uuid, ApiError> {
+    let result = TaskResult {
+        workflow_instance_id: None,
+        task_id: Some(task_id.to_owned()),
+        status: Some(status.to_owned()),
+        output_data: Some(output),
+        reason_for_incompletion: reason,
+        worker_id: None,
+        extend_lease: None,
+        callback_after_seconds: None,
+        logs: None,
+    };
+    let (row, _) = apply(state, result).await?;
+    Ok(row.task.task_id)
+}
+
 /// A task's output: a JSON object, `{}` for null; `None` for anything else.
 fn output_object(v: Value) -> Option<Value> {
     match v {
