@@ -247,6 +247,22 @@ impl Suite {
         }
     }
 
+    /// A bus to publish and consume on as a client of this suite would: `weft dev`'s own
+    /// (in process), or a new connection to the suite's broker and namespace, which the
+    /// returned token closes.
+    pub async fn client_bus(
+        &self,
+    ) -> anyhow::Result<(weft::bus::Bus, tokio_util::sync::CancellationToken)> {
+        let stop = tokio_util::sync::CancellationToken::new();
+        let bus = match self.dev_bus() {
+            Some(bus) => bus.clone(),
+            None => {
+                weft::bus::Bus::connect(&self.env.amqp_url, self.env.names(), stop.clone()).await?
+            }
+        };
+        Ok((bus, stop))
+    }
+
     /// The processes of `service`, in start order (running or not).
     pub fn procs(&self, service: Service) -> Vec<ProcId> {
         (0..self.procs.len())

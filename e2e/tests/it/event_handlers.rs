@@ -5,8 +5,7 @@
 use std::time::Duration;
 
 use serde_json::{json, Value};
-use tokio_util::sync::CancellationToken;
-use weft::bus::{Bus, ExchangeKind};
+use weft::bus::ExchangeKind;
 use weft_e2e::Suite;
 
 use crate::RUN_TIMEOUT;
@@ -14,20 +13,6 @@ use crate::RUN_TIMEOUT;
 crate::on_both_backends!(handlers_on_an_exchange_complete_terminate_and_start_runs);
 
 /// A bus to publish on: `weft dev`'s own, or a connection to the suite's broker.
-async fn publisher(suite: &Suite) -> (Bus, CancellationToken) {
-    let stop = CancellationToken::new();
-    let bus = match suite.dev_bus() {
-        Some(bus) => bus.clone(),
-        None => {
-            let env = suite.env();
-            Bus::connect(&env.amqp_url, env.names(), stop.clone())
-                .await
-                .unwrap()
-        }
-    };
-    (bus, stop)
-}
-
 async fn register(suite: &Suite, handler: Value) {
     let r = suite
         .client()
@@ -46,7 +31,7 @@ async fn handlers_on_an_exchange_complete_terminate_and_start_runs(suite: Suite)
                               "by": "${payment.output.conductor.event.name}"}}))
         .await
         .unwrap();
-    let (bus, stop) = publisher(&suite).await;
+    let (bus, stop) = suite.client_bus().await.unwrap();
     let ns = bus.names().namespace().to_owned();
     let exchange = format!("{ns}-shop");
     let event = format!("amqp_exchange:{exchange}:payment.*");

@@ -13,6 +13,7 @@ mod constructs;
 mod crash;
 mod dev;
 mod event_handlers;
+mod event_task;
 mod events;
 mod greet;
 mod heartbeats;

@@ -12,8 +12,9 @@ use tracing::Instrument as _;
 
 use chrono::Utc;
 use uuid::Uuid;
-use weft::bus::{Bus, Delivery, Disposition};
+use weft::bus::{Bus, Delivery, Disposition, ExchangeKind};
 use weft::dsl::TaskType;
+use weft::event_location::EventLocation;
 use weft::messages::{
     ActivityMessage, ActivityTask, AttemptRef, ChildWorkflowEnded, Command, Event,
     HeartbeatMessage, ParentLink, StartWorkflow, StopAttempts, TaskScheduled, TimerFired,
@@ -634,6 +635,9 @@ impl Shard {
     /// The events a decision becomes; an activity also gets its queue declared and its
     /// outbox message.
     async fn events_of(&self, w: &mut Working, decision: Decision) -> Result<Vec<Event>, Error> {
+        if let Decision::PublishEvent { .. } = &decision {
+            return self.event_task(w, decision).await;
+        }
         let is_activity = matches!(decision, Decision::ScheduleTask { .. });
         if let Decision::StartChild {
             task_id,
@@ -688,6 +692,85 @@ impl Shard {
             _ => {}
         }
         Ok(events)
+    }
+
+    /// An EVENT task: its destination declared (a queue with its dead-letter queue, or a
+    /// topic exchange) before the commit, so that the message the outbox publishes after
+    /// it has somewhere to go; a destination the broker refuses (a queue declared with
+    /// other arguments, an exchange of another type) fails the task with the broker's
+    /// reason instead. The message (the task id as its message id) goes in the commit's
+    /// outbox.
+    async fn event_task(&self, w: &mut Working, decision: Decision) -> Result<Vec<Event>, Error> {
+        let Decision::PublishEvent {
+            task_id,
+            task_ref,
+            task_name,
+            input,
+            output,
+            location,
+            iteration,
+            ..
+        } = &decision
+        else {
+            return Ok(Vec::new());
+        };
+        let ns = self.bus.names().namespace();
+        let (exchange, routing_key) = match &**location {
+            EventLocation::Queue(queue) => (String::new(), queue.clone()),
+            EventLocation::Conductor(rest) => {
+                (String::new(), EventLocation::conductor_queue(ns, rest))
+            }
+            EventLocation::Exchange {
+                exchange,
+                routing_key,
+                ..
+            } => (exchange.clone(), routing_key.clone().unwrap_or_default()),
+        };
+        let declared = match &**location {
+            EventLocation::Queue(_) | EventLocation::Conductor(_) => {
+                self.bus.declare_queue(&routing_key, &[]).await
+            }
+            EventLocation::Exchange {
+                exchange, topic, ..
+            } => {
+                let kind = match topic {
+                    true => ExchangeKind::Topic,
+                    false => ExchangeKind::Direct,
+                };
+                self.bus.declare_exchange(exchange, kind).await
+            }
+        };
+        let seq = w.state.tasks.len() as i32;
+        if let Err(e) = declared {
+            // Without a connection nothing was refused: the batch is applied again later.
+            if matches!(e, weft::Error::ShuttingDown) || !self.bus.is_connected() {
+                return Err(e);
+            }
+            let started = Decision::StartSystemTask {
+                task_id: *task_id,
+                task_ref: task_ref.clone(),
+                task_type: weft::dsl::TaskType::Event.as_str().to_owned(),
+                task_name: task_name.clone(),
+                input: input.clone(),
+                iteration: *iteration,
+            };
+            let failed = Decision::FailStartedTask {
+                task_id: *task_id,
+                task_ref: task_ref.clone(),
+                reason: format!("the sink cannot take the event: {e}"),
+            };
+            let mut events = events_for(started, seq, Utc::now());
+            events.extend(events_for(failed, seq, Utc::now()));
+            return Ok(events);
+        }
+        w.outbox.push(OutboxMessage::raw(
+            exchange,
+            routing_key,
+            *task_id,
+            serde_json::to_vec(output)?,
+            weft::telemetry::current_traceparent().or_else(|| w.state.traceparent.clone()),
+        ));
+        Ok(events_for(decision, seq, Utc::now()))
     }
 
     /// The `StartWorkflow` command of a SUB_WORKFLOW's child, to the child's shard.

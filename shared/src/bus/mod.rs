@@ -275,8 +275,24 @@ impl Bus {
         body: &[u8],
         traceparent: Option<&str>,
     ) -> Result<()> {
-        let (id, kind) = message::envelope_head(body);
-        let kind = kind.as_deref().unwrap_or("unknown");
+        self.publish_with_id(exchange, routing_key, body, None, traceparent)
+            .await
+    }
+
+    /// [`Bus::publish_bytes`] with the message id `id` when the body is not an envelope
+    /// (whose own id is the message id): an EVENT task's message carries its task id, as
+    /// in Conductor, so that consumers can tell a repeat from a new message.
+    pub async fn publish_with_id(
+        &self,
+        exchange: &str,
+        routing_key: &str,
+        body: &[u8],
+        id: Option<uuid::Uuid>,
+        traceparent: Option<&str>,
+    ) -> Result<()> {
+        let (head_id, kind) = message::envelope_head(body);
+        let id = head_id.or(id);
+        let kind = kind.as_deref().unwrap_or("raw");
         let Some(parent) = traceparent else {
             let message = message::outgoing(body.to_vec(), id, None);
             return self.send(exchange, routing_key, kind, message).await;

@@ -120,11 +120,13 @@ pub enum TaskType {
     SetVariable,
     /// Evaluates a script.
     Inline,
+    /// Publishes its input as a message to a queue or an exchange (its `sink`).
+    Event,
 }
 
 impl TaskType {
     /// Every known type, in the order error messages list them.
-    pub const ALL: [TaskType; 13] = [
+    pub const ALL: [TaskType; 14] = [
         TaskType::Simple,
         TaskType::Http,
         TaskType::Decision,
@@ -138,6 +140,7 @@ impl TaskType {
         TaskType::Terminate,
         TaskType::SetVariable,
         TaskType::Inline,
+        TaskType::Event,
     ];
 
     /// Parses a type name as written in a definition; `None` when unknown.
@@ -161,6 +164,7 @@ impl TaskType {
             TaskType::Terminate => "TERMINATE",
             TaskType::SetVariable => "SET_VARIABLE",
             TaskType::Inline => "INLINE",
+            TaskType::Event => "EVENT",
         }
     }
 
@@ -181,6 +185,7 @@ impl TaskType {
                 | TaskType::Wait
                 | TaskType::ForkJoinDynamic
                 | TaskType::SubWorkflow
+                | TaskType::Event
         )
     }
 

@@ -591,6 +591,33 @@ fn check_structure(
                 }
             }
         }
+        TaskType::Event => {
+            let sink = match task.extra.get("sink") {
+                Some(Value::String(sink)) if !sink.trim().is_empty() => sink,
+                _ => {
+                    return Err(DslError::new(
+                        join(path, "sink"),
+                        "an EVENT task needs its sink: amqp:<queue> or \
+                         amqp_exchange:<exchange>[:<routing key>]",
+                    ))
+                }
+            };
+            // A sink built from expressions is checked when the task runs.
+            if !crate::dsl::expr::has_expression(sink) {
+                crate::event_location::EventLocation::parse(sink)
+                    .map_err(|m| DslError::new(join(path, "sink"), m))?;
+            }
+            if task
+                .extra
+                .get("asyncComplete")
+                .is_some_and(|v| !v.is_boolean() && !v.is_null())
+            {
+                return Err(DslError::new(
+                    join(path, "asyncComplete"),
+                    "must be true or false",
+                ));
+            }
+        }
         TaskType::Simple | TaskType::Http | TaskType::Join | TaskType::SetVariable => {}
     }
     check_scripts(task, t, path)
@@ -1107,7 +1134,6 @@ mod tests {
             .starts_with("unknown task type \"LAMBDA\"; supported: SIMPLE, HTTP,"));
         for t in [
             "JSON_JQ_TRANSFORM",
-            "EVENT",
             "START_WORKFLOW",
             "DYNAMIC",
             "KAFKA_PUBLISH",
@@ -1116,6 +1142,38 @@ mod tests {
                 wf(json!([{"name": "x", "taskReferenceName": "x", "type": t}])),
                 "tasks[0].type",
                 t,
+            );
+        }
+    }
+
+    #[test]
+    fn an_event_task_needs_a_sink_weft_can_publish_to() {
+        let event = |extra: Value| {
+            let mut task = json!({"name": "e", "taskReferenceName": "e", "type": "EVENT"});
+            task.as_object_mut()
+                .unwrap()
+                .extend(extra.as_object().unwrap().clone());
+            wf(json!([task]))
+        };
+        assert_err(event(json!({})), "tasks[0].sink", "needs its sink");
+        assert_err(
+            event(json!({"sink": "sqs:orders"})),
+            "tasks[0].sink",
+            "not offered",
+        );
+        assert_err(
+            event(json!({"sink": "amqp:q", "asyncComplete": "yes"})),
+            "tasks[0].asyncComplete",
+            "true or false",
+        );
+        for ok in [
+            "amqp:orders",
+            "amqp_exchange:shop:order.created",
+            "amqp_exchange:${workflow.input.exchange}",
+        ] {
+            assert!(
+                parse_definition(&event(json!({"sink": ok}))).is_ok(),
+                "{ok}"
             );
         }
     }
@@ -1724,8 +1782,8 @@ mod tests {
         }
         assert_eq!(skipped, NOT_DEFINITIONS.len());
         // Guards against the folder silently going missing or changing wholesale.
-        assert!(valid >= 23, "only {valid} samples validated");
-        assert!(refused >= 16, "only {refused} samples refused");
+        assert!(valid >= 24, "only {valid} samples validated");
+        assert!(refused >= 15, "only {refused} samples refused");
     }
 
     #[test]

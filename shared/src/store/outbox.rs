@@ -25,6 +25,24 @@ pub struct OutboxMessage {
 }
 
 impl OutboxMessage {
+    /// A message whose body is not an envelope (an EVENT task's), with the row id `id`,
+    /// which is also its message id.
+    pub fn raw(
+        exchange: String,
+        routing_key: String,
+        id: Uuid,
+        body: Vec<u8>,
+        traceparent: Option<String>,
+    ) -> Self {
+        Self {
+            id,
+            exchange,
+            routing_key,
+            body,
+            traceparent,
+        }
+    }
+
     /// Encodes `envelope` for `exchange`/`routing_key`.
     pub fn new(
         exchange: String,
@@ -42,8 +60,9 @@ impl OutboxMessage {
     }
 }
 
-/// A pre-encoded message: `(exchange, routing_key, body, traceparent)`.
-pub(super) type Outgoing<'a> = (&'a str, &'a str, &'a [u8], Option<&'a str>);
+/// A pre-encoded message: `(exchange, routing_key, body, message id unless the body is
+/// an envelope, traceparent)`.
+pub(super) type Outgoing<'a> = (&'a str, &'a str, &'a [u8], Option<Uuid>, Option<&'a str>);
 
 /// Publishes `messages` concurrently (persistent, confirmed); one result per message, in
 /// order, so that the caller forgets exactly the rows that were confirmed. Shared by the
@@ -54,7 +73,9 @@ pub(super) async fn publish_all<'a>(
 ) -> Vec<Result<()>> {
     let publishes = messages
         .into_iter()
-        .map(|(exchange, key, body, trace)| bus.publish_bytes(exchange, key, body, trace));
+        .map(|(exchange, key, body, id, trace)| {
+            bus.publish_with_id(exchange, key, body, id, trace)
+        });
     futures_util::future::join_all(publishes).await
 }
 
@@ -75,6 +96,7 @@ pub(super) async fn publish_messages(
                 m.exchange.as_str(),
                 m.routing_key.as_str(),
                 m.body.as_slice(),
+                Some(m.id),
                 m.traceparent.as_deref(),
             )
         }),

@@ -150,6 +150,7 @@ pub(super) async fn fire(
                 t.exchange.as_str(),
                 t.routing_key.as_str(),
                 t.body.as_slice(),
+                None,
                 traceparent.as_deref(),
             )
         }),

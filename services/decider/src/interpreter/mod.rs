@@ -129,6 +129,27 @@ pub enum Decision {
         /// Why.
         reason: String,
     },
+    /// EVENT: publish `output` as a message to `location` (with the task id as its
+    /// message id, in the commit's outbox) and record the task, completed unless
+    /// `async_complete` (then it waits, like a WAIT, for a signal named after its ref).
+    PublishEvent {
+        /// Id, as for scheduled tasks.
+        task_id: Uuid,
+        /// Reference name.
+        task_ref: String,
+        /// Definition name.
+        task_name: String,
+        /// Resolved input.
+        input: Value,
+        /// The message: the input with the run's identity and the sink.
+        output: Value,
+        /// Where it goes (boxed: the decision stays small).
+        location: Box<weft::event_location::EventLocation>,
+        /// The task completes on a signal instead of at once.
+        async_complete: bool,
+        /// Loop iteration (0 outside DO_WHILE bodies).
+        iteration: i32,
+    },
     /// Record a task the decider executes itself (SWITCH, FORK_JOIN, JOIN, SET_VARIABLE,
     /// TERMINATE) as scheduled and completed at once.
     CompleteSystemTask {
@@ -324,6 +345,37 @@ pub fn events_for(decision: Decision, seq: i32, now: DateTime<Utc>) -> Vec<Event
             input,
             iteration,
         })],
+        Decision::PublishEvent {
+            task_id,
+            task_ref,
+            task_name,
+            input,
+            output,
+            async_complete,
+            iteration,
+            location: _,
+        } => {
+            let mut events = vec![Event::TaskScheduled(TaskScheduled {
+                task_id,
+                task_ref: task_ref.clone(),
+                task_type: weft::dsl::TaskType::Event.as_str().to_owned(),
+                task_name,
+                seq,
+                attempt: 1,
+                input,
+                iteration,
+            })];
+            if !async_complete {
+                events.push(Event::TaskCompleted(TaskCompleted {
+                    task_id,
+                    task_ref,
+                    output,
+                    worker_id: None,
+                    started_at: None,
+                }));
+            }
+            events
+        }
         Decision::CompleteStartedTask {
             task_id,
             task_ref,

@@ -1,9 +1,11 @@
 //! Tasks the decider runs itself that take input-driven work: WAIT (signals and durable
-//! timers) and INLINE (a script, evaluated once).
+//! timers), INLINE (a script, evaluated once) and EVENT (a message to a queue or an
+//! exchange).
 
 use serde_json::{json, Value};
 use uuid::Uuid;
-use weft::dsl::{script, TaskType, WorkflowTask};
+use weft::dsl::{expr, script, TaskType, WorkflowTask};
+use weft::event_location::EventLocation;
 
 use super::waiting::{self, Due};
 use super::walk::{fail, Flow, Walker};
@@ -93,6 +95,141 @@ impl Walker<'_> {
         }
     }
 
+    /// EVENT: publishes its input, with `workflowInstanceId`, `workflowType`,
+    /// `workflowVersion`, `correlationId`, `sink` and `event_produced` added (Conductor's
+    /// message, which is also the task's output), to its `sink`. It completes in the
+    /// commit whose outbox holds the message, or, with `asyncComplete`, on a signal named
+    /// after its ref (as a WAIT does: `POST /api/tasks/{workflowId}/{ref}/COMPLETED`, an
+    /// event handler's `complete_task`).
+    pub(super) fn event(&self, task: &WorkflowTask, latest: Option<&TaskState>) -> Flow {
+        let latest = latest.filter(|t| t.status != TaskStatus::Canceled);
+        match latest {
+            Some(t) if t.status == TaskStatus::Scheduled => return self.event_signalled(task, t),
+            Some(t) if t.status == TaskStatus::Failed && !task.optional => {
+                let reason = t
+                    .reason
+                    .clone()
+                    .unwrap_or_else(|| "the event was not sent".into());
+                return fail(
+                    task,
+                    format!("task {:?}: {reason}", task.task_reference_name),
+                );
+            }
+            Some(_) => return Flow::Done,
+            None => {}
+        }
+        let input = self.input(task, 1);
+        let sink_template = task.extra.get("sink").and_then(Value::as_str).unwrap_or("");
+        let sink = match expr::resolve_str(sink_template, &self.context(task, 1)) {
+            Value::String(s) => s,
+            other => other.to_string(),
+        };
+        let location = match EventLocation::parse(&sink) {
+            Ok(location) => location,
+            Err(why) => {
+                return self.fail_at_start(task, TaskType::Event, input, format!("sink: {why}"))
+            }
+        };
+        // Conductor's own queue, completed as Conductor does: `conductor` is
+        // `conductor:<workflow>:<ref>`, `conductor:<name>` is `conductor:<workflow>:<name>`.
+        let (location, produced) = match location {
+            EventLocation::Conductor(rest) => {
+                let workflow = &self.state.definition.name;
+                let rest = match rest.as_str() {
+                    "" => format!("{workflow}:{}", task.task_reference_name),
+                    name if !name.contains(':') => format!("{workflow}:{name}"),
+                    full => full.to_owned(),
+                };
+                let produced = format!("conductor:{rest}");
+                (EventLocation::Conductor(rest), produced)
+            }
+            other => (other, sink.clone()),
+        };
+        let mut output = input.as_object().cloned().unwrap_or_default();
+        let definition = &self.state.definition;
+        output.insert("workflowInstanceId".into(), json!(self.state.workflow_id));
+        output.insert("workflowType".into(), json!(definition.name));
+        output.insert("workflowVersion".into(), json!(definition.version));
+        output.insert("correlationId".into(), json!(self.state.correlation_id));
+        output.insert("sink".into(), json!(sink));
+        output.insert("event_produced".into(), json!(produced));
+        let async_complete = task
+            .extra
+            .get("asyncComplete")
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
+        Flow::Waiting(vec![Decision::PublishEvent {
+            task_id: self.task_id(task, 1),
+            task_ref: task.task_reference_name.clone(),
+            task_name: task.name.clone(),
+            input,
+            output: Value::Object(output),
+            location: Box::new(location),
+            async_complete,
+            iteration: self.iteration,
+        }])
+    }
+
+    /// An asynchronous EVENT task completes with the first signal named after its ref.
+    fn event_signalled(&self, task: &WorkflowTask, t: &TaskState) -> Flow {
+        let consumed = self
+            .state
+            .tasks
+            .iter()
+            .filter(|x| x.task_ref == t.task_ref && x.status == TaskStatus::Completed)
+            .count();
+        let signal = self
+            .state
+            .signals
+            .iter()
+            .filter(|(name, _)| name == &task.task_reference_name)
+            .nth(consumed);
+        match signal {
+            Some((_, payload)) => Flow::Waiting(vec![Decision::CompleteStartedTask {
+                task_id: t.task_id,
+                task_ref: t.task_ref.clone(),
+                output: match payload {
+                    Value::Object(_) => payload.clone(),
+                    Value::Null => json!({}),
+                    other => json!({ "payload": other }),
+                },
+            }]),
+            None => Flow::Waiting(Vec::new()),
+        }
+    }
+
+    /// Records `task` as started and failed with `why`, and fails the run (a task that
+    /// could not begin: an INLINE script that threw, an EVENT sink that names nothing).
+    fn fail_at_start(
+        &self,
+        task: &WorkflowTask,
+        kind: TaskType,
+        input: Value,
+        why: String,
+    ) -> Flow {
+        let task_id = self.task_id(task, 1);
+        let task_ref = task.task_reference_name.clone();
+        Flow::Stop(vec![
+            Decision::StartSystemTask {
+                task_id,
+                task_ref: task_ref.clone(),
+                task_type: kind.as_str().to_owned(),
+                task_name: task.name.clone(),
+                input,
+                iteration: self.iteration,
+            },
+            Decision::FailStartedTask {
+                task_id,
+                task_ref: task_ref.clone(),
+                reason: why.clone(),
+            },
+            Decision::FailWorkflow {
+                reason: format!("task {task_ref:?}: {why}"),
+                failed_task_refs: vec![task_ref],
+            },
+        ])
+    }
+
     /// Records `task` as started (in progress in the decider).
     fn start(&self, task: &WorkflowTask, kind: TaskType, input: Value) -> Decision {
         Decision::StartSystemTask {
@@ -130,29 +267,7 @@ impl Walker<'_> {
                 json!({ "result": value }),
                 None,
             )]),
-            Err(why) => {
-                let task_id = self.task_id(task, 1);
-                let task_ref = task.task_reference_name.clone();
-                Flow::Stop(vec![
-                    Decision::StartSystemTask {
-                        task_id,
-                        task_ref: task_ref.clone(),
-                        task_type: TaskType::Inline.as_str().to_owned(),
-                        task_name: task.name.clone(),
-                        input,
-                        iteration: self.iteration,
-                    },
-                    Decision::FailStartedTask {
-                        task_id,
-                        task_ref: task_ref.clone(),
-                        reason: why.clone(),
-                    },
-                    Decision::FailWorkflow {
-                        reason: format!("task {task_ref:?}: {why}"),
-                        failed_task_refs: vec![task_ref],
-                    },
-                ])
-            }
+            Err(why) => self.fail_at_start(task, TaskType::Inline, input, why),
         }
     }
 }

@@ -168,3 +168,62 @@ fn replaying_a_history_gives_the_same_decisions() {
     assert_eq!(decide(&h.state()), decide(&h.state()));
     assert_eq!(h.events().len(), 3);
 }
+
+#[test]
+fn an_event_task_publishes_its_input_with_the_runs_identity_to_its_resolved_sink() {
+    let def = json!({"name": "notify", "version": 3, "tasks": [{
+        "name": "announce", "taskReferenceName": "e", "type": "EVENT",
+        "sink": "amqp_exchange:${workflow.input.exchange}:order.created",
+        "inputParameters": {"orderId": "${workflow.input.id}"}}]});
+    let h = HistoryBuilder::started(def, json!({"exchange": "shop", "id": 7}));
+    let state = h.state();
+    match &decide(&state)[..] {
+        [Decision::PublishEvent {
+            task_ref,
+            input,
+            output,
+            location,
+            async_complete,
+            ..
+        }] => {
+            assert_eq!(task_ref, "e");
+            assert_eq!(input, &json!({"orderId": 7}));
+            assert_eq!(
+                &**location,
+                &weft::event_location::EventLocation::Exchange {
+                    exchange: "shop".into(),
+                    routing_key: Some("order.created".into()),
+                    topic: true,
+                    queue: None,
+                }
+            );
+            assert!(!async_complete);
+            let sink = "amqp_exchange:shop:order.created";
+            assert_eq!(
+                output,
+                &json!({"orderId": 7, "workflowInstanceId": state.workflow_id,
+                    "workflowType": "notify", "workflowVersion": 3, "correlationId": null,
+                    "sink": sink, "event_produced": sink})
+            );
+        }
+        other => panic!("unexpected decisions {other:?}"),
+    }
+}
+
+#[test]
+fn an_event_task_whose_sink_resolves_to_nothing_fails_the_run_naming_it() {
+    let def = json!({"name": "notify", "tasks": [{
+        "name": "announce", "taskReferenceName": "e", "type": "EVENT",
+        "sink": "${workflow.input.sink}"}]});
+    let h = HistoryBuilder::started(def, json!({"sink": "sqs:orders"}));
+    let decisions = decide(&h.state());
+    match decisions.last() {
+        Some(Decision::FailWorkflow { reason, .. }) => {
+            assert!(
+                reason.contains("sink") && reason.contains("not offered"),
+                "{reason}"
+            );
+        }
+        other => panic!("unexpected decisions {other:?}"),
+    }
+}

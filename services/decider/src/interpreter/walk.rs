@@ -217,6 +217,7 @@ impl<'a> Walker<'a> {
             TaskType::Terminate => self.terminate(task, latest),
             TaskType::DoWhile => self.do_while(task, latest),
             TaskType::Inline => self.inline(task, latest),
+            TaskType::Event => self.event(task, latest),
             TaskType::ForkJoinDynamic => self.dynamic_fork(task, latest, false),
             TaskType::Wait => self.wait(task, latest),
         }
@@ -605,6 +606,12 @@ impl<'a> Walker<'a> {
 
     /// The task's input, resolved against the run (with `CPEWF_TASK_ID`).
     pub(super) fn input(&self, task: &WorkflowTask, attempt: i32) -> Value {
+        let context = self.context(task, attempt);
+        expr::resolve(&Value::Object(task.input_parameters.clone()), &context)
+    }
+
+    /// What the task's expressions read: the run, `CPEWF_TASK_ID`, and the loop it is in.
+    pub(super) fn context(&self, task: &WorkflowTask, attempt: i32) -> Value {
         let mut context = self.state.expression_context();
         if let Value::Object(map) = &mut context {
             map.insert(
@@ -621,7 +628,7 @@ impl<'a> Walker<'a> {
                 );
             }
         }
-        expr::resolve(&Value::Object(task.input_parameters.clone()), &context)
+        context
     }
 
     /// A name-based UUID in the run's namespace over (position, ref, attempt).

@@ -40,6 +40,7 @@ type Table = Arc<RwLock<HashMap<String, Vec<Arc<EventHandler>>>>>;
 pub fn queue_of(state: &AppState, source: &Source) -> String {
     match source {
         Source::Queue(queue) => queue.clone(),
+        Source::Conductor(rest) => Source::conductor_queue(state.bus.names().namespace(), rest),
         Source::Exchange {
             queue: Some(queue), ..
         } => queue.clone(),
@@ -48,8 +49,9 @@ pub fn queue_of(state: &AppState, source: &Source) -> String {
             routing_key,
             ..
         } => format!(
-            "{}.event.{exchange}.{routing_key}",
-            state.bus.names().namespace()
+            "{}.event.{exchange}.{}",
+            state.bus.names().namespace(),
+            routing_key.as_deref().unwrap_or("#")
         ),
     }
 }
@@ -160,7 +162,7 @@ async fn refresh(
 /// exchange, the exchange and the binding.
 async fn declare(state: &AppState, source: &Source, queue: &str) -> weft::Result<()> {
     match source {
-        Source::Queue(_) => state.bus.declare_queue(queue, &[]).await,
+        Source::Queue(_) | Source::Conductor(_) => state.bus.declare_queue(queue, &[]).await,
         Source::Exchange {
             exchange,
             routing_key,
@@ -172,9 +174,10 @@ async fn declare(state: &AppState, source: &Source, queue: &str) -> weft::Result
                 false => ExchangeKind::Direct,
             };
             state.bus.declare_exchange(exchange, kind).await?;
+            let key = routing_key.as_deref().unwrap_or("#");
             state
                 .bus
-                .declare_queue(queue, &[(exchange.as_str(), routing_key.as_str())])
+                .declare_queue(queue, &[(exchange.as_str(), key)])
                 .await
         }
     }

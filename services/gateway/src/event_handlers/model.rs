@@ -5,117 +5,9 @@
 
 use serde_json::{Map, Value};
 use weft::dsl::script;
+pub use weft::event_location::EventLocation as Source;
 
 use crate::error::ApiError;
-
-/// Where a handler's events come from.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub enum Source {
-    /// A queue (`amqp:<queue>`, Conductor's `amqp_queue:<queue>`), declared by Weft with
-    /// its dead-letter queue.
-    Queue(String),
-    /// An exchange (`amqp_exchange:<exchange>:<routing key>`, or Conductor's
-    /// `amqp_exchange:<exchange>?routingKey=…&exchangeType=…&bindQueueName=…`): Weft
-    /// declares the exchange and a queue bound to it with the routing key.
-    Exchange {
-        /// The exchange.
-        exchange: String,
-        /// The binding key (`#` when none is given).
-        routing_key: String,
-        /// `topic` (the default) or `direct`.
-        topic: bool,
-        /// The bound queue, when the event names one (`bindQueueName`).
-        queue: Option<String>,
-    },
-}
-
-impl Source {
-    /// Reads an event location; the error says what is wrong with it.
-    pub fn parse(event: &str) -> Result<Self, String> {
-        let (kind, rest) = event.split_once(':').ok_or_else(|| {
-            format!(
-                "{event:?} names no source: expected amqp:<queue>, amqp_queue:<queue> or \
-                 amqp_exchange:<exchange>[:<routing key>]"
-            )
-        })?;
-        let (name, params) = match rest.split_once('?') {
-            Some((name, params)) => (name, params),
-            None => (rest, ""),
-        };
-        let params = query_params(params)?;
-        match kind {
-            "amqp" | "amqp_queue" => {
-                non_empty(name, "queue")?;
-                if let Some((key, _)) = params.first() {
-                    return Err(format!("a queue source takes no parameter {key:?}"));
-                }
-                Ok(Self::Queue(name.to_owned()))
-            }
-            "amqp_exchange" => {
-                let (exchange, key) = match name.split_once(':') {
-                    Some((exchange, key)) => (exchange, Some(key)),
-                    None => (name, None),
-                };
-                non_empty(exchange, "exchange")?;
-                let mut routing_key = key.map(str::to_owned);
-                let mut topic = true;
-                let mut queue = None;
-                for (param, value) in params {
-                    match param.as_str() {
-                        "routingkey" => routing_key = Some(value),
-                        "exchangetype" => {
-                            topic = match value.as_str() {
-                                "topic" => true,
-                                "direct" => false,
-                                other => {
-                                    return Err(format!(
-                                        "exchangeType {other:?}: Weft listens on topic and direct exchanges"
-                                    ))
-                                }
-                            }
-                        }
-                        "bindqueuename" => queue = Some(value).filter(|q| !q.is_empty()),
-                        // Conductor's queue options: Weft's queues are durable, shared and
-                        // persistent; the values are accepted and not used.
-                        "durable" | "exclusive" | "autodelete" | "deliverymode" | "maxpriority" => {}
-                        other => return Err(format!("unknown parameter {other:?}")),
-                    }
-                }
-                Ok(Self::Exchange {
-                    exchange: exchange.to_owned(),
-                    routing_key: routing_key
-                        .filter(|k| !k.is_empty())
-                        .unwrap_or_else(|| "#".to_owned()),
-                    topic,
-                    queue,
-                })
-            }
-            other => Err(format!(
-                "source type {other:?} is not offered: Weft listens on amqp:<queue>, \
-                 amqp_queue:<queue> and amqp_exchange:<exchange>[:<routing key>]"
-            )),
-        }
-    }
-}
-
-fn non_empty(name: &str, what: &str) -> Result<(), String> {
-    match name.trim().is_empty() {
-        true => Err(format!("the {what} name is empty")),
-        false => Ok(()),
-    }
-}
-
-/// `a=1&b=2`, keys lower-cased (Conductor reads them case-insensitively).
-fn query_params(params: &str) -> Result<Vec<(String, String)>, String> {
-    params
-        .split('&')
-        .filter(|p| !p.is_empty())
-        .map(|p| match p.split_once('=') {
-            Some((k, v)) => Ok((k.to_ascii_lowercase(), v.to_owned())),
-            None => Err(format!("parameter {p:?} has no value")),
-        })
-        .collect()
-}
 
 /// What an action does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -213,6 +105,14 @@ impl EventHandler {
             .filter(|e| !e.trim().is_empty())
             .ok_or_else(|| invalid("event", "Missing event location"))?;
         let source = Source::parse(&event).map_err(|m| invalid("event", m))?;
+        if let Source::Conductor(rest) = &source {
+            if !rest.contains(':') {
+                return Err(invalid(
+                    "event",
+                    "a Conductor event is conductor:<workflow>:<name>",
+                ));
+            }
+        }
         let condition = string_field(map, "condition")?.filter(|c| !c.trim().is_empty());
         let evaluator = match string_field(map, "evaluatorType")?.as_deref() {
             None | Some("javascript" | "graaljs") => Evaluator::JavaScript,
@@ -348,43 +248,6 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-
-    #[test]
-    fn sources_in_weft_and_conductor_forms() {
-        assert_eq!(
-            Source::parse("amqp:orders"),
-            Ok(Source::Queue("orders".into()))
-        );
-        assert_eq!(
-            Source::parse("amqp_queue:orders?durable=true"),
-            Err("a queue source takes no parameter \"durable\"".into())
-        );
-        assert_eq!(
-            Source::parse("amqp_exchange:shop:order.*"),
-            Ok(Source::Exchange {
-                exchange: "shop".into(),
-                routing_key: "order.*".into(),
-                topic: true,
-                queue: None
-            })
-        );
-        assert_eq!(
-            Source::parse("amqp_exchange:shop?exchangeType=direct&routingKey=paid&bindQueueName=q"),
-            Ok(Source::Exchange {
-                exchange: "shop".into(),
-                routing_key: "paid".into(),
-                topic: false,
-                queue: Some("q".into())
-            })
-        );
-        assert!(Source::parse("sqs:orders")
-            .unwrap_err()
-            .contains("not offered"));
-        assert!(Source::parse("orders")
-            .unwrap_err()
-            .contains("names no source"));
-        assert!(Source::parse("amqp:").unwrap_err().contains("empty"));
-    }
 
     fn path_of(json: Value) -> String {
         match EventHandler::from_json(&json) {

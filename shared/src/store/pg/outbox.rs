@@ -87,8 +87,8 @@ impl OutboxStore for PgStore {
         .fetch_all(&mut *tx)
         .await?;
         // Concurrently: the rows stay locked until the commit, and the janitor skips them.
-        let publishes = rows.iter().map(|(_, exchange, key, body, trace)| {
-            bus.publish_bytes(exchange, key, body, trace.as_deref())
+        let publishes = rows.iter().map(|(id, exchange, key, body, trace)| {
+            bus.publish_with_id(exchange, key, body, Some(*id), trace.as_deref())
         });
         for published in futures_util::future::join_all(publishes).await {
             published?;

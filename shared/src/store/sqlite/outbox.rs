@@ -114,7 +114,7 @@ impl OutboxStore for SqliteStore {
         let mut failure = None;
         for (id, exchange, key, body, trace) in &rows {
             match bus
-                .publish_bytes(exchange, key, body, trace.as_deref())
+                .publish_with_id(exchange, key, body, Some(*id), trace.as_deref())
                 .await
             {
                 Ok(()) => sent.push(*id),
