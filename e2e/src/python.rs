@@ -1,6 +1,6 @@
 //! Python for the tests that prove Weft with clients in another language: a virtualenv
-//! under the cargo target directory with one pinned package from PyPI, created once and
-//! reused while it holds that version. The interpreter is `WEFT_TEST_PYTHON`, else
+//! under the cargo target directory with pinned packages from PyPI, created once and
+//! reused while it holds those versions. The interpreter is `WEFT_TEST_PYTHON`, else
 //! `python3.11`, else `python3`.
 
 use std::path::PathBuf;
@@ -12,17 +12,29 @@ use crate::process::bin_dir;
 /// `target/<dir>` holding `package==version` (created, or reused when it has it); returns
 /// its interpreter. Fails saying why (no Python, no venv module, PyPI unreachable).
 pub fn venv(dir: &str, package: &str, version: &str) -> anyhow::Result<PathBuf> {
+    venv_with(dir, &[(package, version)])
+}
+
+/// `target/<dir>` holding each `(package, version)`; see [`venv`].
+pub fn venv_with(dir: &str, packages: &[(&str, &str)]) -> anyhow::Result<PathBuf> {
     let target = bin_dir()?
         .parent()
         .context("the binaries' directory has no parent")?
         .to_path_buf();
     let venv = target.join(dir);
     let python = venv.join("bin").join("python");
-    let probe = format!("import importlib.metadata as m; print(m.version('{package}'))");
+    let names: Vec<String> = packages.iter().map(|(p, _)| format!("'{p}'")).collect();
+    let probe = format!(
+        "import importlib.metadata as m; print(' '.join(m.version(p) for p in [{}]))",
+        names.join(", ")
+    );
+    let wanted: Vec<&str> = packages.iter().map(|(_, v)| *v).collect();
     let installed = std::process::Command::new(&python)
         .args(["-c", &probe])
         .output()
-        .is_ok_and(|o| o.status.success() && String::from_utf8_lossy(&o.stdout).trim() == version);
+        .is_ok_and(|o| {
+            o.status.success() && String::from_utf8_lossy(&o.stdout).trim() == wanted.join(" ")
+        });
     if installed {
         return Ok(python);
     }
@@ -57,12 +69,12 @@ pub fn venv(dir: &str, package: &str, version: &str) -> anyhow::Result<PathBuf> 
             "--quiet",
             "--disable-pip-version-check",
         ])
-        .arg(format!("{package}=={version}"))
+        .args(packages.iter().map(|(p, v)| format!("{p}=={v}")))
         .output()
         .context("running pip")?;
     anyhow::ensure!(
         pip.status.success(),
-        "pip install {package}=={version} failed (is PyPI reachable?):\n{}{}",
+        "pip install {packages:?} failed (is PyPI reachable?):\n{}{}",
         String::from_utf8_lossy(&pip.stdout),
         String::from_utf8_lossy(&pip.stderr)
     );

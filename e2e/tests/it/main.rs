@@ -21,6 +21,8 @@ mod hooks;
 mod http_tasks;
 mod operations;
 mod poison;
+mod protocol;
+mod python_worker;
 mod sdk_heartbeats;
 mod start_events;
 mod trace;

@@ -14,8 +14,9 @@ use weft_e2e::{greet, Suite, TestEnv};
 
 use crate::RUN_TIMEOUT;
 
-/// The pika version the test pins.
-const PIKA_VERSION: &str = "1.3.2";
+/// The Python packages the AMQP tests pin: the client, and the JSON Schema validator
+/// that checks Weft's messages against docs/protocol.
+pub(crate) const PYTHON_PACKAGES: &[(&str, &str)] = &[("pika", "1.3.2"), ("jsonschema", "4.26.0")];
 /// Distinct valid starts keyed by message id, and by `idempotencyKey`.
 const BY_MESSAGE_ID: u32 = 1_000;
 const BY_KEY: u32 = 50;
@@ -79,9 +80,21 @@ channel.basic_consume("amq.rabbitmq.reply-to", on_reply, auto_ack=True)
 publish(greet(9999), "asks-for-a-reply", reply_to="amq.rabbitmq.reply-to")
 connection.call_later(60, channel.stop_consuming)
 channel.start_consuming()
+if replies:
+    import jsonschema
+    with open(sys.argv[7]) as f:
+        jsonschema.validate(replies[0], json.load(f))
 print(json.dumps(replies[0] if replies else None))
 connection.close()
 "#;
+
+/// The repository's docs/protocol: the JSON Schemas of the wire protocol.
+pub(crate) fn protocol_dir() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .join("docs")
+        .join("protocol")
+}
 
 /// Reads one number from the database.
 async fn count(env: &TestEnv, sql: &str) -> i64 {
@@ -93,8 +106,8 @@ async fn count(env: &TestEnv, sql: &str) -> i64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_python_amqp_publisher_starts_exactly_the_distinct_valid_runs() {
-    let python = weft_e2e::python::venv("py-venv-pika", "pika", PIKA_VERSION)
-        .expect("pika must be installable from PyPI");
+    let python = weft_e2e::python::venv_with("py-venv-amqp", PYTHON_PACKAGES)
+        .expect("pika and jsonschema must be installable from PyPI");
     let suite = Suite::start(TestEnv::new().await.unwrap()).await.unwrap();
     suite.client().register(&greet::definition()).await.unwrap();
     let names = suite.env().names();
@@ -107,6 +120,7 @@ async fn a_python_amqp_publisher_starts_exactly_the_distinct_valid_runs() {
         .arg(names.starts_queue())
         .arg(names.starts_exchange())
         .args([BY_MESSAGE_ID, BY_KEY, POISON_EACH].map(|n| n.to_string()))
+        .arg(protocol_dir().join("start-reply.schema.json"))
         .output()
         .await
         .expect("run the publisher");
