@@ -25,6 +25,7 @@ mod protocol;
 mod python_worker;
 mod sdk_heartbeats;
 mod start_events;
+mod system_tasks;
 mod trace;
 mod ui;
 mod waiting;

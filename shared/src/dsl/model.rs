@@ -122,11 +122,17 @@ pub enum TaskType {
     Inline,
     /// Publishes its input as a message to a queue or an exchange (its `sink`).
     Event,
+    /// Does nothing: completes at once.
+    Noop,
+    /// Conductor's older script task: `scriptExpression` over the input.
+    Lambda,
+    /// Waits, like a WAIT without a timer, until completed through the task API.
+    Human,
 }
 
 impl TaskType {
     /// Every known type, in the order error messages list them.
-    pub const ALL: [TaskType; 14] = [
+    pub const ALL: [TaskType; 17] = [
         TaskType::Simple,
         TaskType::Http,
         TaskType::Decision,
@@ -141,6 +147,9 @@ impl TaskType {
         TaskType::SetVariable,
         TaskType::Inline,
         TaskType::Event,
+        TaskType::Noop,
+        TaskType::Lambda,
+        TaskType::Human,
     ];
 
     /// Parses a type name as written in a definition; `None` when unknown.
@@ -165,6 +174,9 @@ impl TaskType {
             TaskType::SetVariable => "SET_VARIABLE",
             TaskType::Inline => "INLINE",
             TaskType::Event => "EVENT",
+            TaskType::Noop => "NOOP",
+            TaskType::Lambda => "LAMBDA",
+            TaskType::Human => "HUMAN",
         }
     }
 
@@ -186,6 +198,9 @@ impl TaskType {
                 | TaskType::ForkJoinDynamic
                 | TaskType::SubWorkflow
                 | TaskType::Event
+                | TaskType::Noop
+                | TaskType::Lambda
+                | TaskType::Human
         )
     }
 
@@ -247,7 +262,8 @@ mod tests {
             TaskType::parse("FORK_JOIN_DYNAMIC"),
             Some(TaskType::ForkJoinDynamic)
         );
-        assert_eq!(TaskType::parse("LAMBDA"), None);
+        assert_eq!(TaskType::parse("LAMBDA"), Some(TaskType::Lambda));
+        assert_eq!(TaskType::parse("BUSINESS_RULE"), None);
     }
 
     #[test]

@@ -618,7 +618,20 @@ fn check_structure(
                 ));
             }
         }
-        TaskType::Simple | TaskType::Http | TaskType::Join | TaskType::SetVariable => {}
+        TaskType::Lambda => {
+            if non_empty_str(task.input_parameters.get("scriptExpression")).is_none() {
+                return Err(DslError::new(
+                    input("scriptExpression"),
+                    "a LAMBDA task needs inputParameters.scriptExpression",
+                ));
+            }
+        }
+        TaskType::Simple
+        | TaskType::Http
+        | TaskType::Join
+        | TaskType::SetVariable
+        | TaskType::Noop
+        | TaskType::Human => {}
     }
     check_scripts(task, t, path)
 }
@@ -647,6 +660,10 @@ fn check_scripts(task: &WorkflowTask, t: TaskType, path: &str) -> Result<(), Dsl
         TaskType::Inline if is_js(task.input_parameters.get("evaluatorType")) => (
             "inputParameters.expression".to_owned(),
             script(task.input_parameters.get("expression")),
+        ),
+        TaskType::Lambda => (
+            "inputParameters.scriptExpression".to_owned(),
+            script(task.input_parameters.get("scriptExpression")),
         ),
         _ => return Ok(()),
     };
@@ -1126,12 +1143,12 @@ mod tests {
     fn unknown_type_names_the_type_and_the_supported_ones() {
         let e = err(wf(json!([
             simple("a", json!({})),
-            {"name": "l", "taskReferenceName": "l", "type": "LAMBDA"}
+            {"name": "l", "taskReferenceName": "l", "type": "BUSINESS_RULE"}
         ])));
         assert_eq!(e.path, "tasks[1].type");
         assert!(e
             .message
-            .starts_with("unknown task type \"LAMBDA\"; supported: SIMPLE, HTTP,"));
+            .starts_with("unknown task type \"BUSINESS_RULE\"; supported: SIMPLE, HTTP,"));
         for t in [
             "JSON_JQ_TRANSFORM",
             "START_WORKFLOW",
@@ -1144,6 +1161,32 @@ mod tests {
                 t,
             );
         }
+    }
+
+    #[test]
+    fn a_lambda_needs_a_script_that_parses() {
+        let lambda = |params: Value| {
+            wf(
+                json!([{"name": "l", "taskReferenceName": "l", "type": "LAMBDA",
+                       "inputParameters": params}]),
+            )
+        };
+        assert_err(
+            lambda(json!({})),
+            "tasks[0].inputParameters.scriptExpression",
+            "needs",
+        );
+        assert_err(
+            lambda(json!({"scriptExpression": "return {a: "})),
+            "tasks[0].inputParameters.scriptExpression",
+            "syntax",
+        );
+        parse_definition(&lambda(json!({"scriptExpression": "return {a: 1}"}))).unwrap();
+        parse_definition(&wf(json!([
+            {"name": "n", "taskReferenceName": "n", "type": "NOOP"},
+            {"name": "h", "taskReferenceName": "h", "type": "HUMAN"}
+        ])))
+        .unwrap();
     }
 
     #[test]
@@ -1531,9 +1574,9 @@ mod tests {
         .unwrap();
         assert_err(
             def(json!({"workflowDefinition":
-                       wf(json!([{"name": "c", "taskReferenceName": "c", "type": "LAMBDA"}]))})),
+                       wf(json!([{"name": "c", "taskReferenceName": "c", "type": "BUSINESS_RULE"}]))})),
             "tasks[0].subWorkflowParam.workflowDefinition.tasks[0].type",
-            "LAMBDA",
+            "BUSINESS_RULE",
         );
     }
 
@@ -1782,8 +1825,8 @@ mod tests {
         }
         assert_eq!(skipped, NOT_DEFINITIONS.len());
         // Guards against the folder silently going missing or changing wholesale.
-        assert!(valid >= 24, "only {valid} samples validated");
-        assert!(refused >= 15, "only {refused} samples refused");
+        assert!(valid >= 30, "only {valid} samples validated");
+        assert!(refused >= 8, "only {refused} samples refused");
     }
 
     #[test]

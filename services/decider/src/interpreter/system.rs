@@ -95,6 +95,44 @@ impl Walker<'_> {
         }
     }
 
+    /// LAMBDA (Conductor's older script task): evaluates `scriptExpression` as the body of
+    /// a function over its input (bound to `$`) once; output `{result}`, or the run fails
+    /// with the script's error.
+    pub(super) fn lambda(&self, task: &WorkflowTask, latest: Option<&TaskState>) -> Flow {
+        if latest.is_some() {
+            return Flow::Done;
+        }
+        let input = self.input(task, 1);
+        // As Conductor's Lambda: the expression is a function body (`return` allowed).
+        let body = input["scriptExpression"].as_str().unwrap_or_default();
+        let script_text = format!("function scriptFun(){{{body}\n}} scriptFun();");
+        match script::evaluate(&script_text, &input, script::Limits::default()) {
+            Ok(value) => Flow::Waiting(vec![self.complete(
+                task,
+                TaskType::Lambda,
+                input,
+                json!({ "result": value }),
+                None,
+            )]),
+            Err(why) => self.fail_at_start(task, TaskType::Lambda, input, why.to_string()),
+        }
+    }
+
+    /// HUMAN: recorded as started (IN_PROGRESS) and completed, like a WAIT without a
+    /// timer, by the next signal named after its ref (the task API's update by reference
+    /// or by task id, an event handler's `complete_task`), its payload as the output.
+    pub(super) fn human(&self, task: &WorkflowTask, latest: Option<&TaskState>) -> Flow {
+        let latest = latest.filter(|t| t.status != TaskStatus::Canceled);
+        match latest {
+            Some(t) if t.status == TaskStatus::Scheduled => self.event_signalled(task, t),
+            Some(_) => Flow::Done,
+            None => {
+                let input = self.input(task, 1);
+                Flow::Waiting(vec![self.start(task, TaskType::Human, input)])
+            }
+        }
+    }
+
     /// EVENT: publishes its input, with `workflowInstanceId`, `workflowType`,
     /// `workflowVersion`, `correlationId`, `sink` and `event_produced` added (Conductor's
     /// message, which is also the task's output), to its `sink`. It completes in the
@@ -170,7 +208,8 @@ impl Walker<'_> {
         }])
     }
 
-    /// An asynchronous EVENT task completes with the first signal named after its ref.
+    /// An asynchronous EVENT task (or a HUMAN task) completes with the first signal named
+    /// after its ref that no earlier execution of the ref consumed.
     fn event_signalled(&self, task: &WorkflowTask, t: &TaskState) -> Flow {
         let consumed = self
             .state

@@ -227,3 +227,69 @@ fn an_event_task_whose_sink_resolves_to_nothing_fails_the_run_naming_it() {
         other => panic!("unexpected decisions {other:?}"),
     }
 }
+
+#[test]
+fn noop_completes_at_once_and_lambda_returns_its_scripts_result() {
+    let def = json!({"name": "w", "tasks": [
+        {"name": "n", "taskReferenceName": "n", "type": "NOOP"},
+        {"name": "l", "taskReferenceName": "l", "type": "LAMBDA",
+         "inputParameters": {"a": "${workflow.input.a}",
+                             "scriptExpression": "if ($.a > 1) { return {big: $.a * 2} } return {big: false}"}}]});
+    let h = HistoryBuilder::started(def, json!({"a": 3}));
+    match &decide(&h.state())[..] {
+        [Decision::CompleteSystemTask {
+            task_ref,
+            task_type,
+            output,
+            ..
+        }] => {
+            assert_eq!((task_ref.as_str(), task_type.as_str()), ("n", "NOOP"));
+            assert_eq!(output, &json!({}));
+        }
+        other => panic!("unexpected decisions {other:?}"),
+    }
+    let sim = crate::sim::Sim::start(def_of_lambda(), json!({"a": 3}));
+    assert_eq!(sim.state.status, RunStatus::Completed);
+    assert_eq!(sim.state.output, Some(json!({"big": {"big": 6}})));
+    let failing = json!({"name": "w", "tasks": [{"name": "l", "taskReferenceName": "l",
+        "type": "LAMBDA", "inputParameters": {"scriptExpression": "throw new Error('no')"}}]});
+    let sim = crate::sim::Sim::start(failing, json!({}));
+    assert_eq!(sim.state.status, RunStatus::Failed);
+    assert!(
+        sim.state
+            .reason
+            .as_deref()
+            .unwrap_or_default()
+            .contains("no"),
+        "{:?}",
+        sim.state.reason
+    );
+}
+
+fn def_of_lambda() -> Value {
+    json!({"name": "w", "tasks": [
+        {"name": "n", "taskReferenceName": "n", "type": "NOOP"},
+        {"name": "l", "taskReferenceName": "l", "type": "LAMBDA",
+         "inputParameters": {"a": "${workflow.input.a}",
+                             "scriptExpression": "return {big: $.a * 2}"}}],
+     "outputParameters": {"big": "${l.output.result}"}})
+}
+
+#[test]
+fn a_human_task_waits_in_progress_until_completed_by_its_signal() {
+    let def = json!({"name": "w", "tasks": [
+        {"name": "review", "taskReferenceName": "review", "type": "HUMAN"}],
+     "outputParameters": {"verdict": "${review.output.verdict}"}});
+    let mut sim = crate::sim::Sim::start(def, json!({}));
+    assert_eq!(sim.state.status, RunStatus::Running);
+    let review = sim
+        .state
+        .tasks
+        .iter()
+        .find(|t| t.task_ref == "review")
+        .unwrap();
+    assert_eq!(review.task_type, "HUMAN");
+    sim.signal("review", json!({"verdict": "approved"}));
+    assert_eq!(sim.state.status, RunStatus::Completed);
+    assert_eq!(sim.state.output, Some(json!({"verdict": "approved"})));
+}

@@ -218,6 +218,9 @@ impl<'a> Walker<'a> {
             TaskType::DoWhile => self.do_while(task, latest),
             TaskType::Inline => self.inline(task, latest),
             TaskType::Event => self.event(task, latest),
+            TaskType::Noop => self.system(task, kind, latest, |_| (json!({}), None)),
+            TaskType::Lambda => self.lambda(task, latest),
+            TaskType::Human => self.human(task, latest),
             TaskType::ForkJoinDynamic => self.dynamic_fork(task, latest, false),
             TaskType::Wait => self.wait(task, latest),
         }

@@ -107,7 +107,12 @@ fn payload(body: &Bytes) -> Result<Value, ApiError> {
 }
 
 /// Publishes the signal after checking that the workflow exists and is not finished.
-async fn send(state: &AppState, id: &str, name: String, payload: Value) -> Result<(), ApiError> {
+pub(crate) async fn send(
+    state: &AppState,
+    id: &str,
+    name: String,
+    payload: Value,
+) -> Result<(), ApiError> {
     match state.store.current_run(id).await? {
         Some(run) if run.status != "RUNNING" && run.status != "PAUSED" => {
             return Err(ApiError::Conflict(format!(

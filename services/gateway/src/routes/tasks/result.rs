@@ -185,6 +185,28 @@ async fn apply(
         logs::append(&state.store, task_id, &lines).await?;
     }
     let worker = result.worker_id.filter(|w| !w.is_empty());
+    if !ACTIVITY_TYPES.contains(&row.task.task_type.as_str()) {
+        // A HUMAN, WAIT or asynchronous EVENT task: the decider completes it with the
+        // signal named after its ref (the run keeps it in order with its other commands).
+        match outcome {
+            Outcome::Completed => {
+                let (id, task_ref) = (row.task.workflow_id.clone(), row.task.task_ref.clone());
+                crate::routes::signal::send(state, &id, task_ref, output).await?;
+            }
+            Outcome::InProgress => {}
+            Outcome::Failed { .. } => {
+                return Err(ApiError::invalid(
+                    "invalid_status",
+                    "status",
+                    format!(
+                        "a {} task is completed, not failed, through the task API",
+                        row.task.task_type
+                    ),
+                ))
+            }
+        }
+        return Ok((row, worker));
+    }
     record(
         state,
         &row,

@@ -1,0 +1,92 @@
+//! Conductor's NOOP, LAMBDA and HUMAN tasks, on both back-ends: a NOOP completes at once,
+//! a LAMBDA returns its script's result, a HUMAN task waits IN_PROGRESS until the task
+//! API completes it by id, its output taken from the update.
+
+use std::time::Duration;
+
+use serde_json::json;
+use weft_e2e::Suite;
+
+use crate::RUN_TIMEOUT;
+
+crate::on_both_backends!(noop_lambda_and_a_human_task_completed_through_the_task_api);
+
+async fn noop_lambda_and_a_human_task_completed_through_the_task_api(suite: Suite) {
+    let client = suite.client();
+    client
+        .register(&json!({"name": "review", "version": 1, "tasks": [
+            {"name": "nothing", "taskReferenceName": "nothing", "type": "NOOP"},
+            {"name": "score", "taskReferenceName": "score", "type": "LAMBDA",
+             "inputParameters": {"amount": "${workflow.input.amount}",
+                                 "scriptExpression": "if ($.amount > 100) { return {risk: 'high'} } return {risk: 'low'}"}},
+            {"name": "approve", "taskReferenceName": "approve", "type": "HUMAN",
+             "inputParameters": {"risk": "${score.output.result.risk}"}}],
+         "outputParameters": {"risk": "${score.output.result.risk}",
+                              "approvedBy": "${approve.output.approvedBy}"}}))
+        .await
+        .unwrap();
+    let id = client
+        .start("review", json!({"amount": 250}))
+        .await
+        .unwrap();
+    let deadline = tokio::time::Instant::now() + RUN_TIMEOUT;
+    let human = loop {
+        let run = client.get(&id).await.unwrap();
+        let found = run["tasks"].as_array().and_then(|tasks| {
+            tasks
+                .iter()
+                .find(|t| t["referenceTaskName"] == json!("approve"))
+                .cloned()
+        });
+        if let Some(task) = found {
+            break task;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no HUMAN task: {run}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(human["status"], json!("IN_PROGRESS"), "{human}");
+    assert_eq!(human["taskType"], json!("HUMAN"), "{human}");
+    assert_eq!(human["inputData"]["risk"], json!("high"), "{human}");
+    let run = client.get(&id).await.unwrap();
+    assert_eq!(run["status"], json!("RUNNING"));
+    let nothing = run["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["referenceTaskName"] == json!("nothing"))
+        .cloned()
+        .unwrap();
+    assert_eq!(nothing["status"], json!("COMPLETED"), "{nothing}");
+
+    // Failing a HUMAN task through the task API is refused; completing it works.
+    let task_id = human["taskId"].as_str().unwrap();
+    let refused = client
+        .post_json(
+            "/api/tasks",
+            &json!({"taskId": task_id, "workflowInstanceId": id, "status": "FAILED"}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(refused.status, 400, "{}", refused.text);
+    let r = client
+        .post_json(
+            "/api/tasks",
+            &json!({"taskId": task_id, "workflowInstanceId": id, "status": "COMPLETED",
+                    "outputData": {"approvedBy": "Grace"}}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(r.status, 200, "{}", r.text);
+    let run = client
+        .wait_for_status(&id, &["COMPLETED"], RUN_TIMEOUT)
+        .await
+        .unwrap();
+    assert_eq!(
+        run["output"],
+        json!({"risk": "high", "approvedBy": "Grace"}),
+        "{run}"
+    );
+}
