@@ -709,7 +709,7 @@ impl Shard {
             output,
             location,
             iteration,
-            ..
+            async_complete,
         } = &decision
         else {
             return Ok(Vec::new());
@@ -763,13 +763,30 @@ impl Shard {
             events.extend(events_for(failed, seq, Utc::now()));
             return Ok(events);
         }
+        let traceparent =
+            weft::telemetry::current_traceparent().or_else(|| w.state.traceparent.clone());
         w.outbox.push(OutboxMessage::raw(
             exchange,
             routing_key,
             *task_id,
             serde_json::to_vec(output)?,
-            weft::telemetry::current_traceparent().or_else(|| w.state.traceparent.clone()),
+            traceparent.clone(),
         ));
+        if !async_complete {
+            // Sent by the outbox only once the message above is confirmed.
+            let confirmed = Command::Signal(weft::messages::Signal {
+                name: crate::interpreter::event_published(*task_id),
+                payload: output.clone(),
+            });
+            let envelope = Envelope::new(&w.state.workflow_id, Some(w.state.run_id), &confirmed)?;
+            let names = self.bus.names();
+            w.outbox.push(OutboxMessage::new(
+                names.commands_exchange(),
+                names.command_key_for(&w.state.workflow_id),
+                &envelope,
+                traceparent,
+            )?);
+        }
         Ok(events_for(decision, seq, Utc::now()))
     }
 

@@ -45,6 +45,11 @@ pub const ORIGINAL_QUEUE_HEADER: &str = "x-weft-original-queue";
 /// AMQP header carrying the W3C trace context.
 pub const TRACEPARENT_HEADER: &str = "traceparent";
 
+/// The `type` of an encoded envelope; `None` when the body is not one.
+pub fn envelope_kind(body: &[u8]) -> Option<String> {
+    message::envelope_head(body).1
+}
+
 /// AMQP names (exchanges, queues, routing keys) are short strings of at most 255 bytes.
 const MAX_NAME_LEN: usize = 255;
 

@@ -22,6 +22,10 @@ pub struct OutboxMessage {
     pub body: Vec<u8>,
     /// W3C trace context to carry along.
     pub traceparent: Option<String>,
+    /// The body is not an envelope (an EVENT task's message). Such messages go out, and
+    /// are confirmed, before the envelopes committed with them: a command that says one
+    /// was sent (the EVENT task's completion) never overtakes it.
+    pub raw: bool,
 }
 
 impl OutboxMessage {
@@ -40,6 +44,7 @@ impl OutboxMessage {
             routing_key,
             body,
             traceparent,
+            raw: true,
         }
     }
 
@@ -56,6 +61,7 @@ impl OutboxMessage {
             routing_key,
             body: envelope.to_bytes()?,
             traceparent,
+            raw: false,
         })
     }
 }
@@ -89,9 +95,28 @@ pub(super) async fn publish_messages(
     if messages.is_empty() {
         return (Vec::new(), Ok(()));
     }
+    if !messages.iter().any(|m| m.raw) {
+        return publish_group(bus, messages.iter()).await;
+    }
+    // Raw messages first; the envelopes only once every one of them is confirmed (a
+    // failure leaves all of them to the sweeper, which keeps the same order).
+    let (mut sent, first) = publish_group(bus, messages.iter().filter(|m| m.raw)).await;
+    if first.is_err() {
+        return (sent, first);
+    }
+    let (rest, then) = publish_group(bus, messages.iter().filter(|m| !m.raw)).await;
+    sent.extend(rest);
+    (sent, then)
+}
+
+/// Publishes `messages` concurrently; the ids of the confirmed ones and the first failure.
+async fn publish_group<'a>(
+    bus: &Bus,
+    messages: impl Iterator<Item = &'a OutboxMessage> + Clone,
+) -> (Vec<Uuid>, Result<()>) {
     let results = publish_all(
         bus,
-        messages.iter().map(|m| {
+        messages.clone().map(|m| {
             (
                 m.exchange.as_str(),
                 m.routing_key.as_str(),
@@ -103,7 +128,6 @@ pub(super) async fn publish_messages(
     )
     .await;
     let sent: Vec<Uuid> = messages
-        .iter()
         .zip(&results)
         .filter(|(_, r)| r.is_ok())
         .map(|(m, _)| m.id)
@@ -112,6 +136,12 @@ pub(super) async fn publish_messages(
         sent,
         results.into_iter().collect::<Result<Vec<()>>>().map(drop),
     )
+}
+
+/// Whether an outbox row's body is an envelope (raw rows are published first, see
+/// [`OutboxMessage::raw`]).
+pub(super) fn is_envelope(body: &[u8]) -> bool {
+    crate::bus::envelope_kind(body).is_some()
 }
 
 /// Most ids a janitor deletes in one go.

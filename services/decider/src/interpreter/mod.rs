@@ -130,8 +130,10 @@ pub enum Decision {
         reason: String,
     },
     /// EVENT: publish `output` as a message to `location` (with the task id as its
-    /// message id, in the commit's outbox) and record the task, completed unless
-    /// `async_complete` (then it waits, like a WAIT, for a signal named after its ref).
+    /// message id, in the commit's outbox) and record the task as started; it completes
+    /// when the broker has confirmed the message (the outbox then sends the run the
+    /// signal [`event_published`] names), or with `async_complete` when it is completed
+    /// by reference (a signal named after its ref), as in Conductor.
     PublishEvent {
         /// Id, as for scheduled tasks.
         task_id: Uuid,
@@ -260,6 +262,13 @@ pub(crate) fn workflow_output(state: &RunState) -> Value {
     )
 }
 
+/// The signal that tells a run its EVENT task's message was confirmed by the broker:
+/// published after that message by the outbox (raw messages go first), its payload the
+/// message, which becomes the task's output.
+pub fn event_published(task_id: Uuid) -> String {
+    format!("weft:event-published:{task_id}")
+}
+
 /// The history events a decision becomes; `seq` is the run's next task position and
 /// `now` the time the events are written (a relative timer becomes absolute here).
 pub fn events_for(decision: Decision, seq: i32, now: DateTime<Utc>) -> Vec<Event> {
@@ -355,26 +364,19 @@ pub fn events_for(decision: Decision, seq: i32, now: DateTime<Utc>) -> Vec<Event
             iteration,
             location: _,
         } => {
-            let mut events = vec![Event::TaskScheduled(TaskScheduled {
+            // IN_PROGRESS: it completes once its message is confirmed (see
+            // `event_published`), or, asynchronous, when completed by reference.
+            let _ = (output, async_complete);
+            vec![Event::TaskScheduled(TaskScheduled {
                 task_id,
-                task_ref: task_ref.clone(),
+                task_ref,
                 task_type: weft::dsl::TaskType::Event.as_str().to_owned(),
                 task_name,
                 seq,
                 attempt: 1,
                 input,
                 iteration,
-            })];
-            if !async_complete {
-                events.push(Event::TaskCompleted(TaskCompleted {
-                    task_id,
-                    task_ref,
-                    output,
-                    worker_id: None,
-                    started_at: None,
-                }));
-            }
-            events
+            })]
         }
         Decision::CompleteStartedTask {
             task_id,

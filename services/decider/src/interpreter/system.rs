@@ -135,14 +135,22 @@ impl Walker<'_> {
 
     /// EVENT: publishes its input, with `workflowInstanceId`, `workflowType`,
     /// `workflowVersion`, `correlationId`, `sink` and `event_produced` added (Conductor's
-    /// message, which is also the task's output), to its `sink`. It completes in the
-    /// commit whose outbox holds the message, or, with `asyncComplete`, on a signal named
-    /// after its ref (as a WAIT does: `POST /api/tasks/{workflowId}/{ref}/COMPLETED`, an
-    /// event handler's `complete_task`).
+    /// message, which is also the task's output), to its `sink`. It is IN_PROGRESS until
+    /// the broker has confirmed the message, then completes; with `asyncComplete` it
+    /// stays IN_PROGRESS until completed by reference (as a WAIT:
+    /// `POST /api/tasks/{workflowId}/{ref}/COMPLETED`, an event handler's `complete_task`).
     pub(super) fn event(&self, task: &WorkflowTask, latest: Option<&TaskState>) -> Flow {
         let latest = latest.filter(|t| t.status != TaskStatus::Canceled);
+        let async_complete = task
+            .extra
+            .get("asyncComplete")
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
         match latest {
-            Some(t) if t.status == TaskStatus::Scheduled => return self.event_signalled(task, t),
+            Some(t) if t.status == TaskStatus::Scheduled && async_complete => {
+                return self.event_signalled(task, t)
+            }
+            Some(t) if t.status == TaskStatus::Scheduled => return self.event_confirmed(t),
             Some(t) if t.status == TaskStatus::Failed && !task.optional => {
                 let reason = t
                     .reason
@@ -191,11 +199,6 @@ impl Walker<'_> {
         output.insert("correlationId".into(), json!(self.state.correlation_id));
         output.insert("sink".into(), json!(sink));
         output.insert("event_produced".into(), json!(produced));
-        let async_complete = task
-            .extra
-            .get("asyncComplete")
-            .and_then(Value::as_bool)
-            .unwrap_or(false);
         Flow::Waiting(vec![Decision::PublishEvent {
             task_id: self.task_id(task, 1),
             task_ref: task.task_reference_name.clone(),
@@ -206,6 +209,20 @@ impl Walker<'_> {
             async_complete,
             iteration: self.iteration,
         }])
+    }
+
+    /// A synchronous EVENT task completes with the signal its confirmed message sent
+    /// ([`super::event_published`]), the message as its output.
+    fn event_confirmed(&self, t: &TaskState) -> Flow {
+        let name = super::event_published(t.task_id);
+        match self.state.signals.iter().find(|(n, _)| *n == name) {
+            Some((_, message)) => Flow::Waiting(vec![Decision::CompleteStartedTask {
+                task_id: t.task_id,
+                task_ref: t.task_ref.clone(),
+                output: message.clone(),
+            }]),
+            None => Flow::Waiting(Vec::new()),
+        }
     }
 
     /// An asynchronous EVENT task (or a HUMAN task) completes with the first signal named

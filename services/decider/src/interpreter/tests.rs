@@ -140,7 +140,7 @@ fn failed_optional_task_lets_the_run_go_on() {
 #[test]
 fn unsupported_task_type_fails_the_run_with_a_clear_reason() {
     let def = json!({"name": "sw", "tasks": [
-        {"name": "x", "taskReferenceName": "x", "type": "LAMBDA"}]});
+        {"name": "x", "taskReferenceName": "x", "type": "BUSINESS_RULE"}]});
     let h = HistoryBuilder::started(def, json!({}));
     match &decide(&h.state())[..] {
         [Decision::FailWorkflow { reason, .. }] => {

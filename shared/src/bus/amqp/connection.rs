@@ -218,7 +218,12 @@ impl Link {
         if let Err(e) = declare::core(&conn, &self.names, &declared).await {
             let _ = conn.close(200, "declaration failed".into()).await;
             let err = Error::Bus(format!("declaring the topology: {e}"));
-            return Err(if e.is_amqp_soft_error() {
+            // NOT_FOUND while declaring is RabbitMQ's race between connections declaring
+            // the same new durable queue at once ("home node … is down or inaccessible",
+            // several services starting together): declaring again succeeds. Other
+            // refusals (a queue with other arguments) stay refusals.
+            let raced = e.to_string().contains("NOT_FOUND");
+            return Err(if e.is_amqp_soft_error() && !raced {
                 Failure::Fatal(err)
             } else {
                 Failure::Transient(err)

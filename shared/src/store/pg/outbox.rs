@@ -11,7 +11,7 @@ use uuid::Uuid;
 use super::PgStore;
 use crate::bus::Bus;
 use crate::store::backend::OutboxStore;
-use crate::store::outbox::{publish_messages, Janitor, OutboxMessage};
+use crate::store::outbox::{is_envelope, publish_messages, Janitor, OutboxMessage};
 use crate::Result;
 
 /// `(id, exchange, routing_key, body, traceparent)` as read back by the sweeper.
@@ -87,11 +87,17 @@ impl OutboxStore for PgStore {
         .fetch_all(&mut *tx)
         .await?;
         // Concurrently: the rows stay locked until the commit, and the janitor skips them.
-        let publishes = rows.iter().map(|(id, exchange, key, body, trace)| {
-            bus.publish_with_id(exchange, key, body, Some(*id), trace.as_deref())
-        });
-        for published in futures_util::future::join_all(publishes).await {
-            published?;
+        // Raw messages (EVENT tasks') first, as after a commit: the envelopes committed
+        // with them (the command completing the task) never overtake them.
+        let (envelopes, raw): (Vec<&OutboxRow>, Vec<&OutboxRow>) =
+            rows.iter().partition(|row| is_envelope(&row.3));
+        for group in [raw, envelopes] {
+            let publishes = group.into_iter().map(|(id, exchange, key, body, trace)| {
+                bus.publish_with_id(exchange, key, body, Some(*id), trace.as_deref())
+            });
+            for published in futures_util::future::join_all(publishes).await {
+                published?;
+            }
         }
         let sent: Vec<Uuid> = rows.iter().map(|row| row.0).collect();
         sqlx::query("DELETE FROM outbox WHERE id = ANY($1)")

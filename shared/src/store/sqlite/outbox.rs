@@ -13,7 +13,7 @@ use uuid::Uuid;
 use super::SqliteStore;
 use crate::bus::Bus;
 use crate::store::backend::OutboxStore;
-use crate::store::outbox::{publish_messages, Janitor, OutboxMessage};
+use crate::store::outbox::{is_envelope, publish_messages, Janitor, OutboxMessage};
 use crate::Result;
 
 /// Most bound parameters per statement (SQLite allows 32766).
@@ -112,7 +112,10 @@ impl OutboxStore for SqliteStore {
         .await?;
         let mut sent = Vec::with_capacity(rows.len());
         let mut failure = None;
-        for (id, exchange, key, body, trace) in &rows {
+        // Raw messages (EVENT tasks') first: see `OutboxMessage::raw`.
+        let (envelopes, raw): (Vec<&OutboxRow>, Vec<&OutboxRow>) =
+            rows.iter().partition(|row| is_envelope(&row.3));
+        for (id, exchange, key, body, trace) in raw.into_iter().chain(envelopes) {
             match bus
                 .publish_with_id(exchange, key, body, Some(*id), trace.as_deref())
                 .await

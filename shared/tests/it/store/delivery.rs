@@ -67,6 +67,70 @@ async fn outbox(env: &Env) -> Vec<String> {
     vec![queue]
 }
 
+bus_test!(
+    outbox_sends_raw_messages_first_and_holds_the_envelopes_back_until_they_are_confirmed,
+    raw_first
+);
+async fn raw_first(env: &Env) -> Vec<String> {
+    let commands = env.listen("outbox.order").await;
+    let raw_queue = env.listen("outbox.raw-sink").await;
+    // An EVENT task's message to a destination that refuses it, committed with the
+    // command that would complete the task: neither the publish after the commit nor
+    // the sweeper may send the command.
+    let refused = OutboxMessage::raw(
+        format!("{}.no-such-exchange", env.names.namespace()),
+        "k".into(),
+        Uuid::new_v4(),
+        b"{\"order\": 1}".to_vec(),
+        None,
+    );
+    let held = message(env, "outbox.order", 1);
+    let batch = CommitBatch {
+        outbox: vec![held.clone(), refused.clone()],
+        ..CommitBatch::default()
+    };
+    env.store.commit(&batch).await.unwrap();
+    let published = env
+        .store
+        .publish_outbox(&env.bus, &[held.clone(), refused.clone()])
+        .await;
+    assert!(published.is_err(), "the refused message is an error");
+    assert!(
+        env.take(&commands, 0).await.is_empty(),
+        "the command waited"
+    );
+    let swept = env.store.sweep_outbox(&env.bus, Duration::ZERO, 10).await;
+    assert!(swept.is_err(), "the sweeper meets the refusal first");
+    assert!(
+        env.take(&commands, 0).await.is_empty(),
+        "the command still waits"
+    );
+
+    // A raw message that goes through: the command follows it.
+    let sent = OutboxMessage::raw(
+        String::new(),
+        raw_queue.clone(),
+        Uuid::new_v4(),
+        b"{\"order\": 2}".to_vec(),
+        None,
+    );
+    let follows = message(env, "outbox.order", 2);
+    let batch = CommitBatch {
+        outbox: vec![follows.clone(), sent.clone()],
+        ..CommitBatch::default()
+    };
+    env.store.commit(&batch).await.unwrap();
+    env.store
+        .publish_outbox(&env.bus, &[follows.clone(), sent])
+        .await
+        .unwrap();
+    assert_eq!(env.bus.message_count(&raw_queue).await.unwrap(), 1);
+    let taken = env.take(&commands, 1).await;
+    assert_eq!(taken.len(), 1);
+    assert_eq!(taken[0].id, Envelope::from_bytes(&follows.body).unwrap().id);
+    vec![commands, raw_queue]
+}
+
 bus_test!(timers_fire_when_due_and_not_before, timers);
 async fn timers(env: &Env) -> Vec<String> {
     let queue = env.listen("timer.test").await;

@@ -20,6 +20,7 @@ fn outbox(key: &str) -> OutboxMessage {
         routing_key: key.into(),
         body: vec![1, 2, 3],
         traceparent: None,
+        raw: false,
     }
 }
 

@@ -28,6 +28,7 @@ fn message() -> OutboxMessage {
         routing_key: "cmd.0".into(),
         body: b"start".to_vec(),
         traceparent: None,
+        raw: false,
     }
 }
 
