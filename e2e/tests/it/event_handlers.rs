@@ -1,6 +1,7 @@
 //! Event handlers over the real services and on `weft dev`: handlers registered while
 //! everything runs listen to an exchange, and the events published there complete a WAIT
-//! task, terminate a run and start one, each as the handler's condition selects.
+//! task, fail a SIMPLE task, terminate a run and start one, each as the handler's
+//! condition selects.
 
 use std::time::Duration;
 
@@ -59,6 +60,17 @@ async fn handlers_on_an_exchange_complete_terminate_and_start_runs(suite: Suite)
     register(
         &suite,
         json!({
+            "name": "rejected", "event": event, "active": true,
+            "condition": "$.status == 'rejected'",
+            "actions": [{"action": "fail_task", "fail_task": {
+                "workflowId": "${workflowId}", "taskRefName": "review",
+                "reasonForIncompletion": "rejected: ${why}"}}]
+        }),
+    )
+    .await;
+    register(
+        &suite,
+        json!({
             "name": "reorder", "event": event, "active": true,
             "condition": "$.status == 'cancelled' && $.reorder",
             "actions": [{"action": "start_workflow", "start_workflow": {
@@ -76,6 +88,25 @@ async fn handlers_on_an_exchange_complete_terminate_and_start_runs(suite: Suite)
         .await
         .unwrap();
 
+    // A SIMPLE task no worker serves, failed by an event.
+    client
+        .register(&json!({"name": "manual", "version": 1, "tasks": [
+            {"name": "manual_review", "taskReferenceName": "review", "type": "SIMPLE"}]}))
+        .await
+        .unwrap();
+    let rejected = client.start("manual", json!({})).await.unwrap();
+    let deadline = tokio::time::Instant::now() + RUN_TIMEOUT;
+    loop {
+        let run = client.get(&rejected).await.unwrap();
+        if run["tasks"].as_array().is_some_and(|t| !t.is_empty()) {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "review never scheduled: {run}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     let paid = client.start("checkout", json!({})).await.unwrap();
     let cancelled = client.start("checkout", json!({})).await.unwrap();
     let publish = |key: &'static str, body: Value, id: &'static str| {
@@ -99,6 +130,23 @@ async fn handlers_on_an_exchange_complete_terminate_and_start_runs(suite: Suite)
     )
     .await;
 
+    publish(
+        "payment.rejected",
+        json!({"workflowId": rejected, "status": "rejected", "why": "no stock"}),
+        "e-3",
+    )
+    .await;
+    let run = client
+        .wait_for_status(&rejected, &["FAILED"], RUN_TIMEOUT)
+        .await
+        .unwrap();
+    let review = &run["tasks"][0];
+    assert_eq!(review["status"], json!("FAILED"), "{run}");
+    assert_eq!(
+        review["reasonForIncompletion"],
+        json!("rejected: no stock"),
+        "{run}"
+    );
     let run = client
         .wait_for_status(&paid, &["COMPLETED"], RUN_TIMEOUT)
         .await
@@ -122,7 +170,10 @@ async fn handlers_on_an_exchange_complete_terminate_and_start_runs(suite: Suite)
             .await
             .unwrap();
         let found: Value = serde_json::from_str(&r.text).unwrap();
-        if let Some(id) = found[0]["output"]["workflowId"].as_str() {
+        let started = found
+            .as_array()
+            .and_then(|all| all.iter().find_map(|e| e["output"]["workflowId"].as_str()));
+        if let Some(id) = started {
             break id.to_owned();
         }
         assert!(
@@ -133,8 +184,8 @@ async fn handlers_on_an_exchange_complete_terminate_and_start_runs(suite: Suite)
     };
     let run = client.get(&reordered).await.unwrap();
     assert_eq!(run["correlationId"], json!(cancelled), "{run}");
-    // Each handler saw both events: one acted, the other skipped.
-    for name in ["paid", "cancelled"] {
+    // Each handler saw every event: one acted, the others skipped.
+    for name in ["paid", "cancelled", "rejected"] {
         let r = client
             .raw(
                 reqwest::Method::GET,
@@ -151,7 +202,11 @@ async fn handlers_on_an_exchange_complete_terminate_and_start_runs(suite: Suite)
             .map(|e| e["status"].as_str().unwrap())
             .collect();
         statuses.sort_unstable();
-        assert_eq!(statuses, ["COMPLETED", "SKIPPED"], "{name}: {found}");
+        assert_eq!(
+            statuses,
+            ["COMPLETED", "SKIPPED", "SKIPPED"],
+            "{name}: {found}"
+        );
     }
     // The same resource through the command line.
     let weft = crate::cli::Weft::new(&suite.gateway_url());
@@ -192,7 +247,8 @@ async fn handlers_on_an_exchange_complete_terminate_and_start_runs(suite: Suite)
     let on_dev = suite.dev_bus().is_some();
     drop(suite);
     if !on_dev {
-        bus.teardown(&[]).await.unwrap();
+        let review_queue = bus.names().activity_queue("manual_review");
+        bus.teardown(&[review_queue]).await.unwrap();
     }
     stop.cancel();
 }

@@ -221,6 +221,7 @@ async fn act(
                         status,
                         None,
                         Value::Object(output),
+                        reason,
                     )
                     .await?
                 }

@@ -59,11 +59,11 @@ async fn complete_by_ref(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<String, ApiError> {
     let payload = payload(&body?)?;
-    complete_task_by_ref(&state, &id, &task_ref, &status, q.workerid, payload).await
+    complete_task_by_ref(&state, &id, &task_ref, &status, q.workerid, payload, None).await
 }
 
-/// Applies `status` with `payload` to the task `task_ref` of the workflow's current run,
-/// as `POST /api/tasks/{workflowId}/{taskRef}/{status}` does: a pending SIMPLE or HTTP
+/// Applies `status` with `payload` (and `reason` for a failure) to the task `task_ref` of
+/// the workflow's current run, as `POST /api/tasks/{workflowId}/{taskRef}/{status}` does: a pending SIMPLE or HTTP
 /// task takes it as a worker's result (the answer is its task id); otherwise the ref names
 /// a WAIT (or HUMAN) task, completed (COMPLETED only) by a signal (the answer is the
 /// workflow id).
@@ -74,6 +74,7 @@ pub(crate) async fn complete_task_by_ref(
     status: &str,
     worker: Option<String>,
     payload: Value,
+    reason: Option<String>,
 ) -> Result<String, ApiError> {
     let activity = crate::routes::tasks::result::complete_by_ref(
         state,
@@ -82,6 +83,7 @@ pub(crate) async fn complete_task_by_ref(
         status,
         worker,
         payload.clone(),
+        reason,
     );
     if let Some(task_id) = activity.await? {
         return Ok(task_id.to_string());

@@ -252,7 +252,8 @@ async fn record(
 const ACTIVITY_TYPES: [&str; 2] = ["SIMPLE", "HTTP"];
 
 /// Conductor's `POST /api/tasks/{workflowId}/{taskRef}/{status}` for an activity: applies
-/// `status` with `output` to the pending SIMPLE or HTTP task `task_ref` of the workflow's
+/// `status` with `output` (and `reason` for a failure, by default "<status> by
+/// reference") to the pending SIMPLE or HTTP task `task_ref` of the workflow's
 /// current run and returns its id; `None` when the run has no such pending activity (the
 /// ref may name a WAIT task, completed by a signal instead).
 pub async fn complete_by_ref(
@@ -262,6 +263,7 @@ pub async fn complete_by_ref(
     status: &str,
     worker: Option<String>,
     output: Value,
+    reason: Option<String>,
 ) -> Result<Option<Uuid>, ApiError> {
     let Some((_, tasks)) = state.store.current_run_with_tasks(workflow_id).await? else {
         return Ok(None);
@@ -281,7 +283,7 @@ pub async fn complete_by_ref(
     let row = view::load(&state.store, task.task_id)
         .await?
         .ok_or_else(|| ApiError::NotFound(format!("task {task_ref} not found")))?;
-    let reason = Some(format!("{status} by reference"));
+    let reason = reason.or_else(|| Some(format!("{status} by reference")));
     record(state, &row, outcome, output, reason, &worker).await?;
     Ok(Some(row.task.task_id))
 }
