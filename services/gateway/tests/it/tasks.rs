@@ -507,3 +507,55 @@ async fn a_long_poll_answers_at_once_when_the_gateway_shuts_down() {
     assert_eq!(r.json(), json!([]));
     finish(env, &task_name).await;
 }
+
+#[tokio::test]
+async fn queue_sizes_count_the_tasks_waiting_for_a_worker() {
+    let env = crate::utils::TestEnv::new().await;
+    env.bus.declare_activity_queue("sized").await.unwrap();
+    let names = env.bus.names().clone();
+    for i in 0..3 {
+        let message = weft::messages::ActivityMessage::ActivityTask(weft::messages::ActivityTask {
+            task_id: uuid::Uuid::new_v4(),
+            workflow_id: format!("wf-{i}"),
+            run_id: uuid::Uuid::now_v7(),
+            task_ref: "s".into(),
+            task_name: "sized".into(),
+            task_type: "SIMPLE".into(),
+            attempt: 1,
+            input: serde_json::json!({}),
+            reply_to: weft::topology::Names::shard_key(0),
+            scheduled_at: chrono::Utc::now(),
+            response_timeout_seconds: 0,
+        });
+        let envelope = weft::Envelope::new(&format!("wf-{i}"), None, &message).unwrap();
+        env.bus
+            .publish(&names.activity_exchange(), "sized", &envelope)
+            .await
+            .unwrap();
+    }
+    env.put(
+        "/api/metadata/taskdefs",
+        &serde_json::json!({"name": "sized", "ownerEmail": "t@weft.dev"}),
+    )
+    .await;
+    let sizes = env
+        .get("/api/tasks/queue/sizes?taskType=sized&taskType=never_used")
+        .await;
+    assert_eq!(sizes.status, axum::http::StatusCode::OK, "{}", sizes.text());
+    assert_eq!(
+        sizes.json(),
+        serde_json::json!({"sized": 3, "never_used": 0})
+    );
+    assert_eq!(env.get("/api/tasks/queue/size?taskType=sized").await.json(), 3);
+    let all = env.get("/api/tasks/queue/all").await.json();
+    assert_eq!(all["sized"], 3, "{all}");
+    assert_eq!(all["HTTP"], 0, "{all}");
+    let body = env
+        .get("/api/tasks/queue/size")
+        .await
+        .error(axum::http::StatusCode::BAD_REQUEST);
+    assert_eq!(body["path"], "taskType", "{body}");
+    let queue = names.activity_queue("sized");
+    let _ = env.bus.teardown(&[queue]).await;
+    env.finish().await;
+}

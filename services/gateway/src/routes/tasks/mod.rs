@@ -4,11 +4,14 @@
 //! - `GET /api/tasks/poll/{taskType}` and the long-polling
 //!   `GET /api/tasks/poll/batch/{taskType}` hand out activity tasks ([`poll`]);
 //! - `POST /api/tasks` and `POST /api/tasks/update-v2` take results ([`result`]);
+//! - `GET /api/tasks/queue/sizes`, `/queue/size`, `/queue/all`: waiting tasks per type
+//!   ([`queues`]);
 //! - `GET /api/tasks/{taskId}` reads a task; `POST`/`GET /api/tasks/{taskId}/log` append
 //!   and read its log ([`logs`]).
 
 pub mod logs;
 pub mod poll;
+pub mod queues;
 pub mod result;
 pub mod view;
 
@@ -28,6 +31,9 @@ pub fn routes() -> Router<AppState> {
         .route("/api/tasks/poll/batch/{task_type}", get(poll::batch))
         .route("/api/tasks", post(result::update))
         .route("/api/tasks/update-v2", post(result::update_v2))
+        .route("/api/tasks/queue/sizes", get(queues::sizes))
+        .route("/api/tasks/queue/size", get(queues::one))
+        .route("/api/tasks/queue/all", get(queues::all))
         .route("/api/tasks/{task_id}", get(task))
         .route("/api/tasks/{task_id}/log", post(logs::add).get(logs::list))
 }

@@ -1,0 +1,126 @@
+//! Conductor's queue reads (`TaskResource`), answered from the broker: how many tasks of
+//! a type wait for a worker (ready messages on `<ns>.activity.<taskType>`; a queue that
+//! does not exist yet holds none).
+//!
+//! - `GET /api/tasks/queue/sizes?taskType=a&taskType=b` → `{"a": 3, "b": 0}`
+//! - `GET /api/tasks/queue/size?taskType=a` → `3`
+//! - `GET /api/tasks/queue/all` → every registered task definition's queue (and `HTTP`)
+
+use std::collections::BTreeMap;
+
+use axum::extract::{RawQuery, State};
+use axum::Json;
+
+use crate::error::ApiError;
+use crate::state::AppState;
+
+/// Task types named by the repeated `taskType` parameter, in order.
+fn task_types(query: Option<&str>) -> Result<Vec<String>, ApiError> {
+    let mut types = Vec::new();
+    for pair in query
+        .unwrap_or_default()
+        .split('&')
+        .filter(|p| !p.is_empty())
+    {
+        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+        if key == "taskType" {
+            types.push(percent_decode(value).ok_or_else(|| {
+                ApiError::invalid("invalid_query", "taskType", "is not valid percent-encoding")
+            })?);
+        }
+    }
+    if types.iter().any(String::is_empty) {
+        return Err(ApiError::invalid(
+            "invalid_query",
+            "taskType",
+            "must not be empty",
+        ));
+    }
+    Ok(types)
+}
+
+/// `%41+b` → `A b`; `None` for a broken escape or bytes that are not UTF-8.
+fn percent_decode(text: &str) -> Option<String> {
+    let mut out = Vec::with_capacity(text.len());
+    let mut bytes = text.bytes();
+    while let Some(b) = bytes.next() {
+        match b {
+            b'%' => {
+                let hex = [bytes.next()?, bytes.next()?];
+                out.push(u8::from_str_radix(std::str::from_utf8(&hex).ok()?, 16).ok()?);
+            }
+            b'+' => out.push(b' '),
+            other => out.push(other),
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+/// Ready tasks of `task_type` (0 when its queue does not exist).
+async fn size(state: &AppState, task_type: &str) -> u32 {
+    let queue = state.bus.names().activity_queue(task_type);
+    state.bus.message_count(&queue).await.unwrap_or(0)
+}
+
+/// `GET /api/tasks/queue/sizes?taskType=…` (repeated).
+pub async fn sizes(
+    State(state): State<AppState>,
+    RawQuery(query): RawQuery,
+) -> Result<Json<BTreeMap<String, u32>>, ApiError> {
+    let mut out = BTreeMap::new();
+    for task_type in task_types(query.as_deref())? {
+        let n = size(&state, &task_type).await;
+        out.insert(task_type, n);
+    }
+    Ok(Json(out))
+}
+
+/// `GET /api/tasks/queue/size?taskType=…`: one queue's size.
+pub async fn one(
+    State(state): State<AppState>,
+    RawQuery(query): RawQuery,
+) -> Result<Json<u32>, ApiError> {
+    match task_types(query.as_deref())?.as_slice() {
+        [task_type] => Ok(Json(size(&state, task_type).await)),
+        _ => Err(ApiError::invalid(
+            "invalid_query",
+            "taskType",
+            "name one task type",
+        )),
+    }
+}
+
+/// `GET /api/tasks/queue/all`: the size of every registered task definition's queue, and
+/// of `HTTP` (the built-in HTTP worker's).
+pub async fn all(State(state): State<AppState>) -> Result<Json<BTreeMap<String, u32>>, ApiError> {
+    let mut out = BTreeMap::new();
+    let mut names: Vec<String> = state
+        .store
+        .list_task_defs()
+        .await?
+        .into_iter()
+        .map(|d| d.name)
+        .collect();
+    names.push("HTTP".to_owned());
+    for task_type in names {
+        let n = size(&state, &task_type).await;
+        out.insert(task_type, n);
+    }
+    Ok(Json(out))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn repeated_task_types_are_read_and_decoded() {
+        assert_eq!(
+            task_types(Some("taskType=a&x=1&taskType=b%20c&taskType=d+e")).unwrap(),
+            ["a", "b c", "d e"]
+        );
+        assert!(task_types(Some("taskType=%zz")).is_err());
+        assert!(task_types(Some("taskType=")).is_err());
+        assert!(task_types(None).unwrap().is_empty());
+    }
+}
