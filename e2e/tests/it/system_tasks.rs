@@ -90,3 +90,89 @@ async fn noop_lambda_and_a_human_task_completed_through_the_task_api(suite: Suit
         "{run}"
     );
 }
+
+crate::on_both_backends!(start_workflow_starts_another_run_and_goes_on);
+
+async fn start_workflow_starts_another_run_and_goes_on(suite: Suite) {
+    let client = suite.client();
+    let launcher = json!({"name": "launcher", "version": 1, "tasks": [
+        {"name": "launch", "taskReferenceName": "launch", "type": "START_WORKFLOW",
+         "inputParameters": {"startWorkflow": {
+             "name": "greet", "correlationId": "${workflow.input.order}",
+             "input": {"first": "${workflow.input.first}", "n": 2}}}}],
+     "outputParameters": {"started": "${launch.output.workflowId}"}});
+    client.register(&launcher).await.unwrap();
+    // The started definition is frozen when the launcher starts: it must exist then.
+    let refused = client
+        .post_json("/api/workflow/launcher", &json!({"first": "Sam"}))
+        .await
+        .unwrap();
+    assert_eq!(refused.status, 404, "{}", refused.text);
+    assert!(refused.text.contains("greet"), "{}", refused.text);
+    client
+        .register(&weft_e2e::greet::definition())
+        .await
+        .unwrap();
+
+    let id = client
+        .start("launcher", json!({"first": "Sam", "order": "o-5"}))
+        .await
+        .unwrap();
+    let run = client
+        .wait_for_status(&id, &["COMPLETED"], RUN_TIMEOUT)
+        .await
+        .unwrap();
+    let started = run["output"]["started"].as_str().unwrap().to_owned();
+    assert_ne!(started, id);
+    let greet = client
+        .wait_for_status(&started, &["COMPLETED"], RUN_TIMEOUT)
+        .await
+        .unwrap();
+    assert_eq!(greet["correlationId"], json!("o-5"), "{greet}");
+    assert_eq!(greet["output"], weft_e2e::greet::expected_output("Sam", 2));
+
+    // Conductor's own sample: the whole request from the run's input, read when the task
+    // runs (the registered definition then); an unregistered one fails the task.
+    let sample: serde_json::Value = serde_json::from_str(include_str!(
+        "../../../shared/tests/conductor-samples/workflow_that_starts_another_workflow.json"
+    ))
+    .unwrap();
+    client.register(&sample).await.unwrap();
+    let id = client
+        .start(
+            "workflow_that_starts_another_workflow",
+            json!({"startWorkflow": {"name": "greet", "version": 1,
+                                     "input": {"first": "Kim", "n": 1}}}),
+        )
+        .await
+        .unwrap();
+    let run = client
+        .wait_for_status(&id, &["COMPLETED"], RUN_TIMEOUT)
+        .await
+        .unwrap();
+    let started = run["tasks"][0]["outputData"]["workflowId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let greet = client
+        .wait_for_status(&started, &["COMPLETED"], RUN_TIMEOUT)
+        .await
+        .unwrap();
+    assert_eq!(greet["output"], weft_e2e::greet::expected_output("Kim", 1));
+    let id = client
+        .start(
+            "workflow_that_starts_another_workflow",
+            json!({"startWorkflow": {"name": "nowhere"}}),
+        )
+        .await
+        .unwrap();
+    let run = client
+        .wait_for_status(&id, &["FAILED"], RUN_TIMEOUT)
+        .await
+        .unwrap();
+    let reason = run["reasonForIncompletion"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains("nowhere") && reason.contains("not registered"),
+        "{run}"
+    );
+}

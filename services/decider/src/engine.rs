@@ -638,6 +638,9 @@ impl Shard {
         if let Decision::PublishEvent { .. } = &decision {
             return self.event_task(w, decision).await;
         }
+        if let Decision::StartRun { .. } = &decision {
+            return self.start_workflow_task(w, decision).await;
+        }
         let is_activity = matches!(decision, Decision::ScheduleTask { .. });
         if let Decision::StartChild {
             task_id,
@@ -788,6 +791,108 @@ impl Shard {
             )?);
         }
         Ok(events_for(decision, seq, Utc::now()))
+    }
+
+    /// START_WORKFLOW: the new run's `StartWorkflow` in the commit's outbox, the task
+    /// completed with `{workflowId}`; a definition neither frozen nor inline is read from
+    /// the registered ones now (its name came from an expression), and when there is none
+    /// the task fails with the reason.
+    async fn start_workflow_task(
+        &self,
+        w: &mut Working,
+        decision: Decision,
+    ) -> Result<Vec<Event>, Error> {
+        let Decision::StartRun {
+            task_id,
+            task_ref,
+            task_name,
+            input,
+            iteration,
+            workflow_id,
+            definition,
+            name,
+            version,
+            run_input,
+            correlation_id,
+        } = decision
+        else {
+            return Ok(Vec::new());
+        };
+        let seq = w.state.tasks.len() as i32;
+        let definition = match definition {
+            Some(definition) => Ok(*definition),
+            None => self.registered(&name, version).await?,
+        };
+        let definition = match definition {
+            Ok(definition) => definition,
+            Err(why) => {
+                let started = Decision::StartSystemTask {
+                    task_id,
+                    task_ref: task_ref.clone(),
+                    task_type: TaskType::StartWorkflow.as_str().to_owned(),
+                    task_name,
+                    input,
+                    iteration,
+                };
+                let failed = Decision::FailStartedTask {
+                    task_id,
+                    task_ref,
+                    reason: why,
+                };
+                let mut events = events_for(started, seq, Utc::now());
+                events.extend(events_for(failed, seq, Utc::now()));
+                return Ok(events);
+            }
+        };
+        let command = Command::StartWorkflow(StartWorkflow {
+            definition: definition.clone(),
+            input: run_input.clone(),
+            correlation_id: correlation_id.clone(),
+            parent_workflow_id: None,
+            parent: None,
+            traceparent: weft::telemetry::current_traceparent()
+                .or_else(|| w.state.traceparent.clone()),
+        });
+        let envelope = Envelope::new(&workflow_id, None, &command)?;
+        let names = self.bus.names();
+        w.outbox.push(OutboxMessage::new(
+            names.commands_exchange(),
+            names.command_key_for(&workflow_id),
+            &envelope,
+            weft::telemetry::current_traceparent(),
+        )?);
+        let decision = Decision::StartRun {
+            task_id,
+            task_ref,
+            task_name,
+            input,
+            iteration,
+            workflow_id,
+            definition: Some(Box::new(definition)),
+            name,
+            version,
+            run_input,
+            correlation_id,
+        };
+        Ok(events_for(decision, seq, Utc::now()))
+    }
+
+    /// The registered definition `name` (`version`, or the latest), checked as a start
+    /// checks it; `Err` says why it cannot be started.
+    async fn registered(
+        &self,
+        name: &str,
+        version: Option<i32>,
+    ) -> Result<Result<weft::dsl::WorkflowDef, String>, Error> {
+        let Some(stored) = self.store.get_definition(name, version).await? else {
+            let which = version.map_or("any version".to_owned(), |v| format!("version {v}"));
+            return Ok(Err(format!(
+                "startWorkflow: workflow {name:?} ({which}) is not registered"
+            )));
+        };
+        Ok(weft::dsl::parse_definition(&stored.definition)
+            .and_then(|def| weft::dsl::validate::check_executable(&def).map(|()| def))
+            .map_err(|e| format!("startWorkflow: {name:?} cannot run: {}", e.message)))
     }
 
     /// The `StartWorkflow` command of a SUB_WORKFLOW's child, to the child's shard.

@@ -128,11 +128,13 @@ pub enum TaskType {
     Lambda,
     /// Waits, like a WAIT without a timer, until completed through the task API.
     Human,
+    /// Starts another workflow and goes on without waiting for it.
+    StartWorkflow,
 }
 
 impl TaskType {
     /// Every known type, in the order error messages list them.
-    pub const ALL: [TaskType; 17] = [
+    pub const ALL: [TaskType; 18] = [
         TaskType::Simple,
         TaskType::Http,
         TaskType::Decision,
@@ -150,6 +152,7 @@ impl TaskType {
         TaskType::Noop,
         TaskType::Lambda,
         TaskType::Human,
+        TaskType::StartWorkflow,
     ];
 
     /// Parses a type name as written in a definition; `None` when unknown.
@@ -177,6 +180,7 @@ impl TaskType {
             TaskType::Noop => "NOOP",
             TaskType::Lambda => "LAMBDA",
             TaskType::Human => "HUMAN",
+            TaskType::StartWorkflow => "START_WORKFLOW",
         }
     }
 
@@ -201,6 +205,7 @@ impl TaskType {
                 | TaskType::Noop
                 | TaskType::Lambda
                 | TaskType::Human
+                | TaskType::StartWorkflow
         )
     }
 

@@ -626,6 +626,28 @@ fn check_structure(
                 ));
             }
         }
+        TaskType::StartWorkflow => {
+            // An object naming the workflow (or giving its workflowDef), or an expression
+            // that yields one when the task runs.
+            let ok = match task.input_parameters.get("startWorkflow") {
+                Some(Value::String(s)) => expr::has_expression(s),
+                Some(Value::Object(p)) => {
+                    p.get("workflowDef").is_some_and(Value::is_object)
+                        || p.get("name")
+                            .and_then(Value::as_str)
+                            .is_some_and(|n| !n.trim().is_empty())
+                }
+                _ => false,
+            };
+            if !ok {
+                return Err(DslError::new(
+                    input("startWorkflow"),
+                    "a START_WORKFLOW task needs inputParameters.startWorkflow: the \
+                     workflow to start ({name, version, input, correlationId}, or an \
+                     expression that gives it)",
+                ));
+            }
+        }
         TaskType::Simple
         | TaskType::Http
         | TaskType::Join
@@ -1149,12 +1171,7 @@ mod tests {
         assert!(e
             .message
             .starts_with("unknown task type \"BUSINESS_RULE\"; supported: SIMPLE, HTTP,"));
-        for t in [
-            "JSON_JQ_TRANSFORM",
-            "START_WORKFLOW",
-            "DYNAMIC",
-            "KAFKA_PUBLISH",
-        ] {
+        for t in ["JSON_JQ_TRANSFORM", "DYNAMIC", "KAFKA_PUBLISH"] {
             assert_err(
                 wf(json!([{"name": "x", "taskReferenceName": "x", "type": t}])),
                 "tasks[0].type",
@@ -1187,6 +1204,33 @@ mod tests {
             {"name": "h", "taskReferenceName": "h", "type": "HUMAN"}
         ])))
         .unwrap();
+    }
+
+    #[test]
+    fn start_workflow_names_the_workflow_to_start() {
+        let start = |params: Value| {
+            wf(
+                json!([{"name": "s", "taskReferenceName": "s", "type": "START_WORKFLOW",
+                       "inputParameters": params}]),
+            )
+        };
+        assert_err(
+            start(json!({})),
+            "tasks[0].inputParameters.startWorkflow",
+            "needs",
+        );
+        assert_err(
+            start(json!({"startWorkflow": {"version": 1}})),
+            "tasks[0].inputParameters.startWorkflow",
+            "needs",
+        );
+        for ok in [
+            json!({"startWorkflow": {"name": "greet"}}),
+            json!({"startWorkflow": "${workflow.input.startWorkflow}"}),
+            json!({"startWorkflow": {"workflowDef": {"name": "inline", "tasks": []}}}),
+        ] {
+            assert!(parse_definition(&start(ok.clone())).is_ok(), "{ok}");
+        }
     }
 
     #[test]
@@ -1825,8 +1869,8 @@ mod tests {
         }
         assert_eq!(skipped, NOT_DEFINITIONS.len());
         // Guards against the folder silently going missing or changing wholesale.
-        assert!(valid >= 30, "only {valid} samples validated");
-        assert!(refused >= 8, "only {refused} samples refused");
+        assert!(valid >= 31, "only {valid} samples validated");
+        assert!(refused >= 7, "only {refused} samples refused");
     }
 
     #[test]

@@ -152,6 +152,35 @@ pub enum Decision {
         /// Loop iteration (0 outside DO_WHILE bodies).
         iteration: i32,
     },
+    /// START_WORKFLOW: start `definition` as the new run `workflow_id` (its
+    /// `StartWorkflow` in the commit's outbox) and record the task completed with
+    /// `{workflowId}`; the run goes on without waiting for it.
+    StartRun {
+        /// Id, as for scheduled tasks.
+        task_id: Uuid,
+        /// Reference name.
+        task_ref: String,
+        /// Definition name.
+        task_name: String,
+        /// Resolved input.
+        input: Value,
+        /// Loop iteration (0 outside DO_WHILE bodies).
+        iteration: i32,
+        /// The new run's workflow id (name-based on the task, so replay yields the same).
+        workflow_id: String,
+        /// The definition to start: frozen at the parent's start, or given inline; `None`:
+        /// the engine reads the registered `name` (`version`, or the latest) (boxed:
+        /// decisions stay small).
+        definition: Option<Box<weft::dsl::WorkflowDef>>,
+        /// The workflow to start, by name.
+        name: String,
+        /// Its version; the latest when `None`.
+        version: Option<i32>,
+        /// The new run's input.
+        run_input: Value,
+        /// The new run's correlation id.
+        correlation_id: Option<String>,
+    },
     /// Record a task the decider executes itself (SWITCH, FORK_JOIN, JOIN, SET_VARIABLE,
     /// TERMINATE) as scheduled and completed at once.
     CompleteSystemTask {
@@ -378,6 +407,28 @@ pub fn events_for(decision: Decision, seq: i32, now: DateTime<Utc>) -> Vec<Event
                 iteration,
             })]
         }
+        Decision::StartRun {
+            task_id,
+            task_ref,
+            task_name,
+            input,
+            iteration,
+            workflow_id,
+            ..
+        } => events_for(
+            Decision::CompleteSystemTask {
+                task_id,
+                task_ref,
+                task_type: weft::dsl::TaskType::StartWorkflow.as_str().to_owned(),
+                task_name,
+                input,
+                output: serde_json::json!({ "workflowId": workflow_id }),
+                variables: None,
+                iteration,
+            },
+            seq,
+            now,
+        ),
         Decision::CompleteStartedTask {
             task_id,
             task_ref,

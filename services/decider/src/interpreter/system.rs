@@ -118,6 +118,91 @@ impl Walker<'_> {
         }
     }
 
+    /// START_WORKFLOW: starts `inputParameters.startWorkflow` (`input`, `correlationId`;
+    /// the definition named by `name`/`version`, frozen at this run's start as
+    /// `startWorkflowDefinition`) as a new run, and completes with `{workflowId}` without
+    /// waiting for it, as Conductor does.
+    pub(super) fn start_workflow(&self, task: &WorkflowTask, latest: Option<&TaskState>) -> Flow {
+        match latest {
+            Some(t)
+                if matches!(
+                    t.status,
+                    TaskStatus::Failed | TaskStatus::FailedWithTerminalError
+                ) && !task.optional =>
+            {
+                let reason = t.reason.clone().unwrap_or_else(|| "not started".into());
+                return fail(
+                    task,
+                    format!("task {:?}: {reason}", task.task_reference_name),
+                );
+            }
+            Some(_) => return Flow::Done,
+            None => {}
+        }
+        let input = self.input(task, 1);
+        let params = input["startWorkflow"].clone();
+        let inline = params
+            .get("workflowDef")
+            .filter(|d| d.is_object())
+            .map(|d| serde_json::from_value::<weft::dsl::WorkflowDef>(d.clone()));
+        let name = params
+            .get("name")
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+            .or_else(|| {
+                params
+                    .pointer("/workflowDef/name")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned)
+            })
+            .unwrap_or_default();
+        let version = params
+            .get("version")
+            .and_then(Value::as_i64)
+            .and_then(|v| i32::try_from(v).ok());
+        let frozen = task
+            .extra
+            .get("startWorkflowDefinition")
+            .map(|d| serde_json::from_value::<weft::dsl::WorkflowDef>(d.clone()));
+        let definition = match (inline, frozen) {
+            (Some(Ok(def)), _) => Some(def),
+            (Some(Err(e)), _) | (None, Some(Err(e))) => {
+                let why = format!("startWorkflow: the workflow to start does not read: {e}");
+                return self.fail_at_start(task, TaskType::StartWorkflow, input, why);
+            }
+            // Frozen at this run's start, for the name written in the definition.
+            (None, Some(Ok(def))) if def.name == name => Some(def),
+            _ => None,
+        };
+        if definition.is_none() && name.is_empty() {
+            let why = "startWorkflow names no workflow to start".to_owned();
+            return self.fail_at_start(task, TaskType::StartWorkflow, input, why);
+        }
+        let run_input = params
+            .get("input")
+            .filter(|v| v.is_object())
+            .cloned()
+            .unwrap_or_else(|| json!({}));
+        let correlation_id = params
+            .get("correlationId")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        let task_id = self.task_id(task, 1);
+        Flow::Waiting(vec![Decision::StartRun {
+            task_id,
+            task_ref: task.task_reference_name.clone(),
+            task_name: task.name.clone(),
+            input: input.clone(),
+            iteration: self.iteration,
+            workflow_id: Uuid::new_v5(&task_id, b"start-workflow").to_string(),
+            definition: definition.map(Box::new),
+            name,
+            version,
+            run_input,
+            correlation_id,
+        }])
+    }
+
     /// HUMAN: recorded as started (IN_PROGRESS) and completed, like a WAIT without a
     /// timer, by the next signal named after its ref (the task API's update by reference
     /// or by task id, an event handler's `complete_task`), its payload as the output.
@@ -151,7 +236,12 @@ impl Walker<'_> {
                 return self.event_signalled(task, t)
             }
             Some(t) if t.status == TaskStatus::Scheduled => return self.event_confirmed(t),
-            Some(t) if t.status == TaskStatus::Failed && !task.optional => {
+            Some(t)
+                if matches!(
+                    t.status,
+                    TaskStatus::Failed | TaskStatus::FailedWithTerminalError
+                ) && !task.optional =>
+            {
                 let reason = t
                     .reason
                     .clone()

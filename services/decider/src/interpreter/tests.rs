@@ -293,3 +293,41 @@ fn a_human_task_waits_in_progress_until_completed_by_its_signal() {
     assert_eq!(sim.state.status, RunStatus::Completed);
     assert_eq!(sim.state.output, Some(json!({"verdict": "approved"})));
 }
+
+#[test]
+fn start_workflow_starts_its_frozen_definition_and_completes_with_the_new_id() {
+    let child = json!({"name": "child", "version": 1, "tasks": [
+        {"name": "a", "taskReferenceName": "a", "type": "NOOP"}]});
+    let def = json!({"name": "w", "tasks": [{
+        "name": "s", "taskReferenceName": "s", "type": "START_WORKFLOW",
+        "inputParameters": {"startWorkflow": {"name": "child",
+            "input": {"x": "${workflow.input.x}"}, "correlationId": "c-1"}},
+        "startWorkflowDefinition": child}]});
+    let sim = crate::sim::Sim::start(def.clone(), json!({"x": 7}));
+    assert_eq!(sim.state.status, RunStatus::Completed);
+    let h = HistoryBuilder::started(def, json!({"x": 7}));
+    match &decide(&h.state())[..] {
+        [Decision::StartRun {
+            workflow_id,
+            definition,
+            run_input,
+            correlation_id,
+            ..
+        }] => {
+            assert_eq!(definition.as_ref().unwrap().name, "child");
+            assert_eq!(run_input, &json!({"x": 7}));
+            assert_eq!(correlation_id.as_deref(), Some("c-1"));
+            let sim = crate::sim::Sim::start(
+                json!({"name": "w", "tasks": [{
+                    "name": "s", "taskReferenceName": "s", "type": "START_WORKFLOW",
+                    "inputParameters": {"startWorkflow": {"name": "child"}},
+                    "startWorkflowDefinition": {"name": "child", "tasks": []}}]}),
+                json!({}),
+            );
+            let task = &sim.state.tasks[0];
+            assert_eq!(task.task_type, "START_WORKFLOW");
+            assert!(!workflow_id.is_empty());
+        }
+        other => panic!("unexpected decisions {other:?}"),
+    }
+}

@@ -12,7 +12,7 @@ use crate::state::{RunState, TaskState, TaskStatus};
 /// Where a task's deadline stands.
 enum Deadline {
     /// Not set yet: this decision sets it.
-    Set(Decision),
+    Set(Box<Decision>),
     /// Set, not due.
     Pending,
     /// Due: the task ran out of time.
@@ -221,6 +221,7 @@ impl<'a> Walker<'a> {
             TaskType::Noop => self.system(task, kind, latest, |_| (json!({}), None)),
             TaskType::Lambda => self.lambda(task, latest),
             TaskType::Human => self.human(task, latest),
+            TaskType::StartWorkflow => self.start_workflow(task, latest),
             TaskType::ForkJoinDynamic => self.dynamic_fork(task, latest, false),
             TaskType::Wait => self.wait(task, latest),
         }
@@ -338,7 +339,7 @@ impl<'a> Walker<'a> {
         let mut decisions = Vec::new();
         if let Some((timer_id, due)) = self.total_deadline(t, policy) {
             match self.deadline(t, timer_id, due) {
-                Deadline::Set(d) => decisions.push(d),
+                Deadline::Set(d) => decisions.push(*d),
                 Deadline::Pending => {}
                 // ALERT_ONLY: the deadline is only reported (the timer's firing is in
                 // the history); the attempt goes on.
@@ -378,7 +379,7 @@ impl<'a> Walker<'a> {
         let timer_id = Uuid::new_v5(&t.task_id, name);
         match self.deadline(t, timer_id, from + chrono::Duration::seconds(seconds)) {
             Deadline::Set(d) => {
-                decisions.push(d);
+                decisions.push(*d);
                 Flow::Waiting(decisions)
             }
             Deadline::Pending => Flow::Waiting(decisions),
@@ -450,11 +451,11 @@ impl<'a> Walker<'a> {
         due: chrono::DateTime<chrono::Utc>,
     ) -> Deadline {
         match self.state.timers.iter().find(|x| x.timer_id == timer_id) {
-            None => Deadline::Set(Decision::StartTimer {
+            None => Deadline::Set(Box::new(Decision::StartTimer {
                 timer_id,
                 task_id: t.task_id,
                 due: Due::At(due),
-            }),
+            })),
             Some(x) if !x.fired => Deadline::Pending,
             Some(_) => Deadline::Passed,
         }

@@ -186,7 +186,11 @@ fn has_children(tasks: &[weft::dsl::WorkflowTask]) -> bool {
     tasks.iter().any(|t| {
         matches!(
             t.task_type(),
-            Some(dsl::TaskType::SubWorkflow | dsl::TaskType::ForkJoinDynamic)
+            Some(
+                dsl::TaskType::SubWorkflow
+                    | dsl::TaskType::ForkJoinDynamic
+                    | dsl::TaskType::StartWorkflow
+            )
         ) || t.children().into_iter().any(has_children)
     })
 }
@@ -221,6 +225,10 @@ fn embed_children<'a>(
             }
             if task.get("type").and_then(Value::as_str) == Some("FORK_JOIN_DYNAMIC") {
                 embed_group_child(state, task, depth).await?;
+                continue;
+            }
+            if task.get("type").and_then(Value::as_str) == Some("START_WORKFLOW") {
+                embed_started(state, task, depth).await?;
                 continue;
             }
             if task.get("type").and_then(Value::as_str) != Some("SUB_WORKFLOW") {
@@ -302,6 +310,50 @@ async fn freeze_failure_workflow(state: &AppState, def: &mut WorkflowDef) -> Res
         FAILURE_WORKFLOW_DEFINITION.to_owned(),
         serde_json::to_value(&failure).map_err(weft::Error::from)?,
     );
+    Ok(())
+}
+
+/// START_WORKFLOW: the definition of `inputParameters.startWorkflow.name` (`version`, or
+/// the latest), frozen, travels as `startWorkflowDefinition`.
+async fn embed_started(state: &AppState, task: &mut Value, depth: usize) -> Result<(), ApiError> {
+    let Some(name) = task
+        .pointer("/inputParameters/startWorkflow/name")
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+    else {
+        return Ok(());
+    };
+    if task.get("startWorkflowDefinition").is_some() {
+        return Ok(());
+    }
+    let version = task
+        .pointer("/inputParameters/startWorkflow/version")
+        .and_then(Value::as_i64)
+        .and_then(|v| i32::try_from(v).ok());
+    if depth > MAX_SUB_WORKFLOW_DEPTH {
+        return Err(invalid(
+            "startWorkflow.name",
+            &format!(
+                "started workflows nest deeper than {MAX_SUB_WORKFLOW_DEPTH} levels at {name:?}"
+            ),
+        ));
+    }
+    let stored = state
+        .store
+        .get_definition(&name, version)
+        .await?
+        .ok_or_else(|| not_found(&name, version))?;
+    let mut started =
+        dsl::parse_definition(&stored.definition).map_err(|e| ApiError::definition(e, None))?;
+    check_executable(&started).map_err(|e| ApiError::definition(e, None))?;
+    freeze_task_defs(state, &mut started).await?;
+    let mut json = serde_json::to_value(&started).map_err(weft::Error::from)?;
+    if let Some(tasks) = json.get_mut("tasks") {
+        embed_children(state, tasks, depth + 1).await?;
+    }
+    if let Some(obj) = task.as_object_mut() {
+        obj.insert("startWorkflowDefinition".to_owned(), json);
+    }
     Ok(())
 }
 

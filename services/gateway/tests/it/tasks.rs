@@ -546,7 +546,10 @@ async fn queue_sizes_count_the_tasks_waiting_for_a_worker() {
         sizes.json(),
         serde_json::json!({"sized": 3, "never_used": 0})
     );
-    assert_eq!(env.get("/api/tasks/queue/size?taskType=sized").await.json(), 3);
+    assert_eq!(
+        env.get("/api/tasks/queue/size?taskType=sized").await.json(),
+        3
+    );
     let all = env.get("/api/tasks/queue/all").await.json();
     assert_eq!(all["sized"], 3, "{all}");
     assert_eq!(all["HTTP"], 0, "{all}");
