@@ -176,3 +176,30 @@ async fn start_workflow_starts_another_run_and_goes_on(suite: Suite) {
         "{run}"
     );
 }
+
+crate::on_both_backends!(a_dynamic_task_runs_the_worker_task_its_input_names);
+
+async fn a_dynamic_task_runs_the_worker_task_its_input_names(suite: Suite) {
+    let client = suite.client();
+    client
+        .register(&json!({"name": "picky", "version": 1, "tasks": [
+            {"name": "pick", "taskReferenceName": "pick", "type": "DYNAMIC",
+             "dynamicTaskNameParam": "taskToRun",
+             "inputParameters": {"taskToRun": "${workflow.input.which}",
+                                 "text": "${workflow.input.text}"}}],
+         "outputParameters": {"text": "${pick.output.text}"}}))
+        .await
+        .unwrap();
+    let id = client
+        .start("picky", json!({"which": "shout", "text": "quiet"}))
+        .await
+        .unwrap();
+    let run = client
+        .wait_for_status(&id, &["COMPLETED"], RUN_TIMEOUT)
+        .await
+        .unwrap();
+    assert_eq!(run["output"], json!({"text": "QUIET"}), "{run}");
+    let task = &run["tasks"][0];
+    assert_eq!(task["taskType"], json!("SIMPLE"), "{task}");
+    assert_eq!(task["taskDefName"], json!("shout"), "{task}");
+}

@@ -130,11 +130,13 @@ pub enum TaskType {
     Human,
     /// Starts another workflow and goes on without waiting for it.
     StartWorkflow,
+    /// A SIMPLE task whose name is read from its input when it runs.
+    Dynamic,
 }
 
 impl TaskType {
     /// Every known type, in the order error messages list them.
-    pub const ALL: [TaskType; 18] = [
+    pub const ALL: [TaskType; 19] = [
         TaskType::Simple,
         TaskType::Http,
         TaskType::Decision,
@@ -153,6 +155,7 @@ impl TaskType {
         TaskType::Lambda,
         TaskType::Human,
         TaskType::StartWorkflow,
+        TaskType::Dynamic,
     ];
 
     /// Parses a type name as written in a definition; `None` when unknown.
@@ -181,6 +184,7 @@ impl TaskType {
             TaskType::Lambda => "LAMBDA",
             TaskType::Human => "HUMAN",
             TaskType::StartWorkflow => "START_WORKFLOW",
+            TaskType::Dynamic => "DYNAMIC",
         }
     }
 
@@ -206,6 +210,7 @@ impl TaskType {
                 | TaskType::Lambda
                 | TaskType::Human
                 | TaskType::StartWorkflow
+                | TaskType::Dynamic
         )
     }
 

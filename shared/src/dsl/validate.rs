@@ -648,6 +648,29 @@ fn check_structure(
                 ));
             }
         }
+        TaskType::Dynamic => {
+            let param = task
+                .extra
+                .get("dynamicTaskNameParam")
+                .and_then(Value::as_str)
+                .filter(|p| !p.trim().is_empty());
+            match param {
+                None => {
+                    return Err(DslError::new(
+                        join(path, "dynamicTaskNameParam"),
+                        "a DYNAMIC task needs dynamicTaskNameParam: the input parameter \
+                         that names the task to run",
+                    ))
+                }
+                Some(p) if !task.input_parameters.contains_key(p) => {
+                    return Err(DslError::new(
+                        input(p),
+                        format!("a DYNAMIC task reads its task's name from inputParameters.{p}"),
+                    ))
+                }
+                Some(_) => {}
+            }
+        }
         TaskType::Simple
         | TaskType::Http
         | TaskType::Join
@@ -1171,7 +1194,7 @@ mod tests {
         assert!(e
             .message
             .starts_with("unknown task type \"BUSINESS_RULE\"; supported: SIMPLE, HTTP,"));
-        for t in ["JSON_JQ_TRANSFORM", "DYNAMIC", "KAFKA_PUBLISH"] {
+        for t in ["JSON_JQ_TRANSFORM", "KAFKA_PUBLISH"] {
             assert_err(
                 wf(json!([{"name": "x", "taskReferenceName": "x", "type": t}])),
                 "tasks[0].type",
@@ -1231,6 +1254,25 @@ mod tests {
         ] {
             assert!(parse_definition(&start(ok.clone())).is_ok(), "{ok}");
         }
+    }
+
+    #[test]
+    fn a_dynamic_task_names_the_parameter_that_names_its_task() {
+        let dynamic = |extra: Value| {
+            let mut task = json!({"name": "d", "taskReferenceName": "d", "type": "DYNAMIC",
+                                  "inputParameters": {"taskToRun": "shout"}});
+            task.as_object_mut()
+                .unwrap()
+                .extend(extra.as_object().unwrap().clone());
+            wf(json!([task]))
+        };
+        assert_err(dynamic(json!({})), "tasks[0].dynamicTaskNameParam", "needs");
+        assert_err(
+            dynamic(json!({"dynamicTaskNameParam": "other"})),
+            "tasks[0].inputParameters.other",
+            "reads",
+        );
+        parse_definition(&dynamic(json!({"dynamicTaskNameParam": "taskToRun"}))).unwrap();
     }
 
     #[test]
@@ -1869,8 +1911,8 @@ mod tests {
         }
         assert_eq!(skipped, NOT_DEFINITIONS.len());
         // Guards against the folder silently going missing or changing wholesale.
-        assert!(valid >= 31, "only {valid} samples validated");
-        assert!(refused >= 7, "only {refused} samples refused");
+        assert!(valid >= 32, "only {valid} samples validated");
+        assert!(refused >= 6, "only {refused} samples refused");
     }
 
     #[test]

@@ -331,3 +331,42 @@ fn start_workflow_starts_its_frozen_definition_and_completes_with_the_new_id() {
         other => panic!("unexpected decisions {other:?}"),
     }
 }
+
+#[test]
+fn a_dynamic_task_runs_as_the_simple_task_its_input_names() {
+    let def = json!({"name": "w", "tasks": [{
+        "name": "pick", "taskReferenceName": "d", "type": "DYNAMIC",
+        "dynamicTaskNameParam": "taskToRun",
+        "inputParameters": {"taskToRun": "${workflow.input.which}", "text": "hi"}}]});
+    let h = HistoryBuilder::started(def.clone(), json!({"which": "shout"}));
+    match &decide(&h.state())[..] {
+        [Decision::ScheduleTask {
+            task_ref,
+            task_type,
+            task_name,
+            input,
+            ..
+        }] => {
+            assert_eq!(
+                (task_ref.as_str(), task_type.as_str(), task_name.as_str()),
+                ("d", "SIMPLE", "shout")
+            );
+            assert_eq!(input["text"], json!("hi"));
+        }
+        other => panic!("unexpected decisions {other:?}"),
+    }
+    let mut sim = crate::sim::Sim::start(def.clone(), json!({"which": "shout"}));
+    sim.complete("d", json!({"text": "HI"}));
+    assert_eq!(sim.state.status, RunStatus::Completed);
+    let sim = crate::sim::Sim::start(def, json!({}));
+    assert_eq!(sim.state.status, RunStatus::Failed);
+    assert!(
+        sim.state
+            .reason
+            .as_deref()
+            .unwrap_or_default()
+            .contains("taskToRun"),
+        "{:?}",
+        sim.state.reason
+    );
+}

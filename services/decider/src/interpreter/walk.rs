@@ -222,9 +222,41 @@ impl<'a> Walker<'a> {
             TaskType::Lambda => self.lambda(task, latest),
             TaskType::Human => self.human(task, latest),
             TaskType::StartWorkflow => self.start_workflow(task, latest),
+            TaskType::Dynamic => self.dynamic(task, latest),
             TaskType::ForkJoinDynamic => self.dynamic_fork(task, latest, false),
             TaskType::Wait => self.wait(task, latest),
         }
+    }
+
+    /// DYNAMIC: a SIMPLE task named by the input parameter `dynamicTaskNameParam` names
+    /// (resolved when it is first scheduled; a retry keeps the name of its first attempt).
+    fn dynamic(&self, task: &WorkflowTask, latest: Option<&TaskState>) -> Flow {
+        let name = match latest {
+            Some(t) => t.task_name.clone(),
+            None => {
+                let param = task
+                    .extra
+                    .get("dynamicTaskNameParam")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default();
+                match self.input(task, 1).get(param).and_then(Value::as_str) {
+                    Some(name) if !name.trim().is_empty() => name.to_owned(),
+                    _ => {
+                        return fail(
+                            task,
+                            format!(
+                                "task {:?}: inputParameters.{param} names no task to run",
+                                task.task_reference_name
+                            ),
+                        )
+                    }
+                }
+            }
+        };
+        let mut simple = task.clone();
+        simple.name = name;
+        simple.kind = TaskType::Simple.as_str().to_owned();
+        self.activity(&simple, TaskType::Simple, latest)
     }
 
     /// SIMPLE and HTTP: scheduled on a worker queue; timed out per `timeoutSeconds` and
