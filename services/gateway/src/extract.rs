@@ -79,3 +79,43 @@ where
             .map_err(|e| ApiError::bad_request("invalid_path", e.body_text()))
     }
 }
+
+/// The `key=value` pairs of a query string, percent-decoded, in order; repeated keys
+/// stay repeated (Conductor's clients send lists as `status=A&status=B`).
+pub fn query_pairs(query: Option<&str>) -> Result<Vec<(String, String)>, ApiError> {
+    query
+        .unwrap_or_default()
+        .split('&')
+        .filter(|p| !p.is_empty())
+        .map(|pair| {
+            let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+            let decode = |text: &str| {
+                percent_decode(text).ok_or_else(|| {
+                    ApiError::invalid(
+                        "invalid_query",
+                        key.to_owned(),
+                        "is not valid percent-encoding",
+                    )
+                })
+            };
+            Ok((decode(key)?, decode(value)?))
+        })
+        .collect()
+}
+
+/// `%41+b` → `A b`; `None` for a broken escape or bytes that are not UTF-8.
+fn percent_decode(text: &str) -> Option<String> {
+    let mut out = Vec::with_capacity(text.len());
+    let mut bytes = text.bytes();
+    while let Some(b) = bytes.next() {
+        match b {
+            b'%' => {
+                let hex = [bytes.next()?, bytes.next()?];
+                out.push(u8::from_str_radix(std::str::from_utf8(&hex).ok()?, 16).ok()?);
+            }
+            b'+' => out.push(b' '),
+            other => out.push(other),
+        }
+    }
+    String::from_utf8(out).ok()
+}

@@ -44,6 +44,7 @@ pub fn router(state: AppState) -> Router {
     Router::new()
         .merge(routes::metadata::routes())
         .merge(routes::workflow::routes())
+        .merge(routes::executions::routes())
         .merge(routes::hooks::routes())
         .merge(routes::operations::routes())
         .merge(routes::signal::routes())

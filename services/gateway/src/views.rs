@@ -114,7 +114,8 @@ pub(crate) fn map_or_empty(v: Option<Value>) -> Value {
 }
 
 impl Task {
-    fn from_row(row: TaskView, workflow_name: &str) -> Self {
+    /// A task row of a run of `workflow_name`.
+    pub fn from_row(row: TaskView, workflow_name: &str) -> Self {
         // A SUB_WORKFLOW task names its child in its output, as Conductor does.
         let sub_workflow_id = row
             .output

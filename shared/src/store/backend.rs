@@ -16,6 +16,7 @@ use uuid::Uuid;
 
 use super::definitions::{PutOutcome, StoredDefinition};
 use super::event_handlers::{EventExecution, NewEventExecution, StoredEventHandler};
+use super::executions::{Removal, RunningFilter};
 use super::graph::RunVersion;
 use super::graph_build::Graph;
 use super::hooks::{AttemptResult, Claimed, DeliveryView};
@@ -45,6 +46,7 @@ use crate::Result;
 pub trait Backend:
     RunStore
     + ReadStore
+    + ExecutionStore
     + GraphStore
     + SearchStore
     + StatsStore
@@ -68,6 +70,7 @@ pub trait Backend:
 impl<T> Backend for T where
     T: RunStore
         + ReadStore
+        + ExecutionStore
         + GraphStore
         + SearchStore
         + StatsStore
@@ -136,6 +139,32 @@ pub trait ReadStore {
     async fn tasks_of_run(&self, run_id: Uuid) -> Result<Vec<TaskView>>;
     /// Up to `limit` events of a run after event `after`.
     async fn history_page(&self, run_id: Uuid, after: i64, limit: i64) -> Result<Vec<EventView>>;
+}
+
+/// Conductor's lookups over runs and the removal of ended ones
+/// ([`super::executions`]).
+#[async_trait]
+pub trait ExecutionStore {
+    /// The current runs of definition `name` whose correlation id is among
+    /// `correlation_ids`, RUNNING ones only unless `include_closed` (as Conductor); at most
+    /// [`super::executions::MAX_LOOKUP`], the newest first.
+    async fn runs_by_correlation(
+        &self,
+        name: &str,
+        correlation_ids: &[String],
+        include_closed: bool,
+    ) -> Result<Vec<RunView>>;
+    /// The workflow ids of the current runs of `name` version `version` that `filter`
+    /// selects; at most [`super::executions::MAX_LOOKUP`], the newest first.
+    async fn running_workflow_ids(
+        &self,
+        name: &str,
+        version: i32,
+        filter: &RunningFilter,
+    ) -> Result<Vec<String>>;
+    /// Deletes every row of `workflow_id` in one transaction, provided its current run
+    /// has ended; see [`Removal`].
+    async fn remove_workflow(&self, workflow_id: &str) -> Result<Removal>;
 }
 
 /// The flowchart of a run (docs/graph.md).

@@ -6,6 +6,7 @@
 pub mod backend;
 pub mod definitions;
 pub mod event_handlers;
+pub mod executions;
 pub mod graph;
 pub mod graph_build;
 pub mod graph_cache;

@@ -2,6 +2,7 @@
 
 mod definitions;
 mod event_handlers;
+mod executions;
 mod graph;
 mod heartbeats;
 mod reads;

@@ -11,6 +11,7 @@ use tokio_util::sync::CancellationToken;
 
 mod definitions;
 mod event_handlers;
+mod executions;
 mod graph;
 pub(crate) mod hooks;
 mod operations;

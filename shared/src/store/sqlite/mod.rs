@@ -20,6 +20,7 @@ pub(crate) mod timers;
 
 mod definitions;
 mod event_handlers;
+mod executions;
 mod graph;
 mod operations;
 mod reads;

@@ -12,7 +12,7 @@ use crate::store::backend::ReadStore;
 use crate::store::reads::{EventView, RunView, TaskView};
 use crate::Result;
 
-const RUN_COLUMNS: &str = "run_id, workflow_id, workflow_name, workflow_version, status,
+pub(super) const RUN_COLUMNS: &str = "run_id, workflow_id, workflow_name, workflow_version, status,
     sub_status, input, output, variables, correlation_id, parent_workflow_id, reason,
     failed_task_refs, start_time, end_time, update_time, is_current";
 
@@ -22,7 +22,7 @@ pub(super) const TASKS_OF_RUN: &str = "SELECT task_id, run_id, workflow_id, task
     FROM tasks WHERE run_id = ? ORDER BY seq, iteration, attempt";
 
 /// A `runs` row (selected with [`RUN_COLUMNS`]); `failed_task_refs` is a JSON array.
-fn run_view(r: &SqliteRow) -> Result<RunView> {
+pub(super) fn run_view(r: &SqliteRow) -> Result<RunView> {
     let refs: String = r.try_get("failed_task_refs")?;
     Ok(RunView {
         run_id: r.try_get("run_id")?,

@@ -69,6 +69,7 @@ macro_rules! bus_test {
 }
 
 mod delivery;
+mod executions;
 mod metadata;
 mod reads;
 mod registry;

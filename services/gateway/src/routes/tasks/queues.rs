@@ -12,23 +12,16 @@ use axum::extract::{RawQuery, State};
 use axum::Json;
 
 use crate::error::ApiError;
+use crate::extract::query_pairs;
 use crate::state::AppState;
 
 /// Task types named by the repeated `taskType` parameter, in order.
 fn task_types(query: Option<&str>) -> Result<Vec<String>, ApiError> {
-    let mut types = Vec::new();
-    for pair in query
-        .unwrap_or_default()
-        .split('&')
-        .filter(|p| !p.is_empty())
-    {
-        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
-        if key == "taskType" {
-            types.push(percent_decode(value).ok_or_else(|| {
-                ApiError::invalid("invalid_query", "taskType", "is not valid percent-encoding")
-            })?);
-        }
-    }
+    let types: Vec<String> = query_pairs(query)?
+        .into_iter()
+        .filter(|(key, _)| key == "taskType")
+        .map(|(_, value)| value)
+        .collect();
     if types.iter().any(String::is_empty) {
         return Err(ApiError::invalid(
             "invalid_query",
@@ -37,23 +30,6 @@ fn task_types(query: Option<&str>) -> Result<Vec<String>, ApiError> {
         ));
     }
     Ok(types)
-}
-
-/// `%41+b` → `A b`; `None` for a broken escape or bytes that are not UTF-8.
-fn percent_decode(text: &str) -> Option<String> {
-    let mut out = Vec::with_capacity(text.len());
-    let mut bytes = text.bytes();
-    while let Some(b) = bytes.next() {
-        match b {
-            b'%' => {
-                let hex = [bytes.next()?, bytes.next()?];
-                out.push(u8::from_str_radix(std::str::from_utf8(&hex).ok()?, 16).ok()?);
-            }
-            b'+' => out.push(b' '),
-            other => out.push(other),
-        }
-    }
-    String::from_utf8(out).ok()
 }
 
 /// Ready tasks of `task_type` (0 when its queue does not exist).

@@ -1,0 +1,115 @@
+//! Conductor's execution lookups and removal on SQLite (see
+//! [`crate::store::executions`]).
+
+use async_trait::async_trait;
+
+use super::reads::{run_view, RUN_COLUMNS};
+use super::SqliteStore;
+use crate::store::backend::ExecutionStore;
+use crate::store::executions::{removal_blocker, Removal, RunningFilter, MAX_LOOKUP};
+use crate::store::reads::RunView;
+use crate::{Error, Result};
+
+#[async_trait]
+impl ExecutionStore for SqliteStore {
+    async fn runs_by_correlation(
+        &self,
+        name: &str,
+        correlation_ids: &[String],
+        include_closed: bool,
+    ) -> Result<Vec<RunView>> {
+        let ids = serde_json::to_string(correlation_ids)
+            .map_err(|e| Error::Decode(format!("correlation ids: {e}")))?;
+        let sql = format!(
+            "SELECT {RUN_COLUMNS} FROM runs
+             WHERE is_current AND correlation_id IN (SELECT value FROM json_each(?))
+               AND workflow_name = ? AND (? OR status = 'RUNNING')
+             ORDER BY start_time DESC, run_id DESC LIMIT ?"
+        );
+        sqlx::query(&sql)
+            .bind(ids)
+            .bind(name)
+            .bind(include_closed)
+            .bind(MAX_LOOKUP)
+            .fetch_all(&self.pool)
+            .await?
+            .iter()
+            .map(run_view)
+            .collect()
+    }
+
+    async fn running_workflow_ids(
+        &self,
+        name: &str,
+        version: i32,
+        filter: &RunningFilter,
+    ) -> Result<Vec<String>> {
+        let query = match filter {
+            RunningFilter::Running => sqlx::query_scalar(
+                "SELECT workflow_id FROM runs
+                 WHERE is_current AND workflow_name = ? AND status = 'RUNNING'
+                   AND workflow_version = ?
+                 ORDER BY start_time DESC, run_id DESC LIMIT ?",
+            )
+            .bind(name)
+            .bind(version)
+            .bind(MAX_LOOKUP),
+            RunningFilter::StartedBetween { from, to } => sqlx::query_scalar(
+                "SELECT workflow_id FROM runs
+                 WHERE is_current AND workflow_name = ? AND workflow_version = ?
+                   AND start_time BETWEEN ? AND ?
+                 ORDER BY start_time DESC, run_id DESC LIMIT ?",
+            )
+            .bind(name)
+            .bind(version)
+            .bind(*from)
+            .bind(*to)
+            .bind(MAX_LOOKUP),
+        };
+        Ok(query.fetch_all(&self.pool).await?)
+    }
+
+    async fn remove_workflow(&self, workflow_id: &str) -> Result<Removal> {
+        // The write lock (BEGIN IMMEDIATE) keeps the decider's commits out meanwhile.
+        let mut tx = self.write_tx().await?;
+        let status: Option<String> =
+            sqlx::query_scalar("SELECT status FROM runs WHERE workflow_id = ? AND is_current")
+                .bind(workflow_id)
+                .fetch_optional(&mut *tx)
+                .await?;
+        let started = match status {
+            Some(_) => false,
+            None => sqlx::query_scalar::<_, String>(
+                "SELECT workflow_id FROM workflow_starts WHERE workflow_id = ?",
+            )
+            .bind(workflow_id)
+            .fetch_optional(&mut *tx)
+            .await?
+            .is_some(),
+        };
+        if let Some(blocker) = removal_blocker(status, started) {
+            return Ok(blocker);
+        }
+        const RUNS: &str = "(SELECT run_id FROM runs WHERE workflow_id = ?)";
+        for sql in [
+            format!(
+                "DELETE FROM task_logs WHERE task_id IN
+                 (SELECT task_id FROM tasks WHERE run_id IN {RUNS})"
+            ),
+            format!("DELETE FROM tasks WHERE run_id IN {RUNS}"),
+            format!("DELETE FROM history_events WHERE run_id IN {RUNS}"),
+            format!("DELETE FROM timers WHERE run_id IN {RUNS}"),
+            format!("DELETE FROM task_check WHERE run_id IN {RUNS}"),
+            "DELETE FROM hook_deliveries WHERE workflow_id = ?".to_owned(),
+            "DELETE FROM workflow_starts WHERE workflow_id = ?".to_owned(),
+            "DELETE FROM runs WHERE workflow_id = ?".to_owned(),
+        ] {
+            sqlx::query(&sql)
+                .bind(workflow_id)
+                .execute(&mut *tx)
+                .await?;
+        }
+        tx.commit().await?;
+        Ok(Removal::Removed)
+    }
+}
