@@ -48,6 +48,12 @@ pub enum Command {
     /// The hook dispatcher settled the rollback hooks a reset fired (docs/hooks.md): the
     /// run created by the reset may go on, or fails.
     RollbackHooksDone(RollbackHooksDone),
+    /// An operator merges variables into the run's (Conductor's `update_variables`).
+    UpdateVariables(UpdateVariables),
+    /// A caller waits until the run ends or reaches a point (Conductor's synchronous
+    /// execution): a transient request whose reply the decider sends once it holds. It
+    /// changes nothing and is not applied like the others (docs/execute.md).
+    WatchRun(WatchRun),
 }
 
 impl Typed for Command {
@@ -67,6 +73,8 @@ impl Typed for Command {
             Command::Pause(_) => "Pause",
             Command::Resume(_) => "Resume",
             Command::RollbackHooksDone(_) => "RollbackHooksDone",
+            Command::UpdateVariables(_) => "UpdateVariables",
+            Command::WatchRun(_) => "WatchRun",
         }
     }
 }
@@ -80,6 +88,7 @@ impl Command {
             Command::Terminate(Terminate { op, .. })
             | Command::SkipTask(SkipTask { op, .. })
             | Command::Reset(Reset { op, .. })
+            | Command::UpdateVariables(UpdateVariables { op, .. })
             | Command::Pause(op)
             | Command::Resume(op) => op.request_id,
             _ => None,
@@ -109,6 +118,61 @@ pub struct Terminate {
     pub op: Operation,
     /// Why, as shown to operators.
     pub reason: String,
+}
+
+/// Merge `variables` into the run's variables (later keys replace earlier ones).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UpdateVariables {
+    /// Request bookkeeping.
+    #[serde(flatten)]
+    pub op: Operation,
+    /// The variables to set.
+    pub variables: serde_json::Map<String, Value>,
+}
+
+/// Wait for the run to end, or to block on a WAIT task without a timer, or for one of
+/// `until_task_refs` to end (Conductor's `waitUntilTaskRef`): the decider replies to the
+/// request with a [`RunReached`] then, or never (the caller's own deadline ends its
+/// wait). Kept in the decider's memory only, until `deadline`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WatchRun {
+    /// Task references whose end also answers.
+    #[serde(default)]
+    pub until_task_refs: Vec<String>,
+    /// After this the caller no longer listens.
+    pub deadline: DateTime<Utc>,
+}
+
+/// The reply to a [`WatchRun`] ([`WatchReply::RunReached`]): the run reached what the watch waited for, in a commit
+/// that the store now holds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunReached {
+    /// The run that did.
+    pub run_id: Uuid,
+    /// Its status then.
+    pub status: String,
+    /// The task whose state answered the watch, if a task did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_ref: Option<String>,
+}
+
+/// The decider's replies to a [`WatchRun`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", content = "payload")]
+pub enum WatchReply {
+    /// The run reached what the watch waited for.
+    RunReached(RunReached),
+}
+
+impl Typed for WatchReply {
+    fn kind(&self) -> &'static str {
+        match self {
+            WatchReply::RunReached(_) => "RunReached",
+        }
+    }
 }
 
 /// Skip a task: it ends SKIPPED with `output` (its worker, if any, is told to stop).

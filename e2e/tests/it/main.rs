@@ -15,6 +15,7 @@ mod dev;
 mod event_handlers;
 mod event_task;
 mod events;
+mod execute;
 mod greet;
 mod heartbeats;
 mod hooks;

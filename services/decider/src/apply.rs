@@ -6,8 +6,8 @@
 use serde_json::{Map, Value};
 use weft::messages::{
     ActivityCompleted, ActivityFailed, ChildWorkflowEnded, Command, Event, Operation,
-    TaskCompleted, TaskFailed, TaskStarted, TaskTimedOut, Terminate, WorkflowPaused,
-    WorkflowResumed, WorkflowTerminated,
+    TaskCompleted, TaskFailed, TaskStarted, TaskTimedOut, Terminate, VariablesUpdated,
+    WorkflowPaused, WorkflowResumed, WorkflowTerminated,
 };
 
 use crate::state::{RunState, RunStatus, TaskStatus};
@@ -113,6 +113,16 @@ pub fn apply_command(state: &RunState, command: &Command) -> Applied {
             }
         }
         Command::RollbackHooksDone(done) => rollback_done(state, done),
+        Command::UpdateVariables(update) => operation(state, &update.op, || {
+            if let Some(refused) = require_running(state, "updating variables") {
+                return refused;
+            }
+            Applied::Events(vec![Event::VariablesUpdated(VariablesUpdated {
+                variables: update.variables.clone(),
+            })])
+        }),
+        // The engine keeps watches aside; one reaching here changes nothing.
+        Command::WatchRun(_) => Applied::Ignored("a watch changes no run".into()),
         Command::Signal(signal) => Applied::Ignored(format!(
             "signal {:?} for a run that is {}",
             signal.name,

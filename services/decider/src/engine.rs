@@ -53,6 +53,8 @@ pub struct Shard {
     max_loop_iterations: u32,
     /// The lifecycle events published (`WEFT_EVENTS`); the others are never written.
     events: weft::events::EventKeys,
+    /// Callers waiting for runs of the shard to reach a point (synchronous execution).
+    watches: crate::watch::Watches,
 }
 
 /// A run being changed by the current batch.
@@ -151,6 +153,7 @@ impl Shard {
             metrics,
             max_loop_iterations,
             events,
+            watches: crate::watch::Watches::default(),
         }
     }
 
@@ -216,8 +219,13 @@ impl Shard {
         let mut outcomes = Vec::new();
         // The traceparent of each command's span: the commit's span continues them.
         let mut traced: Vec<String> = Vec::new();
+        let mut new_watches = Vec::new();
         for (delivery, command) in deliveries.iter().zip(commands) {
             let Ok(command) = command else { continue };
+            if let Command::WatchRun(watch) = command {
+                new_watches.push((delivery, watch));
+                continue;
+            }
             let wf = &delivery.envelope.workflow_id;
             // The first delivery of a start names a workflow id the gateway (or a parent)
             // just made: there is no run to read. Should there be one after all (a start
@@ -300,7 +308,7 @@ impl Shard {
             );
         }
         if batch.is_empty() {
-            return Ok(());
+            return self.settle_watches(&working, &order, new_watches).await;
         }
         let started = Instant::now();
         let commit = tracing::info_span!("decider.commit", commands = deliveries.len());
@@ -313,6 +321,7 @@ impl Shard {
         self.metrics
             .commit_seconds
             .observe(started.elapsed().as_secs_f64());
+        self.settle_watches(&working, &order, new_watches).await?;
         self.remember(working, &order);
         // The effect is committed, so the commands may be acknowledged now; publishing
         // goes on beside the next batch instead of holding up the shard. Should it fail
@@ -554,6 +563,57 @@ impl Shard {
                 weft::telemetry::current_traceparent(),
             )?);
         }
+        Ok(())
+    }
+
+    /// After a batch: replies to the watches its commit reached and registers the new
+    /// ones (replying at once to those reached already). Replies are transient and
+    /// sent beside the next batch; a lost one only makes its caller wait its deadline.
+    async fn settle_watches(
+        &self,
+        working: &HashMap<String, Working>,
+        order: &[String],
+        new_watches: Vec<(&Delivery, &weft::messages::WatchRun)>,
+    ) -> Result<(), Error> {
+        let mut due = Vec::new();
+        for wf in order {
+            if self.watches.watched(wf) {
+                due.extend(self.watches.reached_by(wf, &working[wf].state));
+            }
+        }
+        for (delivery, watch) in new_watches {
+            let wf = &delivery.envelope.workflow_id;
+            let loaded;
+            let state = match working.get(wf) {
+                Some(w) => Some(&w.state),
+                None => {
+                    loaded = self.load(wf, false).await?;
+                    loaded.as_ref().map(|w| &w.state)
+                }
+            };
+            due.extend(self.watches.add(wf, delivery.clone(), watch.clone(), state));
+        }
+        if due.is_empty() {
+            return Ok(());
+        }
+        let bus = self.bus.clone();
+        self.publishers.spawn(async move {
+            for (request, reached) in due {
+                let wf = request.envelope.workflow_id.clone();
+                let run_id = Some(reached.run_id);
+                let reached = weft::messages::WatchReply::RunReached(reached);
+                let reply = match Envelope::new(&wf, run_id, &reached) {
+                    Ok(reply) => reply,
+                    Err(e) => {
+                        tracing::warn!(workflow_id = %wf, error = %e, "watch reply not built");
+                        continue;
+                    }
+                };
+                if let Err(e) = bus.reply(&request, &reply).await {
+                    tracing::info!(workflow_id = %wf, error = %e, "watch reply not sent; the caller reads the run at its deadline");
+                }
+            }
+        });
         Ok(())
     }
 

@@ -16,6 +16,7 @@ pub mod metrics;
 pub mod reset;
 pub mod skip;
 pub mod state;
+pub mod watch;
 
 #[cfg(test)]
 mod history_builder;

@@ -4,7 +4,9 @@
 
 use serde_json::{json, Value};
 use uuid::Uuid;
-use weft::messages::{Command, Operation, Reset, ResetTarget, SkipTask, Terminate};
+use weft::messages::{
+    Command, Operation, Reset, ResetTarget, SkipTask, Terminate, UpdateVariables,
+};
 
 use crate::apply::Applied;
 use crate::sim::Sim;
@@ -76,6 +78,32 @@ fn terminate_ends_the_run_and_cancels_what_was_scheduled() {
     })));
     assert_eq!(status, 409);
     assert!(message.contains("TERMINATED"), "{message}");
+}
+
+#[test]
+fn updated_variables_are_merged_in_order_and_read_by_the_next_task() {
+    let def = json!({"name": "vars", "variables": {"who": "Ada", "keep": 1}, "tasks": [
+        {"name": "t", "taskReferenceName": "a"},
+        {"name": "t", "taskReferenceName": "b",
+         "inputParameters": {"who": "${workflow.variables.who}"}}]});
+    let mut sim = Sim::start(def, json!({}));
+    let update = |variables: Value| {
+        Command::UpdateVariables(UpdateVariables {
+            op: Operation::default(),
+            variables: variables.as_object().cloned().unwrap_or_default(),
+        })
+    };
+    sim.command(&update(json!({"who": "Grace", "new": true})));
+    assert_eq!(
+        Value::Object(sim.state.variables.clone()),
+        json!({"who": "Grace", "keep": 1, "new": true})
+    );
+    sim.complete("a", json!({}));
+    assert_eq!(sim.state.tasks[1].input["who"], "Grace");
+    sim.complete("b", json!({}));
+    let (status, message) = refused_with(sim.verdict(&update(json!({"who": "late"}))));
+    assert_eq!(status, 409);
+    assert!(message.contains("COMPLETED"), "{message}");
 }
 
 #[test]

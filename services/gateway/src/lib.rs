@@ -45,6 +45,7 @@ pub fn router(state: AppState) -> Router {
         .merge(routes::metadata::routes())
         .merge(routes::workflow::routes())
         .merge(routes::executions::routes())
+        .merge(routes::execute::routes())
         .merge(routes::hooks::routes())
         .merge(routes::operations::routes())
         .merge(routes::signal::routes())

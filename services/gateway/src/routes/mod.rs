@@ -1,5 +1,6 @@
 //! The REST routes (API.md), one module per resource.
 
+pub mod execute;
 pub mod executions;
 pub mod graph;
 pub mod heartbeat;

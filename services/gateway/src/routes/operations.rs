@@ -21,7 +21,9 @@ use axum::{Json, Router};
 use serde::Deserialize;
 use serde_json::{json, Value};
 use uuid::Uuid;
-use weft::messages::{Command, Operation, Reset, ResetTarget, SkipTask, Terminate};
+use weft::messages::{
+    Command, Operation, Reset, ResetTarget, SkipTask, Terminate, UpdateVariables,
+};
 use weft::Envelope;
 
 use crate::error::ApiError;
@@ -43,6 +45,7 @@ pub fn routes() -> Router<AppState> {
         .route("/api/workflow/{id}/retry", post(retry))
         .route("/api/workflow/{id}/restart", post(restart))
         .route("/api/workflow/{id}/runs", get(runs))
+        .route("/api/workflow/{id}/variables", post(update_variables))
 }
 
 /// What became of an operation.
@@ -109,6 +112,33 @@ async fn resume(
 ) -> Result<Response, ApiError> {
     let outcome = operate(&state, &id, false, Command::Resume).await?;
     Ok(answer(outcome, |_| StatusCode::OK.into_response()))
+}
+
+/// `POST /api/workflow/{id}/variables` with a JSON object: merges it into the run's
+/// variables in the run's order, as any command, and answers the workflow as it stands
+/// after (Conductor's `update_variables`, which answers the `Workflow`). 409 for a run
+/// that has ended.
+async fn update_variables(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let Value::Object(variables) = parse_json(&body?)? else {
+        return Err(ApiError::invalid(
+            "invalid_field",
+            "variables",
+            "the body must be a JSON object of variables",
+        ));
+    };
+    let outcome = operate(&state, &id, false, |op| {
+        Command::UpdateVariables(UpdateVariables { op, variables })
+    })
+    .await?;
+    if let Outcome::Pending(_) = outcome {
+        return Ok(answer(outcome, |_| StatusCode::OK.into_response()));
+    }
+    let workflow = super::workflow::load(&state, &id, true).await?;
+    Ok(Json(workflow).into_response())
 }
 
 #[derive(Debug, Default, Deserialize)]

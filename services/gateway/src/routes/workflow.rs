@@ -175,7 +175,11 @@ async fn get_history(
 
 /// The workflow as Conductor shows it: the current run, or the accepted start while the
 /// decider has not applied it yet (RUNNING / QUEUING).
-async fn load(state: &AppState, id: &str, include_tasks: bool) -> Result<Workflow, ApiError> {
+pub(crate) async fn load(
+    state: &AppState,
+    id: &str,
+    include_tasks: bool,
+) -> Result<Workflow, ApiError> {
     if include_tasks {
         if let Some((run, tasks)) = state.store.current_run_with_tasks(id).await? {
             return Ok(Workflow::from_run(run, tasks));
