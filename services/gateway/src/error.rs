@@ -52,6 +52,9 @@ pub enum ApiError {
     Internal(weft::Error),
     /// 503: the gateway is still connecting to its dependencies.
     Unavailable(String),
+    /// 501: a Conductor endpoint Weft does not offer; the message names it and says why
+    /// (docs/conductor.md lists them). Retrying cannot help.
+    NotOffered(String),
 }
 
 /// The JSON body of every error answer.
@@ -112,6 +115,7 @@ impl ApiError {
             Self::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
             Self::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            Self::NotOffered(_) => StatusCode::NOT_IMPLEMENTED,
         }
     }
 }
@@ -144,6 +148,7 @@ impl ApiError {
             Self::NotFound(m) => ("not_found", m.as_str(), None),
             Self::MethodNotAllowed(m) => ("method_not_allowed", m.as_str(), None),
             Self::Unavailable(m) => ("unavailable", m.as_str(), None),
+            Self::NotOffered(m) => ("not_offered", m.as_str(), None),
             Self::Conflict(m) => ("conflict", m.as_str(), None),
             Self::PayloadTooLarge(m) => ("payload_too_large", m.as_str(), None),
             Self::Internal(_) => ("internal", "internal error; see the gateway log", None),

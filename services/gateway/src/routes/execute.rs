@@ -50,7 +50,7 @@ struct ExecuteQuery {
 
 /// What the answer shows (Conductor's `WorkflowSignalReturnStrategy`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum ReturnStrategy {
+pub(crate) enum ReturnStrategy {
     /// The started run.
     TargetWorkflow,
     /// The run holding the blocking task: the started run (sub-workflows are not
@@ -63,7 +63,8 @@ enum ReturnStrategy {
 }
 
 impl ReturnStrategy {
-    fn parse(text: Option<&str>) -> Result<Self, ApiError> {
+    /// Conductor's name (`TARGET_WORKFLOW` when absent); 400 naming `returnStrategy`.
+    pub(crate) fn parse(text: Option<&str>) -> Result<Self, ApiError> {
         Ok(match text.unwrap_or("TARGET_WORKFLOW") {
             "TARGET_WORKFLOW" => Self::TargetWorkflow,
             "BLOCKING_WORKFLOW" => Self::BlockingWorkflow,
@@ -93,7 +94,7 @@ impl ReturnStrategy {
 }
 
 /// How the wait ended.
-enum Waited {
+pub(crate) enum Waited {
     /// The decider says the run reached the point.
     Reached(RunReached),
     /// The deadline came first.
@@ -149,9 +150,31 @@ async fn execute(
     let workflow_id = start::start(&state, request).await?;
 
     let waited = wait_for(&state, &workflow_id, until, Duration::from_secs(wait)).await;
-    let workflow = super::workflow::load(&state, &workflow_id, true).await?;
+    respond(
+        &state,
+        &workflow_id,
+        &waited,
+        strategy,
+        &request_id,
+        priority,
+    )
+    .await
+    .map(Json)
+}
+
+/// The answer once the wait is over: the run (or the task that answered) as it now
+/// stands, in Conductor's `SignalResponse` shape.
+pub(crate) async fn respond(
+    state: &AppState,
+    workflow_id: &str,
+    waited: &Waited,
+    strategy: ReturnStrategy,
+    request_id: &str,
+    priority: i32,
+) -> Result<Value, ApiError> {
+    let workflow = super::workflow::load(state, workflow_id, true).await?;
     let mut run = serde_json::to_value(workflow).map_err(weft::Error::from)?;
-    let (task_ref, timed_out) = match &waited {
+    let (task_ref, timed_out) = match waited {
         Waited::Reached(r) => (r.task_ref.clone(), false),
         Waited::TimedOut => (None, true),
         Waited::Lost => (None, false),
@@ -172,11 +195,11 @@ async fn execute(
         }
         _ => workflow_run(&mut answer, &mut run),
     }
-    Ok(Json(Value::Object(answer)))
+    Ok(Value::Object(answer))
 }
 
 /// Sends the run's watch and waits for the decider's reply, at most `wait`.
-async fn wait_for(
+pub(crate) async fn wait_for(
     state: &AppState,
     workflow_id: &str,
     until_task_refs: Vec<String>,

@@ -218,7 +218,12 @@ async fn remove(
     Path(id): Path<String>,
     Query(_q): Query<RemoveQuery>,
 ) -> Result<(), ApiError> {
-    match state.store.remove_workflow(&id).await? {
+    remove_one(&state, &id).await
+}
+
+/// Removes workflow `id` when its run has ended (see [`remove`]).
+pub(crate) async fn remove_one(state: &AppState, id: &str) -> Result<(), ApiError> {
+    match state.store.remove_workflow(id).await? {
         Removal::Removed => {
             tracing::info!(workflow_id = %id, "workflow removed");
             Ok(())
@@ -238,12 +243,20 @@ async fn terminate_remove(
     Path(id): Path<String>,
     Query(q): Query<RemoveQuery>,
 ) -> Result<(), ApiError> {
-    if let Removal::NotEnded { .. } = state.store.remove_workflow(&id).await? {
-        let reason = q
-            .reason
+    terminate_and_remove(&state, &id, q.reason).await
+}
+
+/// Terminates workflow `id` when it has not ended (with `reason`), then removes it.
+pub(crate) async fn terminate_and_remove(
+    state: &AppState,
+    id: &str,
+    reason: Option<String>,
+) -> Result<(), ApiError> {
+    if let Removal::NotEnded { .. } = state.store.remove_workflow(id).await? {
+        let reason = reason
             .filter(|r| !r.trim().is_empty())
             .unwrap_or_else(|| "terminated by an operator before its removal".to_owned());
-        let answer = super::operations::terminate_run(&state, &id, reason).await?;
+        let answer = super::operations::terminate_run(state, id, reason).await?;
         if answer.get("requestId").is_some() {
             return Err(ApiError::Unavailable(format!(
                 "workflow {id}: the terminate is queued but no decider applied it in time; \
@@ -251,15 +264,7 @@ async fn terminate_remove(
             )));
         }
     }
-    remove(
-        State(state),
-        Path(id),
-        Query(RemoveQuery {
-            archive_workflow: None,
-            reason: None,
-        }),
-    )
-    .await
+    remove_one(state, id).await
 }
 
 /// `GET /api/workflow/{id}/tasks?start=0&count=15&status=`: a page of the current run's

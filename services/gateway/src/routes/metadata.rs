@@ -1,10 +1,12 @@
 //! Workflow definitions: `/api/metadata/workflow` (Conductor's `MetadataResource`).
 
+use std::collections::{BTreeMap, BTreeSet};
+
 use axum::extract::State;
 use axum::routing::{delete, get, post};
 use axum::{Json, Router};
 use serde::Deserialize;
-use serde_json::Value;
+use serde_json::{json, Value};
 use weft::dsl::{self, WorkflowDef};
 use weft::store::definitions::PutOutcome;
 
@@ -21,6 +23,16 @@ pub fn routes() -> Router<AppState> {
             post(register).put(upsert_many).get(list),
         )
         .route("/api/metadata/workflow/validate", post(validate))
+        .route("/api/metadata/workflow/names", get(names))
+        .route(
+            "/api/metadata/workflow/names-and-versions",
+            get(names_and_versions),
+        )
+        .route(
+            "/api/metadata/workflow/latest-versions",
+            get(latest_versions),
+        )
+        .route("/api/metadata/workflow/{name}/versions", get(versions))
         .route("/api/metadata/workflow/{name}", get(get_one))
         .route("/api/metadata/workflow/{name}/{version}", delete(remove))
 }
@@ -126,6 +138,66 @@ async fn get_one(
 async fn list(State(state): State<AppState>) -> Result<Json<Vec<Value>>, ApiError> {
     let all = state.store.list_definitions().await?;
     Ok(Json(all.into_iter().map(|d| d.definition).collect()))
+}
+
+/// Conductor's `WorkflowDefSummary`.
+fn summary(d: &weft::store::definitions::StoredDefinition) -> Value {
+    json!({
+        "name": d.name,
+        "version": d.version,
+        "createTime": d.created_at.timestamp_millis(),
+        "updateTime": d.updated_at.timestamp_millis(),
+    })
+}
+
+/// `GET /api/metadata/workflow/names`: every definition name, once, sorted.
+async fn names(State(state): State<AppState>) -> Result<Json<Vec<String>>, ApiError> {
+    let all = state.store.list_definitions().await?;
+    let names: BTreeSet<String> = all.into_iter().map(|d| d.name).collect();
+    Ok(Json(names.into_iter().collect()))
+}
+
+/// `GET /api/metadata/workflow/names-and-versions`: `{name: [WorkflowDefSummary]}`.
+async fn names_and_versions(
+    State(state): State<AppState>,
+) -> Result<Json<BTreeMap<String, Vec<Value>>>, ApiError> {
+    let mut by_name: BTreeMap<String, Vec<Value>> = BTreeMap::new();
+    for d in state.store.list_definitions().await? {
+        by_name.entry(d.name.clone()).or_default().push(summary(&d));
+    }
+    Ok(Json(by_name))
+}
+
+/// `GET /api/metadata/workflow/latest-versions`: the latest version of each definition.
+async fn latest_versions(State(state): State<AppState>) -> Result<Json<Vec<Value>>, ApiError> {
+    let mut latest: BTreeMap<String, (i32, Value)> = BTreeMap::new();
+    for d in state.store.list_definitions().await? {
+        let newer = latest.get(&d.name).is_none_or(|(v, _)| d.version > *v);
+        if newer {
+            latest.insert(d.name, (d.version, d.definition));
+        }
+    }
+    Ok(Json(latest.into_values().map(|(_, d)| d).collect()))
+}
+
+/// `GET /api/metadata/workflow/{name}/versions`: `[WorkflowDefSummary]`, oldest first;
+/// 404 for an unknown name.
+async fn versions(
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+) -> Result<Json<Vec<Value>>, ApiError> {
+    let mut found: Vec<_> = state
+        .store
+        .list_definitions()
+        .await?
+        .into_iter()
+        .filter(|d| d.name == name)
+        .collect();
+    if found.is_empty() {
+        return Err(not_found(&name, None));
+    }
+    found.sort_by_key(|d| d.version);
+    Ok(Json(found.iter().map(summary).collect()))
 }
 
 /// `DELETE /api/metadata/workflow/{name}/{version}`; 404 when there is no such version.

@@ -1,13 +1,16 @@
 //! The REST routes (API.md), one module per resource.
 
+pub mod bulk;
 pub mod execute;
 pub mod executions;
 pub mod graph;
 pub mod heartbeat;
 pub mod hooks;
 pub mod metadata;
+pub mod not_offered;
 pub mod operations;
 pub mod search;
+pub mod server_info;
 pub mod signal;
 pub mod start;
 pub mod stats;

@@ -46,6 +46,18 @@ pub fn routes() -> Router<AppState> {
         .route("/api/workflow/{id}/restart", post(restart))
         .route("/api/workflow/{id}/runs", get(runs))
         .route("/api/workflow/{id}/variables", post(update_variables))
+        .route("/api/workflow/decide/{id}", put(decide))
+}
+
+/// `PUT /api/workflow/decide/{id}`: Conductor runs its decider for the workflow now.
+/// Weft's decider decides in the commit of every command, so nothing is ever left to
+/// decide: 200 for a known workflow, 404 otherwise.
+async fn decide(State(state): State<AppState>, Path(id): Path<String>) -> Result<(), ApiError> {
+    if state.store.current_run(&id).await?.is_some() || state.store.get_start(&id).await?.is_some()
+    {
+        return Ok(());
+    }
+    Err(ApiError::NotFound(format!("workflow {id} not found")))
 }
 
 /// What became of an operation.
@@ -97,7 +109,7 @@ pub(crate) async fn terminate_run(
 }
 
 /// `PUT /api/workflow/{id}/pause`.
-async fn pause(
+pub(crate) async fn pause(
     State(state): State<AppState>,
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
@@ -106,7 +118,7 @@ async fn pause(
 }
 
 /// `PUT /api/workflow/{id}/resume`.
-async fn resume(
+pub(crate) async fn resume(
     State(state): State<AppState>,
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
@@ -302,7 +314,7 @@ async fn rerun(
 }
 
 /// `POST /api/workflow/{id}/retry`: reset to the last failed (or timed-out) task; 204.
-async fn retry(
+pub(crate) async fn retry(
     State(state): State<AppState>,
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
@@ -313,7 +325,7 @@ async fn retry(
 }
 
 /// `POST /api/workflow/{id}/restart`: reset to the first task of an ended run; 204.
-async fn restart(
+pub(crate) async fn restart(
     State(state): State<AppState>,
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {

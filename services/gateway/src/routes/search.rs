@@ -23,7 +23,9 @@ const MAX_START: i64 = 100_000;
 
 /// The search route. A static path: axum prefers it over `/api/workflow/{id}`.
 pub fn routes() -> Router<AppState> {
-    Router::new().route("/api/workflow/search", get(search_workflows))
+    Router::new()
+        .route("/api/workflow/search", get(search_workflows))
+        .route("/api/workflow/search-v2", get(search_full))
 }
 
 #[derive(Debug, Deserialize)]
@@ -119,6 +121,33 @@ async fn search_workflows(
     State(state): State<AppState>,
     Query(q): Query<SearchQuery>,
 ) -> Result<Json<SearchResult>, ApiError> {
+    let (total_hits, hits) = run_search(&state, q).await?;
+    Ok(Json(SearchResult {
+        total_hits,
+        results: hits.into_iter().map(WorkflowSummary::from).collect(),
+    }))
+}
+
+/// `GET /api/workflow/search-v2`: the same search, each hit the whole `Workflow` (its
+/// tasks included, as Conductor's `SearchResult<Workflow>`).
+async fn search_full(
+    State(state): State<AppState>,
+    Query(q): Query<SearchQuery>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    let (total_hits, hits) = run_search(&state, q).await?;
+    let mut results = Vec::with_capacity(hits.len());
+    for hit in hits {
+        let tasks = state.store.tasks_of_run(hit.run.run_id).await?;
+        results.push(crate::views::Workflow::from_run(hit.run, tasks));
+    }
+    Ok(Json(serde_json::json!({
+        "totalHits": total_hits,
+        "results": serde_json::to_value(results).map_err(weft::Error::from)?,
+    })))
+}
+
+/// The total and one page of the runs `q` selects.
+async fn run_search(state: &AppState, q: SearchQuery) -> Result<(i64, Vec<SearchHit>), ApiError> {
     let start = q.start.unwrap_or(0);
     if !(0..=MAX_START).contains(&start) {
         return Err(ApiError::invalid(
@@ -143,9 +172,5 @@ async fn search_workflows(
         start,
         size,
     };
-    let (total_hits, hits) = state.store.search_runs(&search).await?;
-    Ok(Json(SearchResult {
-        total_hits,
-        results: hits.into_iter().map(WorkflowSummary::from).collect(),
-    }))
+    Ok(state.store.search_runs(&search).await?)
 }

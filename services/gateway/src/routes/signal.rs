@@ -24,6 +24,119 @@ pub fn routes() -> Router<AppState> {
             "/api/tasks/{workflow_id}/{task_ref}/{status}",
             post(complete_by_ref),
         )
+        .route(
+            "/api/tasks/{workflow_id}/{task_ref}/{status}/sync",
+            post(complete_by_ref_sync),
+        )
+        // Conductor's `/{workflowId}/{status}/signal`: the second segment is the status.
+        .route(
+            "/api/tasks/{workflow_id}/{task_ref}/signal",
+            post(signal_blocking),
+        )
+        .route(
+            "/api/tasks/{workflow_id}/{task_ref}/signal/sync",
+            post(signal_blocking_sync),
+        )
+}
+
+/// How long the `/sync` forms wait for the decider when the caller does not say.
+const SYNC_TIMEOUT_MS: u64 = 5_000;
+
+/// `POST /api/tasks/{workflowId}/{taskRef}/{status}/sync`: as the form without `/sync`,
+/// then answers the workflow (with its tasks) once the decider has applied the update
+/// (or after 5 s, as it then stands).
+async fn complete_by_ref_sync(
+    State(state): State<AppState>,
+    Path((id, task_ref, status)): Path<(String, String, String)>,
+    Query(q): Query<ByRefQuery>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let payload = payload(&body?)?;
+    complete_task_by_ref(&state, &id, &task_ref, &status, q.workerid, payload, None).await?;
+    let timeout = std::time::Duration::from_millis(SYNC_TIMEOUT_MS);
+    super::execute::wait_for(&state, &id, vec![task_ref], timeout).await;
+    let workflow = super::workflow::load(&state, &id, true).await?;
+    Ok(Json(
+        serde_json::to_value(workflow).map_err(weft::Error::from)?,
+    ))
+}
+
+/// The pending WAIT task (without a timer) of the workflow's current run, which
+/// Conductor's signal endpoints complete: its ref.
+async fn blocking_wait(state: &AppState, id: &str) -> Result<String, ApiError> {
+    let Some((_, tasks)) = state.store.current_run_with_tasks(id).await? else {
+        return Err(ApiError::NotFound(format!("workflow {id} not found")));
+    };
+    tasks
+        .into_iter()
+        .find(|t| {
+            t.task_type == "WAIT"
+                && matches!(t.status.as_str(), "SCHEDULED" | "IN_PROGRESS")
+                && t.input.get("duration").is_none()
+                && t.input.get("until").is_none()
+        })
+        .map(|t| t.task_ref)
+        .ok_or_else(|| {
+            ApiError::NotFound(format!("workflow {id} has no pending WAIT task to signal"))
+        })
+}
+
+/// Only COMPLETED completes a WAIT (a signal); the status names the field otherwise.
+fn check_signal_status(status: &str) -> Result<(), ApiError> {
+    match status {
+        "COMPLETED" => Ok(()),
+        other => Err(ApiError::invalid(
+            "invalid_status",
+            "status",
+            format!("a WAIT task is completed by a signal with status COMPLETED, not {other:?}"),
+        )),
+    }
+}
+
+/// `POST /api/tasks/{workflowId}/{status}/signal`: completes the run's pending WAIT task
+/// with the body as its output; 200, or 404 when nothing waits.
+async fn signal_blocking(
+    State(state): State<AppState>,
+    Path((id, status)): Path<(String, String)>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<(), ApiError> {
+    check_signal_status(&status)?;
+    let payload = payload(&body?)?;
+    let task_ref = blocking_wait(&state, &id).await?;
+    send(&state, &id, task_ref, payload).await
+}
+
+#[derive(Debug, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct SignalSyncQuery {
+    return_strategy: Option<String>,
+    timeout_millis: Option<u64>,
+}
+
+/// `POST /api/tasks/{workflowId}/{status}/signal/sync?returnStrategy=&timeoutMillis=`:
+/// as the form without `/sync`, then waits as synchronous execution does (the run ends
+/// or blocks again) and answers the same `SignalResponse`.
+async fn signal_blocking_sync(
+    State(state): State<AppState>,
+    Path((id, status)): Path<(String, String)>,
+    Query(q): Query<SignalSyncQuery>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Json<Value>, ApiError> {
+    check_signal_status(&status)?;
+    let strategy = super::execute::ReturnStrategy::parse(q.return_strategy.as_deref())?;
+    let payload = payload(&body?)?;
+    let task_ref = blocking_wait(&state, &id).await?;
+    send(&state, &id, task_ref, payload).await?;
+    let timeout = std::time::Duration::from_millis(
+        q.timeout_millis
+            .unwrap_or(SYNC_TIMEOUT_MS)
+            .min(super::execute::MAX_WAIT_SECONDS * 1000),
+    );
+    let waited = super::execute::wait_for(&state, &id, Vec::new(), timeout).await;
+    let request_id = weft::ids::new_id().to_string();
+    super::execute::respond(&state, &id, &waited, strategy, &request_id, 0)
+        .await
+        .map(Json)
 }
 
 /// `POST /api/workflow/{id}/signal/{name}`: 202 once the signal is durably queued for
