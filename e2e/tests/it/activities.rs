@@ -9,6 +9,7 @@ use crate::constructs::statuses;
 crate::on_both_backends!(
     http_task_calls_a_service_and_feeds_the_next_task,
     retries_back_off_on_timers_and_timeouts_end_runs,
+    a_registered_task_definition_governs_an_http_task_of_its_name,
 );
 
 /// A tiny HTTP service on loopback for the HTTP task to call: `POST /orders/{id}`
@@ -157,4 +158,37 @@ async fn retries_back_off_on_timers_and_timeouts_end_runs(suite: Suite) {
             .contains("timeoutSeconds"),
         "{wf}"
     );
+}
+
+/// Conductor applies a registered TaskDef to every task of its name, not only SIMPLE ones:
+/// an HTTP task without an inline definition retries as its TaskDef says.
+async fn a_registered_task_definition_governs_an_http_task_of_its_name(suite: Suite) {
+    let addr = flaky_service().await;
+    let client = suite.client();
+    client
+        .register_taskdefs(&json!([{"name": "call_flaky", "retryCount": 2,
+                                    "retryDelaySeconds": 0, "responseTimeoutSeconds": 30}]))
+        .await
+        .unwrap();
+    client
+        .register(&json!({"name": "by_taskdef", "version": 1, "tasks": [
+            {"name": "call_flaky", "taskReferenceName": "call", "type": "HTTP",
+             "inputParameters": {"http_request": {"uri": format!("http://{addr}/flaky")}}}],
+         "outputParameters": {"calls": "${call.output.response.body.calls}"}}))
+        .await
+        .unwrap();
+    let id = client.start("by_taskdef", json!({})).await.unwrap();
+    let wf = crate::ended(&suite, &id, "COMPLETED").await;
+    assert_eq!(
+        wf["output"],
+        json!({"calls": 3}),
+        "two retries, as the TaskDef says"
+    );
+    let statuses: Vec<&str> = wf["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["status"].as_str().unwrap_or_default())
+        .collect();
+    assert_eq!(statuses, ["FAILED", "FAILED", "COMPLETED"]);
 }

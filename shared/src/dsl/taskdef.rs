@@ -7,7 +7,7 @@
 //!
 //! # Why policies are frozen into a run
 //!
-//! A start copies the registered TaskDef of each SIMPLE task into the run's definition as
+//! A start copies the registered TaskDef of each task (of any type) into the run's definition as
 //! the task's `taskDefinition` (unless the workflow task carries one inline, as Conductor
 //! allows), and the decider reads policies only from there. A run therefore keeps the
 //! policies it started with: updating or deleting a TaskDef affects later starts only, and
@@ -18,7 +18,6 @@ use std::collections::{BTreeSet, HashMap};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::model::TaskType;
 use super::validate::DslError;
 use super::WorkflowTask;
 
@@ -291,10 +290,13 @@ pub fn validate_task_defs(json: &Value) -> Result<Vec<TaskDef>, DslError> {
         .collect()
 }
 
-/// Whether `task` takes its policies from a registered TaskDef: a SIMPLE task without an
-/// inline `taskDefinition`.
+/// Whether `task` takes its policies from a registered TaskDef: any task with a name and
+/// without an inline `taskDefinition`, whatever its type, as Conductor populates every
+/// workflow task's definition by name (`MetadataMapperService`). The decider applies the
+/// policies where a task can fail and be retried or time out: SIMPLE, HTTP,
+/// SUB_WORKFLOW (docs/interpreter.md).
 fn needs_task_def(task: &WorkflowTask) -> bool {
-    task.task_type() == Some(TaskType::Simple)
+    !task.name.trim().is_empty()
         && task
             .extra
             .get(TASK_DEFINITION_KEY)
@@ -318,7 +320,7 @@ pub fn task_def_names(tasks: &[WorkflowTask]) -> BTreeSet<String> {
     names
 }
 
-/// Copies `registered[name]` into each SIMPLE task of the tree that has no inline
+/// Copies `registered[name]` into each task of the tree that has no inline
 /// `taskDefinition`, as its `taskDefinition`; returns how many tasks were given one.
 pub fn freeze_task_defs(tasks: &mut [WorkflowTask], registered: &HashMap<String, Value>) -> usize {
     let mut frozen = 0;
@@ -506,7 +508,7 @@ mod tests {
     }
 
     #[test]
-    fn freezing_fills_simple_tasks_of_the_whole_tree_but_not_inline_ones() {
+    fn freezing_fills_every_named_task_of_the_whole_tree_but_not_inline_ones() {
         let mut def: WorkflowDef = serde_json::from_value(json!({
             "name": "w",
             "tasks": [
@@ -525,13 +527,13 @@ mod tests {
         }))
         .unwrap();
         let names: Vec<_> = task_def_names(&def.tasks).into_iter().collect();
-        assert_eq!(names, ["a", "b", "c", "d", "e"]);
+        assert_eq!(names, ["a", "b", "c", "d", "e", "f", "h", "l", "sw"]);
 
         let registered: HashMap<String, Value> = ["a", "b", "d", "e", "h"]
             .iter()
             .map(|n| (n.to_string(), json!({"name": n, "retryCount": 7})))
             .collect();
-        assert_eq!(freeze_task_defs(&mut def.tasks, &registered), 4);
+        assert_eq!(freeze_task_defs(&mut def.tasks, &registered), 5);
         let t = &def.tasks;
         assert_eq!(t[0].extra[TASK_DEFINITION_KEY]["retryCount"], 7);
         assert_eq!(t[1].extra[TASK_DEFINITION_KEY], json!({"retryCount": 0}));
@@ -547,6 +549,9 @@ mod tests {
         );
         let body = t[4].loop_over.as_ref().unwrap();
         assert_eq!(body[0].extra[TASK_DEFINITION_KEY]["name"], "e");
-        assert!(body[1].extra.is_empty(), "only SIMPLE tasks are frozen");
+        assert_eq!(
+            body[1].extra[TASK_DEFINITION_KEY]["retryCount"], 7,
+            "an HTTP task takes the TaskDef of its name too"
+        );
     }
 }

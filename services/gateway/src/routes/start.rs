@@ -136,7 +136,7 @@ async fn resolve(state: &AppState, request: &StartRequest) -> Result<WorkflowDef
     Ok(def)
 }
 
-/// Freezes the policies of the run: copies the registered TaskDef of every SIMPLE task
+/// Freezes the policies of the run: copies the registered TaskDef of every task (any type)
 /// without an inline `taskDefinition` into `def` (loaded with one query), so the decider
 /// applies the policies the run started with even if the TaskDef changes later. A task
 /// whose TaskDef is not registered keeps none and runs with the default policies.
