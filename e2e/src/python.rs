@@ -22,6 +22,13 @@ pub fn venv_with(dir: &str, packages: &[(&str, &str)]) -> anyhow::Result<PathBuf
         .context("the binaries' directory has no parent")?
         .to_path_buf();
     let venv = target.join(dir);
+    // Tests run in parallel (threads of one binary, and several binaries): one creates
+    // the venv while the others wait for it, rather than all clearing it at once.
+    let lock_path = target.join(format!("{dir}.lock"));
+    let lock = std::fs::File::create(&lock_path)
+        .with_context(|| format!("creating {}", lock_path.display()))?;
+    lock.lock()
+        .with_context(|| format!("locking {}", lock_path.display()))?;
     let python = venv.join("bin").join("python");
     let names: Vec<String> = packages.iter().map(|(p, _)| format!("'{p}'")).collect();
     let probe = format!(

@@ -119,3 +119,57 @@ fn percent_decode(text: &str) -> Option<String> {
     }
     String::from_utf8(out).ok()
 }
+
+/// A boolean query parameter read as Conductor's server (Spring) reads one: `true`,
+/// `on`, `yes`, `1` and `false`, `off`, `no`, `0`, in any case (Conductor's Python SDK
+/// sends `True`). Use with `#[serde(default, deserialize_with = "...")]`.
+pub fn lenient_bool<'de, D: serde::Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
+    let text = <std::borrow::Cow<'de, str> as serde::Deserialize>::deserialize(d)?;
+    parse_flag(&text).ok_or_else(|| {
+        serde::de::Error::custom(format!("{text:?} is not a boolean (true or false)"))
+    })
+}
+
+/// [`lenient_bool`] for an optional parameter.
+pub fn lenient_opt_bool<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<bool>, D::Error> {
+    lenient_bool(d).map(Some)
+}
+
+fn parse_flag(text: &str) -> Option<bool> {
+    match text.trim().to_ascii_lowercase().as_str() {
+        "true" | "on" | "yes" | "1" => Some(true),
+        "false" | "off" | "no" | "0" => Some(false),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, serde::Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Flags {
+        #[serde(default, deserialize_with = "lenient_bool")]
+        include_tasks: bool,
+        #[serde(default, deserialize_with = "lenient_opt_bool")]
+        archive: Option<bool>,
+    }
+
+    fn read(query: &str) -> Result<Flags, String> {
+        axum::extract::Query::<Flags>::try_from_uri(&format!("/x?{query}").parse().unwrap())
+            .map(|q| q.0)
+            .map_err(|e| e.body_text())
+    }
+
+    #[test]
+    fn booleans_read_as_conductor_reads_them() {
+        assert!(read("includeTasks=True").unwrap().include_tasks);
+        assert!(read("includeTasks=1").unwrap().include_tasks);
+        assert!(!read("includeTasks=FALSE").unwrap().include_tasks);
+        assert!(!read("").unwrap().include_tasks);
+        assert_eq!(read("archive=no").unwrap().archive, Some(false));
+        assert_eq!(read("").unwrap().archive, None);
+        assert!(read("includeTasks=maybe").unwrap_err().contains("maybe"));
+    }
+}

@@ -92,6 +92,7 @@ async fn list(State(state): State<AppState>) -> Result<Json<Vec<Value>>, ApiErro
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct ForEvent {
+    #[serde(default, deserialize_with = "crate::extract::lenient_opt_bool")]
     active_only: Option<bool>,
 }
 

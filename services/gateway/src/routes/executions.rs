@@ -39,9 +39,9 @@ pub fn routes() -> Router<AppState> {
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct CorrelatedQuery {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::extract::lenient_bool")]
     include_closed: bool,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::extract::lenient_bool")]
     include_tasks: bool,
 }
 
@@ -204,7 +204,7 @@ fn epoch_ms(ms: i64, field: &str) -> Result<DateTime<chrono::Utc>, ApiError> {
 struct RemoveQuery {
     /// Conductor keeps an archived copy in its index; Weft has no index apart from the
     /// runs, so the workflow is removed either way (docs/conductor.md).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::extract::lenient_opt_bool")]
     #[allow(dead_code)]
     archive_workflow: Option<bool>,
     reason: Option<String>,

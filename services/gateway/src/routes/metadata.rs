@@ -39,7 +39,7 @@ pub fn routes() -> Router<AppState> {
 
 #[derive(Debug, Deserialize)]
 struct OverwriteQuery {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::extract::lenient_bool")]
     overwrite: bool,
 }
 

@@ -91,6 +91,7 @@ async fn start_by_name(
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct WorkflowQuery {
+    #[serde(default, deserialize_with = "crate::extract::lenient_opt_bool")]
     include_tasks: Option<bool>,
 }
 
