@@ -1,0 +1,54 @@
+//! The official Conductor Python SDK (`conductor-python` from PyPI, unmodified) drives
+//! Weft as a Conductor user's code would, on both back-ends: definitions built with
+//! `ConductorWorkflow` and every task builder Weft runs (SET_VARIABLE, INLINE,
+//! JSON_JQ_TRANSFORM, SWITCH, DO_WHILE, FORK/JOIN, SUB_WORKFLOW, HTTP, START_WORKFLOW,
+//! TERMINATE, HUMAN, WAIT), run with `execute`; then the workflow client (correlation
+//! ids, the batch form, variables, status, terminate, delete), the task client (update,
+//! update_task_sync, signals, queue sizes), bulk pause and the metadata client. The
+//! script is `e2e/python/conductor_sdk_tour.py`; it prints one line per check and exits
+//! non-zero on the first that fails.
+
+use std::process::Stdio;
+
+use anyhow::Context as _;
+use weft_e2e::Suite;
+
+/// The SDK version the tests pin (as the worker test does).
+const SDK_VERSION: &str = "2.0.0";
+/// The tour itself.
+const TOUR: &str = include_str!("../../python/conductor_sdk_tour.py");
+
+crate::on_both_backends!(the_conductor_python_sdk_drives_every_endpoint_and_builder);
+
+async fn the_conductor_python_sdk_drives_every_endpoint_and_builder(suite: Suite) {
+    let python = weft_e2e::python::venv("py-venv", "conductor-python", SDK_VERSION)
+        .expect("the Conductor Python SDK must be installable");
+    let script = suite.log_dir().join("conductor_sdk_tour.py");
+    std::fs::write(&script, TOUR).unwrap();
+    let output = tokio::time::timeout(
+        crate::RUN_TIMEOUT,
+        tokio::process::Command::new(&python)
+            .arg(&script)
+            .env(
+                "CONDUCTOR_SERVER_URL",
+                format!("{}/api", suite.gateway_url()),
+            )
+            .env("PYTHONUNBUFFERED", "1")
+            .stdin(Stdio::null())
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .context("the SDK tour did not finish in time")
+    .unwrap()
+    .context("running the SDK tour")
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success() && stdout.contains("all checks passed"),
+        "the SDK tour failed ({}):\n{stdout}\n{stderr}\n{}",
+        output.status,
+        suite.describe()
+    );
+}
