@@ -761,6 +761,7 @@ impl Shard {
                 task_id: *task_id,
                 task_ref: task_ref.clone(),
                 reason: format!("the sink cannot take the event: {e}"),
+                terminal: true,
             };
             let mut events = events_for(started, seq, Utc::now());
             events.extend(events_for(failed, seq, Utc::now()));
@@ -838,6 +839,7 @@ impl Shard {
                     task_id,
                     task_ref,
                     reason: why,
+                    terminal: true,
                 };
                 let mut events = events_for(started, seq, Utc::now());
                 events.extend(events_for(failed, seq, Utc::now()));
