@@ -821,6 +821,7 @@ impl Shard {
                 task_id: *task_id,
                 task_ref: task_ref.clone(),
                 reason: format!("the sink cannot take the event: {e}"),
+                terminal: true,
             };
             let mut events = events_for(started, seq, Utc::now());
             events.extend(events_for(failed, seq, Utc::now()));
@@ -898,6 +899,7 @@ impl Shard {
                     task_id,
                     task_ref,
                     reason: why,
+                    terminal: true,
                 };
                 let mut events = events_for(started, seq, Utc::now());
                 events.extend(events_for(failed, seq, Utc::now()));

@@ -63,11 +63,18 @@ pub fn skip(state: &RunState, skip: &SkipTask) -> Applied {
 }
 
 /// Tasks that can be skipped while in progress: those that wait for one thing (a
-/// worker, a child run, a signal or timer), not those whose progress is their subtree's.
+/// worker, a child run, a signal or timer, the tasks an EXCLUSIVE_JOIN takes its output
+/// from), not those whose progress is their subtree's.
 fn runs_alone(task: &WorkflowTask) -> bool {
     matches!(
         task.task_type(),
-        Some(TaskType::Simple | TaskType::Http | TaskType::SubWorkflow | TaskType::Wait)
+        Some(
+            TaskType::Simple
+                | TaskType::Http
+                | TaskType::SubWorkflow
+                | TaskType::Wait
+                | TaskType::ExclusiveJoin
+        )
     )
 }
 

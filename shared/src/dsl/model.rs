@@ -132,11 +132,15 @@ pub enum TaskType {
     StartWorkflow,
     /// A SIMPLE task whose name is read from its input when it runs.
     Dynamic,
+    /// Applies the jq program `queryExpression` to its input.
+    JsonJqTransform,
+    /// After a switch: takes the output of the first of its `joinOn` tasks that ran.
+    ExclusiveJoin,
 }
 
 impl TaskType {
     /// Every known type, in the order error messages list them.
-    pub const ALL: [TaskType; 19] = [
+    pub const ALL: [TaskType; 21] = [
         TaskType::Simple,
         TaskType::Http,
         TaskType::Decision,
@@ -156,6 +160,8 @@ impl TaskType {
         TaskType::Human,
         TaskType::StartWorkflow,
         TaskType::Dynamic,
+        TaskType::JsonJqTransform,
+        TaskType::ExclusiveJoin,
     ];
 
     /// Parses a type name as written in a definition; `None` when unknown.
@@ -185,6 +191,8 @@ impl TaskType {
             TaskType::Human => "HUMAN",
             TaskType::StartWorkflow => "START_WORKFLOW",
             TaskType::Dynamic => "DYNAMIC",
+            TaskType::JsonJqTransform => "JSON_JQ_TRANSFORM",
+            TaskType::ExclusiveJoin => "EXCLUSIVE_JOIN",
         }
     }
 
@@ -211,6 +219,8 @@ impl TaskType {
                 | TaskType::Human
                 | TaskType::StartWorkflow
                 | TaskType::Dynamic
+                | TaskType::JsonJqTransform
+                | TaskType::ExclusiveJoin
         )
     }
 
@@ -273,6 +283,10 @@ mod tests {
             Some(TaskType::ForkJoinDynamic)
         );
         assert_eq!(TaskType::parse("LAMBDA"), Some(TaskType::Lambda));
+        assert_eq!(
+            TaskType::parse("JSON_JQ_TRANSFORM"),
+            Some(TaskType::JsonJqTransform)
+        );
         assert_eq!(TaskType::parse("BUSINESS_RULE"), None);
     }
 

@@ -23,7 +23,8 @@ pub mod kind {
     pub const BRANCH: &str = "branch";
     /// From a fork into the first task of a branch.
     pub const FORK: &str = "fork";
-    /// From the last task of a branch into the join.
+    /// From the last task of a branch into the join (of a fork's branch into its JOIN, of
+    /// a switch's case into the EXCLUSIVE_JOIN after it).
     pub const JOIN: &str = "join";
     /// From the last task of a loop iteration into the first of the next.
     pub const LOOP_BACK: &str = "loop_back";
@@ -286,6 +287,13 @@ impl<'a> Builder<'a> {
     }
 
     fn task(&mut self, task: &WorkflowTask, scope: &Scope, entries: Vec<Exit>) -> Vec<Exit> {
+        // An EXCLUSIVE_JOIN closes the cases of the switch before it, as a JOIN its fork's
+        // branches.
+        let entries = if task.task_type() == Some(TaskType::ExclusiveJoin) {
+            entries.into_iter().map(join).collect()
+        } else {
+            entries
+        };
         let row = self.row(&task.task_reference_name, scope);
         let id = self.node(&task.task_reference_name, &task.kind, row, scope, entries);
         match task.task_type() {
@@ -546,6 +554,40 @@ mod tests {
                 "fan>d1 fork true",
                 "fan>d2 fork true",
                 "join>last sequence false",
+            ]
+        );
+    }
+
+    #[test]
+    fn the_cases_of_a_switch_lead_into_the_exclusive_join_after_it() {
+        let def: WorkflowDef = serde_json::from_value(json!({"name": "x", "tasks": [
+            {"name": "route", "taskReferenceName": "route", "type": "SWITCH",
+             "evaluatorType": "value-param", "expression": "to",
+             "decisionCases": {"a": [{"name": "a", "taskReferenceName": "a"}],
+                               "b": [{"name": "b", "taskReferenceName": "b"}]}},
+            {"name": "xj", "taskReferenceName": "xj", "type": "EXCLUSIVE_JOIN",
+             "joinOn": ["a", "b"]},
+            {"name": "after", "taskReferenceName": "after"}]}))
+        .unwrap();
+        let mut route = row("route", "SWITCH", 0, "COMPLETED");
+        route.selected_case = Some("b".into());
+        let rows = vec![
+            route,
+            row("b", "SIMPLE", 1, "COMPLETED"),
+            row("xj", "EXCLUSIVE_JOIN", 2, "COMPLETED"),
+        ];
+        let g = build("wf", Uuid::new_v4(), 7, &def, &rows);
+        let xj = g.nodes.iter().find(|n| n.id == "xj").unwrap();
+        assert!(xj.logical);
+        assert_eq!(
+            edge_lines(&g),
+            vec![
+                "a>xj join false",
+                "b>xj join true",
+                "route>a branch_not_taken false",
+                "route>b branch_taken true",
+                "route>xj branch_not_taken false",
+                "xj>after sequence false",
             ]
         );
     }

@@ -270,6 +270,7 @@ impl Walker<'_> {
                 task_id,
                 task_ref: join.task_reference_name.clone(),
                 reason: reason.clone(),
+                terminal: true,
             },
             super::Decision::FailWorkflow {
                 reason: format!("task {:?}: {reason}", join.task_reference_name),

@@ -178,6 +178,7 @@ impl Walker<'_> {
                 task_id: looping.task_id,
                 task_ref: looping.task_ref.clone(),
                 reason: reason.clone(),
+                terminal: true,
             },
             Decision::FailWorkflow {
                 reason: format!("task {:?}: {reason}", looping.task_ref),

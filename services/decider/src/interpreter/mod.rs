@@ -11,6 +11,7 @@
 
 mod branch;
 mod dynamic;
+mod exclusive;
 mod looping;
 pub mod policy;
 mod system;
@@ -19,6 +20,8 @@ mod walk;
 
 #[cfg(test)]
 mod constructs_tests;
+#[cfg(test)]
+mod system_tests;
 #[cfg(test)]
 mod tests;
 
@@ -128,6 +131,9 @@ pub enum Decision {
         task_ref: String,
         /// Why.
         reason: String,
+        /// FAILED_WITH_TERMINAL_ERROR; otherwise FAILED, as Conductor shows a built-in
+        /// task that failed (neither is retried: the walk decides what follows).
+        terminal: bool,
     },
     /// EVENT: publish `output` as a message to `location` (with the task id as its
     /// message id, in the commit's outbox) and record the task as started; it completes
@@ -198,6 +204,26 @@ pub enum Decision {
         output: Value,
         /// Workflow variables set by the task (SET_VARIABLE).
         variables: Option<Map<String, Value>>,
+        /// Loop iteration (0 outside DO_WHILE bodies).
+        iteration: i32,
+    },
+    /// Record a task the decider executes itself as scheduled and FAILED at once (a
+    /// JSON_JQ_TRANSFORM whose program failed, an EXCLUSIVE_JOIN whose task failed).
+    FailSystemTask {
+        /// Id, as for scheduled tasks.
+        task_id: Uuid,
+        /// Reference name.
+        task_ref: String,
+        /// Type.
+        task_type: String,
+        /// Definition name.
+        task_name: String,
+        /// Resolved input.
+        input: Value,
+        /// Output (JSON_JQ_TRANSFORM's `error`).
+        output: Value,
+        /// Why (the task's `reasonForIncompletion`).
+        reason: String,
         /// Loop iteration (0 outside DO_WHILE bodies).
         iteration: i32,
     },
@@ -444,16 +470,48 @@ pub fn events_for(decision: Decision, seq: i32, now: DateTime<Utc>) -> Vec<Event
             task_id,
             task_ref,
             reason,
+            terminal,
         } => vec![Event::TaskFailed(TaskFailed {
             error_kind: None,
             task_id,
             task_ref,
             reason,
-            terminal: true,
+            terminal,
             output: Value::Null,
             worker_id: None,
             started_at: None,
         })],
+        Decision::FailSystemTask {
+            task_id,
+            task_ref,
+            task_type,
+            task_name,
+            input,
+            output,
+            reason,
+            iteration,
+        } => vec![
+            Event::TaskScheduled(TaskScheduled {
+                task_id,
+                task_ref: task_ref.clone(),
+                task_type,
+                task_name,
+                seq,
+                attempt: 1,
+                input,
+                iteration,
+            }),
+            Event::TaskFailed(TaskFailed {
+                error_kind: None,
+                task_id,
+                task_ref,
+                reason,
+                terminal: false,
+                output,
+                worker_id: None,
+                started_at: None,
+            }),
+        ],
         Decision::CompleteSystemTask {
             task_id,
             task_ref,

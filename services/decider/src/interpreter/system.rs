@@ -1,10 +1,10 @@
 //! Tasks the decider runs itself that take input-driven work: WAIT (signals and durable
-//! timers), INLINE (a script, evaluated once) and EVENT (a message to a queue or an
-//! exchange).
+//! timers), INLINE and LAMBDA (a script, evaluated once), JSON_JQ_TRANSFORM (a jq program,
+//! evaluated once) and EVENT (a message to a queue or an exchange).
 
 use serde_json::{json, Value};
 use uuid::Uuid;
-use weft::dsl::{expr, script, TaskType, WorkflowTask};
+use weft::dsl::{expr, jq, script, TaskType, WorkflowTask};
 use weft::event_location::EventLocation;
 
 use super::waiting::{self, Due};
@@ -368,6 +368,7 @@ impl Walker<'_> {
                 task_id,
                 task_ref: task_ref.clone(),
                 reason: why.clone(),
+                terminal: true,
             },
             Decision::FailWorkflow {
                 reason: format!("task {task_ref:?}: {why}"),
@@ -376,8 +377,93 @@ impl Walker<'_> {
         ])
     }
 
+    /// JSON_JQ_TRANSFORM: applies the jq program `queryExpression` to the task's whole
+    /// input once (in the sandbox of `weft::dsl::jq`) and completes with `result` (the first
+    /// value, null for none) and `resultList` (every value), as Conductor's
+    /// `JsonJqTransform`. A program that does not compile or fails fails the task (FAILED,
+    /// its message as the reason and as output `error`) and the run, unless the task is
+    /// optional; it is not retried.
+    pub(super) fn jq_transform(&self, task: &WorkflowTask, latest: Option<&TaskState>) -> Flow {
+        match latest {
+            Some(t)
+                if matches!(
+                    t.status,
+                    TaskStatus::Failed | TaskStatus::FailedWithTerminalError
+                ) && !task.optional =>
+            {
+                let reason = t.reason.clone().unwrap_or_default();
+                return fail(
+                    task,
+                    format!("task {:?}: {reason}", task.task_reference_name),
+                );
+            }
+            Some(_) => return Flow::Done,
+            None => {}
+        }
+        let kind = TaskType::JsonJqTransform;
+        let input = self.input(task, 1);
+        let (output, why) = match input.get("queryExpression") {
+            Some(Value::String(query)) => {
+                match jq::evaluate(query, &input, jq::Limits::default()) {
+                    Ok(values) => {
+                        let first = values.first().cloned().unwrap_or(Value::Null);
+                        let output = json!({ "result": first, "resultList": values });
+                        return Flow::Waiting(vec![self.complete(task, kind, input, output, None)]);
+                    }
+                    Err(e) => {
+                        let why = e.to_string();
+                        (json!({ "error": why }), why)
+                    }
+                }
+            }
+            // Conductor's words, and no `error` output, for a program that resolved to nothing.
+            None | Some(Value::Null) => (
+                json!({}),
+                "Missing 'queryExpression' in input parameters".to_owned(),
+            ),
+            Some(other) => (
+                json!({}),
+                format!("queryExpression must be a jq program (a string), not {other}"),
+            ),
+        };
+        let failed = self.fail_now(task, kind, input, output, &why);
+        if task.optional {
+            return Flow::Waiting(vec![failed]);
+        }
+        let task_ref = task.task_reference_name.clone();
+        Flow::Stop(vec![
+            failed,
+            Decision::FailWorkflow {
+                reason: format!("task {task_ref:?}: {why}"),
+                failed_task_refs: vec![task_ref],
+            },
+        ])
+    }
+
+    /// Records `task` as scheduled and FAILED at once with `output` and the reason `why`;
+    /// the caller decides whether the run fails with it.
+    pub(super) fn fail_now(
+        &self,
+        task: &WorkflowTask,
+        kind: TaskType,
+        input: Value,
+        output: Value,
+        why: &str,
+    ) -> Decision {
+        Decision::FailSystemTask {
+            task_id: self.task_id(task, 1),
+            task_ref: task.task_reference_name.clone(),
+            task_type: kind.as_str().to_owned(),
+            task_name: task.name.clone(),
+            input,
+            output,
+            reason: why.to_owned(),
+            iteration: self.iteration,
+        }
+    }
+
     /// Records `task` as started (in progress in the decider).
-    fn start(&self, task: &WorkflowTask, kind: TaskType, input: Value) -> Decision {
+    pub(super) fn start(&self, task: &WorkflowTask, kind: TaskType, input: Value) -> Decision {
         Decision::StartSystemTask {
             task_id: self.task_id(task, 1),
             task_ref: task.task_reference_name.clone(),

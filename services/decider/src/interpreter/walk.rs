@@ -139,7 +139,7 @@ impl<'a> Walker<'a> {
     /// or failed or timed out past its total time (during a back-off its last failure
     /// is still FAILED). The run goes on without it, so a JOIN does too. (An optional
     /// task whose last retry failed is COMPLETED_WITH_ERRORS already.)
-    fn optional_given_up(&self, t: &TaskState) -> bool {
+    pub(super) fn optional_given_up(&self, t: &TaskState) -> bool {
         if !matches!(t.status, TaskStatus::TimedOut | TaskStatus::Failed) {
             return false;
         }
@@ -223,6 +223,8 @@ impl<'a> Walker<'a> {
             TaskType::Human => self.human(task, latest),
             TaskType::StartWorkflow => self.start_workflow(task, latest),
             TaskType::Dynamic => self.dynamic(task, latest),
+            TaskType::JsonJqTransform => self.jq_transform(task, latest),
+            TaskType::ExclusiveJoin => self.exclusive_join(task, latest),
             TaskType::ForkJoinDynamic => self.dynamic_fork(task, latest, false),
             TaskType::Wait => self.wait(task, latest),
         }
@@ -465,7 +467,7 @@ impl<'a> Walker<'a> {
     }
 
     /// Whether `t`'s task has run out of total time (its deadline timer fired).
-    fn total_deadline_passed(&self, t: &TaskState, policy: &Policy) -> bool {
+    pub(super) fn total_deadline_passed(&self, t: &TaskState, policy: &Policy) -> bool {
         policy.timeout_policy != TimeoutPolicy::AlertOnly
             && self.total_deadline(t, policy).is_some_and(|(timer_id, _)| {
                 self.state

@@ -26,6 +26,7 @@ const SHAPES = {
   FORK_JOIN: 'hexagon',
   FORK_JOIN_DYNAMIC: 'hexagon',
   JOIN: 'hexagon',
+  EXCLUSIVE_JOIN: 'hexagon',
   DO_WHILE: 'barrel',
   SUB_WORKFLOW: 'cut-rectangle',
   WAIT: 'octagon',
