@@ -62,8 +62,20 @@ async fn noop_lambda_and_a_human_task_completed_through_the_task_api(suite: Suit
         .unwrap();
     assert_eq!(nothing["status"], json!("COMPLETED"), "{nothing}");
 
-    // Failing a HUMAN task through the task API is refused; completing it works.
+    // Conductor's pending-tasks query lists it (and is not offered for activities).
     let task_id = human["taskId"].as_str().unwrap();
+    let pending = |path: &'static str| async move {
+        client.raw(reqwest::Method::GET, path, None).await.unwrap()
+    };
+    let listed = pending("/api/admin/task/HUMAN").await;
+    assert_eq!(listed.status, 200, "{}", listed.text);
+    let listed = listed.json.unwrap();
+    assert_eq!(listed.as_array().map(Vec::len), Some(1), "{listed}");
+    assert_eq!(listed[0]["taskId"], task_id, "{listed}");
+    assert_eq!(listed[0]["workflowType"], "review", "{listed}");
+    assert_eq!(pending("/api/admin/task/SIMPLE").await.status, 501);
+
+    // Failing a HUMAN task through the task API is refused; completing it works.
     let refused = client
         .post_json(
             "/api/tasks",
@@ -89,6 +101,12 @@ async fn noop_lambda_and_a_human_task_completed_through_the_task_api(suite: Suit
         run["output"],
         json!({"risk": "high", "approvedBy": "Grace"}),
         "{run}"
+    );
+    let after = pending("/api/admin/task/HUMAN").await.json.unwrap();
+    assert_eq!(
+        after,
+        json!([]),
+        "a completed HUMAN task is no longer pending"
     );
 }
 

@@ -47,6 +47,7 @@ pub fn router(state: AppState) -> Router {
         .merge(routes::executions::routes())
         .merge(routes::execute::routes())
         .merge(routes::bulk::routes())
+        .merge(routes::admin::routes())
         .merge(routes::not_offered::routes())
         .merge(routes::server_info::routes())
         .merge(routes::hooks::routes())

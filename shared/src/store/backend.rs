@@ -165,6 +165,10 @@ pub trait ExecutionStore {
     /// Deletes every row of `workflow_id` in one transaction, provided its current run
     /// has ended; see [`Removal`].
     async fn remove_workflow(&self, workflow_id: &str) -> Result<Removal>;
+    /// Page `start`/`count` of the pending (SCHEDULED or IN_PROGRESS) tasks of type
+    /// `task_type`, the oldest first: one of [`super::executions::PENDING_LISTED`].
+    async fn pending_tasks(&self, task_type: &str, start: i64, count: i64)
+        -> Result<Vec<TaskView>>;
 }
 
 /// The flowchart of a run (docs/graph.md).

@@ -43,6 +43,10 @@ pub enum RunningFilter {
     },
 }
 
+/// The task types whose pending tasks can be listed (an index keeps them): the ones that
+/// wait for a person or a signal rather than for a worker's queue.
+pub const PENDING_LISTED: [&str; 2] = ["HUMAN", "WAIT"];
+
 /// The most correlation ids or runs one lookup reads: a bound, not a page.
 pub const MAX_LOOKUP: i64 = 1_000;
 

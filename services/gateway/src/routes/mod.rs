@@ -1,5 +1,6 @@
 //! The REST routes (API.md), one module per resource.
 
+pub mod admin;
 pub mod bulk;
 pub mod execute;
 pub mod executions;

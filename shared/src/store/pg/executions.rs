@@ -6,7 +6,7 @@ use async_trait::async_trait;
 use super::PgStore;
 use crate::store::backend::ExecutionStore;
 use crate::store::executions::{removal_blocker, Removal, RunningFilter, MAX_LOOKUP};
-use crate::store::reads::RunView;
+use crate::store::reads::{RunView, TaskView};
 use crate::Result;
 
 const RUN_COLUMNS: &str = "run_id, workflow_id, workflow_name, workflow_version, status,
@@ -66,6 +66,29 @@ impl ExecutionStore for PgStore {
             .bind(MAX_LOOKUP),
         };
         Ok(query.fetch_all(&self.pool).await?)
+    }
+
+    async fn pending_tasks(
+        &self,
+        task_type: &str,
+        start: i64,
+        count: i64,
+    ) -> Result<Vec<TaskView>> {
+        // `tasks_waiting_on_people`: the type's tasks by age; the status filters them.
+        Ok(sqlx::query_as::<_, TaskView>(
+            "SELECT task_id, run_id, workflow_id, task_ref, task_type, task_name, seq,
+                 iteration, attempt, status, input, output, reason, worker_id,
+                 scheduled_time, start_time, end_time, update_time
+             FROM tasks
+             WHERE task_type = $1 AND task_type IN ('HUMAN', 'WAIT')
+               AND status IN ('SCHEDULED', 'IN_PROGRESS')
+             ORDER BY scheduled_time, task_id LIMIT $2 OFFSET $3",
+        )
+        .bind(task_type)
+        .bind(count)
+        .bind(start)
+        .fetch_all(&self.pool)
+        .await?)
     }
 
     async fn remove_workflow(&self, workflow_id: &str) -> Result<Removal> {

@@ -7,7 +7,7 @@ use super::reads::{run_view, RUN_COLUMNS};
 use super::SqliteStore;
 use crate::store::backend::ExecutionStore;
 use crate::store::executions::{removal_blocker, Removal, RunningFilter, MAX_LOOKUP};
-use crate::store::reads::RunView;
+use crate::store::reads::{RunView, TaskView};
 use crate::{Error, Result};
 
 #[async_trait]
@@ -67,6 +67,29 @@ impl ExecutionStore for SqliteStore {
             .bind(MAX_LOOKUP),
         };
         Ok(query.fetch_all(&self.pool).await?)
+    }
+
+    async fn pending_tasks(
+        &self,
+        task_type: &str,
+        start: i64,
+        count: i64,
+    ) -> Result<Vec<TaskView>> {
+        // `tasks_waiting_on_people`: the type's tasks by age; the status filters them.
+        Ok(sqlx::query_as::<_, TaskView>(
+            "SELECT task_id, run_id, workflow_id, task_ref, task_type, task_name, seq,
+                 iteration, attempt, status, input, output, reason, worker_id,
+                 scheduled_time, start_time, end_time, update_time
+             FROM tasks
+             WHERE task_type = ? AND task_type IN ('HUMAN', 'WAIT')
+               AND status IN ('SCHEDULED', 'IN_PROGRESS')
+             ORDER BY scheduled_time, task_id LIMIT ? OFFSET ?",
+        )
+        .bind(task_type)
+        .bind(count)
+        .bind(start)
+        .fetch_all(&self.pool)
+        .await?)
     }
 
     async fn remove_workflow(&self, workflow_id: &str) -> Result<Removal> {
