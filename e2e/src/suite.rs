@@ -149,6 +149,34 @@ impl Suite {
         self.dev.as_ref().map(|d| &d.bus)
     }
 
+    /// The configuration a worker of the test process uses to reach this suite.
+    pub fn worker_config(&self) -> weft::Config {
+        weft::Config {
+            amqp_url: self.env.amqp_url.clone(),
+            namespace: self.env.namespace.clone(),
+            shards: self.env.options.shards,
+            database_url: self.env.database_url.clone(),
+            ..weft::Config::default()
+        }
+    }
+
+    /// Runs `worker` in the test process until `shutdown`: on RabbitMQ for the services,
+    /// on the in-process bus for `weft dev`.
+    pub fn run_worker(
+        &self,
+        worker: weft::worker::Worker,
+        shutdown: &tokio_util::sync::CancellationToken,
+    ) -> tokio::task::JoinHandle<weft::Result<()>> {
+        let dev_bus = self.dev_bus().cloned();
+        let shutdown = shutdown.clone();
+        tokio::spawn(async move {
+            match dev_bus {
+                Some(bus) => worker.run_on(bus, shutdown).await,
+                None => worker.run(shutdown).await,
+            }
+        })
+    }
+
     /// Stops `weft dev` (a graceful shutdown, as on SIGTERM) and returns how it ended.
     pub async fn stop_dev(&mut self) -> anyhow::Result<()> {
         let Some(dev) = self.dev.take() else {

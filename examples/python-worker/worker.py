@@ -107,10 +107,12 @@ class Worker:
         self.stopping = False
         for name in HANDLERS:
             queue = "%s.activity.%s" % (NAMESPACE, name)
-            # Declared as Weft declares it: durable, dead-lettering to <queue>.dlq.
+            # Declared as Weft declares it: durable, dead-lettering to <queue>.dlq, a
+            # priority queue of ten levels (0-9).
             self.tasks.queue_declare(queue + ".dlq", durable=True)
             self.tasks.queue_declare(queue, durable=True, arguments={
-                "x-dead-letter-exchange": "", "x-dead-letter-routing-key": queue + ".dlq"})
+                "x-dead-letter-exchange": "", "x-dead-letter-routing-key": queue + ".dlq",
+                "x-max-priority": 9})
             self.tasks.queue_bind(queue, NAMESPACE + ".activity", routing_key=name)
             self.tasks.basic_consume(queue, self.on_task)
 

@@ -28,6 +28,11 @@ pub struct Envelope {
     pub run_id: Option<Uuid>,
     /// When the message was created.
     pub time: DateTime<Utc>,
+    /// The run's priority (Conductor's 0–99, higher first), on the activity tasks of a run
+    /// started with one: the broker hands them out ahead of lower ones
+    /// (`crate::bus::priority`). Absent means 0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority: Option<u8>,
     /// The typed body, see [`Typed`].
     pub payload: serde_json::Value,
 }
@@ -48,6 +53,7 @@ impl Envelope {
             workflow_id: workflow_id.to_owned(),
             run_id,
             time: Utc::now(),
+            priority: None,
             payload: match serde_json::to_value(payload)? {
                 serde_json::Value::Object(mut tagged) => {
                     tagged.remove("payload").unwrap_or(serde_json::Value::Null)
@@ -55,6 +61,12 @@ impl Envelope {
                 other => other,
             },
         })
+    }
+
+    /// The same message with `priority` (Conductor's 0–99; 0 leaves it unset).
+    pub fn with_priority(mut self, priority: i32) -> Self {
+        self.priority = u8::try_from(priority.clamp(0, 99)).ok().filter(|p| *p > 0);
+        self
     }
 
     /// Decodes the payload as `T` (an enum tagged by `type`, carrying `payload`).

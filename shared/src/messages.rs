@@ -313,6 +313,9 @@ pub struct StartWorkflow {
     /// W3C trace context of the start request, kept with the run so later decisions join its trace.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub traceparent: Option<String>,
+    /// Conductor's priority (0–99, higher first) for the run's activity tasks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority: Option<i32>,
 }
 
 /// A signal sent to a run by an operator or another system.
@@ -866,6 +869,9 @@ pub struct WorkflowStarted {
     /// The start request's trace context.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub traceparent: Option<String>,
+    /// Conductor's priority (0–99) the run's activity tasks are queued with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority: Option<i32>,
 }
 
 /// Attributes of [`Event::TaskScheduled`].

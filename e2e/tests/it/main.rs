@@ -23,6 +23,7 @@ mod hooks;
 mod http_tasks;
 mod operations;
 mod poison;
+mod priority;
 mod protocol;
 mod python_worker;
 mod sdk_heartbeats;

@@ -53,16 +53,8 @@ impl Steps {
         suite: &Suite,
         shutdown: &CancellationToken,
     ) -> tokio::task::JoinHandle<weft::Result<()>> {
-        let env = suite.env();
-        let config = weft::Config {
-            amqp_url: env.amqp_url.clone(),
-            namespace: env.namespace.clone(),
-            shards: env.options.shards,
-            database_url: env.database_url.clone(),
-            ..weft::Config::default()
-        };
         let steps = self.clone();
-        let worker = Worker::builder(&config)
+        let worker = Worker::builder(&suite.worker_config())
             .concurrency(64)
             .heartbeat_tick(Duration::from_millis(50))
             .heartbeat_interval(HEARTBEAT_INTERVAL)
@@ -88,14 +80,7 @@ impl Steps {
                 }
             })
             .build();
-        let shutdown = shutdown.clone();
-        let dev_bus = suite.dev_bus().cloned();
-        tokio::spawn(async move {
-            match dev_bus {
-                Some(bus) => worker.run_on(bus, shutdown).await,
-                None => worker.run(shutdown).await,
-            }
-        })
+        suite.run_worker(worker, shutdown)
     }
 
     /// Waits until a handler of `task_ref` held by [`Steps::hold`] was told to stop (by

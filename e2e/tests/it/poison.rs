@@ -114,6 +114,7 @@ async fn a_start_published_twice_makes_one_run() {
             parent_workflow_id: None,
             parent: None,
             traceparent: None,
+            priority: None,
         });
         let envelope = weft::Envelope::new(workflow_id, None, &command).unwrap();
         envelope.to_bytes().unwrap()

@@ -105,6 +105,9 @@ fn messages() -> Vec<Envelope> {
     };
     vec![
         Envelope::new(wf, run, &ActivityMessage::ActivityTask(t.clone())).unwrap(),
+        Envelope::new(wf, run, &ActivityMessage::ActivityTask(t.clone()))
+            .unwrap()
+            .with_priority(90),
         Envelope::new(wf, run, &HeartbeatMessage::ClaimAttempt(claim(false))).unwrap(),
         Envelope::new(wf, run, &HeartbeatMessage::ClaimAttempt(claim(true))).unwrap(),
         Envelope::new(

@@ -662,6 +662,7 @@ impl Shard {
                 parent: start.parent.clone(),
                 max_loop_iterations: Some(self.max_loop_iterations),
                 traceparent: start.traceparent.clone().or(delivery_trace),
+                priority: start.priority.filter(|p| *p > 0),
             }),
         };
         let state = RunState::from_history(workflow_id, std::slice::from_ref(&first))
@@ -914,6 +915,7 @@ impl Shard {
             parent: None,
             traceparent: weft::telemetry::current_traceparent()
                 .or_else(|| w.state.traceparent.clone()),
+            priority: None,
         });
         let envelope = Envelope::new(&workflow_id, None, &command)?;
         let names = self.bus.names();
@@ -977,6 +979,8 @@ impl Shard {
                 task_id,
             }),
             traceparent: weft::telemetry::current_traceparent().or(parent.traceparent.clone()),
+            // A child runs at its parent's priority, as in Conductor.
+            priority: Some(parent.priority).filter(|p| *p > 0),
         });
         let envelope = Envelope::new(child_workflow_id, None, &command)?;
         let names = self.bus.names();
@@ -1027,6 +1031,7 @@ impl Shard {
             parent_workflow_id: Some(run.workflow_id.clone()),
             parent: None,
             traceparent: run.traceparent.clone(),
+            priority: Some(run.priority).filter(|p| *p > 0),
         });
         let envelope = Envelope::new(&workflow_id, None, &command)?;
         let names = self.bus.names();
@@ -1090,7 +1095,9 @@ impl Shard {
             scheduled_at: Utc::now(),
             response_timeout_seconds: response_timeout_seconds(state, &s.task_ref),
         });
-        let envelope = Envelope::new(&state.workflow_id, Some(state.run_id), &task)?;
+        // The priority rides on the envelope, so a re-publish by the sweeper keeps it.
+        let envelope = Envelope::new(&state.workflow_id, Some(state.run_id), &task)?
+            .with_priority(state.priority);
         OutboxMessage::new(
             names.activity_exchange(),
             activity_queue_key(s).to_owned(),

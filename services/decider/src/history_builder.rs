@@ -34,6 +34,7 @@ impl HistoryBuilder {
             parent: None,
             max_loop_iterations: None,
             traceparent: None,
+            priority: None,
         }));
         b
     }

@@ -155,6 +155,8 @@ pub struct RunState {
     pub max_loop_iterations: i32,
     /// The start request's trace context.
     pub traceparent: Option<String>,
+    /// Conductor's priority (0–99) its activity tasks are queued with.
+    pub priority: i32,
     /// Status.
     pub status: RunStatus,
     /// Durable timers set by the run's tasks.
@@ -227,6 +229,7 @@ impl RunState {
                 .max_loop_iterations
                 .map_or(1_000, |n| i32::try_from(n).unwrap_or(i32::MAX)),
             traceparent: started.traceparent.clone(),
+            priority: started.priority.unwrap_or(0),
             status: RunStatus::Running,
             variables: started.definition.variables.clone(),
             signals: Vec::new(),

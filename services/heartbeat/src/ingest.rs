@@ -415,6 +415,7 @@ pub fn answers_envelope(request: &Envelope, answers: HeartbeatAnswers) -> weft::
         workflow_id: request.workflow_id.clone(),
         run_id: request.run_id,
         time: chrono::Utc::now(),
+        priority: None,
         payload: serde_json::to_value(answers)?,
     })
 }

@@ -7,16 +7,21 @@ use uuid::Uuid;
 use super::transport::{HeaderValue, Message};
 use super::TRACEPARENT_HEADER;
 
-/// A persistent message with `body`, its id and the current publish time.
+/// A persistent message with `body`, its id and the current publish time, and the
+/// priority its envelope carries (if any).
 pub(crate) fn outgoing(
     body: Vec<u8>,
     message_id: Option<Uuid>,
     traceparent: Option<&str>,
 ) -> Message {
+    let priority = envelope_head(&body)
+        .priority
+        .map_or(0, super::priority::level);
     let mut message = Message {
         body,
         message_id: message_id.map(|id| id.to_string()),
         persistent: true,
+        priority,
         ..Message::default()
     };
     if let Some(tp) = traceparent {
@@ -32,18 +37,21 @@ pub(crate) fn outgoing(
     message
 }
 
-/// The `id` and `type` of an encoded envelope, if the body is one.
-pub(crate) fn envelope_head(body: &[u8]) -> (Option<Uuid>, Option<String>) {
-    #[derive(serde::Deserialize)]
-    struct Head {
-        id: Option<Uuid>,
-        #[serde(rename = "type")]
-        kind: Option<String>,
-    }
-    match serde_json::from_slice::<Head>(body) {
-        Ok(h) => (h.id, h.kind),
-        Err(_) => (None, None),
-    }
+/// What the bus reads of an encoded envelope without decoding its payload.
+#[derive(Debug, Default, PartialEq, Eq, serde::Deserialize)]
+pub(crate) struct Head {
+    /// Its id.
+    pub id: Option<Uuid>,
+    /// Its `type`.
+    #[serde(rename = "type")]
+    pub kind: Option<String>,
+    /// Its run's priority (Conductor's 0–99).
+    pub priority: Option<u8>,
+}
+
+/// The head of an encoded envelope; all `None` when the body is not one.
+pub(crate) fn envelope_head(body: &[u8]) -> Head {
+    serde_json::from_slice::<Head>(body).unwrap_or_default()
 }
 
 #[cfg(test)]
@@ -66,10 +74,12 @@ mod tests {
     fn envelope_head_reads_the_id_and_type_of_an_encoded_envelope() {
         let id = Uuid::new_v4();
         let body = serde_json::json!({ "id": id, "type": "X", "payload": {} }).to_string();
-        assert_eq!(
-            envelope_head(body.as_bytes()),
-            (Some(id), Some("X".to_owned()))
-        );
-        assert_eq!(envelope_head(b"not json"), (None, None));
+        let head = envelope_head(body.as_bytes());
+        assert_eq!((head.id, head.kind), (Some(id), Some("X".to_owned())));
+        assert_eq!(head.priority, None);
+        assert_eq!(envelope_head(b"not json"), Head::default());
+        let urgent = serde_json::json!({ "id": id, "type": "X", "priority": 87 }).to_string();
+        assert_eq!(envelope_head(urgent.as_bytes()).priority, Some(87));
+        assert_eq!(outgoing(urgent.into_bytes(), Some(id), None).priority, 8);
     }
 }

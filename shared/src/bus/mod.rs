@@ -21,6 +21,7 @@ mod dispose;
 mod get;
 mod local;
 mod message;
+pub mod priority;
 mod rpc;
 mod transport;
 
@@ -47,7 +48,7 @@ pub const TRACEPARENT_HEADER: &str = "traceparent";
 
 /// The `type` of an encoded envelope; `None` when the body is not one.
 pub fn envelope_kind(body: &[u8]) -> Option<String> {
-    message::envelope_head(body).1
+    message::envelope_head(body).kind
 }
 
 /// AMQP names (exchanges, queues, routing keys) are short strings of at most 255 bytes.
@@ -295,9 +296,9 @@ impl Bus {
         id: Option<uuid::Uuid>,
         traceparent: Option<&str>,
     ) -> Result<()> {
-        let (head_id, kind) = message::envelope_head(body);
-        let id = head_id.or(id);
-        let kind = kind.as_deref().unwrap_or("raw");
+        let head = message::envelope_head(body);
+        let id = head.id.or(id);
+        let kind = head.kind.as_deref().unwrap_or("raw");
         let Some(parent) = traceparent else {
             let message = message::outgoing(body.to_vec(), id, None);
             return self.send(exchange, routing_key, kind, message).await;

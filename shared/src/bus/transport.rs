@@ -58,6 +58,10 @@ pub struct Message {
     /// The request's correlation id, echoed in the reply.
     #[serde(default)]
     pub correlation_id: Option<String>,
+    /// The broker's priority, 0 (the default) to [`super::priority::MAX_LEVEL`]: on an
+    /// activity queue a higher one is handed out first.
+    #[serde(default)]
+    pub priority: u8,
 }
 
 impl Message {

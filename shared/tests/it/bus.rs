@@ -76,6 +76,7 @@ pub(crate) fn envelope(workflow_id: &str, n: u64) -> Envelope {
         workflow_id: workflow_id.into(),
         run_id: None,
         time: chrono::Utc::now(),
+        priority: None,
         payload: serde_json::json!({ "n": n }),
     }
 }
@@ -160,7 +161,56 @@ both_transports!(
     many_concurrent_publishes_are_all_confirmed,
     teardown_removes_the_namespace,
     a_panicking_handler_dead_letters_its_message_and_the_consumer_goes_on,
+    activity_queues_hand_out_higher_priorities_first,
 );
+
+/// Takes (and acknowledges) `count` messages from `queue` one by one; their `n`s in order.
+async fn take_all(bus: &Bus, queue: &str, count: usize) -> Vec<u64> {
+    let mut order = Vec::new();
+    let deadline = Instant::now() + WAIT;
+    while order.len() < count {
+        assert!(Instant::now() < deadline, "only {order:?} arrived");
+        match bus.get(queue).await.unwrap() {
+            Some(taken) => {
+                order.push(n_of(&taken.delivery));
+                taken.ack().await.unwrap();
+            }
+            None => tokio::time::sleep(Duration::from_millis(20)).await,
+        }
+    }
+    order
+}
+
+/// An activity queue is a priority queue: of the tasks waiting, a run's with a higher
+/// priority go first, in publish order within a priority level; a message re-published
+/// from its stored bytes (the outbox sweeper) keeps its priority.
+async fn activity_queues_hand_out_higher_priorities_first(kind: Kind) {
+    let bus = bus(kind).await;
+    let names = bus.names().clone();
+    bus.declare_activity_queue("ranked").await.unwrap();
+    // (n, Conductor priority): levels 0, 0, 5, 9, 5, 2.
+    let sent = [(1, 0), (2, 9), (3, 50), (4, 99), (5, 55), (6, 20)];
+    for (n, priority) in sent {
+        let envelope = envelope("wf-p", n).with_priority(priority);
+        if n % 2 == 0 {
+            bus.publish(&names.activity_exchange(), "ranked", &envelope)
+                .await
+                .unwrap();
+        } else {
+            bus.publish_bytes(
+                &names.activity_exchange(),
+                "ranked",
+                &envelope.to_bytes().unwrap(),
+                None,
+            )
+            .await
+            .unwrap();
+        }
+    }
+    let order = take_all(&bus, &names.activity_queue("ranked"), sent.len()).await;
+    assert_eq!(order, [4, 3, 5, 6, 1, 2]);
+    bus.teardown(&[]).await.unwrap();
+}
 
 async fn published_envelope_round_trips_with_its_traceparent(kind: Kind) {
     let bus = bus(kind).await;
@@ -795,4 +845,46 @@ async fn connect_refuses_a_queue_declared_with_other_arguments() {
     .await
     .unwrap();
     bus_on(&ns).await.teardown(&[]).await.unwrap();
+}
+
+/// An activity queue declared before priorities existed (no `x-max-priority`) is kept as
+/// it is: declaring it again works, and its tasks flow (in publish order).
+#[tokio::test]
+async fn an_activity_queue_declared_without_priorities_keeps_working() {
+    let bus = bus(Kind::Amqp).await;
+    let names = bus.names().clone();
+    let queue = names.activity_queue("legacy");
+    let conn = raw().await;
+    let ch = conn.create_channel().await.unwrap();
+    let durable = QueueDeclareOptions {
+        durable: true,
+        ..QueueDeclareOptions::default()
+    };
+    let mut args = FieldTable::default();
+    args.insert(
+        "x-dead-letter-exchange".into(),
+        lapin::types::AMQPValue::LongString("".into()),
+    );
+    args.insert(
+        "x-dead-letter-routing-key".into(),
+        lapin::types::AMQPValue::LongString(format!("{queue}.dlq").into()),
+    );
+    ch.queue_declare(queue.as_str().into(), durable, args)
+        .await
+        .unwrap();
+
+    bus.declare_activity_queue("legacy").await.unwrap();
+    for n in [1, 2] {
+        let urgent = envelope("wf-legacy", n).with_priority(if n == 2 { 90 } else { 0 });
+        bus.publish(&names.activity_exchange(), "legacy", &urgent)
+            .await
+            .unwrap();
+    }
+    let order = take_all(&bus, &queue, 2).await;
+    assert_eq!(
+        order,
+        [1, 2],
+        "no priorities on a queue declared without them"
+    );
+    bus.teardown(&[]).await.unwrap();
 }

@@ -38,6 +38,7 @@ fn request(n: u64) -> Envelope {
         workflow_id: "rpc".into(),
         run_id: None,
         time: chrono::Utc::now(),
+        priority: None,
         payload: json!({ "n": n }),
     }
 }

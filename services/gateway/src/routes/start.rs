@@ -36,7 +36,8 @@ pub struct StartRequest {
     pub workflow_def: Option<Value>,
     /// A repeated key answers the first start's id instead of starting again.
     pub idempotency_key: Option<String>,
-    /// Conductor's priority, 0–99 (accepted and checked; not used for ordering yet).
+    /// Conductor's priority, 0–99: the run's activity tasks are handed out before those
+    /// of lower priorities (docs/priority.md).
     pub priority: Option<i32>,
 }
 
@@ -439,6 +440,7 @@ pub async fn start_run(state: &AppState, request: StartRequest) -> Result<Starte
         parent_workflow_id: None,
         parent: None,
         traceparent: traceparent.clone(),
+        priority: request.priority,
     });
     let envelope = Envelope::new(&workflow_id, None, &command)?;
     let names = state.bus.names();

@@ -20,7 +20,10 @@ use crate::Result;
 pub(crate) enum QueueKind {
     /// A command shard: one active consumer at a time keeps per-run order.
     Shard,
-    /// Any other work queue (activities, heartbeats, listeners).
+    /// An activity queue (`<ns>.activity.<task>`): a priority queue
+    /// (`crate::bus::priority`).
+    Activity,
+    /// Any other work queue (heartbeats, listeners).
     Work,
     /// A dead-letter queue: the end of the line, it dead-letters nowhere.
     DeadLetter,
@@ -44,7 +47,50 @@ pub(crate) fn queue_arguments(queue: &str, kind: QueueKind) -> FieldTable {
     if kind == QueueKind::Shard {
         args.insert("x-single-active-consumer".into(), AMQPValue::Boolean(true));
     }
+    if kind == QueueKind::Activity {
+        args.insert(
+            "x-max-priority".into(),
+            AMQPValue::ShortShortUInt(crate::bus::priority::MAX_LEVEL),
+        );
+    }
     args
+}
+
+/// The kind of a queue Weft declares besides the core topology, from its name.
+pub(crate) fn kind_of(names: &Names, queue: &str) -> QueueKind {
+    let activity_prefix = format!("{}.", names.activity_exchange());
+    match queue.starts_with(&activity_prefix) && !queue.ends_with(".dlq") {
+        true => QueueKind::Activity,
+        false => QueueKind::Work,
+    }
+}
+
+/// Declares `queue` as `kind`; an activity queue that exists without priorities (declared
+/// before they existed: RabbitMQ refuses to change a queue's arguments) is declared as it
+/// is, with a warning — it works, without priorities, until it is deleted and declared
+/// anew (docs/priority.md).
+async fn declare_kind(
+    conn: &Connection,
+    queue: &str,
+    kind: QueueKind,
+    bindings: &[(String, String)],
+) -> lapin::Result<()> {
+    let ch = conn.create_channel().await?;
+    let first = declare_queue(&ch, queue, kind, bindings).await;
+    match first {
+        Err(e) if kind == QueueKind::Activity && e.to_string().contains("PRECONDITION_FAILED") => {
+            tracing::warn!(%queue, error = %e, "activity queue exists without priorities; task priorities are ignored on it until it is deleted and declared again");
+            // The refusal closed that channel.
+            let ch = conn.create_channel().await?;
+            declare_queue(&ch, queue, QueueKind::Work, bindings).await?;
+            close(&ch).await;
+            Ok(())
+        }
+        other => {
+            close(&ch).await;
+            other
+        }
+    }
 }
 
 fn durable_queue() -> QueueDeclareOptions {
@@ -107,10 +153,10 @@ pub(crate) async fn core(
     declare_queue(&ch, &names.heartbeat_queue(), QueueKind::Work, &[]).await?;
     let every_start = [(names.starts_exchange(), "#".to_owned())];
     declare_queue(&ch, &names.starts_queue(), QueueKind::Work, &every_start).await?;
-    for (queue, bindings) in declared {
-        declare_queue(&ch, queue, QueueKind::Work, bindings).await?;
-    }
     close(&ch).await;
+    for (queue, bindings) in declared {
+        declare_kind(conn, queue, kind_of(names, queue), bindings).await?;
+    }
     Ok(())
 }
 
@@ -140,9 +186,8 @@ impl Link {
             return Ok(());
         }
         let session = self.session().await.map_err(|f| f.into_error())?;
-        let ch = session.conn.create_channel().await?;
-        declare_queue(&ch, queue, QueueKind::Work, &missing).await?;
-        close(&ch).await;
+        let kind = kind_of(&self.names, queue);
+        declare_kind(&session.conn, queue, kind, &missing).await?;
         self.declared()
             .entry(queue.to_owned())
             .or_default()

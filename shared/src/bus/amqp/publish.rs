@@ -54,6 +54,9 @@ pub(crate) fn properties(message: &Message) -> BasicProperties {
     if let Some(id) = &message.correlation_id {
         props = props.with_correlation_id(id.as_str().into());
     }
+    if message.priority > 0 {
+        props = props.with_priority(message.priority);
+    }
     let mut headers = FieldTable::default();
     for (name, value) in &message.headers {
         let value = match value {
@@ -94,6 +97,7 @@ pub(crate) fn message_of(data: &[u8], props: &BasicProperties) -> Message {
         persistent: props.delivery_mode() == &Some(PERSISTENT),
         reply_to: props.reply_to().as_ref().map(|s| s.to_string()),
         correlation_id: props.correlation_id().as_ref().map(|s| s.to_string()),
+        priority: props.priority().unwrap_or(0),
     }
 }
 

@@ -298,11 +298,24 @@ impl Core {
         for (queue, seq) in queues.iter().zip(seqs) {
             match state.queues.get_mut(queue) {
                 Some(q) => {
-                    q.ready.push_back(Stored {
-                        message: message.clone(),
-                        redelivered: false,
-                        seq: *seq,
-                    });
+                    // As a RabbitMQ priority queue: after every message of its priority
+                    // or higher, before the lower ones (FIFO within a level).
+                    let at = match message.priority {
+                        0 => q.ready.len(),
+                        p => q
+                            .ready
+                            .iter()
+                            .position(|s| s.message.priority < p)
+                            .unwrap_or(q.ready.len()),
+                    };
+                    q.ready.insert(
+                        at,
+                        Stored {
+                            message: message.clone(),
+                            redelivered: false,
+                            seq: *seq,
+                        },
+                    );
                     q.notify.notify_waiters();
                 }
                 None => {
