@@ -266,7 +266,8 @@ impl Bus {
     ) -> Result<()> {
         let body = envelope.to_bytes()?;
         let traceparent = crate::telemetry::current_traceparent();
-        let message = message::outgoing(body, Some(envelope.id), traceparent.as_deref());
+        let mut message = message::outgoing(body, Some(envelope.id), traceparent.as_deref());
+        message.priority = envelope.priority.map_or(0, priority::level);
         self.send(exchange, routing_key, &envelope.kind, message)
             .await
     }
@@ -299,14 +300,18 @@ impl Bus {
         let head = message::envelope_head(body);
         let id = head.id.or(id);
         let kind = head.kind.as_deref().unwrap_or("raw");
+        let level = head.priority.map_or(0, priority::level);
         let Some(parent) = traceparent else {
-            let message = message::outgoing(body.to_vec(), id, None);
+            let mut message = message::outgoing(body.to_vec(), id, None);
+            message.priority = level;
             return self.send(exchange, routing_key, kind, message).await;
         };
         let span = tracing::info_span!("bus.publish", exchange, routing_key);
         crate::telemetry::set_parent(&span, Some(parent));
         let traceparent = crate::telemetry::traceparent_of_span(&span);
-        let message = message::outgoing(body.to_vec(), id, traceparent.as_deref().or(Some(parent)));
+        let mut message =
+            message::outgoing(body.to_vec(), id, traceparent.as_deref().or(Some(parent)));
+        message.priority = level;
         self.send(exchange, routing_key, kind, message)
             .instrument(span)
             .await
