@@ -123,9 +123,15 @@ impl Task {
             .and_then(|o| o.get("subWorkflowId"))
             .and_then(Value::as_str)
             .map(str::to_owned);
+        // Conductor's `taskType` of a worker task is its name (SimpleTaskMapper), as
+        // the poll answer already says.
+        let task_type = match row.task_type.as_str() {
+            "SIMPLE" => row.task_name.clone(),
+            _ => row.task_type,
+        };
         Self {
             task_id: row.task_id,
-            task_type: row.task_type,
+            task_type,
             task_def_name: row.task_name,
             reference_task_name: row.task_ref,
             status: row.status,

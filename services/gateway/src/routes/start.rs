@@ -290,7 +290,24 @@ const FAILURE_WORKFLOW_DEFINITION: &str = "failureWorkflowDefinition";
 /// Freezes the run's `failureWorkflow` (the latest registered version, with its own task
 /// and child definitions) into the definition, so that the decider can start it when the
 /// run fails or times out. A failure workflow that is not registered refuses the start.
-async fn freeze_failure_workflow(state: &AppState, def: &mut WorkflowDef) -> Result<(), ApiError> {
+async fn freeze_failure_workflow(
+    state: &AppState,
+    def: &mut WorkflowDef,
+    input: &Map<String, Value>,
+) -> Result<(), ApiError> {
+    if let Some(named) = def
+        .failure_workflow
+        .as_deref()
+        .and_then(failure_workflow_input)
+    {
+        // Conductor's `$workflow.input.<key>`: the name comes from the run's input (no
+        // failure workflow when the input has none).
+        def.failure_workflow = input
+            .get(named)
+            .and_then(Value::as_str)
+            .filter(|n| !n.is_empty())
+            .map(str::to_owned);
+    }
     let Some(name) = def.failure_workflow.clone().filter(|n| !n.is_empty()) else {
         return Ok(());
     };
@@ -312,6 +329,17 @@ async fn freeze_failure_workflow(state: &AppState, def: &mut WorkflowDef) -> Res
         serde_json::to_value(&failure).map_err(weft::Error::from)?,
     );
     Ok(())
+}
+
+/// The input key a `failureWorkflow` of the form `$workflow.input.<key>` (Conductor's) or
+/// `${workflow.input.<key>}` names.
+fn failure_workflow_input(name: &str) -> Option<&str> {
+    let path = name
+        .strip_prefix("${")
+        .and_then(|p| p.strip_suffix('}'))
+        .or_else(|| name.strip_prefix('$'))?;
+    path.strip_prefix("workflow.input.")
+        .filter(|k| !k.is_empty())
 }
 
 /// START_WORKFLOW: the definition of `inputParameters.startWorkflow.name` (`version`, or
@@ -420,7 +448,7 @@ pub async fn start_run(state: &AppState, request: StartRequest) -> Result<Starte
     let mut definition = resolve(state, &request).await?;
     freeze_task_defs(state, &mut definition).await?;
     freeze_sub_workflows(state, &mut definition).await?;
-    freeze_failure_workflow(state, &mut definition).await?;
+    freeze_failure_workflow(state, &mut definition, &request.input).await?;
     let workflow_id = weft::ids::new_id().to_string();
     let traceparent = weft::telemetry::current_traceparent();
     let input = Value::Object(request.input);
@@ -483,4 +511,21 @@ pub async fn start_run(state: &AppState, request: StartRequest) -> Result<Starte
         workflow_id,
         repeated: false,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::failure_workflow_input;
+
+    #[test]
+    fn a_failure_workflow_may_name_an_input_key() {
+        assert_eq!(
+            failure_workflow_input("$workflow.input.failureWfName"),
+            Some("failureWfName")
+        );
+        assert_eq!(failure_workflow_input("${workflow.input.wf}"), Some("wf"));
+        assert_eq!(failure_workflow_input("cleanup"), None);
+        assert_eq!(failure_workflow_input("$workflow.input."), None);
+        assert_eq!(failure_workflow_input("${workflow.variables.x}"), None);
+    }
 }

@@ -137,7 +137,10 @@ async fn workflow_of_a_run_has_conductor_shape_times_in_ms_and_tasks_in_seq_orde
     assert_eq!(refs, ["reserve", "price", "charge"]);
     let t0 = &w["tasks"][0];
     assert_eq!(t0["taskId"], first.to_string());
-    assert_eq!(t0["taskType"], "SIMPLE");
+    assert_eq!(
+        t0["taskType"], "reserve_task",
+        "a worker task's type is its name"
+    );
     assert_eq!(t0["taskDefName"], "reserve_task");
     assert_eq!(t0["status"], "COMPLETED");
     assert_eq!(t0["inputData"], json!({"a": 1}));

@@ -264,3 +264,61 @@ async fn definition_with_a_legacy_dynamic_fork_is_refused_as_not_supported_yet()
     assert_eq!(count_starts(&env).await, 0);
     env.finish().await;
 }
+
+/// Conductor's harness definition `integration_test_wf` names its failure workflow
+/// `$workflow.input.failureWfName`: read from the run's input (none when absent), then
+/// frozen like a literal name (404 when it is not registered).
+#[tokio::test]
+async fn a_failure_workflow_named_by_the_input_is_resolved_at_start() {
+    let env = TestEnv::new().await;
+    let mut commands = env.consume_commands();
+    let harness: Value = serde_json::from_str(include_str!(
+        "../../../../shared/tests/conductor-samples/simple_workflow_1_integration_test.json"
+    ))
+    .unwrap();
+    env.register(&harness).await;
+    let frozen_failure = |start: weft::messages::StartWorkflow| {
+        (
+            start.definition.failure_workflow.clone(),
+            start
+                .definition
+                .extra
+                .get("failureWorkflowDefinition")
+                .and_then(|d| d["name"].as_str().map(str::to_owned)),
+        )
+    };
+    let mut next_start = async || {
+        let delivery = next_delivery(&mut commands, 10)
+            .await
+            .expect("the StartWorkflow command arrives");
+        match delivery.envelope.decode::<Command>().expect("decodes") {
+            Command::StartWorkflow(start) => start,
+            other => panic!("not a StartWorkflow: {other:?}"),
+        }
+    };
+
+    env.start(&json!({"name": "integration_test_wf", "input": {"param1": "p1"}}))
+        .await;
+    assert_eq!(frozen_failure(next_start().await), (None, None));
+
+    let missing = env
+        .post(
+            "/api/workflow",
+            &json!({"name": "integration_test_wf", "input": {"failureWfName": "cleanup"}}),
+        )
+        .await
+        .error(StatusCode::NOT_FOUND);
+    assert!(
+        missing["message"].as_str().unwrap().contains("cleanup"),
+        "{missing}"
+    );
+
+    env.register(&simple_def("cleanup", 1)).await;
+    env.start(&json!({"name": "integration_test_wf", "input": {"failureWfName": "cleanup"}}))
+        .await;
+    assert_eq!(
+        frozen_failure(next_start().await),
+        (Some("cleanup".into()), Some("cleanup".into()))
+    );
+    env.finish().await;
+}
