@@ -13,8 +13,6 @@ use sqlx::postgres::{PgPool, PgPoolOptions};
 use sqlx::Connection as _;
 use tokio_util::sync::CancellationToken;
 
-use crate::greet;
-
 /// The PostgreSQL server's maintenance database, where test databases are created.
 pub const DEFAULT_MAINTENANCE_URL: &str = "postgres://postgres@127.0.0.1:5432/postgres";
 /// RabbitMQ, unless `WEFT_AMQP_URL` says otherwise.
@@ -148,7 +146,8 @@ impl TestEnv {
             .await
             .with_context(|| format!("connecting to {database_url}"))?;
         let names = weft::topology::Names::new(&namespace, options.shards);
-        let activity_queues = greet::TASKS
+        // Every queue the example worker declares (`greet`'s and its test activity).
+        let activity_queues = weft_worker_example::TASK_NAMES
             .iter()
             .map(|t| names.activity_queue(t))
             .collect();

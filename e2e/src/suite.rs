@@ -134,6 +134,16 @@ impl Suite {
         Ok(suite)
     }
 
+    /// Deletes `task_name`'s activity queue with the environment: a queue the test has
+    /// the services declare (an HTTP poll of a task no worker serves), beyond the example
+    /// worker's.
+    pub fn delete_queue_on_cleanup(&mut self, task_name: &str) {
+        let queue = self.env.names().activity_queue(task_name);
+        if !self.env.activity_queues.contains(&queue) {
+            self.env.activity_queues.push(queue);
+        }
+    }
+
     /// The back-end this suite runs on.
     pub fn backend(&self) -> Backend {
         match self.dev {

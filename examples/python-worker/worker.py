@@ -163,8 +163,18 @@ class Worker:
         if answer is None:
             self.tasks.basic_nack(tag, requeue=True)  # no answer: claimed again later
             return
-        verdict = answer["payload"]["results"].get(task["taskId"], {})
-        if verdict.get("action") != "CONTINUE":
+        verdict = answer["payload"]["results"].get(task["taskId"])
+        if verdict is None:
+            self.tasks.basic_nack(tag, requeue=True)  # not written: claimed again later
+            return
+        if verdict["action"] == "DEFER":
+            # Over its task's limit: not run, still SCHEDULED. Given back after the advised
+            # wait (not at once, which would have the broker hand it straight back).
+            wait = verdict.get("retryAfterMs", 500) / 1000.0
+            self.connection.call_later(
+                wait, lambda: self.tasks.basic_nack(tag, requeue=True))
+            return
+        if verdict["action"] != "CONTINUE":
             self.tasks.basic_ack(tag)  # stopped, or another worker holds it
             return
         result = {"taskId": task["taskId"], "runId": task["runId"],

@@ -697,15 +697,29 @@ pub struct HeartbeatAnswers {
     pub results: std::collections::BTreeMap<Uuid, HeartbeatAnswer>,
 }
 
-/// What a heartbeat is answered.
+/// What a heartbeat (or a claim) is answered.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct HeartbeatAnswer {
     /// What the worker should do.
     pub action: HeartbeatAction,
-    /// Why (for STOP).
+    /// Why (for STOP, and DEFER: the limit reached).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// For DEFER: how long to wait before the task may be claimed again, ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_after_ms: Option<u64>,
+}
+
+impl HeartbeatAnswer {
+    /// An answer with `action` and `reason`, and no retry advice.
+    pub fn new(action: HeartbeatAction, reason: Option<String>) -> Self {
+        Self {
+            action,
+            reason,
+            retry_after_ms: None,
+        }
+    }
 }
 
 /// A heartbeat's verdict.
@@ -720,6 +734,10 @@ pub enum HeartbeatAction {
     NotFound,
     /// The service is overloaded: retry this heartbeat soon, in the same cycle.
     Throttled,
+    /// Answers a claim only: the task is over its task definition's limit
+    /// (`concurrentExecLimit`, `rateLimitPerFrequency`) and stays SCHEDULED. Do not run
+    /// it; give it back to its queue after `retryAfterMs` (docs/task-limits.md).
+    Defer,
 }
 
 /// A worker published an attempt's result.

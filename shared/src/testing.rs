@@ -167,6 +167,7 @@ pub fn grant_claims(
                         let grant = HeartbeatAnswer {
                             action: HeartbeatAction::Continue,
                             reason: None,
+                            retry_after_ms: None,
                         };
                         (c.started.attempt.task_id, grant)
                     })

@@ -90,12 +90,12 @@ async fn main() -> anyhow::Result<()> {
     result
 }
 
-/// Deletes the namespace's exchanges and queues (with the activity queues of `greet`).
+/// Deletes the namespace's exchanges and queues (with the example worker's activity queues).
 async fn teardown_namespace(namespace: &str, shards: u16) -> anyhow::Result<()> {
     let amqp_url =
         std::env::var("WEFT_AMQP_URL").unwrap_or_else(|_| weft_e2e::env::DEFAULT_AMQP_URL.into());
     let names = weft::topology::Names::new(namespace, shards);
-    let queues: Vec<String> = greet::TASKS
+    let queues: Vec<String> = weft_worker_example::TASK_NAMES
         .iter()
         .map(|t| names.activity_queue(t))
         .collect();

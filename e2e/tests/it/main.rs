@@ -29,6 +29,7 @@ mod python_worker;
 mod sdk_heartbeats;
 mod start_events;
 mod system_tasks;
+mod task_limits;
 mod trace;
 mod ui;
 mod waiting;

@@ -67,6 +67,7 @@ fn messages() -> Vec<Envelope> {
                 HeartbeatAnswer {
                     action: HeartbeatAction::Continue,
                     reason: None,
+                    retry_after_ms: None,
                 },
             ),
             (
@@ -74,6 +75,15 @@ fn messages() -> Vec<Envelope> {
                 HeartbeatAnswer {
                     action: HeartbeatAction::Stop,
                     reason: Some("claimed by another worker".into()),
+                    retry_after_ms: None,
+                },
+            ),
+            (
+                Uuid::new_v4(),
+                HeartbeatAnswer {
+                    action: HeartbeatAction::Defer,
+                    reason: Some("concurrentExecLimit 2 reached".into()),
+                    retry_after_ms: Some(500),
                 },
             ),
         ]

@@ -1,8 +1,9 @@
 //! The wire protocol spoken from another language: `examples/python-worker/worker.py`, a
 //! few dozen lines over `pika` that know nothing of Weft but docs/protocol.md, runs every
 //! activity of `greet` against the real services (claims through the heartbeat queue's
-//! direct reply-to, results to the run's shard by the task's `replyTo`), and checks each
-//! message it receives and sends against the JSON Schemas in docs/protocol.
+//! direct reply-to, results to the run's shard by the task's `replyTo`; claims of its
+//! rate-limited `shout` deferred and given back), and checks each message it receives and
+//! sends against the JSON Schemas in docs/protocol.
 
 use std::process::Stdio;
 
@@ -23,6 +24,15 @@ async fn a_python_worker_speaking_the_wire_protocol_runs_greet() {
     }
     // The services without the Rust example worker: the Python one serves greet.
     let suite = Suite::start_with(env, &Service::CORE).await.unwrap();
+    // `shout` under a rate limit (docs/task-limits.md): its claims past five per 2 s are
+    // answered DEFER, which the worker must give back later rather than drop.
+    suite
+        .client()
+        .register_taskdefs(&serde_json::json!([{"name": "shout", "retryCount": 0,
+            "rateLimitPerFrequency": 5, "rateLimitFrequencyInSeconds": 2,
+            "ownerEmail": "e2e@weft.dev"}]))
+        .await
+        .unwrap();
     suite.client().register(&greet::definition()).await.unwrap();
     let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("..")
@@ -45,6 +55,10 @@ async fn a_python_worker_speaking_the_wire_protocol_runs_greet() {
 
     let runs = start_greets(&suite, "Py", 20).await;
     assert_all_completed(&suite, &runs).await;
+    assert!(
+        crate::task_limits::deferred_claims(&suite, "shout", "rate").await > 0,
+        "twenty shouts at five per 2 s: some were deferred"
+    );
 
     // A graceful stop prints how many messages of each type it checked.
     let pid = worker.id().expect("the worker runs").to_string();

@@ -26,6 +26,30 @@ pub fn count(input: &Value) -> Result<Value, ActivityError> {
     Ok(json!({ "result": format!("{text} x{n}") }))
 }
 
+/// The longest `slow` sleeps, so a mistyped input cannot hold a slot for hours.
+pub const SLOW_MAX_MS: i64 = 60_000;
+
+/// `slow`: `{ "ms": 300 }` → sleeps 300 ms → `{ "began": <ms>, "ended": <ms> }`, the
+/// handler's own start and end (Unix ms, this machine's clock). Not part of `greet`: a
+/// test activity whose runs can be seen overlapping, or not (the task limits' tests).
+pub async fn slow(input: &Value) -> Result<Value, ActivityError> {
+    let ms = integer_field(input, "ms")?;
+    if !(0..=SLOW_MAX_MS).contains(&ms) {
+        return Err(ActivityError::terminal(format!(
+            "input `ms` must be 0 to {SLOW_MAX_MS}, got {ms}"
+        )));
+    }
+    let began = unix_ms();
+    tokio::time::sleep(std::time::Duration::from_millis(ms.unsigned_abs())).await;
+    Ok(json!({ "began": began, "ended": unix_ms() }))
+}
+
+fn unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
 fn field<'a>(input: &'a Value, name: &str) -> Result<&'a Value, ActivityError> {
     match input.get(name) {
         None | Some(Value::Null) => Err(ActivityError::terminal(format!(
@@ -83,6 +107,18 @@ mod tests {
         assert_eq!(count(&json!({"text": "HI", "n": 3})).unwrap(), expected);
         assert_eq!(count(&json!({"text": "HI", "n": "3"})).unwrap(), expected);
         assert_eq!(count(&json!({"text": "HI", "n": " 3 "})).unwrap(), expected);
+    }
+
+    #[tokio::test]
+    async fn slow_sleeps_and_reports_when_it_ran() {
+        let out = slow(&json!({"ms": 20})).await.unwrap();
+        let (began, ended) = (
+            out["began"].as_u64().unwrap(),
+            out["ended"].as_u64().unwrap(),
+        );
+        assert!(ended >= began + 20, "{out}");
+        assert!(terminal_reason(slow(&json!({"ms": -1})).await).contains("`ms` must be 0 to"));
+        assert!(terminal_reason(slow(&json!({})).await).contains("`ms` is missing"));
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! The example worker: the activities of the `greet` workflow (`make_name`, `shout`,
-//! `count`), served through the worker SDK. The binary `weft-worker-example` wires
-//! configuration, telemetry and signals around [`register`].
+//! `count`), and `slow` (sleeps as long as its input says, for tests that watch
+//! activities overlap), served through the worker SDK. The binary `weft-worker-example`
+//! wires configuration, telemetry and signals around [`register`].
 
 pub mod activities;
 
@@ -11,7 +12,7 @@ use weft::worker::WorkerBuilder;
 pub const WORKFLOWS: [(&str, &str); 1] = [("greet", include_str!("../workflows/greet.json"))];
 
 /// The task names this worker serves.
-pub const TASK_NAMES: [&str; 3] = ["make_name", "shout", "count"];
+pub const TASK_NAMES: [&str; 4] = ["make_name", "shout", "count", "slow"];
 
 /// Activities run at once: the handlers return at once, so many can share the process
 /// (the SDK's default, 16, suits handlers that do real work).
@@ -31,6 +32,10 @@ pub fn register(builder: WorkerBuilder) -> WorkerBuilder {
         .handler(
             "count",
             |task| async move { activities::count(&task.input) },
+        )
+        .handler(
+            "slow",
+            |task| async move { activities::slow(&task.input).await },
         )
 }
 

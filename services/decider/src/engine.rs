@@ -20,7 +20,7 @@ use weft::messages::{
     HeartbeatMessage, ParentLink, StartWorkflow, StopAttempts, TaskScheduled, TimerFired,
     WorkflowStarted,
 };
-use weft::registry::AttemptStatus;
+use weft::registry::{AttemptLimits, AttemptStatus};
 use weft::store::operations::OperationOutcome;
 use weft::store::outbox::OutboxMessage;
 use weft::store::runs::{AttemptCheck, CommitBatch, StoredEvent};
@@ -737,6 +737,7 @@ impl Shard {
                     status: AttemptStatus::Scheduled,
                     reason: None,
                     timeout_seconds: response_timeout_seconds(&w.state, &scheduled.task_ref),
+                    limits: attempt_limits(&w.state, &scheduled.task_ref),
                 });
             }
             Some(Event::TimerStarted(started)) => {
@@ -1153,6 +1154,15 @@ fn response_timeout_seconds(state: &RunState, task_ref: &str) -> i64 {
     )
 }
 
+/// The limits (`concurrentExecLimit`, rate limit) of the task `task_ref` of `state`, from
+/// its frozen TaskDef; none for a task the definition does not name (a dynamic one
+/// without a definition of its own).
+fn attempt_limits(state: &RunState, task_ref: &str) -> AttemptLimits {
+    crate::state::find_task(&state.definition.tasks, task_ref)
+        .map(|t| crate::interpreter::policy::Policy::of(t).limits)
+        .unwrap_or_default()
+}
+
 /// How an activity attempt that left its pending state ended, in the registry's words,
 /// with the reason its worker is told (`stop_reason` for one stopped without a result).
 fn attempt_end(
@@ -1234,6 +1244,8 @@ fn append(w: &mut Working, event: Event) -> Result<(), Error> {
                     status,
                     reason,
                     timeout_seconds: 0,
+                    // An end keeps the limits the row was scheduled with.
+                    limits: AttemptLimits::default(),
                 });
             }
         }

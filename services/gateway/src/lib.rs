@@ -166,10 +166,12 @@ async fn connect(
 ) -> weft::Result<AppState> {
     let (store, bus) = backing.store_and_bus(config, POOL_SIZE, shutdown).await?;
     let cache = backing.cache(config)?;
-    let registry =
-        weft::registry::Registry::new(store.clone(), Some(cache), config.heartbeat_write_interval);
-    let graphs = backing.graphs(config)?;
     let metrics = backing.metrics();
+    // HTTP polls claim here: their deferrals count on the gateway's `/metrics`.
+    let registry =
+        weft::registry::Registry::new(store.clone(), Some(cache), config.heartbeat_write_interval)
+            .with_metrics(&metrics);
+    let graphs = backing.graphs(config)?;
     bus.count_publishes(&metrics);
     Ok(AppState::new(store, bus, config.max_body_bytes, metrics)
         .with_registry(registry)

@@ -2,7 +2,8 @@
 //!
 //! - `ClaimAttempt` is a request (`Bus::call`): the claim is written (in groups) and
 //!   answered CONTINUE (the attempt is the worker's) or STOP (stopped, ended, or another
-//!   worker's), then acknowledged.
+//!   worker's), then acknowledged; a claim of a limited task goes on to a second group
+//!   (docs/task-limits.md) and may be answered DEFER (over a limit: come back later).
 //! - `AttemptStarted` (older SDKs) registers the attempt; `AttemptFinished` and `StopAttempts` end it.
 //!   These are persistent and acknowledged once the registry committed them; a transient
 //!   failure (database unreachable) hands the message back after a pause.
@@ -24,6 +25,7 @@ use weft::messages::{
     AttemptFinished, AttemptStarted, ClaimAttempt, HeartbeatAction, HeartbeatAnswer,
     HeartbeatAnswers, HeartbeatMessage, Heartbeats,
 };
+use weft::registry::rows::LimitedClaim;
 use weft::registry::{throttled, Registry};
 use weft::{envelope, Envelope, Error};
 
@@ -49,6 +51,7 @@ pub fn start(
     };
     let ingest = Ingest {
         claims: claims(&registry),
+        limited: limited_claims(&registry),
         starts: registrations(&registry),
         finishes: ends(&registry),
         registry,
@@ -76,18 +79,55 @@ fn outcome_of(e: &Error) -> Outcome {
     }
 }
 
+/// What the first step of a claim concluded.
+#[derive(Debug)]
+pub enum FirstStep {
+    /// The answer (CONTINUE: the attempt is the worker's; STOP: refused).
+    Answer(HeartbeatAnswer),
+    /// The attempt's task is limited: the claim goes on to the limited group.
+    Limited(LimitedClaim),
+}
+
 /// Claims written in groups: one statement for all that queued up meanwhile. A group
 /// that fails fails each of its claims (the worker hands its task back and it is claimed
-/// again later); a claim's answer is CONTINUE (the attempt is the worker's) or STOP.
-fn claims(registry: &Registry) -> Group<ClaimAttempt, Result<HeartbeatAnswer, String>> {
+/// again later). A claim of a limited task is handed back for the limited group.
+fn claims(registry: &Registry) -> Group<ClaimAttempt, Result<FirstStep, String>> {
     let registry = registry.clone();
     Group::start(move |claims: Vec<ClaimAttempt>| {
         let registry = registry.clone();
         async move {
-            match registry.claim_many(&claims).await {
-                Ok(outcomes) => outcomes.iter().map(|o| Ok(o.answer())).collect(),
+            match registry.claim_fast(&claims).await {
+                Ok(outcomes) => claims
+                    .into_iter()
+                    .zip(outcomes)
+                    .map(|(claim, o)| {
+                        Ok(match o.limited {
+                            Some(limited) => FirstStep::Limited(LimitedClaim { claim, limited }),
+                            None => FirstStep::Answer(o.answer()),
+                        })
+                    })
+                    .collect(),
                 Err(e) => {
                     tracing::warn!(error = %e, group = claims.len(), "a group of claims failed");
+                    claims.iter().map(|_| Err(e.to_string())).collect()
+                }
+            }
+        }
+    })
+}
+
+/// Claims of limited tasks (docs/task-limits.md), written in groups of their own: they
+/// wait for their task name's lock, and must not hold up the claims of unlimited tasks.
+/// An answer is CONTINUE, DEFER (over a limit, with when to come back) or STOP.
+fn limited_claims(registry: &Registry) -> Group<LimitedClaim, Result<HeartbeatAnswer, String>> {
+    let registry = registry.clone();
+    Group::start(move |claims: Vec<LimitedClaim>| {
+        let registry = registry.clone();
+        async move {
+            match registry.claim_limited(&claims).await {
+                Ok(outcomes) => outcomes.iter().map(|o| Ok(o.answer())).collect(),
+                Err(e) => {
+                    tracing::warn!(error = %e, group = claims.len(), "a group of limited claims failed");
                     vec![Err(e.to_string()); claims.len()]
                 }
             }
@@ -153,7 +193,9 @@ fn ends(registry: &Registry) -> Group<AttemptFinished> {
 #[derive(Debug, Clone)]
 pub struct Ingest {
     /// Claims, written in groups.
-    pub claims: Group<ClaimAttempt, Result<HeartbeatAnswer, String>>,
+    pub claims: Group<ClaimAttempt, Result<FirstStep, String>>,
+    /// Claims of limited tasks, written in groups after the first step.
+    pub limited: Group<LimitedClaim, Result<HeartbeatAnswer, String>>,
     /// Registrations, written in groups.
     pub starts: Group<AttemptStarted>,
     /// Ends, written in groups.
@@ -299,8 +341,13 @@ impl Ingest {
             .collect();
         let ids: Vec<uuid::Uuid> = claims.iter().map(|c| c.started.attempt.task_id).collect();
         // Submitted together, so they are written in one group.
-        let outcomes =
-            futures_util::future::join_all(claims.into_iter().map(|c| self.claims.submit(c))).await;
+        let outcomes = futures_util::future::join_all(claims.into_iter().map(|c| async move {
+            match self.claims.submit(c).await? {
+                FirstStep::Answer(answer) => Ok(answer),
+                FirstStep::Limited(limited) => self.limited.submit(limited).await,
+            }
+        }))
+        .await;
         let mut results = std::collections::BTreeMap::new();
         for (task_id, outcome) in ids.into_iter().zip(outcomes) {
             match outcome {

@@ -54,7 +54,8 @@ pub async fn run_on(
         deps.store.clone(),
         Some(cache),
         config.heartbeat_write_interval,
-    );
+    )
+    .with_metrics(&deps.metrics);
     let consumer = ingest::start(
         &deps.bus,
         registry.clone(),

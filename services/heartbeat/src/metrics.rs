@@ -1,5 +1,7 @@
 //! The registry's counters on `/metrics`: copied from [`Registry::stats`] every second
 //! (the registry counts with plain atomics on its hot path, shared with the gateway).
+//! Deferred claims are counted by the registry itself, by task name and limit
+//! (`weft_claims_deferred`, [`Registry::with_metrics`]).
 
 use std::time::Duration;
 
@@ -23,7 +25,7 @@ pub struct Exporter {
 impl Exporter {
     /// Registers the counters.
     pub fn new(registry: Registry, metrics: &Metrics) -> Self {
-        let specs: [(&str, &str, Field); 8] = [
+        let specs: [(&str, &str, Field); 9] = [
             ("weft_heartbeats", "Heartbeats received", |s| s.heartbeats),
             (
                 "weft_heartbeat_cache_hits",
@@ -59,6 +61,11 @@ impl Exporter {
                 "weft_attempts_timed_out",
                 "Attempts timed out by the scanner",
                 |s| s.timed_out,
+            ),
+            (
+                "weft_limited_claims",
+                "Claims of limited tasks judged under their task's limits (deferred ones: weft_claims_deferred)",
+                |s| s.limited_claims,
             ),
         ];
         let counters = specs

@@ -24,6 +24,7 @@
 //! ```
 
 mod cache;
+pub mod limits;
 mod model;
 pub mod rows;
 pub mod scan;
@@ -36,11 +37,13 @@ use std::time::Duration;
 use tokio::sync::Semaphore;
 use uuid::Uuid;
 
-pub use crate::store::pg::registry::SCAN_SQL;
+pub use crate::store::pg::registry::{GATE_SQL, SCAN_SQL};
 pub use cache::Cache;
+pub use limits::{AttemptLimits, Deferral, LimitKind, RateLimit};
 pub use model::{not_found, throttled, AttemptStatus, TaskCheck};
 pub use scan::ScanReport;
 
+use crate::admin::{CounterFamily, Metrics};
 use crate::messages::{
     AttemptFinished, AttemptStarted, Beat, ClaimAttempt, HeartbeatAnswer, StopAttempts,
 };
@@ -48,7 +51,7 @@ use crate::store::Store;
 use crate::{Error, Result};
 use cache::{Cached, Entry};
 pub use rows::ClaimOutcome;
-use rows::{BeatWrite, End, Stored};
+use rows::{BeatWrite, End, LimitedClaim, Stored};
 
 /// Heartbeats handled at once per registry before new ones are answered THROTTLED.
 pub const DEFAULT_MAX_IN_FLIGHT: usize = 50_000;
@@ -63,6 +66,8 @@ pub struct Registry {
     in_flight: Arc<Semaphore>,
     max_in_flight: usize,
     stats: Arc<Counters>,
+    /// `weft_claims_deferred{task_name, limit}`, once [`Registry::with_metrics`] gave it.
+    deferred: Option<CounterFamily>,
 }
 
 /// Counters of a registry since it was made (all clones share them).
@@ -85,6 +90,10 @@ pub struct Stats {
     pub status_writes: u64,
     /// Attempts timed out by this registry's scanner.
     pub timed_out: u64,
+    /// Claims of limited tasks judged on the limited path (docs/task-limits.md).
+    pub limited_claims: u64,
+    /// Of those, the claims deferred (over a limit; the attempt stays SCHEDULED).
+    pub deferred: u64,
 }
 
 #[derive(Debug, Default)]
@@ -97,6 +106,8 @@ struct Counters {
     heartbeat_writes: AtomicU64,
     status_writes: AtomicU64,
     timed_out: AtomicU64,
+    limited_claims: AtomicU64,
+    deferred: AtomicU64,
 }
 
 fn add(counter: &AtomicU64, n: u64) {
@@ -115,7 +126,19 @@ impl Registry {
             in_flight: Arc::new(Semaphore::new(DEFAULT_MAX_IN_FLIGHT)),
             max_in_flight: DEFAULT_MAX_IN_FLIGHT,
             stats: Arc::default(),
+            deferred: None,
         }
+    }
+
+    /// Counts deferred claims in `metrics`, as `weft_claims_deferred{task_name, limit}`
+    /// (`limit`: `concurrency` or `rate`; one series per limited task name that was
+    /// deferred, so their number follows the task definitions with limits).
+    pub fn with_metrics(mut self, metrics: &Metrics) -> Self {
+        self.deferred = Some(metrics.counter_family(
+            "weft_claims_deferred",
+            "Claims deferred by a task definition's limit (the task stays SCHEDULED), by task name and limit",
+        ));
+        self
     }
 
     /// Bounds the heartbeats handled at once (default [`DEFAULT_MAX_IN_FLIGHT`]); past it
@@ -150,6 +173,8 @@ impl Registry {
             heartbeat_writes: get(&c.heartbeat_writes),
             status_writes: get(&c.status_writes),
             timed_out: get(&c.timed_out),
+            limited_claims: get(&c.limited_claims),
+            deferred: get(&c.deferred),
         }
     }
 
@@ -161,9 +186,44 @@ impl Registry {
     /// earlier consumer died). One outcome per claim, in order; a claim repeating an
     /// earlier attempt of the same call is refused.
     ///
+    /// An attempt whose task has limits (docs/task-limits.md) is then claimed on the
+    /// limited path ([`Registry::claim_limited`]), or deferred; only such attempts pay
+    /// for it.
+    ///
     /// Redis is not written: most attempts end before their first heartbeat, which is
     /// the first to cache the attempt (a miss is answered from PostgreSQL).
     pub async fn claim_many(&self, claims: &[ClaimAttempt]) -> Result<Vec<ClaimOutcome>> {
+        let mut outcomes = self.claim_fast(claims).await?;
+        let limited: Vec<(usize, LimitedClaim)> = outcomes
+            .iter()
+            .enumerate()
+            .filter_map(|(i, o)| {
+                let limited = o.limited.clone()?;
+                Some((
+                    i,
+                    LimitedClaim {
+                        claim: claims[i].clone(),
+                        limited,
+                    },
+                ))
+            })
+            .collect();
+        if limited.is_empty() {
+            return Ok(outcomes);
+        }
+        let (at, pending): (Vec<usize>, Vec<LimitedClaim>) = limited.into_iter().unzip();
+        for (i, outcome) in at.into_iter().zip(self.claim_limited(&pending).await?) {
+            outcomes[i] = outcome;
+        }
+        Ok(outcomes)
+    }
+
+    /// The first step of [`Registry::claim_many`]: claims what needs no limit (one
+    /// statement), and leaves the attempts of limited tasks unclaimed, flagged
+    /// [`ClaimOutcome::limited`], for [`Registry::claim_limited`]. The heartbeat service
+    /// writes the two steps in separate groups, so that limited claims waiting on their
+    /// task's lock never hold up the others.
+    pub async fn claim_fast(&self, claims: &[ClaimAttempt]) -> Result<Vec<ClaimOutcome>> {
         if claims.is_empty() {
             return Ok(Vec::new());
         }
@@ -185,6 +245,7 @@ impl Registry {
                         let outcome = first.clone();
                         // Later claims of the same attempt in this call lose to the first.
                         first.claimed = false;
+                        first.limited = None;
                         Ok(outcome)
                     }
                     None => Err(Error::Decode(format!(
@@ -192,6 +253,54 @@ impl Registry {
                         key.1, key.0
                     ))),
                 }
+            })
+            .collect()
+    }
+
+    /// The second step of [`Registry::claim_many`], for the attempts its first step
+    /// flagged: each is claimed under its task's limits, or deferred (it stays SCHEDULED;
+    /// the answer says when to come back). Deferrals are counted by task name and limit
+    /// ([`Registry::with_metrics`]). One outcome per claim, in order.
+    pub async fn claim_limited(&self, claims: &[LimitedClaim]) -> Result<Vec<ClaimOutcome>> {
+        if claims.is_empty() {
+            return Ok(Vec::new());
+        }
+        let outcomes = self.store.claim_limited(claims).await?;
+        add(&self.stats.limited_claims, claims.len() as u64);
+        add(
+            &self.stats.status_writes,
+            outcomes.iter().filter(|o| o.claimed).count() as u64,
+        );
+        let mut by_attempt: HashMap<(Uuid, i32), ClaimOutcome> = outcomes
+            .into_iter()
+            .map(|o| ((o.stored.task_id, o.stored.attempt), o))
+            .collect();
+        claims
+            .iter()
+            .map(|c| {
+                let a = c.claim.started.attempt;
+                let Some(first) = by_attempt.get_mut(&(a.task_id, a.attempt)) else {
+                    return Err(Error::Decode(format!(
+                        "no claim outcome for attempt {} of task {}",
+                        a.attempt, a.task_id
+                    )));
+                };
+                let outcome = first.clone();
+                // Later claims of the same attempt in this call lose to the first.
+                first.claimed = false;
+                first.deferred = None;
+                if let Some(d) = &outcome.deferred {
+                    add(&self.stats.deferred, 1);
+                    if let Some(family) = &self.deferred {
+                        family
+                            .get_or_create(&vec![
+                                ("task_name".to_owned(), c.limited.task_name.clone()),
+                                ("limit".to_owned(), d.limit.as_str().to_owned()),
+                            ])
+                            .inc();
+                    }
+                }
+                Ok(outcome)
             })
             .collect()
     }

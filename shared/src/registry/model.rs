@@ -73,6 +73,7 @@ impl AttemptStatus {
         let stop = |why: &str| HeartbeatAnswer {
             action: HeartbeatAction::Stop,
             reason: Some(reason.filter(|r| !r.is_empty()).unwrap_or(why).to_owned()),
+            retry_after_ms: None,
         };
         match self {
             // A heartbeat for an attempt nobody claimed: a worker that runs it without a
@@ -80,10 +81,12 @@ impl AttemptStatus {
             AttemptStatus::Scheduled | AttemptStatus::Running => HeartbeatAnswer {
                 action: HeartbeatAction::Continue,
                 reason: None,
+                retry_after_ms: None,
             },
             AttemptStatus::Completed | AttemptStatus::Failed => HeartbeatAnswer {
                 action: HeartbeatAction::Stop,
                 reason: Some("already finished".to_owned()),
+                retry_after_ms: None,
             },
             AttemptStatus::TimedOut => stop("timed out"),
             AttemptStatus::Stopped => stop("stopped"),
@@ -96,6 +99,7 @@ pub fn not_found() -> HeartbeatAnswer {
     HeartbeatAnswer {
         action: HeartbeatAction::NotFound,
         reason: Some("unknown task".to_owned()),
+        retry_after_ms: None,
     }
 }
 
@@ -104,6 +108,7 @@ pub fn throttled() -> HeartbeatAnswer {
     HeartbeatAnswer {
         action: HeartbeatAction::Throttled,
         reason: None,
+        retry_after_ms: None,
     }
 }
 

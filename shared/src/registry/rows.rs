@@ -4,8 +4,9 @@
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
+use super::limits::{AttemptLimits, Deferral, CONCURRENCY_RETRY_AFTER};
 use super::model::{AttemptStatus, TaskCheck};
-use crate::messages::AttemptRef;
+use crate::messages::{AttemptRef, ClaimAttempt};
 use crate::store::outbox::OutboxMessage;
 use crate::{Error, Result};
 
@@ -28,27 +29,70 @@ pub struct Stored {
 #[derive(Debug, Clone, PartialEq)]
 pub struct ClaimOutcome {
     /// The attempt's status afterwards (RUNNING when claimed; when refused, what stopped
-    /// the claim: STOPPED, an end, or RUNNING held by another worker).
+    /// the claim: STOPPED, an end, or RUNNING held by another worker; SCHEDULED when
+    /// limited or deferred).
     pub stored: Stored,
     /// The attempt is now the claimant's.
     pub claimed: bool,
+    /// Set by the first step of a claim ([`RegistryStore::claim_many`]) for an attempt
+    /// whose row is SCHEDULED under limits: not claimed yet, its claim goes on to the
+    /// limited path ([`RegistryStore::claim_limited`]), which decides it.
+    ///
+    /// [`RegistryStore::claim_many`]: crate::store::backend::RegistryStore::claim_many
+    /// [`RegistryStore::claim_limited`]: crate::store::backend::RegistryStore::claim_limited
+    pub limited: Option<Limited>,
+    /// The attempt is over a limit of its task: it stays SCHEDULED and the claimant is to
+    /// come back later.
+    pub deferred: Option<Deferral>,
+}
+
+/// What the limited path needs of an attempt's row: the task name the limits count
+/// (the row's, as the decider wrote it, not the claimant's word) and the limits.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Limited {
+    /// The task name whose attempts the limits count.
+    pub task_name: String,
+    /// The limits the decider wrote.
+    pub limits: AttemptLimits,
+}
+
+/// A claim on its way through the limited path.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LimitedClaim {
+    /// The claim.
+    pub claim: ClaimAttempt,
+    /// Its row's task name and limits.
+    pub limited: Limited,
 }
 
 impl ClaimOutcome {
-    /// The answer the claimant gets: CONTINUE when claimed, STOP with the reason when not.
+    /// The answer the claimant gets: CONTINUE when claimed, DEFER (with when to come
+    /// back) when over a limit, STOP with the reason when refused.
     pub fn answer(&self) -> crate::messages::HeartbeatAnswer {
         use crate::messages::{HeartbeatAction, HeartbeatAnswer};
         if self.claimed {
+            return HeartbeatAnswer::new(HeartbeatAction::Continue, None);
+        }
+        if let Some(d) = &self.deferred {
             return HeartbeatAnswer {
-                action: HeartbeatAction::Continue,
-                reason: None,
+                action: HeartbeatAction::Defer,
+                reason: Some(d.reason.clone()),
+                retry_after_ms: Some(d.retry_after.as_millis().try_into().unwrap_or(u64::MAX)),
+            };
+        }
+        if self.limited.is_some() {
+            // Not decided (the limited path did not run): come back, nothing was spent.
+            return HeartbeatAnswer {
+                action: HeartbeatAction::Defer,
+                reason: Some("limited task not judged yet".to_owned()),
+                retry_after_ms: Some(CONCURRENCY_RETRY_AFTER.as_millis() as u64),
             };
         }
         match self.stored.status {
-            AttemptStatus::Scheduled | AttemptStatus::Running => HeartbeatAnswer {
-                action: HeartbeatAction::Stop,
-                reason: Some("claimed by another worker".to_owned()),
-            },
+            AttemptStatus::Scheduled | AttemptStatus::Running => HeartbeatAnswer::new(
+                HeartbeatAction::Stop,
+                Some("claimed by another worker".to_owned()),
+            ),
             other => other.answer(self.stored.reason.as_deref()),
         }
     }
@@ -175,7 +219,9 @@ pub(crate) fn stored(
 }
 
 /// A claim's outcome as a backend reads it back: the attempt's status (`None` when
-/// another claim created the row in the same instant) is the claimed one's RUNNING.
+/// another claim created the row in the same instant) is the claimed one's RUNNING. An
+/// attempt not claimed whose row is SCHEDULED under limits (`limited`, from the row) is
+/// left to the limited path.
 pub(crate) fn claim_outcome(
     task_id: Uuid,
     attempt: i32,
@@ -183,11 +229,14 @@ pub(crate) fn claim_outcome(
     status: Option<String>,
     reason: Option<String>,
     timeout_seconds: i64,
+    limited: Option<Limited>,
 ) -> Result<ClaimOutcome> {
     let status = match (claimed, status) {
         (true, _) | (false, None) => AttemptStatus::Running,
         (false, Some(s)) => parse_status(&s)?,
     };
+    let limited = limited
+        .filter(|l| !claimed && status == AttemptStatus::Scheduled && !l.limits.is_unlimited());
     Ok(ClaimOutcome {
         stored: Stored {
             task_id,
@@ -197,7 +246,25 @@ pub(crate) fn claim_outcome(
             timeout_seconds,
         },
         claimed,
+        limited,
+        deferred: None,
     })
+}
+
+/// The outcome of a limited claim the limits deferred: the attempt stays SCHEDULED.
+pub(crate) fn deferred(claim: &LimitedClaim, deferral: Deferral) -> ClaimOutcome {
+    ClaimOutcome {
+        stored: Stored {
+            task_id: claim.claim.started.attempt.task_id,
+            attempt: claim.claim.started.attempt.attempt,
+            status: AttemptStatus::Scheduled,
+            reason: None,
+            timeout_seconds: 0,
+        },
+        claimed: false,
+        limited: None,
+        deferred: Some(deferral),
+    }
 }
 
 fn parse_status(status: &str) -> Result<AttemptStatus> {

@@ -36,7 +36,7 @@ use crate::dsl::WorkflowDef;
 use crate::hooks::Backoff;
 use crate::messages::ClaimAttempt;
 use crate::registry::rows::{
-    BeatWrite, ClaimOutcome, End, Liveness, ScanOutcome, ScanScope, Stored,
+    BeatWrite, ClaimOutcome, End, LimitedClaim, Liveness, ScanOutcome, ScanScope, Stored,
 };
 use crate::registry::TaskCheck;
 use crate::topology::Names;
@@ -358,7 +358,19 @@ pub trait RegistryStore {
     /// RUNNING one when the claim may take it over — becomes RUNNING, watched from now;
     /// an unknown attempt is created RUNNING; a stopped or ended one is refused. One
     /// outcome per distinct attempt, in no order.
+    ///
+    /// An attempt whose row is SCHEDULED under limits (docs/task-limits.md) is not
+    /// claimed here: its outcome carries [`ClaimOutcome::limited`], and the caller passes
+    /// it on to [`RegistryStore::claim_limited`]. Rows without limits never leave this
+    /// one statement.
     async fn claim_many(&self, claims: &[ClaimAttempt]) -> Result<Vec<ClaimOutcome>>;
+    /// Claims attempts of limited tasks: serialized per task name with every other
+    /// limited claim of that name (whatever the replica), each is claimed as
+    /// [`RegistryStore::claim_many`] would, or deferred ([`ClaimOutcome::deferred`], the
+    /// row stays SCHEDULED) when its task has `concurrency` RUNNING limited attempts or
+    /// its rate window is full; one stopped meanwhile is refused. One outcome per claim
+    /// (distinct attempts), in no order.
+    async fn claim_limited(&self, claims: &[LimitedClaim]) -> Result<Vec<ClaimOutcome>>;
     /// The newest attempt of each task (unknown tasks absent).
     async fn load_latest(&self, task_ids: &[Uuid]) -> Result<Vec<Stored>>;
     /// Writes heartbeats of RUNNING attempts; returns the rows written.

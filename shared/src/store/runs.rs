@@ -161,6 +161,10 @@ pub struct AttemptCheck {
     pub reason: Option<String>,
     /// Heartbeat timeout (`responseTimeoutSeconds`, 0: not watched).
     pub timeout_seconds: i64,
+    /// The limits of the attempt's task definition (`concurrentExecLimit`, rate limit),
+    /// written with a scheduled row and enforced by its claim (docs/task-limits.md);
+    /// none for almost every task.
+    pub limits: crate::registry::AttemptLimits,
 }
 
 impl CommitBatch {

@@ -13,6 +13,7 @@ pub(super) struct Stats {
     requeued: AtomicU64,
     publish_failed: AtomicU64,
     stopped: AtomicU64,
+    deferred: AtomicU64,
 }
 
 /// One counter of [`Stats`].
@@ -34,6 +35,9 @@ pub(super) enum Counter {
     PublishFailed,
     /// The heartbeat service stopped an attempt; nothing was reported.
     Stopped,
+    /// The heartbeat service deferred a claim (the task is over its limits); the task
+    /// went back to its queue after a wait.
+    Deferred,
 }
 
 impl Stats {
@@ -47,6 +51,7 @@ impl Stats {
             Counter::Requeued => &self.requeued,
             Counter::PublishFailed => &self.publish_failed,
             Counter::Stopped => &self.stopped,
+            Counter::Deferred => &self.deferred,
         };
         c.fetch_add(1, Ordering::Relaxed);
     }
@@ -60,6 +65,7 @@ impl Stats {
             &self.dead_lettered,
             &self.requeued,
             &self.stopped,
+            &self.deferred,
         ]
         .iter()
         .map(|c| c.load(Ordering::Relaxed))
@@ -79,6 +85,7 @@ impl Stats {
             requeued = get(&self.requeued),
             publish_failed = get(&self.publish_failed),
             stopped = get(&self.stopped),
+            deferred = get(&self.deferred),
             "{message}"
         );
     }

@@ -4,6 +4,7 @@
 
 use serde_json::Value;
 use weft::dsl::WorkflowTask;
+use weft::registry::AttemptLimits;
 
 /// How the delay between attempts grows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,6 +54,9 @@ pub struct Policy {
     /// Heartbeat timeout (`responseTimeoutSeconds`): a running attempt silent for
     /// longer is timed out by the heartbeat service. Conductor's default, 3,600 s.
     pub response_timeout_seconds: i64,
+    /// `concurrentExecLimit` and the rate limit, enforced when a worker claims an
+    /// attempt (docs/task-limits.md); written into each attempt's registry row.
+    pub limits: AttemptLimits,
 }
 
 /// Conductor's default `responseTimeoutSeconds`.
@@ -113,6 +117,7 @@ impl Policy {
                 "responseTimeoutSeconds",
                 DEFAULT_RESPONSE_TIMEOUT_SECONDS,
             ),
+            limits: def.map(AttemptLimits::of_task_def).unwrap_or_default(),
         }
     }
 
@@ -160,6 +165,26 @@ mod tests {
         assert_eq!(
             (p.retry_count, p.retry_delay_seconds, p.timeout_seconds),
             (0, 0, 0)
+        );
+    }
+
+    #[test]
+    fn limits_come_from_the_frozen_task_definition_only() {
+        assert!(Policy::of(&task(json!({}))).limits.is_unlimited());
+        // A limit on the workflow task itself is not Conductor's: only its TaskDef counts.
+        assert!(Policy::of(&task(json!({"concurrentExecLimit": 2})))
+            .limits
+            .is_unlimited());
+        let p = Policy::of(&task(json!({"taskDefinition": {
+            "name": "a", "concurrentExecLimit": 2, "rateLimitPerFrequency": 5,
+            "rateLimitFrequencyInSeconds": 10}})));
+        assert_eq!(p.limits.concurrency, Some(2));
+        assert_eq!(
+            p.limits.rate,
+            Some(weft::registry::RateLimit {
+                per_window: 5,
+                window_seconds: 10
+            })
         );
     }
 

@@ -73,7 +73,10 @@ async fn one(
         HeartbeatAction::Throttled => Err(ApiError::Unavailable(
             "too many heartbeats in flight; retry shortly".into(),
         )),
-        HeartbeatAction::Continue | HeartbeatAction::Stop => Ok(Json(answer)),
+        // DEFER answers claims only; a heartbeat never gets it.
+        HeartbeatAction::Continue | HeartbeatAction::Stop | HeartbeatAction::Defer => {
+            Ok(Json(answer))
+        }
     }
 }
 

@@ -338,6 +338,74 @@ async fn tasks_of_runs_that_moved_on_are_never_handed_out() {
 }
 
 #[tokio::test]
+async fn a_poll_over_the_concurrency_limit_gives_the_task_back_and_answers_none() {
+    let env = TestEnv::new().await;
+    let task_name = format!("capped_{}", random_suffix());
+    let first = schedule(&env, &task_name).await;
+    let second = schedule(&env, &task_name).await;
+    // The registry rows the decider writes for a TaskDef with concurrentExecLimit 1.
+    for s in [&first, &second] {
+        sqlx::query(
+            "INSERT INTO task_check (task_id, attempt, workflow_id, run_id, task_name,
+                 status, timeout_seconds, concurrency_limit)
+             VALUES ($1, 1, $2, $3, $4, 'SCHEDULED', 30, 1)",
+        )
+        .bind(s.task_id)
+        .bind(&s.workflow_id)
+        .bind(s.run_id)
+        .bind(&task_name)
+        .execute(env.store.pg_pool().unwrap())
+        .await
+        .expect("insert the registry row");
+    }
+    // A batch of five gets the one the limit allows, at once.
+    let r = env
+        .get(&format!(
+            "/api/tasks/poll/batch/{task_name}?workerid=w1&count=5&timeout=20000"
+        ))
+        .await;
+    let ids: Vec<Value> = r
+        .json()
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["taskId"].clone())
+        .collect();
+    assert_eq!(ids, [json!(first.task_id.to_string())]);
+    // The next is over the limit: back on its queue, and the poll has nothing for now,
+    // without waiting out its timeout (a bound far above an answer at once).
+    let none = env.get(&format!("/api/tasks/poll/{task_name}")).await;
+    assert_eq!(none.status, StatusCode::NO_CONTENT, "{}", none.text());
+    let long = tokio::time::timeout(
+        std::time::Duration::from_secs(15),
+        env.get(&format!("/api/tasks/poll/batch/{task_name}?timeout=30000")),
+    )
+    .await
+    .expect("a deferred task ends a long poll");
+    assert_eq!(long.json(), json!([]));
+    let size = env
+        .get(&format!("/api/tasks/queue/size?taskType={task_name}"))
+        .await;
+    assert_eq!(size.json(), json!(1), "still queued");
+    let row: String = sqlx::query_scalar("SELECT status FROM task_check WHERE task_id = $1")
+        .bind(second.task_id)
+        .fetch_one(env.store.pg_pool().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(row, "SCHEDULED");
+    // The first ends (the decider's commit): the next poll gets the second.
+    sqlx::query("UPDATE task_check SET status = 'COMPLETED' WHERE task_id = $1")
+        .bind(first.task_id)
+        .execute(env.store.pg_pool().unwrap())
+        .await
+        .unwrap();
+    let next = env.get(&format!("/api/tasks/poll/{task_name}")).await;
+    assert_eq!(next.status, StatusCode::OK, "{}", next.text());
+    assert_eq!(next.json()["taskId"], json!(second.task_id.to_string()));
+    finish(env, &task_name).await;
+}
+
+#[tokio::test]
 async fn bad_task_requests_are_refused_naming_the_field() {
     let env = TestEnv::new().await;
     let task_name = format!("bad_{}", random_suffix());

@@ -276,6 +276,35 @@ async fn the_scanner_query_uses_the_partial_index() {
     env.finish().await;
 }
 
+#[tokio::test]
+async fn a_limited_claim_counts_running_attempts_through_the_partial_index() {
+    let env = TestEnv::new().await;
+    let pool = env.store.pg_pool().unwrap();
+    // Many running attempts without a limit (which the index leaves out), a few with.
+    sqlx::query(
+        "INSERT INTO task_check (task_id, attempt, task_name, status, concurrency_limit)
+         SELECT gen_random_uuid(), 1, 'work', 'RUNNING',
+                CASE WHEN i % 1000 = 0 THEN 2 END
+         FROM generate_series(1, 20000) AS i",
+    )
+    .execute(pool)
+    .await
+    .unwrap();
+    sqlx::query("ANALYZE task_check")
+        .execute(pool)
+        .await
+        .unwrap();
+    let plan: Vec<String> = sqlx::query_scalar(&format!("EXPLAIN {}", weft::registry::GATE_SQL))
+        .bind("work")
+        .bind(true)
+        .fetch_all(pool)
+        .await
+        .unwrap();
+    let plan = plan.join("\n");
+    assert!(plan.contains("task_check_limited_running"), "{plan}");
+    env.finish().await;
+}
+
 /// Publishes a heartbeat of `task_id` to the heartbeat queue as a worker's request (no
 /// answer asked: the ingest records it all the same).
 async fn beat_into_queue(env: &TestEnv, task_id: Uuid) {

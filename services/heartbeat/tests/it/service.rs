@@ -113,6 +113,102 @@ async fn claim(env: &TestEnv, started: &AttemptStarted, takeover: bool) -> Heart
 }
 
 #[tokio::test]
+async fn claims_of_a_limited_task_past_its_limit_are_deferred_and_the_others_claimed() {
+    let env = TestEnv::new().await;
+    let service = Service::start(&env);
+    let limited: Vec<AttemptStarted> = (0..3)
+        .map(|_| AttemptStarted {
+            task_name: "capped".into(),
+            ..started(30)
+        })
+        .collect();
+    let free = started(30);
+    let row = |s: &AttemptStarted, limits| weft::store::runs::AttemptCheck {
+        task_id: s.attempt.task_id,
+        attempt: 1,
+        workflow_id: s.workflow_id.clone(),
+        run_id: s.run_id,
+        task_name: s.task_name.clone(),
+        task_ref: s.task_ref.clone(),
+        reply_to: s.reply_to.clone(),
+        status: weft::registry::AttemptStatus::Scheduled,
+        reason: None,
+        timeout_seconds: 30,
+        limits,
+    };
+    let capped = weft::registry::AttemptLimits {
+        concurrency: Some(1),
+        rate: None,
+    };
+    let mut checks: Vec<_> = limited.iter().map(|s| row(s, capped)).collect();
+    checks.push(row(&free, Default::default()));
+    env.store
+        .commit(&weft::store::runs::CommitBatch {
+            checks,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    // One request, as a busy worker sends it: the unlimited claim is answered with the
+    // others, one limited claim runs, the two others are told to come back.
+    let group = limited
+        .iter()
+        .chain([&free])
+        .map(|s| ClaimAttempt {
+            started: s.clone(),
+            takeover: false,
+        })
+        .collect();
+    let request = HeartbeatMessage::ClaimAttempts(ClaimAttempts { claims: group });
+    let envelope = Envelope::new(&free.workflow_id, Some(free.run_id), &request).unwrap();
+    let reply = env
+        .bus
+        .call("", &env.names.heartbeat_queue(), &envelope, SOON)
+        .await
+        .expect("an answer");
+    let answers: HeartbeatAnswers = serde_json::from_value(reply.payload).unwrap();
+    assert_eq!(answers.results.len(), 4, "{answers:?}");
+    assert_eq!(
+        answers.results[&free.attempt.task_id].action,
+        HeartbeatAction::Continue
+    );
+    let actions: Vec<_> = limited
+        .iter()
+        .map(|s| &answers.results[&s.attempt.task_id])
+        .collect();
+    assert_eq!(
+        actions
+            .iter()
+            .filter(|a| a.action == HeartbeatAction::Continue)
+            .count(),
+        1,
+        "{actions:?}"
+    );
+    for deferred in actions
+        .iter()
+        .filter(|a| a.action != HeartbeatAction::Continue)
+    {
+        assert_eq!(deferred.action, HeartbeatAction::Defer, "{deferred:?}");
+        assert_eq!(deferred.retry_after_ms, Some(500));
+        assert_eq!(
+            deferred.reason.as_deref(),
+            Some("concurrentExecLimit 1 reached")
+        );
+    }
+    // Asked alone later, a deferred one is deferred again while the first runs.
+    let waiting = limited
+        .iter()
+        .find(|s| answers.results[&s.attempt.task_id].action == HeartbeatAction::Defer)
+        .unwrap();
+    assert_eq!(
+        claim(&env, waiting, false).await.action,
+        HeartbeatAction::Defer
+    );
+    service.shut_down().await;
+    env.finish().await;
+}
+
+#[tokio::test]
 async fn claims_sent_together_are_answered_together_and_an_invalid_one_is_left_out() {
     let env = TestEnv::new().await;
     let service = Service::start(&env);

@@ -2,35 +2,52 @@
 //! that touches many attempts is one statement over arrays (UNNEST), so a batch of
 //! heartbeats costs one round trip.
 
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use chrono::{DateTime, Utc};
 use sqlx::{PgExecutor, PgPool};
 use uuid::Uuid;
 
 use super::outbox;
 use super::PgStore;
 use crate::messages::{AttemptStarted, ClaimAttempt};
+use crate::registry::limits::{AttemptLimits, Gate, Window};
 use crate::registry::rows::{
-    claim_outcome, stored, BeatWrite, CheckRow, ClaimOutcome, End, ScanCandidate, ScanOutcome,
-    ScanScope, Stored, StoredRow, CHECK_COLUMNS,
+    claim_outcome, deferred, stored, BeatWrite, CheckRow, ClaimOutcome, End, Limited, LimitedClaim,
+    ScanCandidate, ScanOutcome, ScanScope, Stored, StoredRow, CHECK_COLUMNS,
 };
 use crate::registry::scan::{judge, reason, timeout_messages, Sorted};
 use crate::registry::TaskCheck;
 use crate::store::backend::{LivenessProbe, RegistryStore};
 use crate::topology::Names;
-use crate::Result;
+use crate::{Error, Result};
 
 /// A claim's outcome as read back: `(task_id, attempt, claimed, status, stop_reason,
-/// timeout_seconds)`; the status is `None` when another claim created the row meanwhile.
-type ClaimRow = (Uuid, i32, bool, Option<String>, Option<String>, i64);
+/// timeout_seconds, task_name, concurrency_limit, rate_limit, rate_window_seconds)`; the
+/// status is `None` when another claim created the row meanwhile.
+type ClaimRow = (
+    Uuid,
+    i32,
+    bool,
+    Option<String>,
+    Option<String>,
+    i64,
+    Option<String>,
+    Option<i32>,
+    Option<i32>,
+    Option<i32>,
+);
 
 /// Claims attempts for their workers (compare-and-set, one statement): a SCHEDULED
 /// attempt, or a RUNNING one when the claim may take it over, becomes RUNNING with a
 /// deadline of now + timeout (database clock); an attempt with no row yet (scheduled
 /// before the decider wrote rows) is created RUNNING; any other is refused and read back.
-/// One outcome per distinct attempt (the first claim of a repeated attempt is the one
-/// tried; the others are refused), in no order.
+/// A SCHEDULED attempt under limits is left alone and flagged for [`claim_limited`]: all
+/// limits add to this statement is a condition and a few columns of rows it reads
+/// anyway. One outcome per distinct attempt (the first claim of a repeated attempt is the
+/// one tried; the others are refused), in no order.
 async fn claim_many(pool: &PgPool, claims: &[ClaimAttempt]) -> Result<Vec<ClaimOutcome>> {
     let mut seen = std::collections::HashSet::new();
     let unique: Vec<&ClaimAttempt> = claims
@@ -55,7 +72,10 @@ async fn claim_many(pool: &PgPool, claims: &[ClaimAttempt]) -> Result<Vec<ClaimO
              FROM x
              WHERE c.task_id = ANY($1::uuid[])
                AND c.task_id = x.task_id AND c.attempt = x.attempt
-               AND (c.status = 'SCHEDULED' OR (c.status = 'RUNNING' AND x.takeover))
+               AND ((c.status = 'SCHEDULED' AND c.concurrency_limit IS NULL
+                     AND c.rate_limit IS NULL)
+                    -- A takeover keeps the attempt RUNNING: no limit's count changes.
+                    OR (c.status = 'RUNNING' AND x.takeover))
              RETURNING c.task_id, c.attempt, c.timeout_seconds
          ), created AS (
              INSERT INTO task_check (task_id, attempt, workflow_id, run_id, task_name,
@@ -74,12 +94,15 @@ async fn claim_many(pool: &PgPool, claims: &[ClaimAttempt]) -> Result<Vec<ClaimO
          SELECT x.task_id, x.attempt,
              (k.task_id IS NOT NULL OR n.task_id IS NOT NULL),
              c.status, c.stop_reason,
-             COALESCE(k.timeout_seconds, n.timeout_seconds, c.timeout_seconds, 0)
+             COALESCE(k.timeout_seconds, n.timeout_seconds, c.timeout_seconds, 0),
+             c.task_name, c.concurrency_limit, c.rate_limit, c.rate_window_seconds
          FROM x
          LEFT JOIN claimed k ON k.task_id = x.task_id AND k.attempt = x.attempt
          LEFT JOIN created n ON n.task_id = x.task_id AND n.attempt = x.attempt
          -- By primary key, one row each (a join was planned as a sequential scan).
-         LEFT JOIN LATERAL (SELECT status, stop_reason, timeout_seconds FROM task_check t
+         LEFT JOIN LATERAL (SELECT status, stop_reason, timeout_seconds, task_name,
+                                   concurrency_limit, rate_limit, rate_window_seconds
+                            FROM task_check t
                             WHERE t.task_id = x.task_id AND t.attempt = x.attempt) c ON true",
     )
     .bind(
@@ -123,11 +146,181 @@ async fn claim_many(pool: &PgPool, claims: &[ClaimAttempt]) -> Result<Vec<ClaimO
     .await?;
     rows.into_iter()
         .map(
-            |(task_id, attempt, claimed, status, reason, timeout_seconds)| {
-                claim_outcome(task_id, attempt, claimed, status, reason, timeout_seconds)
+            |(task_id, attempt, claimed, status, reason, timeout, name, conc, rate, window)| {
+                let limited = name.map(|task_name| Limited {
+                    task_name,
+                    limits: AttemptLimits::from_columns(conc, rate, window),
+                });
+                claim_outcome(task_id, attempt, claimed, status, reason, timeout, limited)
             },
         )
         .collect()
+}
+
+/// The key space of the task-name locks (the first key of the two-key advisory lock;
+/// sqlx's migrator uses the one-key form, a separate space).
+const LIMITS_LOCK_SPACE: i32 = 0x5745_4c31; // "WEL1"
+
+/// What a limited claim reads under its task name's lock: the clock, the name's RUNNING
+/// attempts under a concurrency limit (`$2`: when any claim has one; through the partial
+/// index `task_check_limited_running`, which holds those rows only) and its rate window.
+/// Checked with EXPLAIN by the heartbeat service's tests.
+pub const GATE_SQL: &str = "SELECT clock_timestamp(),
+     CASE WHEN $2 THEN (SELECT count(*) FROM task_check
+                        WHERE task_name = $1 AND status = 'RUNNING'
+                          AND concurrency_limit IS NOT NULL)
+          ELSE 0 END,
+     (SELECT window_start FROM task_rate_windows WHERE task_name = $1),
+     (SELECT claims FROM task_rate_windows WHERE task_name = $1)";
+
+/// `(now, running limited attempts of the name, window start, window claims)`, read
+/// under the name's lock.
+type GateRow = (DateTime<Utc>, i64, Option<DateTime<Utc>>, Option<i32>);
+
+/// Claims attempts of limited tasks (the second step of a claim, see
+/// [`RegistryStore::claim_limited`]): one transaction per task name, holding the name's
+/// advisory lock (`pg_advisory_xact_lock`), so that limited claims of a name on every
+/// heartbeat replica and gateway are judged one group at a time against the state the
+/// previous group committed. Under the lock: the name's RUNNING limited attempts are
+/// counted through the partial index `task_check_limited_running`, its rate window is
+/// read, [`Gate`] admits or defers each claim in order, the admitted are claimed
+/// (compare-and-set, as in [`claim_many`]) and the window is written back. Attempts
+/// end without the lock (the decider's commit, the scanner): that only frees room.
+async fn claim_limited(pool: &PgPool, claims: &[LimitedClaim]) -> Result<Vec<ClaimOutcome>> {
+    let mut by_name: BTreeMap<&str, Vec<&LimitedClaim>> = BTreeMap::new();
+    let mut seen = HashSet::new();
+    for c in claims {
+        let a = c.claim.started.attempt;
+        if seen.insert((a.task_id, a.attempt)) {
+            by_name
+                .entry(c.limited.task_name.as_str())
+                .or_default()
+                .push(c);
+        }
+    }
+    let mut outcomes = Vec::with_capacity(seen.len());
+    for (name, group) in by_name {
+        outcomes.extend(claim_name(pool, name, &group).await?);
+    }
+    Ok(outcomes)
+}
+
+/// [`claim_limited`] for the claims of one task name, in one transaction.
+async fn claim_name(
+    pool: &PgPool,
+    name: &str,
+    group: &[&LimitedClaim],
+) -> Result<Vec<ClaimOutcome>> {
+    let mut tx = pool.begin().await?;
+    // Its own statement: the reads below must see what the lock's previous holder
+    // committed, so they take their snapshot after it is granted.
+    sqlx::query("SELECT pg_advisory_xact_lock($1, hashtext($2))")
+        .bind(LIMITS_LOCK_SPACE)
+        .bind(name)
+        .execute(&mut *tx)
+        .await?;
+    let count = group.iter().any(|c| c.limited.limits.concurrency.is_some());
+    let (now, running, start, claims): GateRow = sqlx::query_as(GATE_SQL)
+        .bind(name)
+        .bind(count)
+        .fetch_one(&mut *tx)
+        .await?;
+    let window = start.zip(claims).map(|(start, claims)| Window {
+        start_ms: start.timestamp_millis(),
+        claims,
+    });
+    let mut gate = Gate::new(now.timestamp_millis(), running, window);
+    let mut outcomes = Vec::with_capacity(group.len());
+    let mut admitted = Vec::new();
+    for c in group {
+        match gate.admit(&c.limited.limits) {
+            Ok(()) => admitted.push(*c),
+            Err(deferral) => outcomes.push(deferred(c, deferral)),
+        }
+    }
+    if !admitted.is_empty() {
+        let ids: Vec<Uuid> = admitted
+            .iter()
+            .map(|c| c.claim.started.attempt.task_id)
+            .collect();
+        let attempts: Vec<i32> = admitted
+            .iter()
+            .map(|c| c.claim.started.attempt.attempt)
+            .collect();
+        let workers: Vec<&str> = admitted
+            .iter()
+            .map(|c| c.claim.started.worker_id.as_str())
+            .collect();
+        let started: Vec<DateTime<Utc>> = admitted
+            .iter()
+            .map(|c| c.claim.started.started_at)
+            .collect();
+        let claimed: Vec<(Uuid, i32, i64)> = sqlx::query_as(
+            "UPDATE task_check c SET status = 'RUNNING', worker_id = x.worker_id,
+                 started_at = x.started_at, last_heartbeat_at = NULL, stop_reason = NULL,
+                 expires_at = CASE WHEN c.timeout_seconds > 0
+                     THEN now() + make_interval(secs => c.timeout_seconds) END,
+                 updated_at = now()
+             FROM UNNEST($1::uuid[], $2::int[], $3::text[], $4::timestamptz[])
+                 AS x(task_id, attempt, worker_id, started_at)
+             WHERE c.task_id = ANY($1::uuid[])
+               AND c.task_id = x.task_id AND c.attempt = x.attempt
+               AND c.status = 'SCHEDULED'
+             RETURNING c.task_id, c.attempt, c.timeout_seconds",
+        )
+        .bind(&ids)
+        .bind(&attempts)
+        .bind(&workers)
+        .bind(&started)
+        .fetch_all(&mut *tx)
+        .await?;
+        let got: HashMap<(Uuid, i32), i64> = claimed
+            .into_iter()
+            .map(|(id, attempt, timeout)| ((id, attempt), timeout))
+            .collect();
+        for c in admitted {
+            let a = c.claim.started.attempt;
+            match got.get(&(a.task_id, a.attempt)) {
+                Some(&timeout) => outcomes.push(claim_outcome(
+                    a.task_id, a.attempt, true, None, None, timeout, None,
+                )?),
+                None => {
+                    // Stopped or ended since the first step read it.
+                    gate.release(&c.limited.limits);
+                    let row: Option<(String, Option<String>, i64)> = sqlx::query_as(
+                        "SELECT status, stop_reason, timeout_seconds FROM task_check
+                         WHERE task_id = $1 AND attempt = $2",
+                    )
+                    .bind(a.task_id)
+                    .bind(a.attempt)
+                    .fetch_optional(&mut *tx)
+                    .await?;
+                    let (status, reason, timeout) =
+                        row.map_or((None, None, 0), |(s, r, t)| (Some(s), r, t));
+                    outcomes.push(claim_outcome(
+                        a.task_id, a.attempt, false, status, reason, timeout, None,
+                    )?);
+                }
+            }
+        }
+    }
+    if let Some(w) = gate.window_to_store() {
+        let start = DateTime::<Utc>::from_timestamp_millis(w.start_ms)
+            .ok_or_else(|| Error::Decode(format!("rate window start {} ms", w.start_ms)))?;
+        sqlx::query(
+            "INSERT INTO task_rate_windows (task_name, window_start, claims)
+             VALUES ($1, $2, $3)
+             ON CONFLICT (task_name) DO UPDATE SET
+                 window_start = EXCLUDED.window_start, claims = EXCLUDED.claims",
+        )
+        .bind(name)
+        .bind(start)
+        .bind(w.claims)
+        .execute(&mut *tx)
+        .await?;
+    }
+    tx.commit().await?;
+    Ok(outcomes)
 }
 
 /// The newest attempt of each task in `task_ids` (unknown tasks are absent).
@@ -261,6 +454,10 @@ type CandidateRow = (
 impl RegistryStore for PgStore {
     async fn claim_many(&self, claims: &[ClaimAttempt]) -> Result<Vec<ClaimOutcome>> {
         claim_many(&self.pool, claims).await
+    }
+
+    async fn claim_limited(&self, claims: &[LimitedClaim]) -> Result<Vec<ClaimOutcome>> {
+        claim_limited(&self.pool, claims).await
     }
 
     async fn load_latest(&self, task_ids: &[Uuid]) -> Result<Vec<Stored>> {

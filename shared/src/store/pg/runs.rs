@@ -171,6 +171,10 @@ impl RunStore for PgStore {
             .bind(col!(ck, |c| c.timeout_seconds))
             // ended runs, whose timers go: $85
             .bind(&ended)
+            // registry rows' limits (NULL: none, nearly always): $86..$88
+            .bind(col!(ck, |c| c.limits.columns().0))
+            .bind(col!(ck, |c| c.limits.columns().1))
+            .bind(col!(ck, |c| c.limits.columns().2))
             .execute(&self.pool)
             .await;
         match result {
@@ -275,9 +279,11 @@ WITH new_runs AS (
     -- The attempts' registry rows (docs/heartbeats.md): scheduled ones are created; an
     -- end applies to an attempt still open only (a scanner's timeout stays).
     INSERT INTO task_check AS c (task_id, attempt, workflow_id, run_id, task_name, task_ref,
-        reply_to, status, stop_reason, timeout_seconds)
+        reply_to, status, stop_reason, timeout_seconds, concurrency_limit, rate_limit,
+        rate_window_seconds)
     SELECT * FROM UNNEST($75::uuid[], $76::int[], $77::text[], $78::uuid[], $79::text[],
-        $80::text[], $81::text[], $82::text[], $83::text[], $84::bigint[])
+        $80::text[], $81::text[], $82::text[], $83::text[], $84::bigint[], $86::int[],
+        $87::int[], $88::int[])
     ON CONFLICT (task_id, attempt) DO UPDATE SET status = EXCLUDED.status,
         stop_reason = EXCLUDED.stop_reason, updated_at = now()
     WHERE c.status IN ('SCHEDULED', 'RUNNING') AND EXCLUDED.status <> 'SCHEDULED'

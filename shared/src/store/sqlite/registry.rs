@@ -6,7 +6,7 @@
 //! the probe, then re-checks each in its write transaction (still RUNNING and still past
 //! its deadline) before timing it out, so an end or a heartbeat written meanwhile wins.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -17,9 +17,10 @@ use uuid::Uuid;
 use super::outbox::{minus, plus, MAX_BINDS};
 use super::SqliteStore;
 use crate::messages::ClaimAttempt;
+use crate::registry::limits::{AttemptLimits, Gate, Window};
 use crate::registry::rows::{
-    claim_outcome, stored, BeatWrite, CheckRow, ClaimOutcome, End, ScanCandidate, ScanOutcome,
-    ScanScope, Stored, StoredRow, CHECK_COLUMNS,
+    claim_outcome, deferred, stored, BeatWrite, CheckRow, ClaimOutcome, End, Limited, LimitedClaim,
+    ScanCandidate, ScanOutcome, ScanScope, Stored, StoredRow, CHECK_COLUMNS,
 };
 use crate::registry::scan::{judge, reason, timeout_messages, Sorted};
 use crate::registry::TaskCheck;
@@ -28,6 +29,18 @@ use crate::topology::Names;
 use crate::{Error, Result};
 
 const STORED_COLUMNS: &str = "task_id, attempt, status, stop_reason, timeout_seconds";
+
+/// A refused claim's row, with what the limited path needs: `(status, stop_reason,
+/// timeout_seconds, task_name, concurrency_limit, rate_limit, rate_window_seconds)`.
+type LimitRow = (
+    String,
+    Option<String>,
+    i64,
+    String,
+    Option<i32>,
+    Option<i32>,
+    Option<i32>,
+);
 
 /// `secs` seconds after `at` (`None` when `secs` is 0: not watched).
 fn deadline(at: DateTime<Utc>, secs: i64) -> Option<DateTime<Utc>> {
@@ -130,6 +143,7 @@ impl RegistryStore for SqliteStore {
                     None,
                     None,
                     timeout,
+                    None,
                 )
             };
             // The usual case in one statement: the scheduled row becomes RUNNING.
@@ -140,7 +154,9 @@ impl RegistryStore for SqliteStore {
                          THEN strftime('%Y-%m-%dT%H:%M:%f+00:00', ?5, '+' || timeout_seconds || ' seconds')
                      END
                  WHERE task_id = ?1 AND attempt = ?2
-                   AND (status = 'SCHEDULED' OR (status = 'RUNNING' AND ?6))
+                   AND ((status = 'SCHEDULED' AND concurrency_limit IS NULL
+                         AND rate_limit IS NULL)
+                        OR (status = 'RUNNING' AND ?6))
                  RETURNING timeout_seconds",
             )
             .bind(s.attempt.task_id)
@@ -155,9 +171,10 @@ impl RegistryStore for SqliteStore {
                 outcomes.push(granted(timeout)?);
                 continue;
             }
-            let row: Option<(String, Option<String>, i64)> = sqlx::query_as(
-                "SELECT status, stop_reason, timeout_seconds FROM task_check
-                 WHERE task_id = ? AND attempt = ?",
+            let row: Option<LimitRow> = sqlx::query_as(
+                "SELECT status, stop_reason, timeout_seconds, task_name, concurrency_limit,
+                     rate_limit, rate_window_seconds
+                 FROM task_check WHERE task_id = ? AND attempt = ?",
             )
             .bind(s.attempt.task_id)
             .bind(s.attempt.attempt)
@@ -191,16 +208,148 @@ impl RegistryStore for SqliteStore {
                     .await?;
                     granted(timeout)?
                 }
-                Some((status, reason, timeout)) => claim_outcome(
+                Some((status, reason, timeout, task_name, conc, rate, window)) => claim_outcome(
                     s.attempt.task_id,
                     s.attempt.attempt,
                     false,
                     Some(status),
                     reason,
                     timeout,
+                    Some(Limited {
+                        task_name,
+                        limits: AttemptLimits::from_columns(conc, rate, window),
+                    }),
                 )?,
             };
             outcomes.push(outcome);
+        }
+        tx.commit().await?;
+        Ok(outcomes)
+    }
+
+    /// Claims attempts of limited tasks in one `BEGIN IMMEDIATE` transaction (the single
+    /// writer serializes them with every other claim): per task name, its RUNNING limited
+    /// attempts are counted (partial index `task_check_limited_running`), its rate
+    /// window read, [`Gate`] admits or defers each claim in order, the admitted are
+    /// claimed (compare-and-set) and the window written back.
+    async fn claim_limited(&self, claims: &[LimitedClaim]) -> Result<Vec<ClaimOutcome>> {
+        let mut by_name: BTreeMap<&str, Vec<&LimitedClaim>> = BTreeMap::new();
+        let mut seen = HashSet::new();
+        for c in claims {
+            let a = c.claim.started.attempt;
+            if seen.insert((a.task_id, a.attempt)) {
+                by_name
+                    .entry(c.limited.task_name.as_str())
+                    .or_default()
+                    .push(c);
+            }
+        }
+        if by_name.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut tx = self.writer.begin_with("BEGIN IMMEDIATE").await?;
+        let mut outcomes = Vec::with_capacity(seen.len());
+        for (name, group) in by_name {
+            let now = Utc::now();
+            let running: i64 = if group.iter().any(|c| c.limited.limits.concurrency.is_some()) {
+                sqlx::query_scalar(
+                    "SELECT count(*) FROM task_check
+                     WHERE task_name = ? AND status = 'RUNNING'
+                       AND concurrency_limit IS NOT NULL",
+                )
+                .bind(name)
+                .fetch_one(&mut *tx)
+                .await?
+            } else {
+                0
+            };
+            let window: Option<(DateTime<Utc>, i32)> = sqlx::query_as(
+                "SELECT window_start, claims FROM task_rate_windows WHERE task_name = ?",
+            )
+            .bind(name)
+            .fetch_optional(&mut *tx)
+            .await?;
+            let mut gate = Gate::new(
+                now.timestamp_millis(),
+                running,
+                window.map(|(start, claims)| Window {
+                    start_ms: start.timestamp_millis(),
+                    claims,
+                }),
+            );
+            for c in group {
+                if let Err(deferral) = gate.admit(&c.limited.limits) {
+                    outcomes.push(deferred(c, deferral));
+                    continue;
+                }
+                let s = &c.claim.started;
+                let claimed: Option<i64> = sqlx::query_scalar(
+                    "UPDATE task_check SET status = 'RUNNING', worker_id = ?3, started_at = ?4,
+                         last_heartbeat_at = NULL, stop_reason = NULL, updated_at = ?5,
+                         expires_at = CASE WHEN timeout_seconds > 0
+                             THEN strftime('%Y-%m-%dT%H:%M:%f+00:00', ?5, '+' || timeout_seconds || ' seconds')
+                         END
+                     WHERE task_id = ?1 AND attempt = ?2 AND status = 'SCHEDULED'
+                     RETURNING timeout_seconds",
+                )
+                .bind(s.attempt.task_id)
+                .bind(s.attempt.attempt)
+                .bind(&s.worker_id)
+                .bind(s.started_at)
+                .bind(now)
+                .fetch_optional(&mut *tx)
+                .await?;
+                let outcome = match claimed {
+                    Some(timeout) => claim_outcome(
+                        s.attempt.task_id,
+                        s.attempt.attempt,
+                        true,
+                        None,
+                        None,
+                        timeout,
+                        None,
+                    )?,
+                    None => {
+                        // Stopped or ended since the first step read it.
+                        gate.release(&c.limited.limits);
+                        let row: Option<(String, Option<String>, i64)> = sqlx::query_as(
+                            "SELECT status, stop_reason, timeout_seconds FROM task_check
+                             WHERE task_id = ? AND attempt = ?",
+                        )
+                        .bind(s.attempt.task_id)
+                        .bind(s.attempt.attempt)
+                        .fetch_optional(&mut *tx)
+                        .await?;
+                        let (status, reason, timeout) =
+                            row.map_or((None, None, 0), |(s, r, t)| (Some(s), r, t));
+                        claim_outcome(
+                            s.attempt.task_id,
+                            s.attempt.attempt,
+                            false,
+                            status,
+                            reason,
+                            timeout,
+                            None,
+                        )?
+                    }
+                };
+                outcomes.push(outcome);
+            }
+            if let Some(w) = gate.window_to_store() {
+                let start = DateTime::<Utc>::from_timestamp_millis(w.start_ms)
+                    .ok_or_else(|| Error::Decode(format!("rate window start {} ms", w.start_ms)))?;
+                sqlx::query(
+                    "INSERT INTO task_rate_windows (task_name, window_start, claims)
+                     VALUES (?1, ?2, ?3)
+                     ON CONFLICT (task_name) DO UPDATE SET
+                         window_start = excluded.window_start, claims = excluded.claims",
+                )
+                .bind(name)
+                .bind(start)
+                .bind(w.claims)
+                .execute(&mut *tx)
+                .await?;
+            }
         }
         tx.commit().await?;
         Ok(outcomes)

@@ -271,7 +271,7 @@ async fn write_all(conn: &mut SqliteConnection, batches: &[&CommitBatch]) -> Res
         let mut q = QueryBuilder::<Sqlite>::new(
             "INSERT INTO task_check (task_id, attempt, workflow_id, run_id, task_name,
                  task_ref, reply_to, status, stop_reason, timeout_seconds, created_at,
-                 updated_at) ",
+                 updated_at, concurrency_limit, rate_limit, rate_window_seconds) ",
         );
         q.push_values(chunk, |mut row, c| {
             row.push_bind(c.task_id)
@@ -285,7 +285,10 @@ async fn write_all(conn: &mut SqliteConnection, batches: &[&CommitBatch]) -> Res
                 .push_bind(&c.reason)
                 .push_bind(c.timeout_seconds)
                 .push_bind(now)
-                .push_bind(now);
+                .push_bind(now)
+                .push_bind(c.limits.columns().0)
+                .push_bind(c.limits.columns().1)
+                .push_bind(c.limits.columns().2);
         });
         q.push(
             " ON CONFLICT (task_id, attempt) DO UPDATE SET status = excluded.status,

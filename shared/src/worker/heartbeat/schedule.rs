@@ -256,8 +256,11 @@ impl Schedule {
                 Some(HeartbeatAction::Throttled) => {
                     cycle.retry(*key, Retry::Throttled, now, &self.policy)
                 }
-                // No answer for it: the request failed, or the answer left it out.
-                None => cycle.retry(*key, Retry::Failed, now, &self.policy),
+                // No answer for it: the request failed, or the answer left it out. (DEFER
+                // answers claims only; from a heartbeat it means nothing: sent again.)
+                None | Some(HeartbeatAction::Defer) => {
+                    cycle.retry(*key, Retry::Failed, now, &self.policy)
+                }
             }
         }
     }

@@ -33,6 +33,7 @@ fn answer(action: HeartbeatAction) -> HeartbeatAnswer {
     HeartbeatAnswer {
         action,
         reason: None,
+        retry_after_ms: None,
     }
 }
 
@@ -182,6 +183,7 @@ fn stop_and_not_found_fire_the_stop_with_a_reason_and_leave_the_schedule() {
         HeartbeatAnswer {
             action: HeartbeatAction::Stop,
             reason: Some("terminated".into()),
+            retry_after_ms: None,
         },
     );
     got.insert(b.task_id, answer(HeartbeatAction::NotFound));

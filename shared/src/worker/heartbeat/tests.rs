@@ -52,6 +52,7 @@ where
                 HeartbeatAnswer {
                     action,
                     reason: None,
+                    retry_after_ms: None,
                 },
             );
         }

@@ -1,6 +1,8 @@
 //! One attempt, from start to disposition: claim it, run the handler under the
 //! heartbeat scheduler, publish the result (or nothing, when the attempt was stopped).
 
+use std::time::Duration;
+
 use chrono::{DateTime, Utc};
 use tokio::task::JoinError;
 use tokio_util::task::AbortOnDropHandle;
@@ -21,7 +23,35 @@ use crate::{Envelope, Error};
 type Running = AbortOnDropHandle<Result<serde_json::Value, ActivityError>>;
 
 /// Pause before handing back a task whose claim got no answer.
-const CLAIM_RETRY_PAUSE: std::time::Duration = std::time::Duration::from_millis(500);
+const CLAIM_RETRY_PAUSE: Duration = Duration::from_millis(500);
+/// The wait of a deferral that advised none (a service that answers DEFER without
+/// `retryAfterMs`).
+const DEFAULT_DEFER: Duration = Duration::from_millis(500);
+
+/// What the heartbeat service answered a claim.
+enum Claim {
+    /// The attempt is this worker's: run it.
+    Granted,
+    /// It must not run (skipped, its run terminated or reset while it waited, or another
+    /// worker holds it): acknowledge it.
+    Refused(String),
+    /// Its task is over a limit of its definition: leave it for later.
+    Deferred {
+        /// The service's advice.
+        retry_after: Duration,
+        /// Which limit.
+        reason: String,
+    },
+}
+
+/// What became of a delivery in [`Shared::execute`].
+pub(super) enum Executed {
+    /// Settle it so.
+    Done(Disposition),
+    /// Over its task's limit: not run, not settled; give it back to its queue after the
+    /// advised wait (see `Shared::defer`).
+    Deferred(Duration),
+}
 
 impl Shared {
     /// Tells the run the attempt is IN_PROGRESS (its `timeoutSeconds` counts from
@@ -69,9 +99,7 @@ impl Shared {
     /// Claims the attempt of `task` for this worker: a request to the heartbeat
     /// service (sent with the other claims waiting, see [`crate::worker::claims`]), which
     /// moves the attempt's registry row from SCHEDULED to RUNNING (compare-and-set)
-    /// before answering. `Ok(None)`: the attempt is this worker's; `Ok(Some(reason))`: it
-    /// must not run (skipped, its run terminated or reset while it waited, or another
-    /// worker holds it); `Err`: no answer (the task goes back to its queue and is claimed
+    /// before answering. `Err`: no answer (the task goes back to its queue and is claimed
     /// again). A redelivered task may take over an attempt its earlier consumer claimed
     /// and died with.
     async fn claim(
@@ -79,7 +107,7 @@ impl Shared {
         task: &ActivityTask,
         started_at: DateTime<Utc>,
         redelivered: bool,
-    ) -> Result<Option<String>, Error> {
+    ) -> Result<Claim, Error> {
         let answer = self
             .claims
             .claim(ClaimAttempt {
@@ -88,31 +116,48 @@ impl Shared {
             })
             .await?;
         Ok(match answer.action {
-            HeartbeatAction::Continue => None,
-            _ => Some(answer.reason.unwrap_or_else(|| "stopped".to_owned())),
+            HeartbeatAction::Continue => Claim::Granted,
+            HeartbeatAction::Defer => Claim::Deferred {
+                retry_after: Duration::from_millis(
+                    answer
+                        .retry_after_ms
+                        .unwrap_or(DEFAULT_DEFER.as_millis() as u64),
+                ),
+                reason: answer.reason.unwrap_or_else(|| "deferred".to_owned()),
+            },
+            _ => Claim::Refused(answer.reason.unwrap_or_else(|| "stopped".to_owned())),
         })
     }
 
     /// Registers the attempt, runs the handler (in its own task, so a panic is caught)
     /// while the scheduler heartbeats it, then publishes the result. An attempt stopped
-    /// before it started (e.g. skipped while SCHEDULED) is acknowledged without running.
+    /// before it started (e.g. skipped while SCHEDULED) is acknowledged without running;
+    /// one over its task's limits is [`Executed::Deferred`], untouched.
     pub(super) async fn execute(
         &self,
         handler: BoxedHandler,
         task: ActivityTask,
         redelivered: bool,
-    ) -> Disposition {
+    ) -> Executed {
         let started_at = Utc::now();
         let claimed = tokio::select! {
             claimed = self.claim(&task, started_at, redelivered) => claimed,
             _ = self.abandon.cancelled() => Err(Error::ShuttingDown),
         };
         match claimed {
-            Ok(None) => {}
-            Ok(Some(reason)) => {
+            Ok(Claim::Granted) => {}
+            Ok(Claim::Refused(reason)) => {
                 self.stats.incr(Counter::Stopped);
                 tracing::info!(task_id = %task.task_id, %reason, "activity not claimed; not running it");
-                return Disposition::Ack;
+                return Executed::Done(Disposition::Ack);
+            }
+            Ok(Claim::Deferred {
+                retry_after,
+                reason,
+            }) => {
+                tracing::debug!(task_id = %task.task_id, %reason, ?retry_after,
+                    "activity over its task's limit; it goes back to its queue later");
+                return Executed::Deferred(retry_after);
             }
             Err(e) => {
                 // Nothing ran yet: the task goes back, and is claimed again (as a
@@ -124,9 +169,19 @@ impl Shared {
                     _ = tokio::time::sleep(CLAIM_RETRY_PAUSE) => {}
                     _ = self.abandon.cancelled() => {}
                 }
-                return Disposition::Requeue;
+                return Executed::Done(Disposition::Requeue);
             }
         }
+        Executed::Done(self.run_claimed(handler, task, started_at).await)
+    }
+
+    /// [`Shared::execute`] once the attempt is this worker's.
+    async fn run_claimed(
+        &self,
+        handler: BoxedHandler,
+        task: ActivityTask,
+        started_at: DateTime<Utc>,
+    ) -> Disposition {
         self.stats.incr(Counter::Started);
         let start_report = self.report_started(&task, started_at);
         let clock = std::time::Instant::now();

@@ -19,6 +19,7 @@ use crate::bus::{Bus, ConsumeOptions, Delivery, Disposition};
 use crate::messages::ActivityMessage;
 use crate::topology::Names;
 use crate::{Error, Result};
+use execute::Executed;
 
 /// How often the counters are logged while anything happens.
 const REPORT_EVERY: Duration = Duration::from_secs(60);
@@ -28,6 +29,9 @@ const ABANDON_WAIT: Duration = Duration::from_secs(2);
 const HEARTBEAT_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long a claim request waits for the heartbeat service's answer.
 const CLAIM_TIMEOUT: Duration = Duration::from_secs(5);
+/// Bounds on the wait of a deferred task before it goes back to its queue.
+const MIN_DEFER: Duration = Duration::from_millis(50);
+const MAX_DEFER: Duration = Duration::from_secs(30);
 
 /// State shared by every delivery of every queue of one worker.
 struct Shared {
@@ -51,6 +55,8 @@ struct Shared {
     stop_grace: Duration,
     /// How long a handler runs before the run is told it started.
     start_report_after: Duration,
+    /// `weft_worker_claims_deferred`: tasks over their task's limit, given back later.
+    deferred: prometheus_client::metrics::counter::Counter,
 }
 
 pub(super) async fn run(
@@ -109,6 +115,10 @@ pub(super) async fn run(
         claims: super::claims::Claims::new(bus.clone(), CLAIM_TIMEOUT),
         stop_grace,
         start_report_after,
+        deferred: metrics.counter(
+            "weft_worker_claims_deferred",
+            "Activity tasks the heartbeat service deferred (over their task's limit), given back to their queue",
+        ),
     });
     let opts = ConsumeOptions {
         prefetch: u16::try_from(concurrency).unwrap_or(u16::MAX),
@@ -245,7 +255,7 @@ impl Shared {
             _ = self.stop.cancelled() => None,
             slot = Arc::clone(&self.slots).acquire_owned() => slot.ok(),
         };
-        let Some(_slot) = slot else {
+        let Some(slot) = slot else {
             self.stats.incr(Counter::Requeued);
             return Disposition::Requeue;
         };
@@ -261,8 +271,36 @@ impl Shared {
             redelivered = delivery.redelivered,
         );
         crate::telemetry::set_parent(&span, delivery.traceparent.as_deref());
-        self.execute(handler, task, delivery.redelivered)
+        let executed = self
+            .execute(handler, task, delivery.redelivered)
             .instrument(span)
-            .await
+            .await;
+        drop(slot);
+        match executed {
+            Executed::Done(disposition) => disposition,
+            Executed::Deferred(advised) => self.defer(advised).await,
+        }
+    }
+
+    /// A task over its task's limit (docs/task-limits.md): nothing ran, and its slot is
+    /// free again for other tasks while it waits. After the advised wait it goes back
+    /// to its queue (nack with requeue), where any worker may take it and claim it
+    /// again; a worker holding it until a place frees would keep it from the others and
+    /// hold it unacknowledged for as long as the limit lasts. The wait is what keeps a
+    /// crowd of deferred tasks from spinning: each costs one claim and one redelivery
+    /// per wait. It is stretched by up to a quarter at random, so that tasks deferred
+    /// together do not come back together, and bounded by [`MAX_DEFER`] (a long rate
+    /// window is waited out in several rounds, never past the broker's delivery
+    /// timeout). Shutdown cuts it short.
+    async fn defer(&self, advised: Duration) -> Disposition {
+        self.stats.incr(Counter::Deferred);
+        self.deferred.inc();
+        let wait = advised.clamp(MIN_DEFER, MAX_DEFER);
+        let wait = wait.mul_f64(1.0 + rand::random::<f64>() / 4.0);
+        tokio::select! {
+            _ = tokio::time::sleep(wait) => {}
+            _ = self.stop.cancelled() => {}
+        }
+        Disposition::Requeue
     }
 }

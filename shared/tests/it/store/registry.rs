@@ -5,10 +5,11 @@ use std::time::Duration;
 use chrono::{TimeDelta, Utc};
 use futures_util::future::BoxFuture;
 use uuid::Uuid;
-use weft::messages::{AttemptRef, AttemptStarted, ClaimAttempt, Command};
+use weft::messages::{AttemptRef, AttemptStarted, ClaimAttempt, Command, HeartbeatAction};
 use weft::registry::rows::{BeatWrite, End, Liveness, ScanScope};
-use weft::registry::AttemptStatus;
+use weft::registry::{AttemptLimits, AttemptStatus, LimitKind, RateLimit, Registry};
 use weft::store::runs::{AttemptCheck, CommitBatch};
+use weft::store::Store;
 use weft::Envelope;
 
 use super::Env;
@@ -62,6 +63,7 @@ fn attempt_row(
         status,
         reason: reason.map(str::to_owned),
         timeout_seconds: timeout,
+        limits: Default::default(),
     }
 }
 
@@ -506,4 +508,239 @@ async fn suspect_then_confirm(env: &Env) -> Vec<String> {
     let row = store.task_check(task).await.unwrap().unwrap();
     assert_eq!(row.status, AttemptStatus::TimedOut);
     Vec::new()
+}
+
+/// A SCHEDULED row of task `name` under `limits`, as the decider writes it.
+fn limited_row(task_id: Uuid, name: &str, limits: AttemptLimits) -> AttemptCheck {
+    AttemptCheck {
+        task_name: name.into(),
+        limits,
+        ..attempt_row(task_id, AttemptStatus::Scheduled, None, 30)
+    }
+}
+
+fn claim_of(task_id: Uuid, name: &str, takeover: bool) -> ClaimAttempt {
+    let mut c = claim(task_id, 1, "w", 30, takeover);
+    c.started.task_name = name.into();
+    c
+}
+
+async fn commit_rows(store: &Store, checks: Vec<AttemptCheck>) {
+    store
+        .commit(&CommitBatch {
+            checks,
+            ..CommitBatch::default()
+        })
+        .await
+        .unwrap();
+}
+
+fn concurrency(n: i32) -> AttemptLimits {
+    AttemptLimits {
+        concurrency: Some(n),
+        rate: None,
+    }
+}
+
+fn registry(store: &Store) -> Registry {
+    Registry::new(store.clone(), None, Duration::from_secs(60))
+}
+
+store_test!(
+    limited_claims_wait_for_a_running_attempt_to_end,
+    concurrency_limit
+);
+async fn concurrency_limit(store: &Store) {
+    let registry = registry(store);
+    let ids: Vec<Uuid> = (0..5).map(|_| Uuid::now_v7()).collect();
+    commit_rows(
+        store,
+        ids.iter()
+            .map(|id| limited_row(*id, "capped", concurrency(2)))
+            .collect(),
+    )
+    .await;
+    // Unlimited attempts of the same name take the usual path and count for nothing.
+    let free = Uuid::now_v7();
+    commit_rows(
+        store,
+        vec![limited_row(free, "capped", AttemptLimits::default())],
+    )
+    .await;
+    assert!(
+        registry
+            .claim(&claim_of(free, "capped", false))
+            .await
+            .unwrap()
+            .claimed
+    );
+
+    // The first step leaves a limited row alone, flagged for the limited path.
+    let first = store
+        .claim_many(&[claim_of(ids[0], "capped", false)])
+        .await
+        .unwrap();
+    assert!(!first[0].claimed);
+    assert_eq!(first[0].stored.status, AttemptStatus::Scheduled);
+    let limited = first[0].limited.clone().expect("flagged");
+    assert_eq!(
+        (limited.task_name.as_str(), limited.limits),
+        ("capped", concurrency(2))
+    );
+    assert_eq!(
+        store.task_check(ids[0]).await.unwrap().unwrap().status,
+        AttemptStatus::Scheduled
+    );
+
+    // Five claims of a name limited to two at once: two run, three wait SCHEDULED.
+    let claims: Vec<ClaimAttempt> = ids
+        .iter()
+        .map(|id| claim_of(*id, "capped", false))
+        .collect();
+    let outcomes = registry.claim_many(&claims).await.unwrap();
+    let claimed: Vec<Uuid> = outcomes
+        .iter()
+        .filter(|o| o.claimed)
+        .map(|o| o.stored.task_id)
+        .collect();
+    assert_eq!(claimed, ids[..2], "in order: {outcomes:?}");
+    for o in &outcomes[2..] {
+        let d = o.deferred.as_ref().expect("deferred");
+        assert_eq!(d.limit, LimitKind::Concurrency);
+        assert_eq!(d.retry_after, Duration::from_millis(500));
+        let answer = o.answer();
+        assert_eq!(answer.action, HeartbeatAction::Defer);
+        assert_eq!(answer.retry_after_ms, Some(500));
+        assert!(answer.reason.unwrap().contains("concurrentExecLimit 2"));
+        assert_eq!(
+            store
+                .task_check(o.stored.task_id)
+                .await
+                .unwrap()
+                .unwrap()
+                .status,
+            AttemptStatus::Scheduled
+        );
+    }
+    assert_eq!(registry.stats().deferred, 3);
+
+    // Still full: asked again, deferred again. A takeover of a running attempt (its
+    // worker died) changes no count and is not limited.
+    let again = registry.claim(&claims[2]).await.unwrap();
+    assert!(again.deferred.is_some());
+    let over = registry
+        .claim(&claim_of(ids[0], "capped", true))
+        .await
+        .unwrap();
+    assert!(over.claimed && over.deferred.is_none());
+
+    // One ends: the next claim gets its place, the one after still waits.
+    commit_rows(
+        store,
+        vec![AttemptCheck {
+            task_name: "capped".into(),
+            ..attempt_row(ids[0], AttemptStatus::Completed, None, 0)
+        }],
+    )
+    .await;
+    let outcomes = registry.claim_many(&claims[2..4]).await.unwrap();
+    assert!(outcomes[0].claimed, "{outcomes:?}");
+    assert!(outcomes[1].deferred.is_some(), "{outcomes:?}");
+
+    // One stopped while it waited is refused with its reason, not deferred.
+    commit_rows(
+        store,
+        vec![attempt_row(
+            ids[4],
+            AttemptStatus::Stopped,
+            Some("skipped by an operator"),
+            0,
+        )],
+    )
+    .await;
+    let refused = registry.claim(&claims[4]).await.unwrap();
+    assert!(!refused.claimed && refused.deferred.is_none());
+    assert_eq!(
+        refused.answer().reason.as_deref(),
+        Some("skipped by an operator")
+    );
+}
+
+store_test!(
+    limited_claims_racing_each_other_never_pass_the_limit,
+    racing_claims
+);
+async fn racing_claims(store: &Store) {
+    let ids: Vec<Uuid> = (0..12).map(|_| Uuid::now_v7()).collect();
+    commit_rows(
+        store,
+        ids.iter()
+            .map(|id| limited_row(*id, "raced", concurrency(3)))
+            .collect(),
+    )
+    .await;
+    // One registry per claim, all at once: as many heartbeat replicas and gateways.
+    let claims = ids.iter().map(|id| {
+        let registry = registry(store);
+        let claim = claim_of(*id, "raced", false);
+        tokio::spawn(async move { registry.claim(&claim).await.unwrap() })
+    });
+    let outcomes: Vec<_> = futures_util::future::join_all(claims)
+        .await
+        .into_iter()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(outcomes.iter().filter(|o| o.claimed).count(), 3);
+    assert_eq!(outcomes.iter().filter(|o| o.deferred.is_some()).count(), 9);
+}
+
+store_test!(limited_claims_fill_a_fixed_rate_window, rate_window);
+async fn rate_window(store: &Store) {
+    let registry = registry(store);
+    let rated = |per_window, window_seconds| AttemptLimits {
+        concurrency: None,
+        rate: Some(RateLimit {
+            per_window,
+            window_seconds,
+        }),
+    };
+    let ids: Vec<Uuid> = (0..4).map(|_| Uuid::now_v7()).collect();
+    commit_rows(
+        store,
+        ids.iter()
+            .map(|id| limited_row(*id, "paced", rated(2, 1)))
+            .collect(),
+    )
+    .await;
+    // Another name has its own window.
+    let other = Uuid::now_v7();
+    commit_rows(store, vec![limited_row(other, "other", rated(2, 3_600))]).await;
+
+    // Three claims in one window of two: the third waits for the window's end.
+    let claims: Vec<ClaimAttempt> = ids.iter().map(|id| claim_of(*id, "paced", false)).collect();
+    let outcomes = registry.claim_many(&claims[..3]).await.unwrap();
+    assert!(outcomes[0].claimed && outcomes[1].claimed, "{outcomes:?}");
+    let d = outcomes[2].deferred.clone().expect("deferred");
+    assert_eq!(d.limit, LimitKind::Rate);
+    assert!(
+        d.retry_after > Duration::ZERO && d.retry_after <= Duration::from_secs(1),
+        "{d:?}"
+    );
+    assert!(
+        d.reason.contains("rateLimitPerFrequency 2 per 1 s"),
+        "{d:?}"
+    );
+    assert!(
+        registry
+            .claim(&claim_of(other, "other", false))
+            .await
+            .unwrap()
+            .claimed,
+        "a window per task name"
+    );
+
+    // The next window admits two again.
+    tokio::time::sleep(d.retry_after + Duration::from_millis(50)).await;
+    let next = registry.claim_many(&claims[2..4]).await.unwrap();
+    assert!(next.iter().all(|o| o.claimed), "{next:?}");
 }

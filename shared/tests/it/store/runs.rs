@@ -248,6 +248,7 @@ fn attempt_check(wf: &str, run_id: Uuid, task_id: Uuid) -> AttemptCheck {
         status: weft::registry::AttemptStatus::Scheduled,
         reason: None,
         timeout_seconds: 30,
+        limits: Default::default(),
     }
 }
 

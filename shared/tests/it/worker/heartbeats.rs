@@ -53,6 +53,8 @@ struct Seen {
     claim_groups: Vec<Vec<Uuid>>,
     /// Claim requests received (counted before `claim_delay`, unlike the others).
     claims_arrived: usize,
+    /// Claims per task, each with whether it was granted, in arrival order.
+    claims_of: HashMap<Uuid, Vec<(Instant, bool)>>,
 }
 
 impl Seen {
@@ -82,6 +84,9 @@ struct Rules {
     claim_delay: Duration,
     /// A task claimed once is refused to every later claim, as the real service does.
     claim_once: bool,
+    /// DEFER (over a limit) this many claims of the task, advising this wait, before
+    /// CONTINUE.
+    defer: HashMap<Uuid, (usize, Duration)>,
 }
 
 struct Service {
@@ -146,19 +151,42 @@ fn claims(seen: &mut Seen, rules: &Rules, d: &Delivery, claims: Vec<ClaimAttempt
     for claim in claims {
         let id = claim.started.attempt.task_id;
         seen.probed.insert(id);
+        let earlier = seen.claims_of.get(&id).map_or(0, Vec::len);
+        if let Some(&(_, wait)) = rules.defer.get(&id).filter(|(n, _)| earlier < *n) {
+            seen.claims_of
+                .entry(id)
+                .or_default()
+                .push((Instant::now(), false));
+            results.insert(
+                id,
+                HeartbeatAnswer {
+                    action: HeartbeatAction::Defer,
+                    reason: Some("concurrentExecLimit 1 reached".into()),
+                    retry_after_ms: Some(wait.as_millis() as u64),
+                },
+            );
+            continue;
+        }
+        seen.claims_of
+            .entry(id)
+            .or_default()
+            .push((Instant::now(), true));
         let claimed_before = seen.started.insert(id, claim.started).is_some();
         let answer = match rules.stopped_before_start.get(&id) {
             Some(reason) => HeartbeatAnswer {
                 action: HeartbeatAction::Stop,
                 reason: Some(reason.clone()),
+                retry_after_ms: None,
             },
             None if rules.claim_once && claimed_before => HeartbeatAnswer {
                 action: HeartbeatAction::Stop,
                 reason: Some("claimed by another worker".into()),
+                retry_after_ms: None,
             },
             None => HeartbeatAnswer {
                 action: HeartbeatAction::Continue,
                 reason: None,
+                retry_after_ms: None,
             },
         };
         results.insert(id, answer);
@@ -193,10 +221,12 @@ fn record(log: &Mutex<Seen>, rules: &Rules, d: &Delivery) -> Option<Envelope> {
                     Some(reason) => HeartbeatAnswer {
                         action: HeartbeatAction::Stop,
                         reason: Some(reason.clone()),
+                        retry_after_ms: None,
                     },
                     None => HeartbeatAnswer {
                         action: HeartbeatAction::NotFound,
                         reason: None,
+                        retry_after_ms: None,
                     },
                 };
                 results.insert(beat.task_id, answer);
@@ -214,7 +244,14 @@ fn record(log: &Mutex<Seen>, rules: &Rules, d: &Delivery) -> Option<Envelope> {
                 } else {
                     (HeartbeatAction::Continue, None)
                 };
-                results.insert(id, HeartbeatAnswer { action, reason });
+                results.insert(
+                    id,
+                    HeartbeatAnswer {
+                        action,
+                        reason,
+                        retry_after_ms: None,
+                    },
+                );
             }
             seen.requests.push(Request {
                 sent: d.envelope.time,
@@ -861,5 +898,87 @@ async fn a_task_delivered_twice_while_its_claim_waits_runs_once() {
     assert!(left.is_none(), "the second delivery was acked");
     service.stop().await;
     decider.bus.teardown(&[queue]).await.unwrap();
+    decider.teardown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deferred_task_waits_without_its_slot_and_runs_once_when_granted() {
+    let mut decider = Decider::without_registry().await;
+    let limited = decider.task("capped", json!({"n": 1}));
+    let free = decider.task("free", json!({"n": 2}));
+    let advised = Duration::from_secs(1);
+    let rules = Rules {
+        defer: HashMap::from([(limited.task_id, (2, advised))]),
+        ..Rules::default()
+    };
+    let service = Service::start(&decider.bus, rules);
+    let ran: Arc<Mutex<Vec<(Uuid, Instant)>>> = Arc::default();
+    let handler = |log: Arc<Mutex<Vec<(Uuid, Instant)>>>| {
+        move |task: ActivityTask| {
+            let log = log.clone();
+            async move {
+                log.lock().unwrap().push((task.task_id, Instant::now()));
+                Ok(json!("ran"))
+            }
+        }
+    };
+    // One slot for both queues: the deferred task must not hold it while it waits.
+    let worker = decider
+        .worker()
+        .concurrency(1)
+        .handler("capped", handler(ran.clone()))
+        .handler("free", handler(ran.clone()))
+        .build();
+    let shutdown = CancellationToken::new();
+    let run = spawn(worker, &shutdown);
+    decider.schedule(&limited).await;
+    service
+        .wait_for("a first claim of the limited task", |s| {
+            s.claims_of.contains_key(&limited.task_id)
+        })
+        .await;
+    decider.schedule(&free).await;
+
+    let (_, first) = decider.next_result().await;
+    assert!(
+        matches!(&first, Command::ActivityCompleted(c) if c.task_id == free.task_id),
+        "the free task ran while the limited one waited: {first:?}"
+    );
+    let (_, second) = decider.next_result().await;
+    assert!(matches!(&second, Command::ActivityCompleted(c) if c.task_id == limited.task_id));
+    let ran = ran.lock().unwrap().clone();
+    assert_eq!(
+        ran.iter().map(|(id, _)| *id).collect::<Vec<_>>(),
+        vec![free.task_id, limited.task_id],
+        "the limited task ran once, after its deferrals"
+    );
+    let claims = service.seen().claims_of[&limited.task_id].clone();
+    assert_eq!(
+        claims
+            .iter()
+            .map(|(_, granted)| *granted)
+            .collect::<Vec<_>>(),
+        [false, false, true],
+        "claimed again after each deferral, until granted"
+    );
+    // The free task ran during the first wait: the deferred one did not keep the slot.
+    assert!(
+        ran[0].1 < claims[0].0 + advised,
+        "the free task waited for the limited one's wait to end"
+    );
+    // Each claim came after the advised wait (a lower bound the worker guarantees).
+    for pair in claims.windows(2) {
+        let gap = pair[1].0 - pair[0].0;
+        assert!(
+            gap >= advised,
+            "claimed again {gap:?} after a deferral, before {advised:?}"
+        );
+    }
+    decider.assert_no_result().await;
+    shutdown.cancel();
+    stopped(run).await;
+    service.stop().await;
+    let queues = ["capped", "free"].map(|q| decider.bus.names().activity_queue(q));
+    decider.bus.teardown(&queues).await.unwrap();
     decider.teardown().await;
 }

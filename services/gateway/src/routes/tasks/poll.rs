@@ -6,7 +6,8 @@
 //! heartbeat registry and acknowledged on the queue; a worker that then dies goes silent,
 //! the heartbeat service times the attempt out, and the decider retries the task. A task
 //! whose run moved on (terminated, skipped, reset, stopped) is dropped from the queue and
-//! never handed out.
+//! never handed out. A task over its task definition's limits (docs/task-limits.md) goes
+//! back to its queue at once, and the poll answers as if the queue had nothing more.
 
 use std::time::Duration;
 
@@ -70,10 +71,12 @@ pub async fn one(
 ) -> Result<Response, ApiError> {
     let worker = worker_id(q.workerid)?;
     let queue = queue_of(&state, &task_type).await?;
-    Ok(match take(&state, &queue, worker.as_deref()).await? {
-        Some(task) => Json(task).into_response(),
-        None => StatusCode::NO_CONTENT.into_response(),
-    })
+    Ok(
+        match take(&state, &queue, worker.as_deref()).await?.task() {
+            Some(task) => Json(task).into_response(),
+            None => StatusCode::NO_CONTENT.into_response(),
+        },
+    )
 }
 
 /// `GET /api/tasks/poll/batch/{taskType}`: up to `count` tasks (default 1), waiting up
@@ -110,14 +113,21 @@ pub async fn batch(
     let mut pause = FIRST_PAUSE;
     let mut tasks = Vec::new();
     loop {
+        let mut limited = false;
         while tasks.len() < count {
             match take(&state, &queue, worker.as_deref()).await? {
-                Some(task) => tasks.push(task),
-                None => break,
+                Took::Task(task) => tasks.push(*task),
+                Took::Nothing => break,
+                Took::Limited => {
+                    limited = true;
+                    break;
+                }
             }
         }
         let now = tokio::time::Instant::now();
-        if !tasks.is_empty() || now >= deadline {
+        // Over its limit, the queue's next task would be deferred again at every look:
+        // the poller is answered now, as when the queue is empty, and polls again.
+        if !tasks.is_empty() || limited || now >= deadline {
             return Ok(Json(tasks));
         }
         tokio::select! {
@@ -157,31 +167,61 @@ pub async fn queue_of(state: &AppState, task_type: &str) -> Result<String, ApiEr
     Ok(queue)
 }
 
-/// Takes the next task of `queue` that is still awaited, hands it to `worker`, or `None`
-/// when the queue has none right now.
-pub async fn take(
-    state: &AppState,
-    queue: &str,
-    worker: Option<&str>,
-) -> Result<Option<Task>, ApiError> {
-    for _ in 0..MAX_STALE_PER_POLL {
-        let Some(taken) = state.bus.get(queue).await? else {
-            return Ok(None);
-        };
-        if let Some(task) = hand_out(state, taken, worker).await? {
-            return Ok(Some(task));
-        }
-    }
-    Ok(None)
+/// What one [`take`] found.
+#[derive(Debug)]
+pub enum Took {
+    /// A task, claimed for the poller.
+    Task(Box<Task>),
+    /// The queue has no task to hand out right now.
+    Nothing,
+    /// The next task is over its task definition's limits (docs/task-limits.md): it
+    /// went back to its queue at once, still SCHEDULED; for the poller, the queue has
+    /// nothing more for now.
+    Limited,
 }
 
-/// Registers the attempt and acknowledges the message; `None` (message dropped) when the
-/// task is no longer awaited. On a failure the message goes back to the queue.
+impl Took {
+    /// The task, if one was taken.
+    pub fn task(self) -> Option<Task> {
+        match self {
+            Took::Task(task) => Some(*task),
+            Took::Nothing | Took::Limited => None,
+        }
+    }
+}
+
+/// What became of one message.
+enum HandOut {
+    Task(Box<Task>),
+    /// Dropped: its task is no longer awaited.
+    Dropped,
+    /// Given back: over its task's limits.
+    Deferred,
+}
+
+/// Takes the next task of `queue` that is still awaited and hands it to `worker`.
+pub async fn take(state: &AppState, queue: &str, worker: Option<&str>) -> Result<Took, ApiError> {
+    for _ in 0..MAX_STALE_PER_POLL {
+        let Some(taken) = state.bus.get(queue).await? else {
+            return Ok(Took::Nothing);
+        };
+        match hand_out(state, taken, worker).await? {
+            HandOut::Task(task) => return Ok(Took::Task(task)),
+            HandOut::Deferred => return Ok(Took::Limited),
+            HandOut::Dropped => {}
+        }
+    }
+    Ok(Took::Nothing)
+}
+
+/// Registers the attempt and acknowledges the message; the message is dropped when the
+/// task is no longer awaited, and given back when its task is over its limits. On a
+/// failure the message goes back to the queue.
 async fn hand_out(
     state: &AppState,
     taken: Taken,
     worker: Option<&str>,
-) -> Result<Option<Task>, ApiError> {
+) -> Result<HandOut, ApiError> {
     let task = match taken.delivery.envelope.decode::<ActivityMessage>() {
         Ok(ActivityMessage::ActivityTask(task)) if !task.reply_to.is_empty() => task,
         Ok(_) => {
@@ -190,7 +230,7 @@ async fn hand_out(
                     "activity task without reply_to".into(),
                 ))
                 .await;
-            return Ok(None);
+            return Ok(HandOut::Dropped);
         }
         Err(e) => {
             taken
@@ -198,7 +238,7 @@ async fn hand_out(
                     "not an activity task: {e}"
                 )))
                 .await;
-            return Ok(None);
+            return Ok(HandOut::Dropped);
         }
     };
     let row = match view::load(&state.store, task.task_id).await {
@@ -212,7 +252,7 @@ async fn hand_out(
         tracing::info!(task_id = %task.task_id, attempt = task.attempt,
             "dropping an activity task that is no longer awaited");
         taken.settle(Disposition::Ack).await;
-        return Ok(None);
+        return Ok(HandOut::Dropped);
     };
     let started_at = Utc::now();
     let worker_id = worker.unwrap_or("http-worker").to_owned();
@@ -222,11 +262,19 @@ async fn hand_out(
     };
     match state.registry.claim(&claim).await {
         Ok(outcome) if outcome.claimed => {}
+        Ok(outcome) if outcome.deferred.is_some() => {
+            // Back at once (a poller holds no message between polls); its next poll
+            // claims it again, or another poller's does.
+            tracing::debug!(task_id = %task.task_id, reason = ?outcome.deferred,
+                "a polled task is over its task's limit; it goes back to its queue");
+            taken.requeue().await;
+            return Ok(HandOut::Deferred);
+        }
         Ok(outcome) => {
             tracing::info!(task_id = %task.task_id, status = ?outcome.stored.status,
                 "dropping an activity task whose attempt was stopped or taken");
             taken.settle(Disposition::Ack).await;
-            return Ok(None);
+            return Ok(HandOut::Dropped);
         }
         Err(e) => {
             taken.requeue().await;
@@ -237,16 +285,16 @@ async fn hand_out(
     if let Err(e) = taken.ack().await {
         // The broker gives it to someone else: do not hand it out twice.
         tracing::warn!(error = %e, task_id = %task.task_id, "could not acknowledge a polled task");
-        return Ok(None);
+        return Ok(HandOut::Dropped);
     }
     report_started(state, &task, &worker_id, started_at);
-    Ok(Some(Task::polled(
+    Ok(HandOut::Task(Box::new(Task::polled(
         row,
         worker.map(str::to_owned),
         started_at,
         task.response_timeout_seconds,
         redelivered,
-    )))
+    ))))
 }
 
 /// Tells the run the task is IN_PROGRESS, in the background as the worker SDK does: the

@@ -101,10 +101,12 @@ pub async fn update_v2(
 ) -> Result<Response, ApiError> {
     let (row, worker) = apply(&state, result).await?;
     let queue = poll::queue_of(&state, &row.task.task_name).await?;
-    Ok(match poll::take(&state, &queue, worker.as_deref()).await? {
-        Some(task) => Json(task).into_response(),
-        None => StatusCode::NO_CONTENT.into_response(),
-    })
+    Ok(
+        match poll::take(&state, &queue, worker.as_deref()).await?.task() {
+            Some(task) => Json(task).into_response(),
+            None => StatusCode::NO_CONTENT.into_response(),
+        },
+    )
 }
 
 /// Applies `status` (COMPLETED, FAILED, ...) with `output` to the task `task_id`, as a
