@@ -15,7 +15,8 @@ const TASK: &str = "ranked_task";
 
 crate::on_both_backends!(an_urgent_run_overtakes_a_backlog);
 
-async fn an_urgent_run_overtakes_a_backlog(suite: Suite) {
+async fn an_urgent_run_overtakes_a_backlog(mut suite: Suite) {
+    suite.delete_queue_on_cleanup(TASK);
     let client = suite.client();
     client
         .register(&json!({"name": "ranked", "version": 1, "tasks": [
