@@ -193,7 +193,18 @@ for wid in pausable:
 defs = metadata.get_all_workflow_defs()
 check({"py_tour", "py_child", "py_gate"} <= {d.name for d in defs}, "get_all_workflow_defs")
 
-# Task client: queue sizes answered from the broker.
+# Task client: queue sizes answered from the broker; poll data (written once a second).
 sizes = tasks.get_queue_size_for_task("py_nobody_polls")
 check(sizes == 0, "get_queue_size_for_task", sizes)
+polled = tasks.poll_task("py_polled", worker_id="tour-worker")
+check(not getattr(polled, "task_id", None), "poll_task of an empty queue gives no task", polled)
+deadline = time.time() + 30
+while True:
+    polls = tasks.get_task_poll_data("py_polled")
+    if polls or time.time() > deadline:
+        break
+    time.sleep(0.2)
+check([(p.queue_name, p.worker_id) for p in polls] == [("py_polled", "tour-worker")],
+      "get_task_poll_data", polls)
+check(polls[0].last_poll_time > 1_577_836_800_000, "poll data time in ms", polls)
 print("all checks passed", flush=True)

@@ -51,6 +51,33 @@ async fn synchronous_execution_variables_correlation_and_removal(suite: Suite) {
     assert_eq!(done["tasks"].as_array().map(Vec::len), Some(3), "{done}");
     assert!(done.get("signalTimeout").is_none(), "{done}");
     let done_id = done["workflowId"].as_str().unwrap().to_owned();
+    // The example worker's claims are its polls: Conductor's poll data names it.
+    let deadline = tokio::time::Instant::now() + crate::RUN_TIMEOUT;
+    loop {
+        let polls = client
+            .raw(
+                reqwest::Method::GET,
+                "/api/tasks/queue/polldata?taskType=make_name",
+                None,
+            )
+            .await
+            .unwrap();
+        assert_eq!(polls.status, 200, "{}", polls.text);
+        let polls = polls.json.unwrap();
+        if polls.as_array().is_some_and(|p| !p.is_empty()) {
+            assert_eq!(polls[0]["queueName"], "make_name", "{polls}");
+            assert!(
+                polls[0]["workerId"].as_str().is_some_and(|w| !w.is_empty()),
+                "{polls}"
+            );
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no poll data: {polls}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 
     // A run that blocks on a WAIT without a timer: answered as soon as it blocks, well
     // before the deadline (a bound on the wake, not a timing).

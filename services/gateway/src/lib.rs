@@ -138,6 +138,12 @@ pub async fn serve_on(
     };
     let consumer = start_events::spawn(&state, config.start_event_concurrency, shutdown.clone());
     let listeners = event_handlers::listeners::spawn(&state, shutdown.clone());
+    let polls = tokio::spawn(
+        state
+            .polls
+            .clone()
+            .run(state.store.clone(), shutdown.clone()),
+    );
     // `app` is set once, here; nothing else can have set it.
     let _ = app.set(router(state));
     tracing::info!("gateway ready");
@@ -148,6 +154,8 @@ pub async fn serve_on(
     }
     // The same for the events handlers are acting on.
     let _ = listeners.await;
+    // Writes the polls seen last, then stops.
+    let _ = polls.await;
     match served {
         Ok(Ok(())) => Ok(()),
         Ok(Err(source)) => Err(Error::Serve { addr, source }),

@@ -34,6 +34,8 @@ pub struct AppState {
     /// Woken when this gateway changed the event handlers: their listeners follow at once
     /// (other gateways follow on their next refresh).
     pub event_handlers_changed: std::sync::Arc<tokio::sync::Notify>,
+    /// HTTP workers' polls, written as Conductor's poll data once a second.
+    pub polls: weft::store::poll_data::Recorder,
 }
 
 impl AppState {
@@ -47,6 +49,7 @@ impl AppState {
             shutdown: CancellationToken::new(),
             trace_url: None,
             event_handlers_changed: std::sync::Arc::default(),
+            polls: weft::store::poll_data::Recorder::default(),
             store,
             bus,
             max_body_bytes,

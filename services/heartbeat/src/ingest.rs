@@ -49,6 +49,13 @@ pub fn start(
         prefetch: prefetch.max(CONCURRENCY as u16),
         concurrency: CONCURRENCY,
     };
+    let polls = weft::store::poll_data::Recorder::default();
+    // Stops with `shutdown`, after writing what it saw last.
+    tokio::spawn(
+        polls
+            .clone()
+            .run(registry.store().clone(), shutdown.clone()),
+    );
     let ingest = Ingest {
         claims: claims(&registry),
         limited: limited_claims(&registry),
@@ -59,6 +66,7 @@ pub fn start(
         pending: Pending::default(),
         shutdown: shutdown.clone(),
         recording: Default::default(),
+        polls,
     };
     bus.consume(
         &bus.names().heartbeat_queue(),
@@ -210,6 +218,8 @@ pub struct Ingest {
     pub shutdown: CancellationToken,
     /// Read-held by every heartbeat batch being recorded; a barrier takes it to write.
     pub recording: std::sync::Arc<tokio::sync::RwLock<()>>,
+    /// Claims seen, written as Conductor's poll data (a bus worker's claim is its poll).
+    pub polls: weft::store::poll_data::Recorder,
 }
 
 impl Ingest {
@@ -335,6 +345,9 @@ impl Ingest {
     /// the reason when not. A claim that could not be written is left out of the answer
     /// (nothing is answered when none was): the worker hands its task back to its queue.
     async fn claim(&self, delivery: &Delivery, claims: Vec<ClaimAttempt>) {
+        for c in &claims {
+            self.polls.saw(&c.started.task_name, &c.started.worker_id);
+        }
         let _claiming: Vec<_> = claims
             .iter()
             .map(|c| self.pending.start(c.started.attempt.task_id))

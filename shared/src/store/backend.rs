@@ -165,6 +165,10 @@ pub trait ExecutionStore {
     /// Deletes every row of `workflow_id` in one transaction, provided its current run
     /// has ended; see [`Removal`].
     async fn remove_workflow(&self, workflow_id: &str) -> Result<Removal>;
+    /// Upserts the last poll of each task type (the newest wins).
+    async fn record_poll_data(&self, polls: &[super::poll_data::PollData]) -> Result<()>;
+    /// The poll data of `task_name`, or of every task type when `None`.
+    async fn poll_data(&self, task_name: Option<&str>) -> Result<Vec<super::poll_data::PollData>>;
     /// Page `start`/`count` of the pending (SCHEDULED or IN_PROGRESS) tasks of type
     /// `task_type`, the oldest first: one of [`super::executions::PENDING_LISTED`].
     async fn pending_tasks(&self, task_type: &str, start: i64, count: i64)

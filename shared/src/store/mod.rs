@@ -14,6 +14,7 @@ pub mod hooks;
 pub mod operations;
 pub mod outbox;
 pub mod pg;
+pub mod poll_data;
 pub mod reads;
 pub mod runs;
 pub mod search;

@@ -24,8 +24,6 @@ const NO_ADMIN: &str = "Conductor's admin and queue-repair endpoints have no cou
     Weft's queues are RabbitMQ's, its runs are repaired by the decider's outbox and sweeper";
 const NO_ENVIRONMENT: &str = "environment variables and secrets are not exposed over REST";
 const NO_SCHEDULER: &str = "schedules are not offered yet";
-const NO_DOMAINS: &str = "task domains and isolation groups are not offered; poll data \
-    is not recorded";
 const NO_QUEUE_DETAIL: &str = "per-shard queue detail has no counterpart: each task type \
     is one RabbitMQ queue (GET /api/tasks/queue/all has their sizes)";
 
@@ -123,8 +121,6 @@ const NOT_OFFERED: &[(&[&str], &str, &str)] = &[
         "/api/scheduler/{*rest}",
         NO_SCHEDULER,
     ),
-    (&["GET"], "/api/tasks/queue/polldata", NO_DOMAINS),
-    (&["GET"], "/api/tasks/queue/polldata/all", NO_DOMAINS),
     (&["GET"], "/api/tasks/queue/all/verbose", NO_QUEUE_DETAIL),
     (
         &["POST"],

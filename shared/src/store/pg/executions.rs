@@ -6,6 +6,7 @@ use async_trait::async_trait;
 use super::PgStore;
 use crate::store::backend::ExecutionStore;
 use crate::store::executions::{removal_blocker, Removal, RunningFilter, MAX_LOOKUP};
+use crate::store::poll_data::PollData;
 use crate::store::reads::{RunView, TaskView};
 use crate::Result;
 
@@ -87,6 +88,37 @@ impl ExecutionStore for PgStore {
         .bind(task_type)
         .bind(count)
         .bind(start)
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
+    async fn record_poll_data(&self, polls: &[PollData]) -> Result<()> {
+        if polls.is_empty() {
+            return Ok(());
+        }
+        let col = |f: fn(&PollData) -> String| polls.iter().map(f).collect::<Vec<_>>();
+        sqlx::query(
+            "INSERT INTO poll_data (task_name, domain, worker_id, last_poll_time)
+             SELECT * FROM UNNEST($1::text[], $2::text[], $3::text[], $4::timestamptz[])
+             ON CONFLICT (task_name, domain) DO UPDATE
+                 SET worker_id = EXCLUDED.worker_id, last_poll_time = EXCLUDED.last_poll_time
+                 WHERE poll_data.last_poll_time < EXCLUDED.last_poll_time",
+        )
+        .bind(col(|p| p.task_name.clone()))
+        .bind(col(|p| p.domain.clone()))
+        .bind(col(|p| p.worker_id.clone()))
+        .bind(polls.iter().map(|p| p.last_poll_time).collect::<Vec<_>>())
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    async fn poll_data(&self, task_name: Option<&str>) -> Result<Vec<PollData>> {
+        Ok(sqlx::query_as::<_, PollData>(
+            "SELECT task_name, domain, worker_id, last_poll_time FROM poll_data
+             WHERE $1::text IS NULL OR task_name = $1 ORDER BY task_name, domain",
+        )
+        .bind(task_name)
         .fetch_all(&self.pool)
         .await?)
     }

@@ -7,6 +7,7 @@ use super::reads::{run_view, RUN_COLUMNS};
 use super::SqliteStore;
 use crate::store::backend::ExecutionStore;
 use crate::store::executions::{removal_blocker, Removal, RunningFilter, MAX_LOOKUP};
+use crate::store::poll_data::PollData;
 use crate::store::reads::{RunView, TaskView};
 use crate::{Error, Result};
 
@@ -88,6 +89,41 @@ impl ExecutionStore for SqliteStore {
         .bind(task_type)
         .bind(count)
         .bind(start)
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
+    async fn record_poll_data(&self, polls: &[PollData]) -> Result<()> {
+        if polls.is_empty() {
+            return Ok(());
+        }
+        let mut tx = self.write_tx().await?;
+        for p in polls {
+            sqlx::query(
+                "INSERT INTO poll_data (task_name, domain, worker_id, last_poll_time)
+                 VALUES (?, ?, ?, ?)
+                 ON CONFLICT (task_name, domain) DO UPDATE
+                     SET worker_id = excluded.worker_id,
+                         last_poll_time = excluded.last_poll_time
+                     WHERE poll_data.last_poll_time < excluded.last_poll_time",
+            )
+            .bind(&p.task_name)
+            .bind(&p.domain)
+            .bind(&p.worker_id)
+            .bind(p.last_poll_time)
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn poll_data(&self, task_name: Option<&str>) -> Result<Vec<PollData>> {
+        Ok(sqlx::query_as::<_, PollData>(
+            "SELECT task_name, domain, worker_id, last_poll_time FROM poll_data
+             WHERE ?1 IS NULL OR task_name = ?1 ORDER BY task_name, domain",
+        )
+        .bind(task_name)
         .fetch_all(&self.pool)
         .await?)
     }

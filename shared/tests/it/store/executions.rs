@@ -250,3 +250,38 @@ async fn an_ended_workflow_is_removed_whole_and_a_running_one_is_kept(store: &St
         "{conflict:?}"
     );
 }
+
+store_test!(poll_data_keeps_the_newest_poll_of_each_task_type);
+async fn poll_data_keeps_the_newest_poll_of_each_task_type(store: &Store) {
+    use weft::store::poll_data::PollData;
+    let base = now();
+    let at = |secs: i64| base - Duration::seconds(secs);
+    let poll = |task: &str, worker: &str, secs: i64| PollData {
+        task_name: task.into(),
+        domain: String::new(),
+        worker_id: worker.into(),
+        last_poll_time: at(secs),
+    };
+    store
+        .record_poll_data(&[poll("charge", "w1", 30), poll("ship", "w2", 20)])
+        .await
+        .unwrap();
+    // A newer poll replaces the older; an older one (a slower writer) does not.
+    store
+        .record_poll_data(&[poll("charge", "w3", 10)])
+        .await
+        .unwrap();
+    store
+        .record_poll_data(&[poll("charge", "w0", 60)])
+        .await
+        .unwrap();
+    let charge = store.poll_data(Some("charge")).await.unwrap();
+    assert_eq!(charge, vec![poll("charge", "w3", 10)]);
+    let all = store.poll_data(None).await.unwrap();
+    assert_eq!(
+        all.iter().map(|p| p.task_name.as_str()).collect::<Vec<_>>(),
+        ["charge", "ship"]
+    );
+    assert!(store.poll_data(Some("nothing")).await.unwrap().is_empty());
+    store.record_poll_data(&[]).await.unwrap();
+}

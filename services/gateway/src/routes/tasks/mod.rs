@@ -34,6 +34,8 @@ pub fn routes() -> Router<AppState> {
         .route("/api/tasks/queue/sizes", get(queues::sizes))
         .route("/api/tasks/queue/size", get(queues::one))
         .route("/api/tasks/queue/all", get(queues::all))
+        .route("/api/tasks/queue/polldata", get(queues::poll_data))
+        .route("/api/tasks/queue/polldata/all", get(queues::all_poll_data))
         .route("/api/tasks/{task_id}", get(task))
         .route("/api/tasks/{task_id}/log", post(logs::add).get(logs::list))
 }

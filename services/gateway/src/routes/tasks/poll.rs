@@ -63,6 +63,14 @@ pub struct BatchQuery {
     timeout: Option<i64>,
 }
 
+/// Notes the poll for Conductor's poll data (a poller that gives no `workerid` is not
+/// named in it).
+fn record_poll(state: &AppState, task_type: &str, worker: Option<&str>) {
+    if let Some(worker) = worker {
+        state.polls.saw(task_type, worker);
+    }
+}
+
 /// `GET /api/tasks/poll/{taskType}`: a task, or 204 when none is waiting.
 pub async fn one(
     State(state): State<AppState>,
@@ -71,6 +79,7 @@ pub async fn one(
 ) -> Result<Response, ApiError> {
     let worker = worker_id(q.workerid)?;
     let queue = queue_of(&state, &task_type).await?;
+    record_poll(&state, &task_type, worker.as_deref());
     Ok(
         match take(&state, &queue, worker.as_deref()).await?.task() {
             Some(task) => Json(task).into_response(),
@@ -109,6 +118,7 @@ pub async fn batch(
         }
     };
     let queue = queue_of(&state, &task_type).await?;
+    record_poll(&state, &task_type, worker.as_deref());
     let deadline = tokio::time::Instant::now() + timeout;
     let mut pause = FIRST_PAUSE;
     let mut tasks = Vec::new();

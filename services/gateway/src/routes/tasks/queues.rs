@@ -100,3 +100,49 @@ mod tests {
         assert!(task_types(None).unwrap().is_empty());
     }
 }
+
+/// Conductor's `PollData`.
+#[derive(Debug, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PollDataView {
+    queue_name: String,
+    domain: Option<String>,
+    worker_id: String,
+    last_poll_time: i64,
+}
+
+impl From<weft::store::poll_data::PollData> for PollDataView {
+    fn from(p: weft::store::poll_data::PollData) -> Self {
+        Self {
+            queue_name: p.task_name,
+            domain: (!p.domain.is_empty()).then_some(p.domain),
+            worker_id: p.worker_id,
+            last_poll_time: p.last_poll_time.timestamp_millis(),
+        }
+    }
+}
+
+/// `GET /api/tasks/queue/polldata?taskType=`: the last worker that took work of that type
+/// (an HTTP poll, or a bus worker's claim) and when, to the second.
+pub async fn poll_data(
+    State(state): State<AppState>,
+    RawQuery(query): RawQuery,
+) -> Result<Json<Vec<PollDataView>>, ApiError> {
+    let Some(task_type) = task_types(query.as_deref())?.into_iter().next() else {
+        return Err(ApiError::invalid(
+            "invalid_query",
+            "taskType",
+            "taskType is required",
+        ));
+    };
+    let polls = state.store.poll_data(Some(&task_type)).await?;
+    Ok(Json(polls.into_iter().map(PollDataView::from).collect()))
+}
+
+/// `GET /api/tasks/queue/polldata/all`: the poll data of every task type.
+pub async fn all_poll_data(
+    State(state): State<AppState>,
+) -> Result<Json<Vec<PollDataView>>, ApiError> {
+    let polls = state.store.poll_data(None).await?;
+    Ok(Json(polls.into_iter().map(PollDataView::from).collect()))
+}
