@@ -24,6 +24,7 @@ use weft::registry::{AttemptLimits, AttemptStatus};
 use weft::store::operations::OperationOutcome;
 use weft::store::outbox::OutboxMessage;
 use weft::store::runs::{AttemptCheck, CommitBatch, StoredEvent};
+use weft::store::starts::NewStart;
 use weft::store::timers::TimerRecord;
 use weft::store::Store;
 use weft::{Envelope, Error};
@@ -82,6 +83,9 @@ struct Working {
     /// Registry rows of the activity attempts scheduled or ended, oldest first (the last
     /// of an attempt is its state at the commit).
     checks: Vec<AttemptCheck>,
+    /// Runs this run starts (children, START_WORKFLOW, its failure workflow), recorded
+    /// as accepted starts with the commit.
+    starts: Vec<NewStart>,
 }
 
 /// A task that left its pending state without a result.
@@ -121,6 +125,7 @@ impl Working {
             lifecycle: Vec::new(),
             deliveries: Vec::new(),
             checks: Vec::new(),
+            starts: Vec::new(),
         }
     }
 
@@ -295,6 +300,7 @@ impl Shard {
                 batch.timers.extend(w.timers.iter().cloned());
             }
             batch.hook_deliveries.extend(w.deliveries.iter().cloned());
+            batch.starts.extend(w.starts.iter().cloned());
             let mut last: HashMap<(Uuid, i32), usize> = HashMap::new();
             for (i, c) in w.checks.iter().enumerate() {
                 last.insert((c.task_id, c.attempt), i);
@@ -499,8 +505,9 @@ impl Shard {
                     w.outbox.push(message);
                 }
             }
-            if let Some(message) = self.failure_workflow(&w.state, &end)? {
+            if let Some((message, start)) = self.failure_workflow(&w.state, &end)? {
                 w.outbox.push(message);
+                w.starts.push(start);
             }
         }
         let names = self.bus.names();
@@ -711,13 +718,10 @@ impl Shard {
             ..
         } = &decision
         {
-            w.outbox.push(self.child_start(
-                &w.state,
-                *task_id,
-                child_workflow_id,
-                definition,
-                input,
-            )?);
+            let (message, start) =
+                self.child_start(&w.state, *task_id, child_workflow_id, definition, input)?;
+            w.outbox.push(message);
+            w.starts.push(start);
         }
         let events = events_for(decision, w.state.tasks.len() as i32, Utc::now());
         match events.first() {
@@ -908,7 +912,7 @@ impl Shard {
                 return Ok(events);
             }
         };
-        let command = Command::StartWorkflow(StartWorkflow {
+        let command = StartWorkflow {
             definition: definition.clone(),
             input: run_input.clone(),
             correlation_id: correlation_id.clone(),
@@ -917,15 +921,10 @@ impl Shard {
             traceparent: weft::telemetry::current_traceparent()
                 .or_else(|| w.state.traceparent.clone()),
             priority: None,
-        });
-        let envelope = Envelope::new(&workflow_id, None, &command)?;
-        let names = self.bus.names();
-        w.outbox.push(OutboxMessage::new(
-            names.commands_exchange(),
-            names.command_key_for(&workflow_id),
-            &envelope,
-            weft::telemetry::current_traceparent(),
-        )?);
+        };
+        let (message, start) = self.start_message(&workflow_id, command)?;
+        w.outbox.push(message);
+        w.starts.push(start);
         let decision = Decision::StartRun {
             task_id,
             task_ref,
@@ -968,8 +967,8 @@ impl Shard {
         child_workflow_id: &str,
         definition: &weft::dsl::WorkflowDef,
         input: &serde_json::Value,
-    ) -> Result<OutboxMessage, Error> {
-        let command = Command::StartWorkflow(StartWorkflow {
+    ) -> Result<(OutboxMessage, NewStart), Error> {
+        let command = StartWorkflow {
             definition: definition.clone(),
             input: input.clone(),
             correlation_id: parent.correlation_id.clone(),
@@ -982,15 +981,34 @@ impl Shard {
             traceparent: weft::telemetry::current_traceparent().or(parent.traceparent.clone()),
             // A child runs at its parent's priority, as in Conductor.
             priority: Some(parent.priority).filter(|p| *p > 0),
-        });
-        let envelope = Envelope::new(child_workflow_id, None, &command)?;
+        };
+        self.start_message(child_workflow_id, command)
+    }
+
+    /// The outbox message that starts run `workflow_id` (on its shard), and its start
+    /// record, written with the commit so that reads find the run before it is applied.
+    fn start_message(
+        &self,
+        workflow_id: &str,
+        command: StartWorkflow,
+    ) -> Result<(OutboxMessage, NewStart), Error> {
+        let start = NewStart {
+            workflow_id: workflow_id.to_owned(),
+            idempotency_key: None,
+            workflow_name: command.definition.name.clone(),
+            workflow_version: command.definition.version,
+            input: command.input.clone(),
+            correlation_id: command.correlation_id.clone(),
+        };
+        let envelope = Envelope::new(workflow_id, None, &Command::StartWorkflow(command))?;
         let names = self.bus.names();
-        OutboxMessage::new(
+        let message = OutboxMessage::new(
             names.commands_exchange(),
-            names.command_key_for(child_workflow_id),
+            names.command_key_for(workflow_id),
             &envelope,
             weft::telemetry::current_traceparent(),
-        )
+        )?;
+        Ok((message, start))
     }
 
     /// When a run fails or times out and its definition names a `failureWorkflow`
@@ -1000,7 +1018,7 @@ impl Shard {
         &self,
         run: &RunState,
         end: &Event,
-    ) -> Result<Option<OutboxMessage>, Error> {
+    ) -> Result<Option<(OutboxMessage, NewStart)>, Error> {
         let (status, reason) = match end {
             Event::WorkflowFailed(f) => ("FAILED", f.reason.clone()),
             Event::WorkflowTimedOut(t) => ("TIMED_OUT", t.reason.clone()),
@@ -1025,7 +1043,7 @@ impl Shard {
             failed_task.map_or(serde_json::Value::Null, Into::into),
         );
         let workflow_id = Uuid::new_v5(&run.run_id, b"failure-workflow").to_string();
-        let command = Command::StartWorkflow(StartWorkflow {
+        let command = StartWorkflow {
             definition,
             input: serde_json::Value::Object(input),
             correlation_id: run.correlation_id.clone(),
@@ -1033,15 +1051,8 @@ impl Shard {
             parent: None,
             traceparent: run.traceparent.clone(),
             priority: Some(run.priority).filter(|p| *p > 0),
-        });
-        let envelope = Envelope::new(&workflow_id, None, &command)?;
-        let names = self.bus.names();
-        Ok(Some(OutboxMessage::new(
-            names.commands_exchange(),
-            names.command_key_for(&workflow_id),
-            &envelope,
-            weft::telemetry::current_traceparent(),
-        )?))
+        };
+        self.start_message(&workflow_id, command).map(Some)
     }
 
     /// When a child run ends: the `ChildWorkflowEnded` command for its parent's shard.

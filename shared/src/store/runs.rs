@@ -133,6 +133,11 @@ pub struct CommitBatch {
     pub checks: Vec<AttemptCheck>,
     /// Runs this batch ended: their pending timers are deleted with the commit.
     pub ended_runs: Vec<Uuid>,
+    /// Runs this batch starts through the outbox (children, START_WORKFLOW, failure
+    /// workflows), recorded as accepted starts with the commit: their ids are known
+    /// (in a task's output) before their `StartWorkflow` is applied, and reads must find
+    /// them (RUNNING, QUEUING) meanwhile, as they find a start the gateway accepted.
+    pub starts: Vec<super::starts::NewStart>,
 }
 
 /// An activity attempt's registry row (`task_check`) as the decider writes it: created

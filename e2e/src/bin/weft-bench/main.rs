@@ -58,6 +58,10 @@ fn parse_args() -> anyhow::Result<Args> {
                 args.dev = true;
                 continue;
             }
+            "-h" | "--help" => {
+                println!("{USAGE}");
+                std::process::exit(0);
+            }
             _ => {}
         }
         let mut value = |name: &str| -> anyhow::Result<usize> {
@@ -70,14 +74,15 @@ fn parse_args() -> anyhow::Result<Args> {
             "--runs" => args.runs = value("--runs")?,
             "--concurrency" => args.concurrency = value("--concurrency")?.max(1),
             "--latency-runs" => args.latency_runs = value("--latency-runs")?,
-            _ => anyhow::bail!(
-                "unknown argument {flag:?}; usage: weft-bench [--runs N] [--concurrency C] \
-                 [--latency-runs M] [--events | --dev]"
-            ),
+            _ => anyhow::bail!("unknown argument {flag:?}; {USAGE}"),
         }
     }
     Ok(args)
 }
+
+/// What `--help` prints, and an unknown argument's error.
+const USAGE: &str = "usage: weft-bench [--runs N] [--concurrency C] [--latency-runs M] \
+    [--events | --dev] (W1, the greet benchmark; BENCHMARKS.md)";
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {

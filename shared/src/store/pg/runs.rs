@@ -65,6 +65,7 @@ impl RunStore for PgStore {
         let oc = all(batches, |b| &b.outcomes);
         let ck = all(batches, |b| &b.checks);
         let hooks = all(batches, |b| &b.hook_deliveries);
+        let st = all(batches, |b| &b.starts);
         let ended: Vec<Uuid> = all(batches, |b| &b.ended_runs)
             .into_iter()
             .copied()
@@ -175,6 +176,12 @@ impl RunStore for PgStore {
             .bind(col!(ck, |c| c.limits.columns().0))
             .bind(col!(ck, |c| c.limits.columns().1))
             .bind(col!(ck, |c| c.limits.columns().2))
+            // starts made by the decider: $89..$93
+            .bind(col!(st, |s| s.workflow_id.as_str()))
+            .bind(col!(st, |s| s.workflow_name.as_str()))
+            .bind(col!(st, |s| s.workflow_version))
+            .bind(col!(st, |s| s.input.clone()))
+            .bind(col!(st, |s| s.correlation_id.as_deref()))
             .execute(&self.pool)
             .await;
         match result {
@@ -291,11 +298,19 @@ WITH new_runs AS (
 ), cancelled_timers AS (
     DELETE FROM timers WHERE run_id = ANY($85::uuid[])
     RETURNING 1
+), start_rows AS (
+    -- A command published twice makes one start: the first row stands.
+    INSERT INTO workflow_starts (workflow_id, workflow_name, workflow_version, input,
+        correlation_id)
+    SELECT * FROM UNNEST($89::text[], $90::text[], $91::int[], $92::jsonb[], $93::text[])
+    ON CONFLICT (workflow_id) DO NOTHING
+    RETURNING 1
 )
 SELECT weft_check_versions((SELECT count(*) FROM updated_runs), $57),
     (SELECT count(*) FROM check_rows), (SELECT count(*) FROM cancelled_timers),
     (SELECT count(*) FROM outcome_rows),
     (SELECT count(*) FROM new_runs), (SELECT count(*) FROM events),
     (SELECT count(*) FROM task_rows), (SELECT count(*) FROM outbox_rows),
-    (SELECT count(*) FROM timer_rows), (SELECT count(*) FROM hook_rows)
+    (SELECT count(*) FROM timer_rows), (SELECT count(*) FROM hook_rows),
+    (SELECT count(*) FROM start_rows)
 "#;

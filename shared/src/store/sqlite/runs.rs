@@ -298,6 +298,23 @@ async fn write_all(conn: &mut SqliteConnection, batches: &[&CommitBatch]) -> Res
         );
         q.build().execute(&mut *conn).await?;
     }
+    for start in all(batches, |b| &b.starts) {
+        // A command published twice makes one start: the first row stands.
+        sqlx::query(
+            "INSERT INTO workflow_starts (workflow_id, workflow_name, workflow_version, input,
+                 correlation_id, created_at)
+             VALUES (?, ?, ?, ?, ?, ?)
+             ON CONFLICT (workflow_id) DO NOTHING",
+        )
+        .bind(&start.workflow_id)
+        .bind(&start.workflow_name)
+        .bind(start.workflow_version)
+        .bind(&start.input)
+        .bind(&start.correlation_id)
+        .bind(now)
+        .execute(&mut *conn)
+        .await?;
+    }
     let ended = all(batches, |b| &b.ended_runs);
     for chunk in ended.chunks(MAX_BINDS) {
         let mut q = QueryBuilder::<Sqlite>::new("DELETE FROM timers WHERE run_id IN (");

@@ -209,6 +209,7 @@ async fn a_moved_version_writes_nothing(store: &Store) {
         hook_deliveries: vec![delivery(wf, run_id)],
         checks: vec![attempt_check(wf, run_id, task_a.task_id)],
         ended_runs: vec![run_id],
+        starts: vec![child_start("wf-conflict-child")],
     };
     let err = store.commit(&batch).await.expect_err("stale version");
     assert!(
@@ -233,6 +234,58 @@ async fn a_moved_version_writes_nothing(store: &Store) {
     assert!(store.hook_deliveries(wf).await.unwrap().is_empty());
     assert_eq!(store.next_timer_at().await.unwrap(), None);
     assert!(store.task_check(task_a.task_id).await.unwrap().is_none());
+    assert!(store
+        .get_start("wf-conflict-child")
+        .await
+        .unwrap()
+        .is_none());
+}
+
+/// A run the decider starts (a child): its start record.
+fn child_start(workflow_id: &str) -> weft::store::starts::NewStart {
+    weft::store::starts::NewStart {
+        workflow_id: workflow_id.into(),
+        idempotency_key: None,
+        workflow_name: "child".into(),
+        workflow_version: 2,
+        input: serde_json::json!({"n": 1}),
+        correlation_id: Some("corr-9".into()),
+    }
+}
+
+store_test!(a_commits_starts_are_found_before_they_are_applied);
+async fn a_commits_starts_are_found_before_they_are_applied(store: &Store) {
+    let parent = Uuid::new_v4();
+    let batch = CommitBatch {
+        new_runs: vec![run("wf-parent", parent, 1)],
+        events: vec![started(parent)],
+        starts: vec![child_start("wf-started-child")],
+        ..CommitBatch::default()
+    };
+    store.commit(&batch).await.unwrap();
+    let start = store
+        .get_start("wf-started-child")
+        .await
+        .unwrap()
+        .expect("the child's start is recorded with the commit");
+    assert_eq!(start.workflow_name, "child");
+    assert_eq!(start.workflow_version, 2);
+    assert_eq!(start.correlation_id.as_deref(), Some("corr-9"));
+    // The same start in a later commit (a command published twice) changes nothing.
+    let again = CommitBatch {
+        starts: vec![child_start("wf-started-child")],
+        events: vec![variables(parent, 2)],
+        updated_runs: vec![(
+            {
+                let mut r = run("wf-parent", parent, 2);
+                r.version = 2;
+                r
+            },
+            1,
+        )],
+        ..CommitBatch::default()
+    };
+    store.commit(&again).await.unwrap();
 }
 
 /// The registry row of an activity attempt scheduled by a commit.
