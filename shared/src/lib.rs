@@ -14,6 +14,7 @@ pub mod hooks;
 pub mod ids;
 pub mod listener;
 pub mod messages;
+pub mod outbound;
 pub mod purge;
 pub mod registry;
 pub mod runtime;
