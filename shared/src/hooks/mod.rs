@@ -9,12 +9,14 @@
 
 pub mod backoff;
 pub mod body;
+pub mod secret;
 pub mod sign;
 
 use serde_json::{Map, Value};
 use uuid::Uuid;
 
 pub use backoff::Backoff;
+pub use secret::Secret;
 
 /// Header carrying the delivery id (the same on every attempt): receivers deduplicate on it.
 pub const DELIVERY_HEADER: &str = "x-weft-delivery";
