@@ -413,6 +413,15 @@ impl Suite {
         if !matches!(service, Service::Gateway | Service::Dev) {
             vars.push(("WEFT_ADMIN_ADDR".to_owned(), addr.to_string()));
         }
+        // The tests' HTTP servers and hook receivers listen on this machine, which the
+        // outbound guard refuses by default. `weft dev` allows it on its own (and is
+        // left to, so its default is what the tests exercise); `extra_env` may override.
+        if service != Service::Dev {
+            vars.push((
+                weft::outbound::allow::ENV.to_owned(),
+                "127.0.0.0/8,::1,localhost".to_owned(),
+            ));
+        }
         if let Some(ms) = env.options.outbox_sweep_after_ms {
             vars.push(("WEFT_OUTBOX_SWEEP_AFTER_MS".to_owned(), ms.to_string()));
         }

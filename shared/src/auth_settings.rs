@@ -1,32 +1,11 @@
 //! The gateway's authentication settings (docs/security.md), read with the rest of
 //! [`crate::Config`]: `WEFT_AUTH`, `WEFT_ADMIN_TOKEN`, `WEFT_METRICS_AUTH`.
 
+pub use crate::secret::Secret;
 use crate::{Error, Result};
 
 /// Shortest admin token accepted: a guessable bootstrap secret would open everything.
 pub const MIN_ADMIN_TOKEN_LEN: usize = 24;
-
-/// A secret that never shows in `Debug` output (configuration is logged at start-up).
-#[derive(Clone, PartialEq, Eq)]
-pub struct Secret(String);
-
-impl Secret {
-    /// Wraps `value`.
-    pub fn new(value: impl Into<String>) -> Self {
-        Self(value.into())
-    }
-
-    /// The secret itself, for comparing or hashing; never for printing.
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl std::fmt::Debug for Secret {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Secret(***)")
-    }
-}
 
 /// Whether and how the gateway asks who is calling.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

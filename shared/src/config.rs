@@ -60,6 +60,12 @@ pub struct Config {
     pub start_event_concurrency: usize,
     /// Who may call the gateway (`WEFT_AUTH`, `WEFT_ADMIN_TOKEN`, `WEFT_METRICS_AUTH`).
     pub auth: crate::auth_settings::AuthSettings,
+    /// What outbound calls made on behalf of a definition (HTTP tasks, hooks) may reach
+    /// besides public addresses (`WEFT_OUTBOUND_ALLOW`, docs/outbound.md): CIDR blocks,
+    /// addresses, host names and `*.domain`, comma-separated; `*` turns the guard off.
+    /// `None` (unset): nothing beyond public addresses, except in `weft dev`, which
+    /// allows this machine (`127.0.0.0/8,::1,localhost`).
+    pub outbound_allow: Option<crate::outbound::AllowList>,
 }
 
 impl Default for Config {
@@ -85,6 +91,7 @@ impl Default for Config {
             events: crate::events::EventKeys::none(),
             start_event_concurrency: 16,
             auth: crate::auth_settings::AuthSettings::default(),
+            outbound_allow: None,
         }
     }
 }
@@ -134,6 +141,12 @@ impl Config {
             start_event_concurrency: parse(&get, "WEFT_START_EVENT_CONCURRENCY")?
                 .unwrap_or(d.start_event_concurrency),
             auth: crate::auth_settings::AuthSettings::from_lookup(&get)?,
+            outbound_allow: match get(crate::outbound::allow::ENV) {
+                Some(raw) => Some(crate::outbound::AllowList::parse(&raw).map_err(|e| {
+                    Error::Config(format!("{}={raw:?}: {e}", crate::outbound::allow::ENV))
+                })?),
+                None => d.outbound_allow,
+            },
         };
         cfg.validate()?;
         Ok(cfg)
@@ -223,6 +236,22 @@ mod tests {
         assert_eq!(c.namespace, "weft");
         assert_eq!(c.shards, 16);
         assert_eq!(c.http_addr.to_string(), "127.0.0.1:8080");
+        assert_eq!(c.outbound_allow, None);
+    }
+
+    #[test]
+    fn the_outbound_allow_list_is_read_and_an_empty_one_is_kept_apart_from_unset() {
+        use crate::outbound::AllowList;
+        let c = with(&[("WEFT_OUTBOUND_ALLOW", "10.1.0.0/16, ::1, *.corp.example")]).unwrap();
+        let list = c.outbound_allow.expect("set");
+        assert!(list.allows_ip("10.1.2.3".parse().unwrap()));
+        assert!(list.allows_ip("::1".parse().unwrap()));
+        assert!(list.allows_host("db.corp.example"));
+        assert!(!list.allows_ip("10.2.0.1".parse().unwrap()));
+        let c = with(&[("WEFT_OUTBOUND_ALLOW", "")]).unwrap();
+        assert_eq!(c.outbound_allow, Some(AllowList::none()));
+        let c = with(&[("WEFT_OUTBOUND_ALLOW", "*")]).unwrap();
+        assert!(c.outbound_allow.unwrap().allows_everything());
     }
 
     #[test]
@@ -235,6 +264,13 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("WEFT_TRACE_URL"), "{e}");
+        let e = with(&[("WEFT_OUTBOUND_ALLOW", "10.0.0.0/8,https://x.example")])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("WEFT_OUTBOUND_ALLOW") && e.contains("\"https://x.example\""),
+            "{e}"
+        );
         let c = with(&[("WEFT_TRACE_URL", "http://j:16686/trace/{traceId}")]).unwrap();
         assert_eq!(
             c.trace_url.as_deref(),

@@ -4,7 +4,9 @@
 //! worker run here as they do in their own binaries, on a [`Backing::Provided`]: the
 //! SQLite store (a file under the data directory, or in memory), the in-process bus
 //! (journaled in the same file, so an unacknowledged message survives a restart) and the
-//! in-memory caches. No service knows it runs in dev mode (docs/dev-mode.md).
+//! in-memory caches. No service knows it runs in dev mode (docs/dev-mode.md); the one
+//! setting dev mode changes is the outbound allow-list, which allows this machine
+//! (`127.0.0.0/8,::1,localhost`) when `WEFT_OUTBOUND_ALLOW` is unset.
 
 mod examples;
 
@@ -134,6 +136,11 @@ impl Dev {
     /// until the gateway is ready. Everything stops when `shutdown` is cancelled.
     pub async fn start(options: Options, shutdown: CancellationToken) -> Result<Self, DevError> {
         let mut config = options.config;
+        // A local tool calls local services: unless WEFT_OUTBOUND_ALLOW says otherwise,
+        // HTTP tasks and hooks may reach this machine (docs/outbound.md).
+        config
+            .outbound_allow
+            .get_or_insert_with(weft::outbound::AllowList::loopback);
         config.http_addr = options.addr;
         config.database_url = options.database.url();
         if let Database::File(path) = &options.database {

@@ -23,6 +23,7 @@ mod heartbeats;
 mod hooks;
 mod http_tasks;
 mod operations;
+mod outbound;
 mod poison;
 mod priority;
 mod protocol;

@@ -10,16 +10,21 @@
 //! sleeps until the next delivery is due, at most [`POLL_INTERVAL`]: a delivery the
 //! decider just inserted is picked up that late at worst. Any number of history
 //! replicas may dispatch; `SKIP LOCKED` and the lease keep them apart.
+//!
+//! Every call goes through the outbound guard ([`weft::outbound`], docs/outbound.md). A
+//! refused call is recorded as the attempt's error (`outbound call refused: ...`) and
+//! dead-letters the delivery at once: the same call would be refused again.
 
 use std::time::{Duration, Instant};
 
 use prometheus_client::metrics::counter::Counter;
-use reqwest::Client;
+use reqwest::{Client, Url};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
 use weft::admin::Metrics;
 use weft::bus::Bus;
 use weft::hooks::{self, Backoff};
+use weft::outbound::{Guard, Refused};
 use weft::store::hooks::{AttemptResult, Claimed};
 use weft::store::Store;
 use weft::{Error, Result};
@@ -100,6 +105,7 @@ impl HookConfig {
 pub struct Dispatcher {
     store: Store,
     bus: Bus,
+    guard: Guard,
     http: Client,
     config: HookConfig,
     delivered: Counter,
@@ -108,17 +114,27 @@ pub struct Dispatcher {
 }
 
 impl Dispatcher {
-    /// A dispatcher on `store`, telling waiting runs through `bus`.
-    pub fn new(store: Store, bus: Bus, metrics: &Metrics, config: HookConfig) -> Result<Self> {
-        let http = Client::builder()
+    /// A dispatcher on `store`, telling waiting runs through `bus`, calling only what
+    /// `guard` allows.
+    pub fn new(
+        store: Store,
+        bus: Bus,
+        metrics: &Metrics,
+        config: HookConfig,
+        guard: Guard,
+    ) -> Result<Self> {
+        // A hook is one call to the URL declared; a redirect elsewhere is not followed
+        // (no redirects: the 3xx is the answer, a failed attempt).
+        let http = guard
+            .client_builder(0)
             .timeout(config.timeout)
-            // A hook is one call to the URL declared; a redirect elsewhere is not followed.
-            .redirect(reqwest::redirect::Policy::none())
             .build()
             .map_err(|e| Error::Config(format!("hook HTTP client: {e}")))?;
+        tracing::info!(outbound_allow = %guard.allow_list(), "hook dispatcher ready");
         Ok(Self {
             store,
             bus,
+            guard,
             http,
             config,
             delivered: metrics.counter("weft_hook_deliveries", "Hook deliveries that succeeded"),
@@ -191,18 +207,19 @@ impl Dispatcher {
             self.delivered.inc();
         } else {
             self.failed.inc();
-            let last = self
-                .config
-                .backoff
-                .after(u32::try_from(claimed.attempt).unwrap_or(u32::MAX))
-                .is_none();
+            let last = result.permanent
+                || self
+                    .config
+                    .backoff
+                    .after(u32::try_from(claimed.attempt).unwrap_or(u32::MAX))
+                    .is_none();
             if last {
                 self.dead.inc();
             }
             span.in_scope(|| {
                 tracing::warn!(
                     workflow_id = %claimed.workflow_id,
-                    url = %claimed.url,
+                    url = %redacted(&claimed.url),
                     error = result.error.as_deref().unwrap_or_default(),
                     dead = last,
                     "hook attempt failed"
@@ -225,6 +242,20 @@ impl Dispatcher {
     /// The HTTP call.
     async fn send(&self, claimed: &Claimed) -> AttemptResult {
         let started = Instant::now();
+        // A URL naming an address is connected to without resolution, so the guard's
+        // resolver never sees it: it is checked here. (A URL that does not parse fails
+        // in the client, as before.)
+        if let Some(refused) = Url::parse(&claimed.url)
+            .ok()
+            .and_then(|url| self.guard.check_url(&url).err())
+        {
+            return AttemptResult {
+                status_code: None,
+                error: Some(refused.to_string()),
+                duration: started.elapsed(),
+                permanent: true,
+            };
+        }
         let mut request = self
             .http
             .post(&claimed.url)
@@ -266,13 +297,33 @@ impl Dispatcher {
                     )
                 }
             }
-            Err(e) => (None, Some(describe(&e))),
+            Err(e) => match Refused::find(&e) {
+                // A name resolving to a refused address: the guard's reason alone.
+                Some(refused) => {
+                    return AttemptResult {
+                        status_code: None,
+                        error: Some(refused.to_string()),
+                        duration: started.elapsed(),
+                        permanent: true,
+                    }
+                }
+                None => (None, Some(describe(&e))),
+            },
         };
         AttemptResult {
             status_code,
             error,
             duration: started.elapsed(),
+            permanent: false,
         }
+    }
+}
+
+/// The URL without credentials and query (they may hold secrets), for logs.
+fn redacted(url: &str) -> String {
+    match Url::parse(url) {
+        Ok(u) => format!("{}{}", u.origin().ascii_serialization(), u.path()),
+        Err(_) => "(not a valid URL)".to_owned(),
     }
 }
 
@@ -304,6 +355,15 @@ mod tests {
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
         HookConfig::from_lookup(|k| map.get(k).cloned())
+    }
+
+    #[test]
+    fn logged_urls_lose_credentials_and_query() {
+        assert_eq!(
+            redacted("https://user:pw@hooks.example:8443/a/b?token=t"),
+            "https://hooks.example:8443/a/b"
+        );
+        assert_eq!(redacted("not a url"), "(not a valid URL)");
     }
 
     #[test]

@@ -46,6 +46,7 @@ pub async fn run_on(
         deps.bus.clone(),
         &deps.metrics,
         hooks::HookConfig::from_env()?,
+        weft::outbound::Guard::from_config(&config),
     )?;
     // Every loop ends at shutdown.
     tokio::join!(

@@ -6,6 +6,13 @@
 //! JSON, else the text (`null` when empty). Any other status, and a connection error or
 //! timeout, is a retryable failure whose reason names the status or the error.
 //!
+//! Every call goes through the outbound guard ([`weft::outbound`], docs/outbound.md): the
+//! URL's scheme and literal address are checked before sending, host names are resolved
+//! through the guard, and each redirect (at most [`MAX_REDIRECTS`]) is checked before it
+//! is followed. A refused call is a terminal failure (`FAILED_WITH_TERMINAL_ERROR`)
+//! whose reason says what was refused and why: the same call would be refused again, so
+//! retrying it would only burn the task's retries and delays.
+//!
 //! No unbounded memory: a response body is read up to [`MAX_RESPONSE_BYTES`]; the rest
 //! is dropped and the text ends with a `[truncated …]` marker.
 
@@ -16,6 +23,7 @@ use std::time::Duration;
 use reqwest::header::{HeaderMap, CONTENT_TYPE};
 use reqwest::{Client, StatusCode, Url};
 use serde_json::{json, Value};
+use weft::outbound::{Guard, Refused};
 use weft::worker::ActivityError;
 
 use crate::request::{self, RequestSpec};
@@ -26,12 +34,15 @@ pub const MAX_RESPONSE_BYTES: usize = 1024 * 1024;
 pub const MAX_REASON_BODY_CHARS: usize = 512;
 /// The longest a whole request may take, whatever its timeouts (a trickling server).
 pub const TOTAL_TIMEOUT: Duration = Duration::from_secs(600);
+/// Redirects followed at most (reqwest's default limit, kept when the guard came).
+pub const MAX_REDIRECTS: usize = 10;
 /// Clients kept for reuse (one per distinct pair of timeouts, each with its pool).
 const MAX_CACHED_CLIENTS: usize = 32;
 
 /// Runs HTTP tasks; keeps one pooled client per pair of timeouts. Share it with an `Arc`.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct HttpExecutor {
+    guard: Guard,
     clients: Mutex<HashMap<(Duration, Duration), Client>>,
 }
 
@@ -47,9 +58,12 @@ pub struct HttpResponse {
 }
 
 impl HttpExecutor {
-    /// An executor with no client yet.
-    pub fn new() -> Self {
-        Self::default()
+    /// An executor with no client yet, whose calls go through `guard`.
+    pub fn new(guard: Guard) -> Self {
+        Self {
+            guard,
+            clients: Mutex::default(),
+        }
     }
 
     /// Runs one HTTP task: parses `input`, performs the request and maps the answer to
@@ -67,8 +81,14 @@ impl HttpExecutor {
     }
 
     /// Sends the request and reads the answer, whatever its status. A connection error,
-    /// a timeout or a broken body is a retryable failure naming the target.
+    /// a timeout or a broken body is a retryable failure naming the target; a call the
+    /// outbound guard refuses is a terminal one saying why.
     pub async fn perform(&self, spec: &RequestSpec) -> Result<HttpResponse, ActivityError> {
+        // A URL naming an address is connected to without resolution, so the guard's
+        // resolver never sees it: it is checked here.
+        self.guard
+            .check_url(&spec.url)
+            .map_err(|refused| refusal(spec, &refused))?;
         let client = self.client(spec)?;
         let mut builder = client
             .request(spec.method.clone(), spec.url.clone())
@@ -108,7 +128,9 @@ impl HttpExecutor {
         if let Some(client) = clients.get(&key) {
             return Ok(client.clone());
         }
-        let client = Client::builder()
+        let client = self
+            .guard
+            .client_builder(MAX_REDIRECTS)
             .connect_timeout(spec.connect_timeout)
             .read_timeout(spec.read_timeout)
             .timeout(TOTAL_TIMEOUT)
@@ -195,8 +217,22 @@ pub fn body_value(bytes: &[u8], truncated: bool, content_type: Option<&str>) -> 
     Value::String(String::from_utf8_lossy(bytes).into_owned())
 }
 
-/// A transport failure (retryable): what happened, to which target, with its causes.
+/// A refused call (terminal): the target and the guard's reason.
+fn refusal(spec: &RequestSpec, refused: &Refused) -> ActivityError {
+    ActivityError::terminal(format!(
+        "HTTP {} {}: {refused}",
+        spec.method,
+        redacted(&spec.url)
+    ))
+}
+
+/// A transport failure (retryable): what happened, to which target, with its causes;
+/// or, when the outbound guard refused the call (a name resolving to a refused address,
+/// a redirect to one), that refusal (terminal).
 fn failure(spec: &RequestSpec, e: &reqwest::Error) -> ActivityError {
+    if let Some(refused) = Refused::find(e) {
+        return refusal(spec, refused);
+    }
     let what = if e.is_timeout() {
         format!(
             "timed out (connect timeout {} ms, read timeout {} ms)",

@@ -11,7 +11,9 @@
 //! - any other status, a connection error or a timeout is a retryable failure whose
 //!   reason names the status (with the start of the body) or the error, so the task
 //!   definition's retry policy applies;
-//! - a missing or malformed input field is a terminal failure naming the field.
+//! - a missing or malformed input field is a terminal failure naming the field;
+//! - a call the outbound guard refuses (an address outside the public ranges not in
+//!   `WEFT_OUTBOUND_ALLOW`, docs/outbound.md) is a terminal failure saying why.
 //!
 //! Configuration: the usual `WEFT_*` environment (DESIGN.md §8), plus
 //! `WEFT_HTTP_WORKER_CONCURRENCY`, the most requests in flight at once (default
@@ -53,7 +55,9 @@ pub fn concurrency_from(value: Option<&str>) -> weft::Result<usize> {
 
 /// The worker serving the `HTTP` queue with at most `concurrency` requests at once.
 pub fn worker(config: &Config, concurrency: usize) -> Worker {
-    let executor = Arc::new(HttpExecutor::new());
+    let executor = Arc::new(HttpExecutor::new(weft::outbound::Guard::from_config(
+        config,
+    )));
     Worker::builder(config)
         .concurrency(concurrency)
         .handler(TASK_NAME, move |task: ActivityTask| {
@@ -81,6 +85,7 @@ pub async fn run_on(
         worker_id = worker.worker_id(),
         concurrency,
         https = cfg!(feature = "https"),
+        outbound_allow = %config.outbound_allow.clone().unwrap_or_default(),
         "weft-http-worker serving the {TASK_NAME} queue"
     );
     worker.run_on_backing(&backing, shutdown).await

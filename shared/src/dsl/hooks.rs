@@ -78,13 +78,14 @@ pub fn hook(extra: &Map<String, Value>, kind: HookKind) -> Option<Hook> {
     })
 }
 
-/// The definition's signing secret (`hooks.secret` of the workflow).
-pub fn secret(extra: &Map<String, Value>) -> Option<String> {
+/// The definition's signing secret (`hooks.secret` of the workflow), in a type whose
+/// `Debug` output is redacted.
+pub fn secret(extra: &Map<String, Value>) -> Option<crate::hooks::Secret> {
     extra
         .get("hooks")?
         .get("secret")?
         .as_str()
-        .map(str::to_owned)
+        .map(crate::hooks::Secret::new)
 }
 
 /// Checks `hooks` in `extra` at `path`: known kinds only (`allowed`), each with an

@@ -14,6 +14,7 @@ pub mod sign;
 use serde_json::{Map, Value};
 use uuid::Uuid;
 
+pub use crate::secret::Secret;
 pub use backoff::Backoff;
 
 /// Header carrying the delivery id (the same on every attempt): receivers deduplicate on it.

@@ -94,6 +94,9 @@ pub struct AttemptResult {
     pub error: Option<String>,
     /// How long the call took.
     pub duration: Duration,
+    /// Retrying cannot help (the outbound guard refused the call): the delivery is
+    /// dead-lettered at once, whatever attempts it has left.
+    pub permanent: bool,
 }
 
 impl AttemptResult {
@@ -180,7 +183,7 @@ impl Settlement {
         now: DateTime<Utc>,
     ) -> Self {
         let ok = result.succeeded();
-        let retry_in = (!ok)
+        let retry_in = (!ok && !result.permanent)
             .then(|| backoff.after(u32::try_from(claimed.attempt).unwrap_or(u32::MAX)))
             .flatten();
         let (status, released) = match (ok, retry_in) {
@@ -209,13 +212,17 @@ impl Settlement {
             return SequenceMove::Stay;
         };
         if self.status == "DEAD" && claimed.blocking {
+            let after = if result.permanent {
+                "without retry (retrying cannot help)".to_owned()
+            } else {
+                format!("after {} attempts", claimed.attempt)
+            };
             SequenceMove::Abort(format!(
-                "rollback hook {} of task {:?} (delivery {}, {}) failed after {} attempts: {}",
+                "rollback hook {} of task {:?} (delivery {}, {}) failed {after}: {}",
                 claimed.hook,
                 claimed.task_ref.as_deref().unwrap_or_default(),
                 claimed.id,
                 claimed.url,
-                claimed.attempt,
                 result.error.as_deref().unwrap_or("no answer"),
             ))
         } else if self.released && !claimed.released {

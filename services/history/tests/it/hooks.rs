@@ -47,6 +47,7 @@ fn failed() -> AttemptResult {
         status_code: Some(500),
         error: Some("HTTP 500".into()),
         duration: Duration::from_millis(3),
+        permanent: false,
     }
 }
 
@@ -55,6 +56,7 @@ fn delivered() -> AttemptResult {
         status_code: Some(204),
         error: None,
         duration: Duration::from_millis(3),
+        permanent: false,
     }
 }
 

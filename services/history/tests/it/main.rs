@@ -3,6 +3,7 @@
 //! (`WEFT_TEST_AMQP_URL`, default the local broker). One binary keeps link time down;
 //! every test has a database and a bus namespace of its own.
 
+mod dispatch;
 mod hooks;
 mod retention;
 mod timers;

@@ -4,12 +4,19 @@
 //! Each test plays the decider in a random namespace: it publishes an `HTTP` activity
 //! task to the activity exchange, runs [`weft_http_worker::run`] in-process and reads
 //! the result from the command shard named by `reply_to`.
+//!
+//! The test server is on this machine, which the outbound guard refuses by default: the
+//! worker runs with `WEFT_OUTBOUND_ALLOW` set to loopback, except in the tests of the
+//! guard itself (`outbound.rs`).
 
-use std::collections::BTreeMap;
+mod outbound;
+
+use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use axum::extract::Path;
+use axum::extract::{Path, Query};
+use axum::http::header::LOCATION;
 use axum::http::{HeaderMap, Method, StatusCode};
 use axum::routing::{any, get};
 use axum::{Json, Router};
@@ -21,6 +28,7 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 use weft::bus::{Bus, ConsumeOptions, Delivery, Disposition};
 use weft::messages::{ActivityFailed, ActivityMessage, ActivityTask, Command};
+use weft::outbound::AllowList;
 use weft::topology::Names;
 use weft::{Config, Envelope};
 use weft_http_worker::TASK_NAME;
@@ -30,8 +38,13 @@ const WAIT: Duration = Duration::from_secs(20);
 /// The shard results are routed to (of two).
 const REPLY_SHARD: u16 = 1;
 
-/// The test server: JSON, echo, any status, slow and big answers.
+/// The test server on 127.0.0.1: JSON, echo, any status, slow and big answers, redirects.
 async fn serve() -> (SocketAddr, CancellationToken) {
+    serve_on("127.0.0.1").await
+}
+
+/// The test server on `ip` (port chosen by the system).
+async fn serve_on(ip: &str) -> (SocketAddr, CancellationToken) {
     let app = Router::new()
         .route(
             "/json",
@@ -58,8 +71,16 @@ async fn serve() -> (SocketAddr, CancellationToken) {
                 "late"
             }),
         )
-        .route("/big", get(|| async { "x".repeat(3 * 1024 * 1024) }));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        .route("/big", get(|| async { "x".repeat(3 * 1024 * 1024) }))
+        // `/redirect?to=<url>`: 302 to `url`.
+        .route(
+            "/redirect",
+            get(|Query(q): Query<HashMap<String, String>>| async move {
+                let to = q.get("to").cloned().unwrap_or_default();
+                (StatusCode::FOUND, [(LOCATION, to)])
+            }),
+        );
+    let listener = tokio::net::TcpListener::bind((ip, 0)).await.unwrap();
     let addr = listener.local_addr().unwrap();
     let stop = CancellationToken::new();
     let token = stop.clone();
@@ -94,13 +115,21 @@ struct Decider {
 }
 
 impl Decider {
-    /// Connects in a fresh namespace, consumes the command shards and starts the worker.
+    /// Connects in a fresh namespace, consumes the command shards and starts the worker,
+    /// which may call this machine (the test server).
     async fn start() -> Self {
+        Self::start_allowing(Some(AllowList::loopback())).await
+    }
+
+    /// [`Decider::start`] with `allow` as the worker's `WEFT_OUTBOUND_ALLOW` (`None`:
+    /// unset, the guard's default rules alone).
+    async fn start_allowing(allow: Option<AllowList>) -> Self {
         let config = Config {
             namespace: format!("t{}", Uuid::new_v4().simple()),
             amqp_url: std::env::var("WEFT_AMQP_URL").unwrap_or_else(|_| Config::default().amqp_url),
             shards: 2,
             shutdown_grace: Duration::from_secs(5),
+            outbound_allow: allow,
             ..Config::default()
         };
         let names = Names::new(&config.namespace, config.shards);

@@ -227,6 +227,7 @@ fn failed() -> AttemptResult {
         status_code: Some(500),
         error: Some("HTTP 500".into()),
         duration: Duration::from_millis(3),
+        permanent: false,
     }
 }
 
@@ -235,6 +236,7 @@ fn succeeded() -> AttemptResult {
         status_code: Some(200),
         error: None,
         duration: Duration::from_millis(3),
+        permanent: false,
     }
 }
 
@@ -395,5 +397,81 @@ async fn hooks(env: &Env) -> Vec<String> {
         2
     );
     assert_eq!(env.take(&queue, 2).await.len(), 2);
+    vec![queue]
+}
+
+bus_test!(a_permanent_failure_dead_letters_at_once, permanent);
+async fn permanent(env: &Env) -> Vec<String> {
+    let wf = "wf-refused";
+    let run = Uuid::now_v7();
+    let (head, next) = (
+        delivery(wf, run, 0, Some(0), true),
+        delivery(wf, run, 1, Some(1), false),
+    );
+    let batch = CommitBatch {
+        hook_deliveries: vec![head.clone(), next.clone()],
+        ..CommitBatch::default()
+    };
+    env.store.commit(&batch).await.unwrap();
+    let claimed = env
+        .store
+        .claim_hook_deliveries(10, Duration::from_secs(60))
+        .await
+        .unwrap();
+    assert_eq!(claimed.len(), 1);
+    // Refused by the outbound guard on its first attempt, with seven attempts left: dead
+    // at once, and as an awaited rollback hook it fails the rollback.
+    let refused = AttemptResult {
+        status_code: None,
+        error: Some("outbound call refused: 127.0.0.1 is in the loopback range".into()),
+        duration: Duration::ZERO,
+        permanent: true,
+    };
+    let out = env
+        .store
+        .settle_hook_attempt(&env.names, &claimed[0], &refused, &backoff(8))
+        .await
+        .unwrap();
+    assert_eq!(out.len(), 1);
+    match Envelope::from_bytes(&out[0].body)
+        .unwrap()
+        .decode::<Command>()
+        .unwrap()
+    {
+        Command::RollbackHooksDone(d) => {
+            assert!(!d.ok);
+            assert!(
+                d.reason
+                    .as_deref()
+                    .unwrap()
+                    .contains("outbound call refused"),
+                "{d:?}"
+            );
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+    let views = env.store.hook_deliveries(wf).await.unwrap();
+    let view = views.iter().find(|v| v.delivery_id == head.id).unwrap();
+    assert_eq!(view.status, "DEAD");
+    assert_eq!(view.next_attempt_at, None);
+    assert_eq!(view.attempts.as_array().map_or(0, Vec::len), 1);
+    assert!(view
+        .last_error
+        .as_deref()
+        .unwrap()
+        .starts_with("outbound call refused"));
+    let skipped = views.iter().find(|v| v.delivery_id == next.id).unwrap();
+    assert_eq!(skipped.status, "SKIPPED");
+    // The RollbackHooksDone is in the outbox: leave nothing for the next test.
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let queue = env.listen(&env.names.command_key_for(wf)).await;
+    assert_eq!(
+        env.store
+            .sweep_outbox(&env.bus, Duration::ZERO, 10)
+            .await
+            .unwrap(),
+        1
+    );
+    assert_eq!(env.take(&queue, 1).await.len(), 1);
     vec![queue]
 }
