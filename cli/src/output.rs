@@ -346,12 +346,16 @@ fn expiry(token: &Value, now_ms: i64) -> String {
 /// (easy to select and copy), and how to keep and use it, since it is never shown again.
 pub fn token_created(token: &Value, secret: &str, now_ms: i64) -> String {
     let mut out = format!(
-        "created token {}: scopes {}; task types {}; expires {}\n\n",
+        "created token {}: scopes {}; ",
         text(token, "name"),
-        scopes_of(token).join(", "),
-        task_types_of(token),
-        expiry(token, now_ms)
+        scopes_of(token).join(", ")
     );
+    // Task types only matter to a token that can work.
+    match task_types_of(token).as_str() {
+        "-" => {}
+        types => out.push_str(&format!("task types {types}; ")),
+    }
+    out.push_str(&format!("expires {}\n\n", expiry(token, now_ms)));
     out.push_str(&format!("    {secret}\n\n"));
     out.push_str(
         "Store it now (e.g. in a secret store): it is not shown again. Use it with \
@@ -516,7 +520,7 @@ mod tests {
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(
             lines[0],
-            "created token ci: scopes read, start; task types -; expires 2025-01-02 12:00:00.000Z"
+            "created token ci: scopes read, start; expires 2025-01-02 12:00:00.000Z"
         );
         assert_eq!(lines[1..4], ["", "    weft_abc", ""]);
         assert!(lines[4].starts_with("Store it now"), "{text}");
@@ -526,6 +530,15 @@ mod tests {
             text.matches("weft_abc").count(),
             1,
             "the secret is printed once: {text}"
+        );
+
+        let worker = json!({"name": "w", "scopes": ["work"], "taskTypes": ["greet"],
+            "createdAt": T0, "expiresAt": null, "token": "weft_w"});
+        assert!(
+            token_created(&worker, "weft_w", T0)
+                .starts_with("created token w: scopes work; task types greet; expires never\n"),
+            "{}",
+            token_created(&worker, "weft_w", T0)
         );
     }
 

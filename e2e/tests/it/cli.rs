@@ -517,7 +517,7 @@ async fn the_cli_manages_tokens_and_says_what_a_refusal_means() {
         .expect(0, "token create ci");
     assert!(
         out.stdout
-            .starts_with("created token ci: scopes read, start; task types -; expires 20"),
+            .starts_with("created token ci: scopes read, start; expires 20"),
         "{}",
         out.stdout
     );
