@@ -58,6 +58,8 @@ pub struct Config {
     /// Start events a gateway starts at once from the `<ns>.starts` queue
     /// (`WEFT_START_EVENT_CONCURRENCY`); 0: this gateway takes none (docs/start-events.md).
     pub start_event_concurrency: usize,
+    /// Who may call the gateway (`WEFT_AUTH`, `WEFT_ADMIN_TOKEN`, `WEFT_METRICS_AUTH`).
+    pub auth: crate::auth_settings::AuthSettings,
 }
 
 impl Default for Config {
@@ -82,6 +84,7 @@ impl Default for Config {
             trace_url: None,
             events: crate::events::EventKeys::none(),
             start_event_concurrency: 16,
+            auth: crate::auth_settings::AuthSettings::default(),
         }
     }
 }
@@ -130,6 +133,7 @@ impl Config {
             },
             start_event_concurrency: parse(&get, "WEFT_START_EVENT_CONCURRENCY")?
                 .unwrap_or(d.start_event_concurrency),
+            auth: crate::auth_settings::AuthSettings::from_lookup(&get)?,
         };
         cfg.validate()?;
         Ok(cfg)

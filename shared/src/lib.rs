@@ -3,6 +3,7 @@
 //! workers (bus over RabbitMQ, PostgreSQL store, telemetry, configuration, the worker SDK).
 
 pub mod admin;
+pub mod auth_settings;
 pub mod bus;
 pub mod config;
 pub mod dsl;

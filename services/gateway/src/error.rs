@@ -17,6 +17,17 @@ pub enum Error {
     /// can help when a dependency was unreachable.
     #[error("start-up: {0}")]
     Startup(#[from] weft::Error),
+    /// Asked to serve on a non-loopback address with nobody checking tokens.
+    #[error(
+        "refusing to serve on {addr} without authentication: anyone who reaches it could \
+         start, terminate and read every run. Set WEFT_ADMIN_TOKEN (a secret of at least 24 \
+         characters, e.g. `openssl rand -hex 24`) to turn auth on, or WEFT_AUTH=off to serve \
+         without it on purpose"
+    )]
+    Insecure {
+        /// The listen address.
+        addr: std::net::SocketAddr,
+    },
     /// Binding or serving the HTTP listener failed. Retrying can help if the address
     /// was busy.
     #[error("http server on {addr}: {source}")]
@@ -40,6 +51,10 @@ pub enum ApiError {
         /// The offending field, e.g. `tasks[2].type`.
         path: Option<String>,
     },
+    /// 401: no token, or one that is unknown, revoked or expired.
+    Unauthenticated(String),
+    /// 403: the token lacks the scope the route needs; the message names it.
+    Forbidden(String),
     /// 404: the named thing does not exist.
     NotFound(String),
     /// 405: the path exists but not with this method.
@@ -109,6 +124,8 @@ impl ApiError {
     pub fn status(&self) -> StatusCode {
         match self {
             Self::BadRequest { .. } => StatusCode::BAD_REQUEST,
+            Self::Unauthenticated(_) => StatusCode::UNAUTHORIZED,
+            Self::Forbidden(_) => StatusCode::FORBIDDEN,
             Self::NotFound(_) => StatusCode::NOT_FOUND,
             Self::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
             Self::Conflict(_) => StatusCode::CONFLICT,
@@ -145,6 +162,8 @@ impl ApiError {
                 message,
                 path,
             } => (code, message.as_str(), path.as_deref()),
+            Self::Unauthenticated(m) => ("unauthenticated", m.as_str(), None),
+            Self::Forbidden(m) => ("forbidden", m.as_str(), None),
             Self::NotFound(m) => ("not_found", m.as_str(), None),
             Self::MethodNotAllowed(m) => ("method_not_allowed", m.as_str(), None),
             Self::Unavailable(m) => ("unavailable", m.as_str(), None),
@@ -182,7 +201,15 @@ impl IntoResponse for ApiError {
         if let Self::Internal(e) = &self {
             tracing::error!(error = %e, "request failed");
         }
-        (self.status(), axum::Json(self.body())).into_response()
+        let challenge = matches!(self, Self::Unauthenticated(_));
+        let mut response = (self.status(), axum::Json(self.body())).into_response();
+        if challenge {
+            response.headers_mut().insert(
+                axum::http::header::WWW_AUTHENTICATE,
+                axum::http::HeaderValue::from_static("Bearer"),
+            );
+        }
+        response
     }
 }
 

@@ -9,11 +9,13 @@
 //! [`run`] serves on the configured address until the shutdown token is cancelled;
 //! [`router`] builds the routes over an [`AppState`] so tests can drive them in-process.
 
+pub mod auth;
 pub mod error;
 pub mod event_handlers;
 mod extract;
 mod middleware;
 pub mod routes;
+pub mod secrets;
 pub mod start_events;
 pub mod state;
 pub mod views;
@@ -62,15 +64,23 @@ pub fn router(state: AppState) -> Router {
         .merge(routes::search::routes())
         .merge(routes::stats::routes())
         .merge(event_handlers::routes::routes())
+        .merge(auth::routes::routes())
         .fallback(middleware::no_route)
         .method_not_allowed_fallback(middleware::wrong_method)
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            auth::guard,
+        ))
         .layer(DefaultBodyLimit::max(state.max_body_bytes))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             middleware::observe,
         ))
-        .with_state(state)
-        .merge(admin)
+        .with_state(state.clone())
+        .merge(admin.layer(axum::middleware::from_fn_with_state(
+            state,
+            auth::metrics_guard,
+        )))
 }
 
 /// Connects to PostgreSQL (migrating it) and RabbitMQ, then serves on
@@ -116,6 +126,9 @@ pub async fn serve_on(
         addr: config.http_addr,
         source,
     })?;
+    if !config.auth.enabled() && !config.auth.explicitly_off() && !addr.ip().is_loopback() {
+        return Err(Error::Insecure { addr });
+    }
     let app: Arc<OnceLock<Router>> = Arc::default();
     let stop = shutdown.child_token();
     let server = tokio::spawn(
@@ -185,6 +198,7 @@ async fn connect(
         .with_registry(registry)
         .with_graph_cache(graphs)
         .with_trace_url(config.trace_url.clone())
+        .with_auth(&config.auth)
         .with_shutdown(shutdown.clone()))
 }
 

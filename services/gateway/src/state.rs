@@ -36,6 +36,8 @@ pub struct AppState {
     pub event_handlers_changed: std::sync::Arc<tokio::sync::Notify>,
     /// HTTP workers' polls, written as Conductor's poll data once a second.
     pub polls: weft::store::poll_data::Recorder,
+    /// Checks tokens (docs/security.md); disabled unless configured.
+    pub auth: std::sync::Arc<crate::auth::Authenticator>,
 }
 
 impl AppState {
@@ -50,6 +52,9 @@ impl AppState {
             trace_url: None,
             event_handlers_changed: std::sync::Arc::default(),
             polls: weft::store::poll_data::Recorder::default(),
+            auth: std::sync::Arc::new(crate::auth::Authenticator::new(
+                &weft::auth_settings::AuthSettings::default(),
+            )),
             store,
             bus,
             max_body_bytes,
@@ -59,6 +64,12 @@ impl AppState {
     }
 
     /// Replaces the activity registry (e.g. with one that has the Redis cache).
+    /// Checks tokens as `settings` say.
+    pub fn with_auth(mut self, settings: &weft::auth_settings::AuthSettings) -> Self {
+        self.auth = std::sync::Arc::new(crate::auth::Authenticator::new(settings));
+        self
+    }
+
     pub fn with_registry(mut self, registry: Registry) -> Self {
         self.registry = registry;
         self

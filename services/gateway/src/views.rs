@@ -238,7 +238,8 @@ impl HistoryPage {
                 event_id: e.event_id,
                 kind: e.kind,
                 time: e.time.timestamp_millis(),
-                attributes: e.attributes,
+                // A run's WorkflowStarted carries its definition: hook secrets masked.
+                attributes: crate::secrets::masked(e.attributes),
             })
             .collect();
         Self { events, next }

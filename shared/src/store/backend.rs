@@ -14,6 +14,7 @@ use chrono::{DateTime, Utc};
 use futures_util::future::BoxFuture;
 use uuid::Uuid;
 
+use super::auth::{ApiToken, AuditEntry, AuditFilter};
 use super::definitions::{PutOutcome, StoredDefinition};
 use super::event_handlers::{EventExecution, NewEventExecution, StoredEventHandler};
 use super::executions::{Removal, RunningFilter};
@@ -60,6 +61,7 @@ pub trait Backend:
     + TimerStore
     + HookStore
     + RegistryStore
+    + AuthStore
     + Health
     + Send
     + Sync
@@ -84,6 +86,7 @@ impl<T> Backend for T where
         + TimerStore
         + HookStore
         + RegistryStore
+        + AuthStore
         + Health
         + Send
         + Sync
@@ -276,12 +279,14 @@ pub trait EventHandlerStore {
 /// Accepted starts (the gateway's idempotent start).
 #[async_trait]
 pub trait StartStore {
-    /// Records a start and its outbox messages in one transaction, or reports the start
-    /// already recorded for the workflow id.
+    /// Records a start and its outbox messages in one transaction (with `audit`, the
+    /// caller's audit row, when given), or reports the start already recorded for the
+    /// workflow id (then nothing is written).
     async fn accept_start(
         &self,
         start: &NewStart,
         messages: &mut [OutboxMessage],
+        audit: Option<&AuditEntry>,
     ) -> Result<StartOutcome>;
     /// The start recorded for `workflow_id`.
     async fn get_start(&self, workflow_id: &str) -> Result<Option<StartRow>>;
@@ -398,4 +403,23 @@ pub trait RegistryStore {
     ) -> Result<ScanOutcome>;
     /// Deletes up to `batch` ended attempts older than `retention`; returns how many.
     async fn purge_task_checks(&self, retention: Duration, batch: i64) -> Result<u64>;
+}
+
+/// API tokens and the audit trail (`store::auth`, docs/security.md).
+#[async_trait]
+pub trait AuthStore {
+    /// Stores `token` and audits it in one transaction; `false` (and nothing written)
+    /// when a token of that name exists.
+    async fn create_token(&self, token: &ApiToken, audit: &AuditEntry) -> Result<bool>;
+    /// Every token, by name.
+    async fn tokens(&self) -> Result<Vec<ApiToken>>;
+    /// The token whose secret hashes to `token_hash`.
+    async fn token_by_hash(&self, token_hash: &str) -> Result<Option<ApiToken>>;
+    /// Deletes the token `name` and audits it in one transaction; `false` (and nothing
+    /// written) when there is none.
+    async fn revoke_token(&self, name: &str, audit: &AuditEntry) -> Result<bool>;
+    /// Appends `entry` to the audit trail.
+    async fn record_audit(&self, entry: &AuditEntry) -> Result<()>;
+    /// Audit rows matching `filter`, newest first.
+    async fn audit_entries(&self, filter: &AuditFilter) -> Result<Vec<AuditEntry>>;
 }

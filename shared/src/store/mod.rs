@@ -3,6 +3,7 @@
 //! production store) and SQLite ([`sqlite`], embedded, for `weft dev`). Each backend's
 //! SQL lives in its own module; the types here and in the concern modules are shared.
 
+pub mod auth;
 pub mod backend;
 pub mod definitions;
 pub mod event_handlers;

@@ -12,6 +12,7 @@ use weft::store::definitions::PutOutcome;
 
 use crate::error::ApiError;
 use crate::extract::{JsonBody, Path, Query};
+use crate::secrets;
 use crate::state::AppState;
 use crate::views::BulkResponse;
 
@@ -64,8 +65,9 @@ fn parse(json: &Value) -> Result<WorkflowDef, ApiError> {
 async fn register(
     State(state): State<AppState>,
     Query(q): Query<OverwriteQuery>,
-    JsonBody(json): JsonBody<Value>,
+    JsonBody(mut json): JsonBody<Value>,
 ) -> Result<(), ApiError> {
+    keep_secrets(&state, &mut json).await?;
     let def = parse(&json)?;
     match state.store.put_definition(&def, q.overwrite).await? {
         PutOutcome::Exists => Err(ApiError::Conflict(format!(
@@ -93,13 +95,17 @@ async fn upsert_many(
         ));
     };
     let mut answer = BulkResponse::default();
-    for (i, item) in items.iter().enumerate() {
+    for (i, mut item) in items.into_iter().enumerate() {
         let key = item
             .get("name")
             .and_then(Value::as_str)
             .filter(|n| !n.is_empty())
             .map_or_else(|| format!("[{i}]"), str::to_owned);
-        match parse(item) {
+        let parsed = match keep_secrets(&state, &mut item).await {
+            Ok(()) => parse(&item),
+            Err(e) => Err(e),
+        };
+        match parsed {
             Ok(def) => {
                 state.store.put_definition(&def, true).await?;
                 answer.bulk_successful_results.push(def.name);
@@ -117,6 +123,23 @@ async fn upsert_many(
     Ok(Json(answer))
 }
 
+/// Puts back the stored secret where `json` (a definition) carries the read mask.
+async fn keep_secrets(state: &AppState, json: &mut Value) -> Result<(), ApiError> {
+    if !json.to_string().contains(secrets::MASK) {
+        return Ok(());
+    }
+    let name = json.get("name").and_then(Value::as_str).unwrap_or_default();
+    let version = json
+        .get("version")
+        .and_then(Value::as_i64)
+        .and_then(|v| i32::try_from(v).ok());
+    let stored = match name {
+        "" => None,
+        name => state.store.get_definition(name, version).await?,
+    };
+    secrets::restore(json, stored.as_ref().map(|d| &d.definition))
+}
+
 /// `POST /api/metadata/workflow/validate`: 200 when valid, 400 naming the field otherwise.
 async fn validate(JsonBody(json): JsonBody<Value>) -> Result<(), ApiError> {
     parse(&json).map(|_| ())
@@ -129,7 +152,7 @@ async fn get_one(
     Query(q): Query<VersionQuery>,
 ) -> Result<Json<Value>, ApiError> {
     match state.store.get_definition(&name, q.version).await? {
-        Some(found) => Ok(Json(found.definition)),
+        Some(found) => Ok(Json(secrets::masked(found.definition))),
         None => Err(not_found(&name, q.version)),
     }
 }
@@ -137,7 +160,11 @@ async fn get_one(
 /// `GET /api/metadata/workflow`: every registered definition, all versions.
 async fn list(State(state): State<AppState>) -> Result<Json<Vec<Value>>, ApiError> {
     let all = state.store.list_definitions().await?;
-    Ok(Json(all.into_iter().map(|d| d.definition).collect()))
+    Ok(Json(
+        all.into_iter()
+            .map(|d| secrets::masked(d.definition))
+            .collect(),
+    ))
 }
 
 /// Conductor's `WorkflowDefSummary`.
@@ -177,7 +204,12 @@ async fn latest_versions(State(state): State<AppState>) -> Result<Json<Vec<Value
             latest.insert(d.name, (d.version, d.definition));
         }
     }
-    Ok(Json(latest.into_values().map(|(_, d)| d).collect()))
+    Ok(Json(
+        latest
+            .into_values()
+            .map(|(_, d)| secrets::masked(d))
+            .collect(),
+    ))
 }
 
 /// `GET /api/metadata/workflow/{name}/versions`: `[WorkflowDefSummary]`, oldest first;

@@ -165,3 +165,8 @@ pub fn endpoints() -> impl Iterator<Item = (&'static str, &'static str)> {
         .iter()
         .flat_map(|(methods, path, _)| methods.iter().map(move |m| (*m, *path)))
 }
+
+/// Whether `method` on the route template `path` is one of the not-offered endpoints.
+pub fn is_not_offered(method: &str, path: &str) -> bool {
+    endpoints().any(|(m, p)| m == method && p == path)
+}

@@ -479,7 +479,18 @@ pub async fn start_run(state: &AppState, request: StartRequest) -> Result<Starte
         traceparent,
     )?];
 
-    match state.store.accept_start(&start, &mut messages).await? {
+    // Audited in the start's own statement when a token is known (auth on).
+    let audit = crate::auth::request_audit().map(|base| weft::store::auth::AuditEntry {
+        action: "workflow.start".to_owned(),
+        target: Some(start.workflow_name.clone()),
+        workflow_id: Some(workflow_id.clone()),
+        ..base
+    });
+    match state
+        .store
+        .accept_start(&start, &mut messages, audit.as_ref())
+        .await?
+    {
         StartOutcome::Existing(existing) => {
             tracing::info!(workflow_id = %existing, "start repeated with the same idempotency key");
             return Ok(Started {

@@ -36,12 +36,13 @@ pub fn routes<S: Clone + Send + Sync + 'static>() -> Router<S> {
 }
 
 /// `GET /api/ui/config`: what the UI needs to know of this deployment, e.g.
-/// `{"traceUrl": "http://localhost:16686/trace/{traceId}"}` (`null`: no trace viewer).
+/// `{"traceUrl": "http://localhost:16686/trace/{traceId}", "auth": true}` (`traceUrl`
+/// `null`: no trace viewer; `auth`: the API needs a token, so the UI asks for one).
 pub fn config_routes() -> Router<AppState> {
     Router::new().route(
         "/api/ui/config",
         get(|State(state): State<AppState>| async move {
-            Json(json!({ "traceUrl": state.trace_url }))
+            Json(json!({ "traceUrl": state.trace_url, "auth": state.auth.enabled() }))
         }),
     )
 }

@@ -1,5 +1,6 @@
 //! The gateway's integration tests, against the real PostgreSQL and RabbitMQ.
 
+mod auth;
 mod conductor_api;
 mod definitions;
 mod event_handlers;

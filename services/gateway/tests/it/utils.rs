@@ -106,6 +106,18 @@ impl TestEnv {
         }
     }
 
+    /// This world with auth on, `admin` being the configured admin token.
+    pub fn with_admin_token(mut self, admin: &str) -> Self {
+        let settings = weft::auth_settings::AuthSettings {
+            mode: None,
+            admin_token: Some(weft::auth_settings::Secret::new(admin)),
+            metrics_need_token: true,
+        };
+        self.state = self.state.clone().with_auth(&settings);
+        self.router = weft_gateway::router(self.state.clone());
+        self
+    }
+
     /// Sends one request; `body` is sent as is.
     pub async fn send(&self, method: Method, uri: &str, body: Option<Vec<u8>>) -> Reply {
         self.send_with(method, uri, body, &[]).await

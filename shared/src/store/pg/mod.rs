@@ -9,6 +9,7 @@ use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
 
+mod auth;
 mod definitions;
 mod event_handlers;
 mod executions;

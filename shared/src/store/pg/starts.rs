@@ -3,6 +3,7 @@
 use async_trait::async_trait;
 
 use super::PgStore;
+use crate::store::auth::AuditEntry;
 use crate::store::backend::StartStore;
 use crate::store::outbox::OutboxMessage;
 use crate::store::starts::{NewStart, StartOutcome, StartRow};
@@ -22,43 +23,40 @@ impl StartStore for PgStore {
         &self,
         start: &NewStart,
         messages: &mut [OutboxMessage],
+        audit: Option<&AuditEntry>,
     ) -> Result<StartOutcome> {
-        // One statement, one round trip: the start row, and the outbox rows only when the
-        // start row went in.
         let ids: Vec<uuid::Uuid> = messages.iter().map(|m| m.id).collect();
         let exchanges: Vec<&str> = messages.iter().map(|m| m.exchange.as_str()).collect();
         let keys: Vec<&str> = messages.iter().map(|m| m.routing_key.as_str()).collect();
         let bodies: Vec<&[u8]> = messages.iter().map(|m| m.body.as_slice()).collect();
         let traces: Vec<Option<&str>> = messages.iter().map(|m| m.traceparent.as_deref()).collect();
-        let accepted: i64 = sqlx::query_scalar(
-            "WITH s AS (
-                 INSERT INTO workflow_starts (workflow_id, idempotency_key, workflow_name,
-                     workflow_version, input, correlation_id)
-                 VALUES ($1, $2, $3, $4, $5, $6)
-                 ON CONFLICT (idempotency_key) DO NOTHING
-                 RETURNING workflow_id
-             ), o AS (
-                 INSERT INTO outbox (id, exchange, routing_key, body, traceparent)
-                 SELECT m.* FROM UNNEST($7::uuid[], $8::text[], $9::text[], $10::bytea[],
-                     $11::text[]) AS m
-                 WHERE EXISTS (SELECT 1 FROM s)
-             )
-             -- `o` runs whether read or not, as every data-modifying CTE does.
-             SELECT count(*) FROM s",
-        )
-        .bind(&start.workflow_id)
-        .bind(&start.idempotency_key)
-        .bind(&start.workflow_name)
-        .bind(start.workflow_version)
-        .bind(&start.input)
-        .bind(&start.correlation_id)
-        .bind(&ids)
-        .bind(&exchanges)
-        .bind(&keys)
-        .bind(&bodies)
-        .bind(&traces)
-        .fetch_one(&self.pool)
-        .await?;
+        let sql = match audit {
+            None => START_SQL,
+            Some(_) => AUDITED_START_SQL,
+        };
+        let query = sqlx::query_scalar::<_, i64>(sql)
+            .bind(&start.workflow_id)
+            .bind(&start.idempotency_key)
+            .bind(&start.workflow_name)
+            .bind(start.workflow_version)
+            .bind(&start.input)
+            .bind(&start.correlation_id)
+            .bind(&ids)
+            .bind(&exchanges)
+            .bind(&keys)
+            .bind(&bodies)
+            .bind(&traces);
+        let query = match audit {
+            None => query,
+            Some(e) => query
+                .bind(e.at)
+                .bind(&e.actor)
+                .bind(&e.action)
+                .bind(&e.reason)
+                .bind(&e.method)
+                .bind(&e.path),
+        };
+        let accepted: i64 = query.fetch_one(&self.pool).await?;
         if accepted == 1 {
             return Ok(StartOutcome::Accepted);
         }
@@ -90,3 +88,39 @@ impl StartStore for PgStore {
         .await?)
     }
 }
+
+/// The start row, and the outbox rows only when the start row went in: one statement.
+const START_SQL: &str = "WITH s AS (
+        INSERT INTO workflow_starts (workflow_id, idempotency_key, workflow_name,
+            workflow_version, input, correlation_id)
+        VALUES ($1, $2, $3, $4, $5, $6)
+        ON CONFLICT (idempotency_key) DO NOTHING
+        RETURNING workflow_id
+    ), o AS (
+        INSERT INTO outbox (id, exchange, routing_key, body, traceparent)
+        SELECT m.* FROM UNNEST($7::uuid[], $8::text[], $9::text[], $10::bytea[],
+            $11::text[]) AS m
+        WHERE EXISTS (SELECT 1 FROM s)
+    )
+    -- `o` runs whether read or not, as every data-modifying CTE does.
+    SELECT count(*) FROM s";
+
+/// [`START_SQL`] with the caller's audit row, written only when the start row went in
+/// (auth on; without auth no row is written, so the unaudited start costs nothing more).
+const AUDITED_START_SQL: &str = "WITH s AS (
+        INSERT INTO workflow_starts (workflow_id, idempotency_key, workflow_name,
+            workflow_version, input, correlation_id)
+        VALUES ($1, $2, $3, $4, $5, $6)
+        ON CONFLICT (idempotency_key) DO NOTHING
+        RETURNING workflow_id
+    ), o AS (
+        INSERT INTO outbox (id, exchange, routing_key, body, traceparent)
+        SELECT m.* FROM UNNEST($7::uuid[], $8::text[], $9::text[], $10::bytea[],
+            $11::text[]) AS m
+        WHERE EXISTS (SELECT 1 FROM s)
+    ), a AS (
+        INSERT INTO audit_log (at, actor, action, target, workflow_id, reason, status,
+            method, path)
+        SELECT $12, $13, $14, $3, s.workflow_id, $15, NULL, $16, $17 FROM s
+    )
+    SELECT count(*) FROM s";

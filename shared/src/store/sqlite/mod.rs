@@ -18,6 +18,7 @@ mod search;
 mod stats;
 pub(crate) mod timers;
 
+pub(crate) mod auth;
 mod definitions;
 mod event_handlers;
 mod executions;

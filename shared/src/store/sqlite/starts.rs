@@ -3,6 +3,7 @@
 use async_trait::async_trait;
 
 use super::SqliteStore;
+use crate::store::auth::AuditEntry;
 use crate::store::backend::StartStore;
 use crate::store::outbox::OutboxMessage;
 use crate::store::starts::{NewStart, StartOutcome, StartRow};
@@ -20,6 +21,7 @@ impl StartStore for SqliteStore {
         &self,
         start: &NewStart,
         messages: &mut [OutboxMessage],
+        audit: Option<&AuditEntry>,
     ) -> Result<StartOutcome> {
         let mut tx = self.write_tx().await?;
         let inserted: Option<String> = sqlx::query_scalar(
@@ -54,6 +56,15 @@ impl StartStore for SqliteStore {
                 .ok_or(Error::Store(sqlx::Error::RowNotFound));
         }
         super::outbox::insert(&mut tx, messages).await?;
+        if let Some(e) = audit {
+            let entry = AuditEntry {
+                target: Some(start.workflow_name.clone()),
+                workflow_id: Some(start.workflow_id.clone()),
+                status: None,
+                ..e.clone()
+            };
+            super::auth::insert_audit(&mut tx, &entry).await?;
+        }
         tx.commit().await?;
         Ok(StartOutcome::Accepted)
     }

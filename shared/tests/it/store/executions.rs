@@ -184,6 +184,7 @@ async fn an_ended_workflow_is_removed_whole_and_a_running_one_is_kept(store: &St
                 correlation_id: None,
             },
             &mut nothing,
+            None,
         )
         .await
         .unwrap();
@@ -219,6 +220,7 @@ async fn an_ended_workflow_is_removed_whole_and_a_running_one_is_kept(store: &St
                 correlation_id: None,
             },
             &mut nothing,
+            None,
         )
         .await
         .unwrap();

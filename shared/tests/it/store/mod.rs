@@ -68,6 +68,7 @@ macro_rules! bus_test {
     };
 }
 
+mod auth;
 mod delivery;
 mod executions;
 mod metadata;

@@ -35,7 +35,7 @@ fn message() -> OutboxMessage {
 store_test!(accept_start_is_idempotent_by_key);
 async fn accept_start_is_idempotent_by_key(store: &Store) {
     let first = store
-        .accept_start(&start("wf-1", Some("key-1")), &mut [message()])
+        .accept_start(&start("wf-1", Some("key-1")), &mut [message()], None)
         .await
         .unwrap();
     assert_eq!(first, StartOutcome::Accepted);
@@ -48,7 +48,7 @@ async fn accept_start_is_idempotent_by_key(store: &Store) {
 
     // The same key again answers the first workflow id and writes nothing.
     let again = store
-        .accept_start(&start("wf-2", Some("key-1")), &mut [message()])
+        .accept_start(&start("wf-2", Some("key-1")), &mut [message()], None)
         .await
         .unwrap();
     assert_eq!(again, StartOutcome::Existing("wf-1".into()));
@@ -57,7 +57,10 @@ async fn accept_start_is_idempotent_by_key(store: &Store) {
     // Without a key every start is new.
     for id in ["wf-3", "wf-4"] {
         assert_eq!(
-            store.accept_start(&start(id, None), &mut []).await.unwrap(),
+            store
+                .accept_start(&start(id, None), &mut [], None)
+                .await
+                .unwrap(),
             StartOutcome::Accepted
         );
     }
@@ -115,7 +118,7 @@ async fn concurrent_starts_with_one_key_make_one_start(store: &Store) {
             tokio::spawn(async move {
                 let id = format!("wf-race-{i}");
                 store
-                    .accept_start(&start(&id, Some("race")), &mut [message()])
+                    .accept_start(&start(&id, Some("race")), &mut [message()], None)
                     .await
                     .map(|outcome| (id, outcome))
             })

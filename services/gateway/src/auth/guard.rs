@@ -1,0 +1,346 @@
+//! The middleware every request passes: who is calling ([`super::verify`]), may they
+//! ([`super::scopes`]), and the audit row of a change.
+
+use axum::body::Body;
+use axum::extract::{MatchedPath, Request, State};
+use axum::http::{HeaderMap, Method};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use chrono::Utc;
+use weft::store::auth::AuditEntry;
+
+use super::principal::Principal;
+use super::scopes::{is_known_route, need_of, Audit, Need, Scope};
+use super::verify::{token_of, AuthError};
+use crate::error::ApiError;
+use crate::state::AppState;
+
+tokio::task_local! {
+    /// The audit row's who, method and path, while a handler that audits in its own
+    /// transaction (a start) runs for an authenticated caller.
+    static REQUEST_AUDIT: AuditEntry;
+}
+
+/// The audit row of the request being handled, when its handler audits in its own
+/// transaction and the caller is known; its action, target and workflow are the
+/// handler's to fill in.
+pub fn request_audit() -> Option<AuditEntry> {
+    REQUEST_AUDIT.try_with(Clone::clone).ok()
+}
+
+/// Authenticates, authorizes and audits one request.
+pub async fn guard(State(state): State<AppState>, mut req: Request, next: Next) -> Response {
+    let template = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map(|p| p.as_str().to_owned());
+    let method = req.method().clone();
+    let Some((need, audit)) = need_of(method.as_str(), template.as_deref()) else {
+        // A known route with another method: 405, as the router answers it, and also
+        // what a handler added under a new method without a rule gets (never served).
+        if template.as_deref().is_some_and(is_known_route) {
+            return ApiError::MethodNotAllowed(format!(
+                "{method} is not allowed on {}",
+                req.uri().path()
+            ))
+            .into_response();
+        }
+        return ApiError::Forbidden(format!(
+            "{method} {} has no scope rule, so it is refused to everyone",
+            template.as_deref().unwrap_or("?")
+        ))
+        .into_response();
+    };
+    let principal = if state.auth.enabled() && need != Need::Open {
+        let secret = token_of(req.headers()).map(str::to_owned);
+        let what = format!("{method} {}", req.uri().path());
+        match authorize(&state, secret, need, what).await {
+            Ok(p) => Some(p),
+            Err(e) => return e.into_response(),
+        }
+    } else {
+        None
+    };
+    if let Some(p) = &principal {
+        if let Err(e) = confine_worker(&state, p, need, template.as_deref(), &mut req).await {
+            return e.into_response();
+        }
+        req.extensions_mut().insert(p.clone());
+    }
+    if audit == Audit::No || (audit == Audit::InTransaction && principal.is_none()) {
+        return next.run(req).await;
+    }
+    let entry = AuditEntry {
+        at: Utc::now(),
+        actor: principal.as_ref().map(|p| p.name.clone()),
+        action: String::new(),
+        target: None,
+        workflow_id: None,
+        reason: None,
+        status: None,
+        method: method.to_string(),
+        path: req.uri().path().to_owned(),
+    };
+    let Audit::After(action) = audit else {
+        return REQUEST_AUDIT.scope(entry, next.run(req)).await;
+    };
+    let params = template
+        .as_deref()
+        .map(|t| path_params(t, req.uri().path()))
+        .unwrap_or_default();
+    let reason = reason_of(req.uri().query());
+    let response = next.run(req).await;
+    let workflow_id = params
+        .iter()
+        .find(|(k, _)| matches!(*k, "id" | "workflow_id"))
+        .filter(|_| {
+            entry.path.starts_with("/api/workflow/") || entry.path.starts_with("/api/tasks/")
+        })
+        .map(|(_, v)| v.clone());
+    let entry = AuditEntry {
+        action: action.to_owned(),
+        target: params.first().map(|(_, v)| v.clone()),
+        workflow_id,
+        reason,
+        status: Some(i32::from(response.status().as_u16())),
+        at: Utc::now(),
+        ..entry
+    };
+    if let Err(e) = state.store.record_audit(&entry).await {
+        // The change happened; losing its row is logged loudly, not answered as
+        // a failure the caller would retry.
+        tracing::error!(error = %e, action, path = %entry.path, "audit row not written");
+    }
+    response
+}
+
+/// `/metrics` needs a `read` token when so configured (`WEFT_METRICS_AUTH=on`);
+/// `/healthz` and `/readyz` stay open.
+pub async fn metrics_guard(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    if req.uri().path() == "/metrics" && state.auth.metrics_need_token() {
+        let what = format!("{} /metrics", req.method());
+        if let Err(e) = authenticate(&state, req.headers(), what, Need::Any(&[Scope::Read])).await {
+            return e.into_response();
+        }
+    }
+    next.run(req).await
+}
+
+/// The caller, when auth is on and the route is not open; 401 or 403 otherwise.
+async fn authenticate(
+    state: &AppState,
+    headers: &HeaderMap,
+    what: String,
+    need: Need,
+) -> Result<Option<Principal>, ApiError> {
+    if !state.auth.enabled() || need == Need::Open {
+        return Ok(None);
+    }
+    let secret = token_of(headers).map(str::to_owned);
+    authorize(state, secret, need, what).await.map(Some)
+}
+
+/// The principal `secret` stands for, if it meets `need` (to do `what`).
+async fn authorize(
+    state: &AppState,
+    secret: Option<String>,
+    need: Need,
+    what: String,
+) -> Result<Principal, ApiError> {
+    let Some(secret) = secret else {
+        return Err(ApiError::Unauthenticated(AuthError::Missing.to_string()));
+    };
+    let principal = match state.auth.principal(&state.store, &secret).await {
+        Ok(p) => p,
+        Err(AuthError::Store(e)) => return Err(ApiError::Internal(e)),
+        Err(e) => return Err(ApiError::Unauthenticated(e.to_string())),
+    };
+    if !principal.meets(need) {
+        let Need::Any(scopes) = need else {
+            unreachable!("open and authenticated needs are met by every principal")
+        };
+        let names: Vec<&str> = scopes.iter().map(|s| s.as_str()).collect();
+        return Err(ApiError::Forbidden(format!(
+            "the token `{}` lacks the scope `{}` that {what} needs",
+            principal.name,
+            names.join("` or `"),
+        )));
+    }
+    Ok(principal)
+}
+
+/// A `work` token limited to task types touches only tasks of those types: the task
+/// type in the path, or the task the path or the body names.
+async fn confine_worker(
+    state: &AppState,
+    principal: &Principal,
+    need: Need,
+    template: Option<&str>,
+    req: &mut Request,
+) -> Result<(), ApiError> {
+    let Need::Any(scopes) = need else {
+        return Ok(());
+    };
+    let only_as_worker = scopes.contains(&Scope::Work)
+        && !scopes
+            .iter()
+            .any(|s| *s != Scope::Work && principal.scopes.contains(s));
+    if principal.task_types.is_none() || !only_as_worker {
+        return Ok(());
+    }
+    let Some(template) = template else {
+        return Ok(());
+    };
+    let params = path_params(template, req.uri().path());
+    let param = |name: &str| {
+        params
+            .iter()
+            .find(|(k, _)| *k == name)
+            .map(|(_, v)| v.clone())
+    };
+    let task_type = if let Some(task_type) = param("task_type") {
+        task_type
+    } else if let Some(task_id) = param("task_id") {
+        task_name_of(state, &task_id).await?
+    } else if param("task_ref").is_some() {
+        return Err(ApiError::Forbidden(format!(
+            "the token `{}` is limited to task types, so it updates tasks by id \
+             (POST /api/tasks), not by reference name",
+            principal.name
+        )));
+    } else if *req.method() == Method::POST {
+        let task_id = task_id_in_body(state, req).await?;
+        task_name_of(state, &task_id).await?
+    } else {
+        return Ok(());
+    };
+    if principal.may_work_on(&task_type) {
+        return Ok(());
+    }
+    Err(ApiError::Forbidden(format!(
+        "the token `{}` may work on tasks of types {} only, not `{task_type}`",
+        principal.name,
+        principal
+            .task_types
+            .as_deref()
+            .unwrap_or_default()
+            .join(", ")
+    )))
+}
+
+/// The name (poll queue) of the task `task_id`; 404 when there is none.
+async fn task_name_of(state: &AppState, task_id: &str) -> Result<String, ApiError> {
+    let not_found = || ApiError::NotFound(format!("task {task_id} not found"));
+    let id = task_id.parse::<uuid::Uuid>().map_err(|_| not_found())?;
+    let task = state.store.task_with_run(id).await?.ok_or_else(not_found)?;
+    Ok(task.task.task_name)
+}
+
+/// The `taskId` of the JSON body (a task update or heartbeat); the body is put back for
+/// the handler.
+async fn task_id_in_body(state: &AppState, req: &mut Request) -> Result<String, ApiError> {
+    let body = std::mem::replace(req.body_mut(), Body::empty());
+    let bytes = axum::body::to_bytes(body, state.max_body_bytes)
+        .await
+        .map_err(|_| {
+            ApiError::PayloadTooLarge("request body is larger than the configured limit".into())
+        })?;
+    let task_id = serde_json::from_slice::<serde_json::Value>(&bytes)
+        .ok()
+        .and_then(|v| v.get("taskId").and_then(|t| t.as_str()).map(str::to_owned));
+    *req.body_mut() = Body::from(bytes);
+    task_id.ok_or_else(|| ApiError::invalid("invalid_field", "taskId", "taskId is required"))
+}
+
+/// The path's parameters, by the template's `{name}` segments, in order.
+fn path_params(template: &str, path: &str) -> Vec<(&'static str, String)> {
+    template
+        .split('/')
+        .zip(path.split('/'))
+        .filter_map(|(t, p)| {
+            let name = t.strip_prefix('{')?.strip_suffix('}')?;
+            Some((intern(name), percent_decode(p)))
+        })
+        .collect()
+}
+
+/// The parameter names the routes use, as `'static` (the table's are few and fixed).
+fn intern(name: &str) -> &'static str {
+    const NAMES: &[&str] = &[
+        "id",
+        "workflow_id",
+        "name",
+        "version",
+        "task_ref",
+        "task_id",
+        "task_type",
+        "status",
+        "event",
+        "correlation_id",
+    ];
+    NAMES
+        .iter()
+        .find(|n| **n == name)
+        .copied()
+        .unwrap_or("param")
+}
+
+fn percent_decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match (bytes[i], bytes.get(i + 1..i + 3)) {
+            (b'%', Some(hex)) => match std::str::from_utf8(hex)
+                .ok()
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+            {
+                Some(b) => {
+                    out.push(b);
+                    i += 3;
+                    continue;
+                }
+                None => out.push(b'%'),
+            },
+            (b, _) => out.push(b),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The `reason` query parameter, when given.
+fn reason_of(query: Option<&str>) -> Option<String> {
+    query?
+        .split('&')
+        .filter_map(|pair| pair.split_once('='))
+        .find(|(k, _)| *k == "reason")
+        .map(|(_, v)| percent_decode(&v.replace('+', " ")))
+        .filter(|r| !r.trim().is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn path_parameters_follow_the_template() {
+        assert_eq!(
+            path_params(
+                "/api/workflow/{id}/skiptask/{task_ref}",
+                "/api/workflow/w%201/skiptask/a"
+            ),
+            vec![("id", "w 1".to_owned()), ("task_ref", "a".to_owned())]
+        );
+    }
+
+    #[test]
+    fn the_reason_comes_from_the_query() {
+        assert_eq!(
+            reason_of(Some("a=1&reason=wrong+input%21")),
+            Some("wrong input!".to_owned())
+        );
+        assert_eq!(reason_of(Some("reason=")), None);
+        assert_eq!(reason_of(None), None);
+    }
+}

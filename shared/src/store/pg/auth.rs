@@ -1,0 +1,144 @@
+//! API tokens and the audit trail on PostgreSQL.
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use sqlx::types::Json;
+use sqlx::{Postgres, Transaction};
+
+use super::PgStore;
+use crate::store::auth::{ApiToken, AuditEntry, AuditFilter, AuditRow};
+use crate::store::backend::AuthStore;
+use crate::Result;
+
+/// A token row as selected.
+type TokenRow = (
+    String,
+    String,
+    Json<Vec<String>>,
+    Option<Json<Vec<String>>>,
+    DateTime<Utc>,
+    Option<DateTime<Utc>>,
+);
+
+const TOKEN_COLUMNS: &str = "name, token_hash, scopes, task_types, created_at, expires_at";
+
+fn token((name, token_hash, scopes, task_types, created_at, expires_at): TokenRow) -> ApiToken {
+    ApiToken {
+        name,
+        token_hash,
+        scopes: scopes.0,
+        task_types: task_types.map(|t| t.0),
+        created_at,
+        expires_at,
+    }
+}
+
+async fn insert_audit(tx: &mut Transaction<'_, Postgres>, e: &AuditEntry) -> Result<()> {
+    sqlx::query(
+        "INSERT INTO audit_log (at, actor, action, target, workflow_id, reason, status,
+             method, path)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+    )
+    .bind(e.at)
+    .bind(&e.actor)
+    .bind(&e.action)
+    .bind(&e.target)
+    .bind(&e.workflow_id)
+    .bind(&e.reason)
+    .bind(e.status)
+    .bind(&e.method)
+    .bind(&e.path)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
+#[async_trait]
+impl AuthStore for PgStore {
+    async fn create_token(&self, t: &ApiToken, audit: &AuditEntry) -> Result<bool> {
+        let mut tx = self.pool.begin().await?;
+        let inserted = sqlx::query(
+            "INSERT INTO api_tokens (name, token_hash, scopes, task_types, created_at,
+                 expires_at)
+             VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (name) DO NOTHING",
+        )
+        .bind(&t.name)
+        .bind(&t.token_hash)
+        .bind(Json(&t.scopes))
+        .bind(t.task_types.as_ref().map(Json))
+        .bind(t.created_at)
+        .bind(t.expires_at)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected()
+            == 1;
+        if !inserted {
+            return Ok(false);
+        }
+        insert_audit(&mut tx, audit).await?;
+        tx.commit().await?;
+        Ok(true)
+    }
+
+    async fn tokens(&self) -> Result<Vec<ApiToken>> {
+        let rows: Vec<TokenRow> = sqlx::query_as(&format!(
+            "SELECT {TOKEN_COLUMNS} FROM api_tokens ORDER BY name"
+        ))
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows.into_iter().map(token).collect())
+    }
+
+    async fn token_by_hash(&self, token_hash: &str) -> Result<Option<ApiToken>> {
+        let row: Option<TokenRow> = sqlx::query_as(&format!(
+            "SELECT {TOKEN_COLUMNS} FROM api_tokens WHERE token_hash = $1"
+        ))
+        .bind(token_hash)
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(row.map(token))
+    }
+
+    async fn revoke_token(&self, name: &str, audit: &AuditEntry) -> Result<bool> {
+        let mut tx = self.pool.begin().await?;
+        let deleted = sqlx::query("DELETE FROM api_tokens WHERE name = $1")
+            .bind(name)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected()
+            == 1;
+        if !deleted {
+            return Ok(false);
+        }
+        insert_audit(&mut tx, audit).await?;
+        tx.commit().await?;
+        Ok(true)
+    }
+
+    async fn record_audit(&self, entry: &AuditEntry) -> Result<()> {
+        let mut tx = self.pool.begin().await?;
+        insert_audit(&mut tx, entry).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn audit_entries(&self, f: &AuditFilter) -> Result<Vec<AuditEntry>> {
+        let rows: Vec<AuditRow> = sqlx::query_as(
+            "SELECT at, actor, action, target, workflow_id, reason, status, method, path
+             FROM audit_log
+             WHERE ($1::timestamptz IS NULL OR at >= $1)
+               AND ($2::timestamptz IS NULL OR at < $2)
+               AND ($3::text IS NULL OR actor = $3)
+               AND ($4::text IS NULL OR workflow_id = $4)
+             ORDER BY at DESC, id DESC LIMIT $5",
+        )
+        .bind(f.from)
+        .bind(f.to)
+        .bind(&f.actor)
+        .bind(&f.workflow_id)
+        .bind(f.limit)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows.into_iter().map(AuditEntry::from).collect())
+    }
+}

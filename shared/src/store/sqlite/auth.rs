@@ -1,0 +1,150 @@
+//! API tokens and the audit trail on SQLite (JSON arrays as TEXT).
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use sqlx::{Sqlite, Transaction};
+
+use super::{string_array, SqliteStore};
+use crate::store::auth::{ApiToken, AuditEntry, AuditFilter, AuditRow};
+use crate::store::backend::AuthStore;
+use crate::{Error, Result};
+
+/// A token row as selected.
+type TokenRow = (
+    String,
+    String,
+    String,
+    Option<String>,
+    DateTime<Utc>,
+    Option<DateTime<Utc>>,
+);
+
+const TOKEN_COLUMNS: &str = "name, token_hash, scopes, task_types, created_at, expires_at";
+
+fn token(
+    (name, token_hash, scopes, task_types, created_at, expires_at): TokenRow,
+) -> Result<ApiToken> {
+    Ok(ApiToken {
+        name,
+        token_hash,
+        scopes: string_array(&scopes)?,
+        task_types: task_types.as_deref().map(string_array).transpose()?,
+        created_at,
+        expires_at,
+    })
+}
+
+fn json_text(values: &[String]) -> Result<String> {
+    serde_json::to_string(values).map_err(|e| Error::Decode(format!("JSON text array: {e}")))
+}
+
+/// Appends `e` to the audit trail inside `tx`.
+pub(crate) async fn insert_audit(tx: &mut Transaction<'_, Sqlite>, e: &AuditEntry) -> Result<()> {
+    sqlx::query(
+        "INSERT INTO audit_log (at, actor, action, target, workflow_id, reason, status,
+             method, path)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+    )
+    .bind(e.at)
+    .bind(&e.actor)
+    .bind(&e.action)
+    .bind(&e.target)
+    .bind(&e.workflow_id)
+    .bind(&e.reason)
+    .bind(e.status)
+    .bind(&e.method)
+    .bind(&e.path)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
+#[async_trait]
+impl AuthStore for SqliteStore {
+    async fn create_token(&self, t: &ApiToken, audit: &AuditEntry) -> Result<bool> {
+        let mut tx = self.write_tx().await?;
+        let inserted = sqlx::query(
+            "INSERT INTO api_tokens (name, token_hash, scopes, task_types, created_at,
+                 expires_at)
+             VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (name) DO NOTHING",
+        )
+        .bind(&t.name)
+        .bind(&t.token_hash)
+        .bind(json_text(&t.scopes)?)
+        .bind(t.task_types.as_deref().map(json_text).transpose()?)
+        .bind(t.created_at)
+        .bind(t.expires_at)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected()
+            == 1;
+        if !inserted {
+            return Ok(false);
+        }
+        insert_audit(&mut tx, audit).await?;
+        tx.commit().await?;
+        Ok(true)
+    }
+
+    async fn tokens(&self) -> Result<Vec<ApiToken>> {
+        let rows: Vec<TokenRow> = sqlx::query_as(&format!(
+            "SELECT {TOKEN_COLUMNS} FROM api_tokens ORDER BY name"
+        ))
+        .fetch_all(&self.pool)
+        .await?;
+        rows.into_iter().map(token).collect()
+    }
+
+    async fn token_by_hash(&self, token_hash: &str) -> Result<Option<ApiToken>> {
+        let row: Option<TokenRow> = sqlx::query_as(&format!(
+            "SELECT {TOKEN_COLUMNS} FROM api_tokens WHERE token_hash = ?"
+        ))
+        .bind(token_hash)
+        .fetch_optional(&self.pool)
+        .await?;
+        row.map(token).transpose()
+    }
+
+    async fn revoke_token(&self, name: &str, audit: &AuditEntry) -> Result<bool> {
+        let mut tx = self.write_tx().await?;
+        let deleted = sqlx::query("DELETE FROM api_tokens WHERE name = ?")
+            .bind(name)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected()
+            == 1;
+        if !deleted {
+            return Ok(false);
+        }
+        insert_audit(&mut tx, audit).await?;
+        tx.commit().await?;
+        Ok(true)
+    }
+
+    async fn record_audit(&self, entry: &AuditEntry) -> Result<()> {
+        let mut tx = self.write_tx().await?;
+        insert_audit(&mut tx, entry).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn audit_entries(&self, f: &AuditFilter) -> Result<Vec<AuditEntry>> {
+        let rows: Vec<AuditRow> = sqlx::query_as(
+            "SELECT at, actor, action, target, workflow_id, reason, status, method, path
+             FROM audit_log
+             WHERE (?1 IS NULL OR at >= ?1)
+               AND (?2 IS NULL OR at < ?2)
+               AND (?3 IS NULL OR actor = ?3)
+               AND (?4 IS NULL OR workflow_id = ?4)
+             ORDER BY at DESC, id DESC LIMIT ?5",
+        )
+        .bind(f.from)
+        .bind(f.to)
+        .bind(&f.actor)
+        .bind(&f.workflow_id)
+        .bind(f.limit)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows.into_iter().map(AuditEntry::from).collect())
+    }
+}
