@@ -169,17 +169,18 @@ pub enum TokenCommand {
 /// What a token allows (the gateway's scopes).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Scope {
-    /// Read definitions, runs and their histories.
+    /// Read runs, histories, definitions, a run's audit.
     Read,
-    /// Start runs.
+    /// Start runs and send signals.
     Start,
-    /// Operate on runs (terminate, pause, retry, reset, ...).
+    /// Terminate, pause, resume, skip, reset, retry, restart runs.
     Operate,
-    /// Register definitions.
+    /// Workflow and task definitions, event handlers.
     Define,
-    /// Poll and complete tasks as a worker (of the --task-type types when given).
+    /// Poll, update and heartbeat tasks as a worker (of the --task-type types only,
+    /// when given).
     Work,
-    /// Everything, managing tokens included.
+    /// Tokens and the audit trail.
     Admin,
 }
 

@@ -133,10 +133,12 @@ class RunPage {
     this.operations.replaceChildren(h('h3', {}, 'Operations'), list.length
       ? h('table', { id: 'audit' },
         h('thead', {}, h('tr', {}, ['When', 'Who', 'What', 'Reason'].map((c) => h('th', {}, c)))),
-        h('tbody', {}, list.map((a) => h('tr', { dataset: { action: a.action || '', token: a.token || '' } },
+        h('tbody', {}, list.map((a) => h('tr', { dataset: { action: a.action || '', token: a.token || '', status: String(a.status ?? '') } },
           h('td', {}, fmtTime(a.at)),
           h('td', { class: a.token ? 'who' : 'who anonymous' }, a.token || 'no token'),
-          h('td', { class: 'what' }, a.action || '', a.target && a.target !== this.id ? ` · ${a.target}` : ''),
+          h('td', { class: 'what' }, a.action || '', a.target && a.target !== this.id ? ` · ${a.target}` : '',
+            // Refusals are recorded too (an investigation wants them): said so.
+            a.status && (a.status < 200 || a.status >= 300) ? h('span', { class: 'refused' }, ` (refused: ${a.status})`) : ''),
           h('td', { class: 'op-reason' }, a.reason || '')))))
       : h('p', { class: 'empty' }, 'None yet.'));
   }
