@@ -1,16 +1,18 @@
 //! The command line's shape (clap derive) and the parsers of its values: the server
-//! URL and the JSON flags (`--input`, `--data`, `--output`), which take inline JSON or
-//! `@file.json`.
+//! URL, the token, the JSON flags (`--input`, `--data`, `--output`), which take inline
+//! JSON or `@file.json`, and token lifetimes (`--expires-in 30d`).
 //!
 //! A bad value is a usage error: clap reports it naming the flag
 //! (`invalid value '{x' for '--input <JSON>': not valid JSON: ...`) and exits with 2.
 
 use std::path::Path;
+use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, Parser, Subcommand, ValueEnum};
 use reqwest::Url;
 use serde_json::Value;
 
+use crate::client::Token;
 use crate::exit;
 
 /// Where the CLI looks for a gateway when neither `--server` nor `WEFT_SERVER` says.
@@ -22,11 +24,15 @@ Exit codes:
   0  done (with --wait: the run COMPLETED)
   1  with --wait: the run ended FAILED, TIMED_OUT or TERMINATED
   2  usage error: unknown command or flag, bad JSON, unreadable file
-  3  refused by the gateway (4xx): not found, invalid field, not allowed in this state
+  3  refused by the gateway (4xx): not found, invalid field, not allowed in this state,
+     no token or a refused one (401), a token without the scope needed (403)
   4  gateway unreachable, failing (5xx) or answering outside the API;
      weft dev: could not start (address in use, database not openable) or a service failed
 
-JSON values (--input, --data, --output) are inline JSON or @FILE to read one.";
+JSON values (--input, --data, --output) are inline JSON or @FILE to read one.
+
+A gateway with authentication on wants a token: --token or WEFT_TOKEN (an
+administrator creates one with `weft token create`).";
 
 /// `weft`: talks to a Weft gateway (or any Conductor-compatible one) over HTTP.
 #[derive(Debug, Parser)]
@@ -48,6 +54,17 @@ pub struct Cli {
         value_parser = parse_server
     )]
     pub server: Url,
+    /// The access token sent with every request (`Authorization: Bearer`), for a
+    /// gateway with authentication on.
+    #[arg(
+        long,
+        global = true,
+        env = "WEFT_TOKEN",
+        hide_env_values = true,
+        value_name = "TOKEN",
+        value_parser = Token::parse
+    )]
+    pub token: Option<Token>,
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
@@ -86,6 +103,9 @@ pub enum Command {
     /// Event handlers: add, update, list, delete, and what they did.
     #[command(subcommand)]
     Event(EventCommand),
+    /// Access tokens (administrators): create, list, revoke.
+    #[command(subcommand)]
+    Token(TokenCommand),
     /// Run the whole suite in this process (REST API, web UI, every service) on an
     /// embedded database: nothing to install. Ctrl-C stops it.
     Dev(DevArgs),
@@ -133,6 +153,84 @@ pub enum EventCommand {
     Delete(NameArg),
     /// What a handler did with recent events, newest first.
     Executions(ExecutionsArgs),
+}
+
+/// `weft token ...`.
+#[derive(Debug, Subcommand)]
+pub enum TokenCommand {
+    /// Create a token and print it (shown only this once).
+    Create(TokenCreateArgs),
+    /// List the tokens (names, scopes, task types, dates; never the secrets).
+    List(JsonFlag),
+    /// Revoke a token: requests carrying it are refused from now on.
+    Revoke(NameArg),
+}
+
+/// What a token allows (the gateway's scopes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Scope {
+    /// Read runs, histories, definitions, a run's audit.
+    Read,
+    /// Start runs and send signals.
+    Start,
+    /// Terminate, pause, resume, skip, reset, retry, restart runs.
+    Operate,
+    /// Workflow and task definitions, event handlers.
+    Define,
+    /// Poll, update and heartbeat tasks as a worker (of the --task-type types only,
+    /// when given).
+    Work,
+    /// Tokens and the audit trail.
+    Admin,
+}
+
+impl Scope {
+    /// The scope's name in the gateway's API.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Scope::Read => "read",
+            Scope::Start => "start",
+            Scope::Operate => "operate",
+            Scope::Define => "define",
+            Scope::Work => "work",
+            Scope::Admin => "admin",
+        }
+    }
+}
+
+/// `weft token create`.
+#[derive(Debug, Args)]
+pub struct TokenCreateArgs {
+    /// The token's name (who or what uses it; shown in the audit of operations).
+    pub name: String,
+    /// A scope it grants; repeat the flag or separate with commas.
+    #[arg(
+        long = "scope",
+        value_name = "SCOPE",
+        required = true,
+        value_delimiter = ','
+    )]
+    pub scopes: Vec<Scope>,
+    /// Limit the `work` scope to a task type; repeat for several (default: every type).
+    #[arg(long = "task-type", value_name = "TYPE", value_delimiter = ',')]
+    pub task_types: Vec<String>,
+    /// How long the token lives: a number and a unit, m (minutes), h, d or w, e.g.
+    /// 90m, 12h, 30d (default: until revoked).
+    #[arg(long, value_name = "DURATION", value_parser = parse_lifetime)]
+    pub expires_in: Option<Duration>,
+    /// Print the gateway's JSON (the token included) instead of the summary.
+    #[arg(long)]
+    pub json: bool,
+}
+
+impl TokenCreateArgs {
+    /// Checks what clap cannot: task types only narrow the `work` scope.
+    pub fn check(&self) -> Result<(), String> {
+        if !self.task_types.is_empty() && !self.scopes.contains(&Scope::Work) {
+            return Err("--task-type limits the work scope: add --scope work".to_owned());
+        }
+        Ok(())
+    }
 }
 
 /// A JSON file argument.
@@ -325,6 +423,40 @@ pub fn parse_server(raw: &str) -> Result<Url, String> {
             "unsupported scheme {other:?}; use an http:// URL, e.g. {DEFAULT_SERVER}"
         )),
     }
+}
+
+/// The longest lifetime `--expires-in` takes: a hundred years (beyond it, a typo).
+const MAX_LIFETIME: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+
+/// Parses a token lifetime: a whole number and a unit, `m` (minutes), `h` (hours), `d`
+/// (days) or `w` (weeks): `90m`, `12h`, `30d`.
+pub fn parse_lifetime(raw: &str) -> Result<Duration, String> {
+    const HINT: &str = "use a whole number and a unit m, h, d or w, e.g. 90m, 12h, 30d";
+    let raw = raw.trim();
+    let split = raw.find(|c: char| !c.is_ascii_digit()).unwrap_or(raw.len());
+    let (number, unit) = raw.split_at(split);
+    if number.is_empty() {
+        return Err(format!("does not start with a number; {HINT}"));
+    }
+    let seconds_per_unit: u64 = match unit {
+        "m" => 60,
+        "h" => 3600,
+        "d" => 24 * 3600,
+        "w" => 7 * 24 * 3600,
+        "" => return Err(format!("no unit; {HINT}")),
+        other => return Err(format!("unknown unit {other:?}; {HINT}")),
+    };
+    let too_long = || "longer than 100 years".to_owned();
+    // Only digits here: a parse failure is an overflow.
+    let count: u64 = number.parse().map_err(|_| too_long())?;
+    if count == 0 {
+        return Err("must be longer than zero".to_owned());
+    }
+    count
+        .checked_mul(seconds_per_unit)
+        .map(Duration::from_secs)
+        .filter(|d| *d <= MAX_LIFETIME)
+        .ok_or_else(too_long)
 }
 
 /// Parses a JSON value given inline or as `@FILE`.
@@ -529,6 +661,168 @@ mod tests {
         };
         assert!(r.overwrite);
         assert_eq!(r.file, "defs.json");
+    }
+
+    #[test]
+    fn the_token_is_global_and_read_from_weft_token() {
+        let cli = parse(&["get", "wf-1", "--token", "weft_abc"]).unwrap();
+        assert_eq!(cli.token.as_ref().map(Token::secret), Some("weft_abc"));
+        let cli = parse(&["--token", "weft_xyz", "token", "list"]).unwrap();
+        assert_eq!(cli.token.as_ref().map(Token::secret), Some("weft_xyz"));
+        let err = parse(&["--token", "a b", "get", "wf-1"]).unwrap_err();
+        assert_eq!(err.exit_code(), i32::from(exit::USAGE));
+        assert!(err.to_string().contains("--token"), "{err}");
+
+        // WEFT_TOKEN is read by clap (the e2e tests pass a token that way), its value
+        // never shown in --help.
+        assert_eq!(
+            Cli::command()
+                .get_arguments()
+                .find(|a| a.get_id() == "token")
+                .and_then(|a| a.get_env())
+                .and_then(|v| v.to_str()),
+            Some("WEFT_TOKEN")
+        );
+        let help = Cli::command().render_long_help().to_string();
+        assert!(help.contains("[env: WEFT_TOKEN]"), "{help}");
+    }
+
+    #[test]
+    fn token_create_takes_scopes_task_types_and_a_lifetime() {
+        let cli = parse(&[
+            "token",
+            "create",
+            "ci",
+            "--scope",
+            "read",
+            "--scope",
+            "start,work",
+            "--task-type",
+            "greet",
+            "--task-type",
+            "shout",
+            "--expires-in",
+            "30d",
+        ])
+        .unwrap();
+        let Command::Token(TokenCommand::Create(c)) = cli.command else {
+            panic!("not token create: {:?}", cli.command)
+        };
+        assert_eq!(c.name, "ci");
+        assert_eq!(c.scopes, [Scope::Read, Scope::Start, Scope::Work]);
+        assert_eq!(c.task_types, ["greet", "shout"]);
+        assert_eq!(c.expires_in, Some(Duration::from_secs(30 * 24 * 3600)));
+        assert!(!c.json);
+        assert_eq!(c.check(), Ok(()));
+
+        let cli = parse(&["token", "create", "ops", "--scope", "operate", "--json"]).unwrap();
+        let Command::Token(TokenCommand::Create(c)) = cli.command else {
+            panic!("not token create")
+        };
+        assert_eq!((c.expires_in, c.json), (None, true));
+        assert!(c.task_types.is_empty());
+    }
+
+    #[test]
+    fn token_create_refuses_missing_or_unknown_scopes_and_stray_task_types() {
+        let err = parse(&["token", "create", "ci"]).unwrap_err();
+        assert_eq!(err.exit_code(), i32::from(exit::USAGE));
+        assert!(err.to_string().contains("--scope <SCOPE>"), "{err}");
+
+        let err = parse(&["token", "create", "ci", "--scope", "root"]).unwrap_err();
+        let text = err.to_string();
+        assert!(text.contains("invalid value 'root'"), "{text}");
+        assert!(
+            text.contains("read, start, operate, define, work, admin"),
+            "the scopes are listed: {text}"
+        );
+
+        let cli = parse(&[
+            "token",
+            "create",
+            "w",
+            "--scope",
+            "read",
+            "--task-type",
+            "greet",
+        ])
+        .unwrap();
+        let Command::Token(TokenCommand::Create(c)) = cli.command else {
+            panic!("not token create")
+        };
+        assert_eq!(
+            c.check(),
+            Err("--task-type limits the work scope: add --scope work".to_owned())
+        );
+
+        let err = parse(&[
+            "token",
+            "create",
+            "ci",
+            "--scope",
+            "read",
+            "--expires-in",
+            "3x",
+        ])
+        .unwrap_err();
+        assert!(err.to_string().contains("--expires-in"), "{err}");
+        assert!(err.to_string().contains("unknown unit \"x\""), "{err}");
+    }
+
+    #[test]
+    fn token_list_and_revoke_take_their_arguments() {
+        let cli = parse(&["token", "list", "--json"]).unwrap();
+        assert!(matches!(
+            cli.command,
+            Command::Token(TokenCommand::List(JsonFlag { json: true }))
+        ));
+        let cli = parse(&["token", "revoke", "ci"]).unwrap();
+        let Command::Token(TokenCommand::Revoke(n)) = cli.command else {
+            panic!("not token revoke")
+        };
+        assert_eq!(n.name, "ci");
+        assert!(parse(&["token", "revoke"]).is_err(), "the name is required");
+    }
+
+    #[test]
+    fn lifetimes_read_minutes_hours_days_and_weeks() {
+        let minutes = |m: u64| Duration::from_secs(m * 60);
+        assert_eq!(parse_lifetime("90m"), Ok(minutes(90)));
+        assert_eq!(parse_lifetime("12h"), Ok(minutes(12 * 60)));
+        assert_eq!(parse_lifetime("30d"), Ok(minutes(30 * 24 * 60)));
+        assert_eq!(parse_lifetime("2w"), Ok(minutes(14 * 24 * 60)));
+        assert_eq!(parse_lifetime(" 1d "), Ok(minutes(24 * 60)));
+        assert_eq!(parse_lifetime("36500d"), Ok(MAX_LIFETIME));
+
+        let err = |raw: &str| parse_lifetime(raw).unwrap_err();
+        for raw in ["30", "12"] {
+            assert!(err(raw).starts_with("no unit;"), "{raw:?}: {}", err(raw));
+        }
+        for raw in ["d", "-1h", "h1", ""] {
+            assert!(
+                err(raw).starts_with("does not start with a number;"),
+                "{raw:?}: {}",
+                err(raw)
+            );
+        }
+        assert_eq!(
+            err("5s"),
+            "unknown unit \"s\"; use a whole number and a unit m, h, d or w, e.g. 90m, 12h, 30d"
+        );
+        assert!(
+            err("1.5h").starts_with("unknown unit \".5h\""),
+            "{}",
+            err("1.5h")
+        );
+        assert!(
+            err("3 d").starts_with("unknown unit \" d\""),
+            "{}",
+            err("3 d")
+        );
+        assert_eq!(err("0h"), "must be longer than zero");
+        assert_eq!(err("36501d"), "longer than 100 years");
+        assert_eq!(err("9999999999999999w"), "longer than 100 years");
+        assert_eq!(err("99999999999999999999w"), "longer than 100 years");
     }
 
     #[test]

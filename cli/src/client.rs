@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use reqwest::header::{HeaderMap, HeaderValue, AUTHORIZATION};
 use reqwest::{Method, StatusCode, Url};
 use serde_json::{json, Value};
 
@@ -45,6 +46,27 @@ pub enum Error {
         /// The field to blame, e.g. `tasks[2].type`.
         path: Option<String>,
     },
+    /// A 401 answer: the gateway wants a token and got none, or refused the one given
+    /// (unknown, mistyped, expired, revoked). Retrying with the same token does not help.
+    #[error("{}", unauthenticated(server, message, *token_given))]
+    Unauthenticated {
+        /// The gateway's base URL.
+        server: String,
+        /// The gateway's sentence.
+        message: String,
+        /// Whether this request carried a token (`--token`, `WEFT_TOKEN`).
+        token_given: bool,
+    },
+    /// A 403 answer: the token is valid but lacks the scope (or task type) the request
+    /// needs. Retrying with the same token does not help.
+    #[error(
+        "not allowed: {message} (an administrator can create a token with the scope \
+         needed: weft token create)"
+    )]
+    Forbidden {
+        /// The gateway's sentence, naming the missing scope.
+        message: String,
+    },
     /// A 5xx answer: the gateway or one of its dependencies failed. Retrying may help.
     #[error("the gateway at {server} failed ({status}): {message}")]
     Server {
@@ -72,7 +94,9 @@ impl Error {
     /// The process exit code this failure maps to (see [`crate::exit`]).
     pub fn exit_code(&self) -> u8 {
         match self {
-            Error::Refused { .. } => exit::REFUSED,
+            Error::Refused { .. } | Error::Unauthenticated { .. } | Error::Forbidden { .. } => {
+                exit::REFUSED
+            }
             Error::Unreachable { .. } | Error::Server { .. } | Error::Unexpected { .. } => {
                 exit::UNAVAILABLE
             }
@@ -85,6 +109,53 @@ fn refusal(message: &str, path: Option<&str>) -> String {
     match path {
         Some(p) if !p.is_empty() && !message.starts_with(p) => format!("{message} (field {p})"),
         _ => message.to_owned(),
+    }
+}
+
+/// What to do about a 401: pass a token, or check the one passed. Without a token the
+/// gateway's sentence adds nothing (it asks for one); with one, it says why it was refused.
+fn unauthenticated(server: &str, message: &str, token_given: bool) -> String {
+    if token_given {
+        format!("the gateway at {server} refused the token: {message}. Check --token or WEFT_TOKEN")
+    } else {
+        format!(
+            "the gateway at {server} requires a token: pass --token or set WEFT_TOKEN (an \
+             administrator creates one with `weft token create`)"
+        )
+    }
+}
+
+/// An access token for the gateway (`--token`, `WEFT_TOKEN`), sent on every request as
+/// `Authorization: Bearer <token>`. Its `Debug` hides the secret, so that it never ends
+/// up in a log line or a panic message.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Token(String);
+
+impl Token {
+    /// A token as typed: surrounding whitespace (a pasted newline) is dropped; what is
+    /// left must be non-empty visible ASCII, as an HTTP header value needs.
+    pub fn parse(raw: &str) -> Result<Self, String> {
+        let token = raw.trim();
+        if token.is_empty() {
+            return Err("is empty".to_owned());
+        }
+        if let Some(bad) = token.chars().find(|c| !c.is_ascii_graphic()) {
+            return Err(format!(
+                "holds {bad:?}: a token is visible ASCII without spaces"
+            ));
+        }
+        Ok(Self(token.to_owned()))
+    }
+
+    /// The secret itself.
+    pub fn secret(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for Token {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Token(<hidden>)")
     }
 }
 
@@ -111,18 +182,40 @@ pub enum Applied {
 pub struct Client {
     base: Url,
     http: reqwest::Client,
+    /// Whether requests carry a token: a 401 then says to check it rather than to pass one.
+    token_given: bool,
 }
 
 impl Client {
-    /// A client on the gateway at `base` (e.g. `http://127.0.0.1:8080`).
+    /// A client on the gateway at `base` (e.g. `http://127.0.0.1:8080`), without a token.
     pub fn new(base: Url) -> Self {
+        Self::with_token(base, None)
+    }
+
+    /// A client on the gateway at `base` that sends `token` (when given) with every
+    /// request as `Authorization: Bearer <token>`.
+    pub fn with_token(base: Url, token: Option<&Token>) -> Self {
+        let mut headers = HeaderMap::new();
+        // `Token::parse` admits only visible ASCII, so the value always builds.
+        if let Some(Ok(mut value)) =
+            token.map(|t| HeaderValue::from_str(&format!("Bearer {}", t.secret())))
+        {
+            // Kept out of reqwest's debug output.
+            value.set_sensitive(true);
+            headers.insert(AUTHORIZATION, value);
+        }
         let http = reqwest::Client::builder()
             .connect_timeout(CONNECT_TIMEOUT)
             .timeout(REQUEST_TIMEOUT)
             .user_agent(concat!("weft-cli/", env!("CARGO_PKG_VERSION")))
+            .default_headers(headers)
             .build()
             .unwrap_or_default();
-        Self { base, http }
+        Self {
+            base,
+            http,
+            token_given: token.is_some(),
+        }
     }
 
     /// The gateway's base URL as the user gave it (without a trailing slash).
@@ -288,6 +381,23 @@ impl Client {
             .as_ref()
             .and_then(|b| b["message"].as_str())
             .map(str::to_owned);
+        // Authentication answers read the same whatever serves them (the gateway or a
+        // proxy in front of it), so they are told apart by status alone.
+        match status {
+            StatusCode::UNAUTHORIZED => {
+                return Error::Unauthenticated {
+                    server: self.server(),
+                    message: message.unwrap_or_else(|| quote(text)),
+                    token_given: self.token_given,
+                }
+            }
+            StatusCode::FORBIDDEN => {
+                return Error::Forbidden {
+                    message: message.unwrap_or_else(|| quote(text)),
+                }
+            }
+            _ => {}
+        }
         match message {
             Some(message) if status.is_client_error() => {
                 let body = body.unwrap_or(json!({}));
@@ -400,6 +510,111 @@ mod tests {
             r#"{"code":"not_found","message":"workflow wf-1 not found"}"#,
         );
         assert_eq!(e.to_string(), "workflow wf-1 not found");
+    }
+
+    #[test]
+    fn an_unauthenticated_answer_says_how_to_pass_a_token() {
+        let body = r#"{"code":"unauthenticated","message":"this gateway needs a token"}"#;
+        let e = client().failure(StatusCode::UNAUTHORIZED, "GET /api/workflow/x", body);
+        assert_eq!(
+            e.to_string(),
+            "the gateway at http://127.0.0.1:8080 requires a token: pass --token or set \
+             WEFT_TOKEN (an administrator creates one with `weft token create`)"
+        );
+        assert_eq!(e.exit_code(), exit::REFUSED);
+        // A proxy's 401 (not the gateway's JSON) says the same.
+        let e = client().failure(StatusCode::UNAUTHORIZED, "GET /", "<h1>401</h1>");
+        assert!(
+            e.to_string().contains("pass --token or set WEFT_TOKEN"),
+            "{e}"
+        );
+        assert_eq!(e.exit_code(), exit::REFUSED);
+
+        let token = Token::parse("weft_nope").unwrap();
+        let c = Client::with_token(Url::parse("http://127.0.0.1:8080").unwrap(), Some(&token));
+        let body = r#"{"code":"unauthenticated","message":"the token has expired"}"#;
+        let e = c.failure(StatusCode::UNAUTHORIZED, "GET /api/workflow/x", body);
+        assert_eq!(
+            e.to_string(),
+            "the gateway at http://127.0.0.1:8080 refused the token: the token has expired. \
+             Check --token or WEFT_TOKEN"
+        );
+        assert_eq!(e.exit_code(), exit::REFUSED);
+    }
+
+    #[test]
+    fn a_forbidden_answer_names_the_missing_scope() {
+        let body =
+            r#"{"code":"forbidden","message":"token `ci` lacks the scope `operate` needed here"}"#;
+        let e = client().failure(StatusCode::FORBIDDEN, "DELETE /api/workflow/x", body);
+        assert_eq!(
+            e.to_string(),
+            "not allowed: token `ci` lacks the scope `operate` needed here (an administrator \
+             can create a token with the scope needed: weft token create)"
+        );
+        assert_eq!(e.exit_code(), exit::REFUSED);
+    }
+
+    #[test]
+    fn tokens_are_checked_and_never_shown_by_debug() {
+        let t = Token::parse("  weft_abc123\n").unwrap();
+        assert_eq!(t.secret(), "weft_abc123", "a pasted newline is dropped");
+        assert_eq!(format!("{t:?}"), "Token(<hidden>)");
+        assert_eq!(Token::parse(" \t").unwrap_err(), "is empty");
+        let err = Token::parse("two words").unwrap_err();
+        assert!(err.contains("' '"), "{err}");
+        assert!(Token::parse("caf\u{e9}").is_err());
+    }
+
+    /// A one-shot HTTP server on loopback: answers `{}` to one request and hands over
+    /// the request's head (request line and headers), lower-cased.
+    async fn capture_one_request() -> (Url, tokio::task::JoinHandle<String>) {
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = Url::parse(&format!("http://{}", listener.local_addr().unwrap())).unwrap();
+        let head = tokio::spawn(async move {
+            let (mut socket, _) = listener.accept().await.unwrap();
+            let mut seen = Vec::new();
+            let mut buf = [0_u8; 1024];
+            while !seen.windows(4).any(|w| w == b"\r\n\r\n") {
+                let n = socket.read(&mut buf).await.unwrap();
+                assert!(n > 0, "the client closed before sending its headers");
+                seen.extend_from_slice(&buf[..n]);
+            }
+            socket
+                .write_all(
+                    b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\
+                      content-length: 2\r\nconnection: close\r\n\r\n{}",
+                )
+                .await
+                .unwrap();
+            String::from_utf8_lossy(&seen).to_lowercase()
+        });
+        (url, head)
+    }
+
+    #[tokio::test]
+    async fn a_given_token_goes_with_every_request_as_a_bearer() {
+        let (url, head) = capture_one_request().await;
+        let token = Token::parse("weft_S3cret").unwrap();
+        Client::with_token(url, Some(&token))
+            .get_json(&["api", "admin", "tokens"], &[])
+            .await
+            .unwrap();
+        let head = head.await.unwrap();
+        assert!(head.starts_with("get /api/admin/tokens "), "{head}");
+        assert!(
+            head.contains("\r\nauthorization: bearer weft_s3cret\r\n"),
+            "{head}"
+        );
+
+        let (url, head) = capture_one_request().await;
+        Client::new(url).get_json(&["api", "x"], &[]).await.unwrap();
+        let head = head.await.unwrap();
+        assert!(
+            !head.contains("authorization"),
+            "no token, no header: {head}"
+        );
     }
 
     #[test]

@@ -20,13 +20,14 @@ pub use args::Cli;
 pub use client::Client;
 pub use error::{Error, Result};
 
-use args::{Command, DefCommand, EventCommand};
+use args::{Command, DefCommand, EventCommand, TokenCommand};
 
-/// Runs one command against the gateway `cli.server`, writing what it shows to `out`;
+/// Runs one command against the gateway `cli.server` (with `cli.token` on every request
+/// when given), writing what it shows to `out`;
 /// returns the exit code ([`exit::OK`], or [`exit::RUN_UNSUCCESSFUL`] for a followed
 /// run that did not complete).
 pub async fn run(cli: Cli, out: &mut dyn Write) -> Result<u8> {
-    let client = Client::new(cli.server);
+    let client = Client::with_token(cli.server, cli.token.as_ref());
     match cli.command {
         Command::Def(DefCommand::Register(a)) => commands::defs::register(&client, &a, out).await,
         Command::Def(DefCommand::List(a)) => commands::defs::list(&client, a.json, out).await,
@@ -54,6 +55,11 @@ pub async fn run(cli: Cli, out: &mut dyn Write) -> Result<u8> {
         Command::Pause(a) => commands::ops::pause(&client, &a.id, out).await,
         Command::Resume(a) => commands::ops::resume(&client, &a.id, out).await,
         Command::Signal(a) => commands::ops::signal(&client, &a, out).await,
+        Command::Token(TokenCommand::Create(a)) => commands::tokens::create(&client, &a, out).await,
+        Command::Token(TokenCommand::List(a)) => commands::tokens::list(&client, a.json, out).await,
+        Command::Token(TokenCommand::Revoke(a)) => {
+            commands::tokens::revoke(&client, &a.name, out).await
+        }
         Command::Dev(a) => commands::dev::run(a, out).await,
     }
 }

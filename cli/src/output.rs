@@ -304,6 +304,92 @@ pub fn event_executions_table(executions: &[Value]) -> String {
     table(&rows, "")
 }
 
+/// A token's scopes (`read, start`) from the gateway's document.
+fn scopes_of(token: &Value) -> Vec<&str> {
+    token["scopes"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or(&[])
+        .iter()
+        .filter_map(Value::as_str)
+        .collect()
+}
+
+/// The task types a token's `work` scope is limited to: `greet, shout`, `any` when it
+/// has `work` without a limit, `-` when it cannot work at all.
+fn task_types_of(token: &Value) -> String {
+    let types: Vec<&str> = token["taskTypes"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or(&[])
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    let scopes = scopes_of(token);
+    match types.is_empty() {
+        false => types.join(", "),
+        true if scopes.contains(&"work") || scopes.contains(&"admin") => "any".to_owned(),
+        true => "-".to_owned(),
+    }
+}
+
+/// When a token expires: `never`, the time, and `(expired)` once `now_ms` is past it.
+fn expiry(token: &Value, now_ms: i64) -> String {
+    match token["expiresAt"].as_i64().filter(|&ms| ms > 0) {
+        None => "never".to_owned(),
+        Some(ms) if ms <= now_ms => format!("{} (expired)", time(Some(ms))),
+        Some(ms) => time(Some(ms)),
+    }
+}
+
+/// `weft token create`: what the token allows, the token itself on a line of its own
+/// (easy to select and copy), and how to keep and use it, since it is never shown again.
+pub fn token_created(token: &Value, secret: &str, now_ms: i64) -> String {
+    let mut out = format!(
+        "created token {}: scopes {}; ",
+        text(token, "name"),
+        scopes_of(token).join(", ")
+    );
+    // Task types only matter to a token that can work.
+    match task_types_of(token).as_str() {
+        "-" => {}
+        types => out.push_str(&format!("task types {types}; ")),
+    }
+    out.push_str(&format!("expires {}\n\n", expiry(token, now_ms)));
+    out.push_str(&format!("    {secret}\n\n"));
+    out.push_str(
+        "Store it now (e.g. in a secret store): it is not shown again. Use it with \
+         --token or WEFT_TOKEN;\nHTTP clients send it as `Authorization: Bearer <token>`.\n",
+    );
+    out
+}
+
+/// `weft token list`: one row per token, by name (the gateway never answers secrets).
+pub fn tokens_table(tokens: &[Value], now_ms: i64) -> String {
+    if tokens.is_empty() {
+        return "no tokens\n".to_owned();
+    }
+    let mut sorted: Vec<&Value> = tokens.iter().collect();
+    sorted.sort_by_key(|t| text(t, "name"));
+    let mut rows = vec![vec![
+        "NAME".to_owned(),
+        "SCOPES".into(),
+        "TASK TYPES".into(),
+        "CREATED".into(),
+        "EXPIRES".into(),
+    ]];
+    for t in sorted {
+        rows.push(vec![
+            text(t, "name").into(),
+            scopes_of(t).join(","),
+            task_types_of(t),
+            time(t["createdAt"].as_i64()),
+            expiry(t, now_ms),
+        ]);
+    }
+    table(&rows, "")
+}
+
 /// `weft search`: Conductor's `{totalHits, results: [WorkflowSummary]}` as a table.
 pub fn search_table(result: &Value, start: u32) -> String {
     let hits = result["results"]
@@ -405,6 +491,55 @@ mod tests {
         assert_eq!(duration(3_250), "3.2 s");
         assert_eq!(duration(245_000), "4 min 5 s");
         assert_eq!(duration(7_800_000), "2 h 10 min");
+    }
+
+    #[test]
+    fn tokens_read_as_a_table_by_name_with_their_expiry() {
+        let tokens = json!([
+            {"name": "worker", "scopes": ["work"], "taskTypes": ["greet", "shout"],
+             "createdAt": T0, "expiresAt": T0 + 3_600_000},
+            {"name": "ci", "scopes": ["read", "start"], "taskTypes": [],
+             "createdAt": T0, "expiresAt": null},
+            {"name": "old", "scopes": ["work"], "createdAt": T0, "expiresAt": T0 + 1}]);
+        let now = T0 + 60_000;
+        assert_eq!(
+            tokens_table(tokens.as_array().unwrap(), now),
+            "NAME    SCOPES      TASK TYPES    CREATED                   EXPIRES\n\
+             ci      read,start  -             2025-01-01 12:00:00.000Z  never\n\
+             old     work        any           2025-01-01 12:00:00.000Z  2025-01-01 12:00:00.001Z (expired)\n\
+             worker  work        greet, shout  2025-01-01 12:00:00.000Z  2025-01-01 13:00:00.000Z\n"
+        );
+        assert_eq!(tokens_table(&[], now), "no tokens\n");
+    }
+
+    #[test]
+    fn a_created_token_is_shown_on_its_own_line_with_how_to_keep_it() {
+        let token = json!({"name": "ci", "scopes": ["read", "start"], "taskTypes": [],
+            "createdAt": T0, "expiresAt": T0 + 86_400_000, "token": "weft_abc"});
+        let text = token_created(&token, "weft_abc", T0);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(
+            lines[0],
+            "created token ci: scopes read, start; expires 2025-01-02 12:00:00.000Z"
+        );
+        assert_eq!(lines[1..4], ["", "    weft_abc", ""]);
+        assert!(lines[4].starts_with("Store it now"), "{text}");
+        assert!(text.contains("it is not shown again"), "{text}");
+        assert!(text.contains("--token or WEFT_TOKEN"), "{text}");
+        assert_eq!(
+            text.matches("weft_abc").count(),
+            1,
+            "the secret is printed once: {text}"
+        );
+
+        let worker = json!({"name": "w", "scopes": ["work"], "taskTypes": ["greet"],
+            "createdAt": T0, "expiresAt": null, "token": "weft_w"});
+        assert!(
+            token_created(&worker, "weft_w", T0)
+                .starts_with("created token w: scopes work; task types greet; expires never\n"),
+            "{}",
+            token_created(&worker, "weft_w", T0)
+        );
     }
 
     #[test]

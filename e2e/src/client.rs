@@ -67,6 +67,26 @@ impl Client {
         }
     }
 
+    /// The same gateway, every request carrying `token` as `Authorization: Bearer`
+    /// (for a gateway with authentication on).
+    pub fn with_token(&self, token: &str) -> anyhow::Result<Self> {
+        let mut value = reqwest::header::HeaderValue::from_str(&format!("Bearer {token}"))
+            .context("a token is visible ASCII")?;
+        value.set_sensitive(true);
+        let headers =
+            reqwest::header::HeaderMap::from_iter([(reqwest::header::AUTHORIZATION, value)]);
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_secs(30))
+            .pool_max_idle_per_host(128)
+            .default_headers(headers)
+            .build()
+            .context("building the HTTP client")?;
+        Ok(Self {
+            base: self.base.clone(),
+            http,
+        })
+    }
+
     /// The gateway's base URL.
     pub fn base_url(&self) -> &str {
         &self.base

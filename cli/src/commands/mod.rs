@@ -7,3 +7,4 @@ pub mod events;
 pub mod inspect;
 pub mod ops;
 pub mod start;
+pub mod tokens;

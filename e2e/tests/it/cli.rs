@@ -1,7 +1,8 @@
 //! The `weft` command line (issue 7) as a user runs it: the real binary as a process,
 //! against the real suite: definitions, a followed run, reads, a WAIT completed by a
 //! signal, terminate, retry, pause, resume, skip, refusals and an absent gateway, each
-//! with its exit code.
+//! with its exit code; and, on a gateway with authentication on (issue 15), tokens:
+//! created, listed, used, refused, revoked.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -62,6 +63,7 @@ impl Weft {
             .arg(&self.server)
             .args(args)
             .env_remove("WEFT_SERVER")
+            .env_remove("WEFT_TOKEN")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -72,6 +74,21 @@ impl Weft {
     /// Runs `weft --server <gateway> args...` to its end.
     pub(crate) async fn run(&self, args: &[&str]) -> Output {
         let out = tokio::time::timeout(RUN_TIMEOUT, self.command(args).output())
+            .await
+            .unwrap_or_else(|_| panic!("weft {args:?} did not end within {RUN_TIMEOUT:?}"))
+            .unwrap_or_else(|e| panic!("running weft {args:?}: {e}"));
+        Output {
+            code: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+
+    /// Runs `weft --server <gateway> args...` with `WEFT_TOKEN=token` to its end.
+    pub(crate) async fn run_with_token_env(&self, token: &str, args: &[&str]) -> Output {
+        let mut command = self.command(args);
+        command.env("WEFT_TOKEN", token);
+        let out = tokio::time::timeout(RUN_TIMEOUT, command.output())
             .await
             .unwrap_or_else(|_| panic!("weft {args:?} did not end within {RUN_TIMEOUT:?}"))
             .unwrap_or_else(|e| panic!("running weft {args:?}: {e}"));
@@ -413,5 +430,303 @@ async fn the_cli_names_the_url_when_no_gateway_answers_and_refuses_bad_json() {
         out.stderr.contains("'--input <JSON>'") && out.stderr.contains("not valid JSON"),
         "{}",
         out.stderr
+    );
+}
+
+/// The token `weft token create` printed: the indented line of its own.
+fn printed_token(out: &Output) -> String {
+    let token = out
+        .stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("    "))
+        .unwrap_or_else(|| panic!("no token line in:\n{}", out.stdout));
+    assert!(!token.trim().is_empty(), "{}", out.stdout);
+    token.trim().to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cli_manages_tokens_and_says_what_a_refusal_means() {
+    let admin = format!("weft_admin_{}", uuid::Uuid::new_v4().simple());
+    let options = weft_e2e::EnvOptions {
+        extra_env: vec![("WEFT_ADMIN_TOKEN".into(), admin.clone())],
+        ..weft_e2e::EnvOptions::default()
+    };
+    let suite = Suite::start(TestEnv::create(options).await.unwrap())
+        .await
+        .unwrap();
+    let admin_client = suite.client().with_token(&admin).unwrap();
+    let weft = Weft::new(&suite.gateway_url());
+    let server = suite.gateway_url();
+
+    // No token, a wrong one: exit 3, and the sentence says what to do.
+    let out = weft.run(&["def", "list"]).await.expect(3, "no token");
+    assert!(
+        out.stderr.starts_with(&format!(
+            "weft: the gateway at {server} requires a token: pass --token or set WEFT_TOKEN"
+        )),
+        "{}",
+        out.stderr
+    );
+    let out = weft
+        .run(&["--token", "weft_wrong", "def", "list"])
+        .await
+        .expect(3, "a wrong token");
+    assert!(
+        out.stderr.starts_with(&format!(
+            "weft: the gateway at {server} refused the token: "
+        )),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        out.stderr.ends_with(". Check --token or WEFT_TOKEN\n"),
+        "{}",
+        out.stderr
+    );
+
+    // The administrator's token from WEFT_TOKEN: definitions, then tokens.
+    let dir = suite.log_dir();
+    let defs = write_json(
+        dir,
+        "defs.json",
+        &json!([greet::definition(), approve_definition()]),
+    );
+    weft.run_with_token_env(&admin, &["def", "register", &defs])
+        .await
+        .expect(0, "def register with WEFT_TOKEN");
+    let out = weft
+        .run_with_token_env(
+            &admin,
+            &[
+                "token",
+                "create",
+                "ci",
+                "--scope",
+                "read",
+                "--scope",
+                "start",
+                "--expires-in",
+                "1d",
+            ],
+        )
+        .await
+        .expect(0, "token create ci");
+    assert!(
+        out.stdout
+            .starts_with("created token ci: scopes read, start; expires 20"),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout.contains("it is not shown again"),
+        "{}",
+        out.stdout
+    );
+    let ci = printed_token(&out);
+    let out = weft
+        .run(&[
+            "--token",
+            &admin,
+            "token",
+            "create",
+            "ops",
+            "--scope",
+            "read,operate",
+            "--json",
+        ])
+        .await
+        .expect(0, "token create ops --json");
+    let created: Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(created["name"], "ops");
+    assert_eq!(created["scopes"], json!(["read", "operate"]));
+    assert_eq!(created["expiresAt"], Value::Null, "{created}");
+    let ops = created["token"].as_str().unwrap().to_owned();
+    let out = weft
+        .run(&[
+            "--token",
+            &admin,
+            "token",
+            "create",
+            "w",
+            "--scope",
+            "work",
+            "--task-type",
+            "greet,shout",
+            "--json",
+        ])
+        .await
+        .expect(0, "token create w --task-type");
+    let created: Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(created["taskTypes"], json!(["greet", "shout"]), "{created}");
+
+    // Refusals of the creation: the gateway's 409, the command line's own usage error.
+    let out = weft
+        .run(&[
+            "--token", &admin, "token", "create", "ci", "--scope", "read",
+        ])
+        .await
+        .expect(3, "a second token named ci");
+    assert!(out.stderr.starts_with("weft: "), "{}", out.stderr);
+    assert!(out.stdout.is_empty(), "{}", out.stdout);
+    weft.run(&[
+        "--token",
+        &admin,
+        "token",
+        "create",
+        "x",
+        "--scope",
+        "read",
+        "--task-type",
+        "greet",
+    ])
+    .await
+    .expect(2, "--task-type without --scope work");
+
+    // The list: every token made here, no secret.
+    let out = weft
+        .run(&["--token", &admin, "token", "list"])
+        .await
+        .expect(0, "token list");
+    let row = |name: &str| {
+        out.stdout
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some(name))
+            .unwrap_or_else(|| panic!("no row {name}:\n{}", out.stdout))
+            .split_whitespace()
+            .collect::<Vec<_>>()
+    };
+    assert!(out.stdout.starts_with("NAME "), "{}", out.stdout);
+    assert_eq!(row("ci")[1..3], ["read,start", "-"], "{}", out.stdout);
+    assert_eq!(row("ops")[1..3], ["read,operate", "-"], "{}", out.stdout);
+    assert_eq!(row("ops").last(), Some(&"never"), "{}", out.stdout);
+    assert_eq!(
+        row("w")[1..4],
+        ["work", "greet,", "shout"],
+        "{}",
+        out.stdout
+    );
+    for secret in [&ci, &ops, &admin] {
+        assert!(!out.stdout.contains(secret.as_str()), "{}", out.stdout);
+    }
+    let out = weft
+        .run(&["--token", &admin, "token", "list", "--json"])
+        .await
+        .expect(0, "token list --json");
+    let listed: Value = serde_json::from_str(&out.stdout).unwrap();
+    assert!(
+        listed
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|t| t.get("token").is_none()),
+        "{listed}"
+    );
+
+    // The `ci` token reads and starts: a followed run completes.
+    let out = weft
+        .run(&[
+            "--token",
+            &ci,
+            "run",
+            "greet",
+            "--input",
+            r#"{"first": "Ci", "n": 2}"#,
+            "--wait",
+        ])
+        .await
+        .expect(0, "run --wait with the ci token");
+    let id = out.stdout.lines().next().unwrap().to_owned();
+    crate::assert_greet_completed(&admin_client, &id, "Ci", 2).await;
+
+    // ... but does not operate, nor manage tokens: 403, the scope named.
+    let id = weft
+        .run(&[
+            "--token",
+            &ci,
+            "run",
+            "approve",
+            "--input",
+            r#"{"first": "Di"}"#,
+        ])
+        .await
+        .expect(0, "run approve with the ci token")
+        .stdout
+        .trim()
+        .to_owned();
+    reached(&admin_client, &id, "approval").await;
+    let out = weft
+        .run(&["--token", &ci, "terminate", &id, "--reason", "nope"])
+        .await
+        .expect(3, "terminate without the operate scope");
+    assert!(
+        out.stderr.starts_with("weft: not allowed: ") && out.stderr.contains("operate"),
+        "{}",
+        out.stderr
+    );
+    assert!(out.stderr.contains("weft token create"), "{}", out.stderr);
+    let out = weft
+        .run(&["--token", &ci, "token", "list"])
+        .await
+        .expect(3, "token list without the admin scope");
+    assert!(
+        out.stderr.starts_with("weft: not allowed: ") && out.stderr.contains("admin"),
+        "{}",
+        out.stderr
+    );
+
+    // The `ops` token terminates; the run's audit names it, with the reason.
+    let out = weft
+        .run_with_token_env(&ops, &["terminate", &id, "--reason", "stopped by ops"])
+        .await
+        .expect(0, "terminate with the ops token");
+    assert_eq!(out.stdout, format!("terminated {id}\n"));
+    let audit = admin_client
+        .raw(
+            reqwest::Method::GET,
+            &format!("/api/workflow/{id}/audit"),
+            None,
+        )
+        .await
+        .unwrap();
+    assert_eq!(audit.status, 200, "{}", audit.text);
+    let audit = audit.json.unwrap();
+    // The refused attempt (403, before any handler) left no row; the applied one did.
+    let terminations: Vec<&Value> = audit
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|a| a["action"] == "workflow.terminate")
+        .collect();
+    assert_eq!(terminations.len(), 1, "{audit}");
+    let entry = terminations[0];
+    assert_eq!(entry["token"], "ops", "{audit}");
+    assert_eq!(entry["reason"], "stopped by ops", "{audit}");
+    assert_eq!(entry["workflowId"], id.as_str(), "{audit}");
+
+    // Revoked: the token is refused from now on; a second revoke finds nothing.
+    let out = weft
+        .run(&["--token", &admin, "token", "revoke", "ci"])
+        .await
+        .expect(0, "token revoke ci");
+    assert_eq!(
+        out.stdout,
+        "revoked token ci: requests carrying it are refused from now on\n"
+    );
+    let out = weft
+        .run(&["--token", &ci, "get", &id])
+        .await
+        .expect(3, "get with a revoked token");
+    assert!(out.stderr.contains("refused the token"), "{}", out.stderr);
+    weft.run(&["--token", &admin, "token", "revoke", "ci"])
+        .await
+        .expect(3, "revoking ci again");
+    let out = weft
+        .run(&["--token", &admin, "token", "list"])
+        .await
+        .expect(0, "token list after the revoke");
+    assert!(
+        !out.stdout.lines().any(|l| l.starts_with("ci ")),
+        "{}",
+        out.stdout
     );
 }

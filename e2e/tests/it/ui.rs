@@ -6,6 +6,10 @@
 //! and skips its WAIT; then terminates a second run. This test starts the suite and the run, runs the script, and
 //! checks through the API what the clicks did.
 //!
+//! With authentication on (issue 15, `e2e/ui/auth.mjs`): the page asks for a token,
+//! shows a refused one's error, shows the runs once signed in, lists who terminated a
+//! run on its page, asks again when the session's token is refused, and signs out.
+//!
 //! Needs `/usr/bin/chromium` (or `WEFT_CHROMIUM`) and `npm ci` in `e2e/ui`; `.ci/run`
 //! provides both. Without them the test fails and says so.
 
@@ -69,6 +73,56 @@ fn chromium() -> PathBuf {
     path
 }
 
+/// Runs `script` (in `e2e/ui`) against the suite's gateway with `vars`, and returns
+/// the JSON of its `RESULT` line; panics with its output, the screenshots' folder and
+/// the suite's logs when it fails.
+async fn drive(suite: &Suite, browser: &Path, script: &str, vars: &[(&str, &str)]) -> Value {
+    let out = suite.log_dir().join(script.trim_end_matches(".mjs"));
+    let mut child = tokio::process::Command::new("node")
+        .arg(ui_dir().join(script))
+        .current_dir(ui_dir())
+        .env("WEFT_UI_URL", suite.gateway_url())
+        .env("WEFT_UI_OUT", &out)
+        .env("WEFT_CHROMIUM", browser)
+        .envs(vars.iter().copied())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("starting node (Node.js 20 is needed for the browser test)");
+    let mut stdout = child.stdout.take().unwrap();
+    let mut stderr = child.stderr.take().unwrap();
+    let (mut so, mut se) = (String::new(), String::new());
+    let session = async {
+        let (a, b) = tokio::join!(
+            stdout.read_to_string(&mut so),
+            stderr.read_to_string(&mut se)
+        );
+        a.and(b).expect("reading the script's output");
+        child.wait().await.expect("waiting for node")
+    };
+    let status = match tokio::time::timeout(SESSION_TIMEOUT, session).await {
+        Ok(status) => status,
+        Err(_) => {
+            // kill_on_drop ends the node process (and so its browser) started above.
+            panic!(
+                "the browser session ({script}) did not end within {SESSION_TIMEOUT:?}\n{}",
+                suite.describe()
+            );
+        }
+    };
+    assert!(
+        status.success(),
+        "browser session {script} failed ({status}):\n{so}\n{se}\nscreenshots in {}\n{}",
+        out.display(),
+        suite.describe()
+    );
+    so.lines()
+        .find_map(|l| l.strip_prefix("RESULT "))
+        .and_then(|r| serde_json::from_str(r).ok())
+        .unwrap_or_else(|| panic!("no RESULT line:\n{so}\n{se}"))
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ui_shows_a_run_and_resets_it_in_a_browser() {
     let browser = chromium();
@@ -104,52 +158,16 @@ async fn ui_shows_a_run_and_resets_it_in_a_browser() {
     let id = client.start("ui_flow", json!({"mode": "a"})).await.unwrap();
     let other = client.start("ui_flow", json!({"mode": "b"})).await.unwrap();
 
-    let out = suite.log_dir().join("ui");
-    let mut child = tokio::process::Command::new("node")
-        .arg(ui_dir().join("drive.mjs"))
-        .current_dir(ui_dir())
-        .env("WEFT_UI_URL", suite.gateway_url())
-        .env("WEFT_UI_WORKFLOW", &id)
-        .env("WEFT_UI_WORKFLOW2", &other)
-        .env("WEFT_UI_OUT", &out)
-        .env("WEFT_CHROMIUM", &browser)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("starting node (Node.js 20 is needed for the browser test)");
-    let mut stdout = child.stdout.take().unwrap();
-    let mut stderr = child.stderr.take().unwrap();
-    let (mut so, mut se) = (String::new(), String::new());
-    let session = async {
-        let (a, b) = tokio::join!(
-            stdout.read_to_string(&mut so),
-            stderr.read_to_string(&mut se)
-        );
-        a.and(b).expect("reading the script's output");
-        child.wait().await.expect("waiting for node")
-    };
-    let status = match tokio::time::timeout(SESSION_TIMEOUT, session).await {
-        Ok(status) => status,
-        Err(_) => {
-            // kill_on_drop ends the node process (and so its browser) started above.
-            panic!(
-                "the browser session did not end within {SESSION_TIMEOUT:?}\n{}",
-                suite.describe()
-            );
-        }
-    };
-    assert!(
-        status.success(),
-        "browser session failed ({status}):\n{so}\n{se}\nscreenshots in {}\n{}",
-        out.display(),
-        suite.describe()
-    );
-    let result: Value = so
-        .lines()
-        .find_map(|l| l.strip_prefix("RESULT "))
-        .and_then(|r| serde_json::from_str(r).ok())
-        .unwrap_or_else(|| panic!("no RESULT line:\n{so}\n{se}"));
+    let result = drive(
+        &suite,
+        &browser,
+        "drive.mjs",
+        &[
+            ("WEFT_UI_WORKFLOW", id.as_str()),
+            ("WEFT_UI_WORKFLOW2", &other),
+        ],
+    )
+    .await;
 
     // What the clicks did, seen through the API: the signal completed the first run, the
     // reset made a second run from `chosen`, whose WAIT was skipped with the operator's
@@ -197,4 +215,117 @@ async fn ui_shows_a_run_and_resets_it_in_a_browser() {
         "{wf}"
     );
     shutdown.cancel();
+}
+
+/// A run that waits on a WAIT until it is ended.
+fn ui_wait() -> Value {
+    json!({"name": "ui_wait", "version": 1, "tasks": [
+        {"name": "hold", "taskReferenceName": "hold", "type": "WAIT"}]})
+}
+
+/// Creates a token on the gateway (`POST /api/admin/tokens`) and returns its secret.
+async fn create_token(admin: &weft_e2e::Client, name: &str, scopes: &[&str]) -> String {
+    let created = admin
+        .post_json(
+            "/api/admin/tokens",
+            &json!({"name": name, "scopes": scopes}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        created.status, 201,
+        "creating token {name}: {}",
+        created.text
+    );
+    created
+        .json
+        .as_ref()
+        .and_then(|c| c["token"].as_str())
+        .map_or_else(|| panic!("no token in {}", created.text), str::to_owned)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ui_asks_for_a_token_and_shows_who_operated_when_auth_is_on() {
+    let browser = chromium();
+    let admin_token = format!("weft_admin_{}", uuid::Uuid::new_v4().simple());
+    let options = weft_e2e::EnvOptions {
+        extra_env: vec![("WEFT_ADMIN_TOKEN".into(), admin_token.clone())],
+        ..weft_e2e::EnvOptions::default()
+    };
+    let suite = Suite::start(TestEnv::create(options).await.unwrap())
+        .await
+        .unwrap();
+    let admin = suite.client().with_token(&admin_token).unwrap();
+    let config = suite
+        .client()
+        .raw(reqwest::Method::GET, "/api/ui/config", None)
+        .await
+        .unwrap();
+    assert_eq!(
+        config.status, 200,
+        "the UI's config needs no token: {}",
+        config.text
+    );
+    assert_eq!(config.json.unwrap()["auth"], true);
+
+    // A run, terminated with a reason by the operator `ops-alice` through the API.
+    admin.register(&ui_wait()).await.unwrap();
+    let id = admin.start("ui_wait", json!({})).await.unwrap();
+    weft_e2e::poll_until(
+        crate::RUN_TIMEOUT,
+        Duration::from_millis(50),
+        || format!("the WAIT of {id} never became IN_PROGRESS"),
+        || async {
+            let wf = admin.get(&id).await?;
+            Ok(crate::constructs::statuses(&wf)
+                .iter()
+                .any(|(r, s)| r == "hold" && s == "IN_PROGRESS")
+                .then_some(()))
+        },
+    )
+    .await
+    .unwrap();
+    let viewer = create_token(&admin, "viewer", &["read"]).await;
+    let operator = create_token(&admin, "ops-alice", &["read", "operate"]).await;
+    let reason = "stopped from the console";
+    let terminated = suite
+        .client()
+        .with_token(&operator)
+        .unwrap()
+        .raw(
+            reqwest::Method::DELETE,
+            &format!("/api/workflow/{id}?reason={}", reason.replace(' ', "%20")),
+            None,
+        )
+        .await
+        .unwrap();
+    assert!(
+        (200..300).contains(&terminated.status),
+        "terminate as ops-alice: {} {}",
+        terminated.status,
+        terminated.text
+    );
+    admin
+        .wait_for_status(&id, &["TERMINATED"], crate::RUN_TIMEOUT)
+        .await
+        .unwrap();
+
+    // The browser signs in with the read-only `viewer` token.
+    let result = drive(
+        &suite,
+        &browser,
+        "auth.mjs",
+        &[
+            ("WEFT_UI_WORKFLOW", id.as_str()),
+            ("WEFT_UI_TOKEN", &viewer),
+            ("WEFT_UI_OPERATOR", "ops-alice"),
+            ("WEFT_UI_REASON", reason),
+        ],
+    )
+    .await;
+    // Every API call after the sign-in carried the token (the script counts them).
+    assert!(
+        result["authorizedCalls"].as_u64().is_some_and(|n| n >= 3),
+        "{result}"
+    );
 }

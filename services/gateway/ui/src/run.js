@@ -1,6 +1,6 @@
-// A run's page: header and run chain, operation buttons, the flowchart with the task
-// detail panel, the node list, the timeline and the history. Polls while the run can
-// still change (RUNNING, PAUSED).
+// A run's page: header and run chain, operation buttons and who operated on the run,
+// the flowchart with the task detail panel, the node list, the timeline and the
+// history. Polls while the run can still change (RUNNING, PAUSED).
 
 import { api } from './api.js';
 import { h, fmtTime, toMs, fmtDuration, fmtBytes, statusBadge, json, flash } from './util.js';
@@ -31,6 +31,8 @@ class RunPage {
     this.header = h('div', { class: 'run-header', id: 'run-header' });
     this.chain = h('div', { class: 'chain', id: 'run-chain' });
     this.opsBar = h('div', { class: 'ops', id: 'run-ops' });
+    this.operations = h('div', { class: 'operations', id: 'operations', hidden: true });
+    this.auditText = null;
     this.graphBox = h('div', { class: 'graph', id: 'graph' });
     this.detail = h('aside', { class: 'detail', id: 'task-detail' }, h('p', { class: 'empty' }, 'Select a task in the flowchart.'));
     this.nodeList = h('div', { id: 'node-list' });
@@ -42,7 +44,7 @@ class RunPage {
       h('button', { title: 'fit', onclick: () => this.chart.fit() }, 'fit'));
     root.replaceChildren(h('section', { class: 'run' },
       h('p', {}, h('a', { href: '#/' }, '‹ all runs')),
-      this.header, this.chain, this.opsBar,
+      this.header, this.chain, this.opsBar, this.operations,
       h('div', { class: 'flow' }, h('div', { class: 'graph-wrap' }, zoom, this.graphBox), this.detail),
       h('h2', {}, 'Tasks'), this.nodeList,
       h('h2', {}, 'Timeline'), this.timeline,
@@ -90,7 +92,10 @@ class RunPage {
       }
       this.root.dataset.runStatus = this.status();
       this.root.dataset.runId = graph.runId || this.runId || '';
+      await this.loadAudit();
     } catch (e) {
+      // Closed meanwhile (e.g. for the sign-in form, after a 401): nothing to say.
+      if (this.disposed) return;
       flash(`Loading ${this.id}: ${e.message}`);
     }
     if (LIVE.includes(this.status()) && !this.disposed) {
@@ -98,9 +103,50 @@ class RunPage {
     }
   }
 
+  /**
+   * Who operated on the run (GET /api/workflow/{id}/audit, newest first). Hidden when
+   * the token may not read it (403) or the gateway keeps no audit (404).
+   */
+  async loadAudit() {
+    let entries;
+    try {
+      entries = await api.audit(this.id);
+    } catch (e) {
+      if (this.disposed) return;
+      this.auditText = null;
+      if (e.status === 403 || e.status === 404) {
+        this.operations.hidden = true;
+        this.operations.replaceChildren();
+      } else {
+        this.operations.hidden = false;
+        this.operations.replaceChildren(h('h3', {}, 'Operations'), h('p', { class: 'empty' }, `Operations: ${e.message}`));
+      }
+      return;
+    }
+    if (this.disposed) return;
+    const list = Array.isArray(entries) ? entries : [];
+    // Polled with the run: redrawn only when it changed.
+    const text = JSON.stringify(list);
+    if (text === this.auditText) return;
+    this.auditText = text;
+    this.operations.hidden = false;
+    this.operations.replaceChildren(h('h3', {}, 'Operations'), list.length
+      ? h('table', { id: 'audit' },
+        h('thead', {}, h('tr', {}, ['When', 'Who', 'What', 'Reason'].map((c) => h('th', {}, c)))),
+        h('tbody', {}, list.map((a) => h('tr', { dataset: { action: a.action || '', token: a.token || '', status: String(a.status ?? '') } },
+          h('td', {}, fmtTime(a.at)),
+          h('td', { class: a.token ? 'who' : 'who anonymous' }, a.token || 'no token'),
+          h('td', { class: 'what' }, a.action || '', a.target && a.target !== this.id ? ` · ${a.target}` : '',
+            // Refusals are recorded too (an investigation wants them): said so.
+            a.status && (a.status < 200 || a.status >= 300) ? h('span', { class: 'refused' }, ` (refused: ${a.status})`) : ''),
+          h('td', { class: 'op-reason' }, a.reason || '')))))
+      : h('p', { class: 'empty' }, 'None yet.'));
+  }
+
   status() {
     if (this.isCurrent) return this.wf ? this.wf.status : '';
-    const r = this.runs.find((x) => x.runId === this.runId);
+    // Before the first load (or after it failed) there are no runs yet.
+    const r = (this.runs || []).find((x) => x.runId === this.runId);
     return r ? r.status : '';
   }
 

@@ -56,8 +56,12 @@ export function json(v) {
 }
 
 let flashTimer;
-/** Shows a message in the banner (errors stay until the next one). */
+/**
+ * Shows a message in the banner (errors stay until the next one). Errors of pages
+ * closed for the sign-in form (their calls answered 401) are not shown over it.
+ */
 export function flash(message, kind = 'error') {
+  if (kind === 'error' && document.body.classList.contains('signing-in')) return;
   const el = document.getElementById('flash');
   el.textContent = message;
   el.className = kind;
