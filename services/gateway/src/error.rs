@@ -52,7 +52,13 @@ pub enum ApiError {
         path: Option<String>,
     },
     /// 401: no token, or one that is unknown, revoked or expired.
-    Unauthenticated(String),
+    Unauthenticated {
+        /// What is wrong.
+        message: String,
+        /// Conductor's `error` code for a token its SDKs should trade again
+        /// (`INVALID_TOKEN`, `EXPIRED_TOKEN`); `None` when no token was sent.
+        conductor_code: Option<&'static str>,
+    },
     /// 403: the token lacks the scope the route needs; the message names it.
     Forbidden(String),
     /// 404: the named thing does not exist.
@@ -124,7 +130,7 @@ impl ApiError {
     pub fn status(&self) -> StatusCode {
         match self {
             Self::BadRequest { .. } => StatusCode::BAD_REQUEST,
-            Self::Unauthenticated(_) => StatusCode::UNAUTHORIZED,
+            Self::Unauthenticated { .. } => StatusCode::UNAUTHORIZED,
             Self::Forbidden(_) => StatusCode::FORBIDDEN,
             Self::NotFound(_) => StatusCode::NOT_FOUND,
             Self::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
@@ -162,7 +168,7 @@ impl ApiError {
                 message,
                 path,
             } => (code, message.as_str(), path.as_deref()),
-            Self::Unauthenticated(m) => ("unauthenticated", m.as_str(), None),
+            Self::Unauthenticated { message, .. } => ("unauthenticated", message.as_str(), None),
             Self::Forbidden(m) => ("forbidden", m.as_str(), None),
             Self::NotFound(m) => ("not_found", m.as_str(), None),
             Self::MethodNotAllowed(m) => ("method_not_allowed", m.as_str(), None),
@@ -201,8 +207,17 @@ impl IntoResponse for ApiError {
         if let Self::Internal(e) = &self {
             tracing::error!(error = %e, "request failed");
         }
-        let challenge = matches!(self, Self::Unauthenticated(_));
-        let mut response = (self.status(), axum::Json(self.body())).into_response();
+        let mut body = self.body();
+        if let Self::Unauthenticated {
+            conductor_code: Some(code),
+            ..
+        } = &self
+        {
+            // Conductor's SDKs read `error` to decide to trade their key for a new token.
+            body["error"] = serde_json::Value::String((*code).to_owned());
+        }
+        let challenge = matches!(self, Self::Unauthenticated { .. });
+        let mut response = (self.status(), axum::Json(body)).into_response();
         if challenge {
             response.headers_mut().insert(
                 axum::http::header::WWW_AUTHENTICATE,

@@ -148,13 +148,9 @@ async fn authorize(
     what: String,
 ) -> Result<Principal, ApiError> {
     let Some(secret) = secret else {
-        return Err(ApiError::Unauthenticated(AuthError::Missing.to_string()));
+        return Err(AuthError::Missing.into());
     };
-    let principal = match state.auth.principal(&state.store, &secret).await {
-        Ok(p) => p,
-        Err(AuthError::Store(e)) => return Err(ApiError::Internal(e)),
-        Err(e) => return Err(ApiError::Unauthenticated(e.to_string())),
-    };
+    let principal = state.auth.principal(&state.store, &secret).await?;
     if !principal.meets(need) {
         let Need::Any(scopes) = need else {
             unreachable!("open and authenticated needs are met by every principal")

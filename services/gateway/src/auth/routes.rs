@@ -223,15 +223,23 @@ async fn exchange(
         // No auth: any key works, and the token sent back is never checked.
         return Ok(Json(json!({ "token": pair.key_secret })));
     }
+    // A refused key carries no `error` code: Conductor's SDKs would answer one by
+    // trading the same key again.
     let principal = match state.auth.principal(&state.store, &pair.key_secret).await {
         Ok(p) => p,
         Err(AuthError::Store(e)) => return Err(ApiError::Internal(e)),
-        Err(e) => return Err(ApiError::Unauthenticated(e.to_string())),
+        Err(e) => {
+            return Err(ApiError::Unauthenticated {
+                message: e.to_string(),
+                conductor_code: None,
+            })
+        }
     };
     if principal.name != pair.key_id {
-        return Err(ApiError::Unauthenticated(
-            "the key id is not the name of the token given as the key secret".into(),
-        ));
+        return Err(ApiError::Unauthenticated {
+            message: "the key id is not the name of the token given as the key secret".into(),
+            conductor_code: None,
+        });
     }
     Ok(Json(json!({ "token": pair.key_secret })))
 }
