@@ -50,6 +50,8 @@ pub struct ProcId(usize);
 pub struct Suite {
     procs: Vec<Proc>,
     spawned: HashMap<Service, usize>,
+    /// Variables for one program only, on top of the environment's.
+    service_env: HashMap<Service, Vec<(String, String)>>,
     bin_dir: PathBuf,
     log_dir: PathBuf,
     gateway_addr: SocketAddr,
@@ -79,6 +81,7 @@ impl Suite {
         Ok(Self {
             procs: Vec::new(),
             spawned: HashMap::new(),
+            service_env: HashMap::new(),
             bin_dir,
             log_dir,
             gateway_addr,
@@ -132,6 +135,15 @@ impl Suite {
             stopped: tokio::spawn(dev.wait()),
         });
         Ok(suite)
+    }
+
+    /// Sets `key` to `value` for every process of `service` started from now on, over
+    /// what the environment gives every process: e.g. a `WEFT_AMQP_URL` with the
+    /// service's own broker credentials.
+    pub fn set_service_env(&mut self, service: Service, key: &str, value: &str) {
+        let vars = self.service_env.entry(service).or_default();
+        vars.retain(|(k, _)| k != key);
+        vars.push((key.to_owned(), value.to_owned()));
     }
 
     /// Deletes `task_name`'s activity queue with the environment: a queue the test has
@@ -426,6 +438,10 @@ impl Suite {
             vars.push(("WEFT_OUTBOX_SWEEP_AFTER_MS".to_owned(), ms.to_string()));
         }
         vars.extend(env.options.extra_env.iter().cloned());
+        // Last: a later value of a variable wins.
+        if let Some(own) = self.service_env.get(&service) {
+            vars.extend(own.iter().cloned());
+        }
         vars
     }
 }

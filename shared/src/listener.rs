@@ -79,8 +79,9 @@ pub fn queue_name(names: &Names, name: &str) -> String {
     format!("{}.listener.{name}", names.namespace())
 }
 
-/// Runs `listener` as `name` until `shutdown`: connects to the broker of `config`
-/// (waiting for it), declares and binds the listener's queue, and consumes it. A
+/// Runs `listener` as `name` until `shutdown`: connects to the broker of `config` as a
+/// client of the services (waiting for the broker, then for the services' exchanges),
+/// declares and binds the listener's queue, and consumes it. A
 /// shutdown lets the event in hand finish; nothing unfinished is acknowledged.
 pub async fn run<L: EventListener>(
     config: &Config,
@@ -89,7 +90,7 @@ pub async fn run<L: EventListener>(
     shutdown: CancellationToken,
 ) -> Result<()> {
     let names = Names::new(&config.namespace, config.shards);
-    let bus = match Bus::connect(&config.amqp_url, names.clone(), shutdown.clone()).await {
+    let bus = match Bus::connect_client(&config.amqp_url, names.clone(), shutdown.clone()).await {
         Ok(bus) => bus,
         Err(crate::Error::ShuttingDown) => return Ok(()),
         Err(e) => return Err(e),

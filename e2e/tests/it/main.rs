@@ -28,6 +28,7 @@ mod poison;
 mod priority;
 mod protocol;
 mod python_worker;
+mod rabbitmq_users;
 mod sdk_heartbeats;
 mod start_events;
 mod system_tasks;

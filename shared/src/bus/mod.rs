@@ -140,7 +140,26 @@ impl Bus {
     /// other arguments), which retrying cannot fix.
     pub async fn connect(url: &str, names: Names, shutdown: CancellationToken) -> Result<Self> {
         check_namespace(&names)?;
-        let transport = amqp::Amqp::connect(url, names, &shutdown).await?;
+        let transport = amqp::Amqp::connect(url, names, amqp::Role::Service, &shutdown).await?;
+        Ok(Self::with_transport(Arc::new(transport)))
+    }
+
+    /// Connects as a client of the services (a worker, an event listener), retrying
+    /// with back-off until connected or `shutdown`: declares none of the core topology
+    /// and waits until the services have declared its exchanges (a passive check, which
+    /// needs no permission). Queues it declares are its own; when the broker refuses one
+    /// for want of permission, the client consumes it as the services declare it.
+    ///
+    /// So a client runs with credentials that reach only what it uses
+    /// (docs/rabbitmq-users.md): a worker's, say, only its activity queues, the commands
+    /// exchange and the default exchange.
+    pub async fn connect_client(
+        url: &str,
+        names: Names,
+        shutdown: CancellationToken,
+    ) -> Result<Self> {
+        check_namespace(&names)?;
+        let transport = amqp::Amqp::connect(url, names, amqp::Role::Client, &shutdown).await?;
         Ok(Self::with_transport(Arc::new(transport)))
     }
 

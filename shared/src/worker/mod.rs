@@ -150,9 +150,14 @@ impl Worker {
         self.handlers.keys().map(String::as_str)
     }
 
-    /// Connects to the broker (waiting for it with back-off), declares the activity queues
-    /// and runs activities until `shutdown` is cancelled; then drains within
+    /// Connects to the broker as a client of the services (waiting with back-off for the
+    /// broker, then for the services' exchanges), declares the activity queues and runs
+    /// activities until `shutdown` is cancelled; then drains within
     /// `config.shutdown_grace` and returns.
+    ///
+    /// Credentials that only let the worker consume its queues are enough: a declaration
+    /// refused for want of permission is left to the decider, which declares each
+    /// activity queue before its first task (docs/rabbitmq-users.md).
     ///
     /// Fails with [`Error::Config`](crate::Error::Config) when no handler is registered,
     /// and with a bus error when the broker refuses the topology or a consumer stops for

@@ -888,3 +888,52 @@ async fn an_activity_queue_declared_without_priorities_keeps_working() {
     );
     bus.teardown(&[]).await.unwrap();
 }
+
+/// A client (a worker, a listener) declares none of the core topology: it waits until a
+/// service of its namespace has declared the exchanges, declares only its own queues,
+/// and leaves a core queue deleted behind its back alone when it reconnects (a service
+/// would declare it again).
+#[tokio::test]
+async fn a_client_waits_for_the_services_and_declares_only_its_own_queues() {
+    let ns = namespace();
+    let names = Names::new(&ns, 2);
+    let connecting = Bus::connect_client(URL, names.clone(), CancellationToken::new());
+    let mut connecting = Box::pin(connecting);
+    let early = tokio::time::timeout(Duration::from_millis(500), &mut connecting).await;
+    assert!(
+        early.is_err(),
+        "connected before any service declared the topology"
+    );
+
+    let service = bus_on(&ns).await;
+    let client = tokio::time::timeout(WAIT, connecting)
+        .await
+        .expect("the client connects once the exchanges exist")
+        .unwrap();
+    client.declare_activity_queue("mine").await.unwrap();
+    let mine = names.activity_queue("mine");
+    assert_eq!(service.message_count(&mine).await.unwrap(), 0);
+
+    // The heartbeat queue goes away; the client reconnects, and publishes through it.
+    let conn = raw().await;
+    let ch = conn.create_channel().await.unwrap();
+    let heartbeat = names.heartbeat_queue();
+    ch.queue_delete(
+        heartbeat.as_str().into(),
+        lapin::options::QueueDeleteOptions::default(),
+    )
+    .await
+    .unwrap();
+    client.force_disconnect().await;
+    let exchange = names.activity_exchange();
+    client
+        .publish(&exchange, "mine", &envelope("wf-client", 1))
+        .await
+        .unwrap();
+    assert_eq!(ready_count(&service, &mine, 1).await, 1);
+    assert!(
+        service.message_count(&heartbeat).await.is_err(),
+        "the client declared a core queue"
+    );
+    service.teardown(&[mine]).await.unwrap();
+}

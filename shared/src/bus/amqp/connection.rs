@@ -32,6 +32,19 @@ const CONNECTION_FORCED: u16 = 320;
 /// `(exchange, routing key)`; re-declared after every reconnect.
 pub(crate) type Declared = BTreeMap<String, Vec<(String, String)>>;
 
+/// Whose connection this is; decides what it declares (docs/rabbitmq-users.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Role {
+    /// A service: declares the whole core topology on every connection, so that
+    /// whichever service starts first, no message is routed to nowhere.
+    Service,
+    /// A client of the services (a worker, an event listener): declares only its own
+    /// queues, and waits for the services' exchanges instead of declaring them, so that
+    /// it can run with credentials that reach no more than what it uses. A declaration of
+    /// its own that the broker refuses for want of permission is left to the services.
+    Client,
+}
+
 /// Why getting a connection failed.
 #[derive(Debug)]
 pub(crate) enum Failure {
@@ -73,6 +86,7 @@ impl Session {
 pub(crate) struct Link {
     pub(crate) names: Names,
     pub(crate) connection_name: String,
+    pub(crate) role: Role,
     url: String,
     current: RwLock<Option<Arc<Session>>>,
     /// Held while (re)connecting so that concurrent callers make one attempt, not many.
@@ -96,7 +110,7 @@ impl fmt::Debug for Link {
 }
 
 impl Link {
-    pub(crate) fn new(url: &str, names: Names) -> Self {
+    pub(crate) fn new(url: &str, names: Names, role: Role) -> Self {
         let connection_name = format!(
             "weft/{}/{}",
             names.namespace(),
@@ -105,6 +119,7 @@ impl Link {
         Self {
             names,
             connection_name,
+            role,
             url: url.to_owned(),
             current: RwLock::new(None),
             reconnect: tokio::sync::Mutex::new(None),
@@ -207,7 +222,8 @@ impl Link {
         self.session_wait_with(shutdown, true).await
     }
 
-    /// Connects and declares the core topology plus every queue declared so far.
+    /// Connects and declares the core topology (a client: finds the core exchanges)
+    /// plus every queue declared so far.
     async fn open(&self) -> Result<Session, Failure> {
         let props = ConnectionProperties::default()
             .with_connection_name(self.connection_name.clone().into());
@@ -215,14 +231,19 @@ impl Link {
             .await
             .map_err(|e| Failure::Transient(Error::Bus(format!("connect: {e}"))))?;
         let declared = self.declared().clone();
-        if let Err(e) = declare::core(&conn, &self.names, &declared).await {
+        if let Err(e) = declare::core(&conn, &self.names, self.role, &declared).await {
             let _ = conn.close(200, "declaration failed".into()).await;
-            let err = Error::Bus(format!("declaring the topology: {e}"));
             // NOT_FOUND while declaring is RabbitMQ's race between connections declaring
             // the same new durable queue at once ("home node … is down or inaccessible",
-            // several services starting together): declaring again succeeds. Other
-            // refusals (a queue with other arguments) stay refusals.
+            // several services starting together): declaring again succeeds. For a
+            // client it is also an exchange no service has declared yet: it will be.
+            // Other refusals (a queue with other arguments) stay refusals.
             let raced = e.to_string().contains("NOT_FOUND");
+            let mut why = format!("declaring the topology: {e}");
+            if raced && self.role == Role::Client {
+                why.push_str(" (waiting for a service of the namespace to declare it)");
+            }
+            let err = Error::Bus(why);
             return Err(if e.is_amqp_soft_error() && !raced {
                 Failure::Fatal(err)
             } else {

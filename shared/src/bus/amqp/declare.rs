@@ -10,7 +10,7 @@ use lapin::options::{
 use lapin::types::{AMQPValue, FieldTable, LongString};
 use lapin::{Channel, Connection, ExchangeKind};
 
-use super::connection::{Declared, Link};
+use super::connection::{Declared, Link, Role};
 use crate::bus::check_name;
 use crate::topology::Names;
 use crate::Result;
@@ -69,11 +69,17 @@ pub(crate) fn kind_of(names: &Names, queue: &str) -> QueueKind {
 /// before they existed: RabbitMQ refuses to change a queue's arguments) is declared as it
 /// is, with a warning — it works, without priorities, until it is deleted and declared
 /// anew (docs/priority.md).
+///
+/// A client's declaration the broker refuses for want of permission is not an error: a
+/// worker granted only to consume its activity queues (docs/rabbitmq-users.md) consumes
+/// what the services declared — the decider declares an activity queue before it
+/// publishes the first task there, and the consumer waits for it until then.
 async fn declare_kind(
     conn: &Connection,
     queue: &str,
     kind: QueueKind,
     bindings: &[(String, String)],
+    role: Role,
 ) -> lapin::Result<()> {
     let ch = conn.create_channel().await?;
     let first = declare_queue(&ch, queue, kind, bindings).await;
@@ -86,11 +92,39 @@ async fn declare_kind(
             close(&ch).await;
             Ok(())
         }
+        Err(e) if role == Role::Client && is_access_refused(&e) => {
+            // The refusal closed that channel. A passive declaration needs no permission.
+            let ch = conn.create_channel().await?;
+            let passive = QueueDeclareOptions {
+                passive: true,
+                ..QueueDeclareOptions::default()
+            };
+            match ch
+                .queue_declare(queue.into(), passive, FieldTable::default())
+                .await
+            {
+                Ok(_) => {
+                    close(&ch).await;
+                    tracing::info!(%queue, "not permitted to declare the queue; it exists: consuming it as the services declared it");
+                }
+                Err(missing) => {
+                    tracing::warn!(%queue, error = %missing, "not permitted to declare the queue, and it does not exist yet: the services declare it before its first message; consuming it from then on")
+                }
+            }
+            Ok(())
+        }
         other => {
             close(&ch).await;
             other
         }
     }
+}
+
+/// Whether the broker refused an operation for want of permission (403).
+fn is_access_refused(e: &lapin::Error) -> bool {
+    use lapin::protocol::{AMQPErrorKind, AMQPSoftError};
+    matches!(e.kind(), lapin::ErrorKind::ProtocolError(p)
+        if *p.kind() == AMQPErrorKind::Soft(AMQPSoftError::ACCESSREFUSED))
 }
 
 fn durable_queue() -> QueueDeclareOptions {
@@ -135,12 +169,21 @@ async fn declare_queue(
     Ok(())
 }
 
-/// Declares the core topology of `names`, then the queues in `declared`.
+/// Declares the core topology of `names` (a client: checks that its exchanges exist),
+/// then the queues in `declared`.
 pub(crate) async fn core(
     conn: &Connection,
     names: &Names,
+    role: Role,
     declared: &Declared,
 ) -> lapin::Result<()> {
+    if role == Role::Client {
+        find_core_exchanges(conn, names).await?;
+        for (queue, bindings) in declared {
+            declare_kind(conn, queue, kind_of(names, queue), bindings, role).await?;
+        }
+        return Ok(());
+    }
     let ch = conn.create_channel().await?;
     declare_exchange(&ch, &names.commands_exchange(), ExchangeKind::Direct).await?;
     declare_exchange(&ch, &names.activity_exchange(), ExchangeKind::Direct).await?;
@@ -155,8 +198,36 @@ pub(crate) async fn core(
     declare_queue(&ch, &names.starts_queue(), QueueKind::Work, &every_start).await?;
     close(&ch).await;
     for (queue, bindings) in declared {
-        declare_kind(conn, queue, kind_of(names, queue), bindings).await?;
+        declare_kind(conn, queue, kind_of(names, queue), bindings, role).await?;
     }
+    Ok(())
+}
+
+/// Checks, with passive declarations (which need no permission), that the services
+/// declared the core exchanges: a client binds its queues to them and publishes to them.
+/// NOT_FOUND until a service of the namespace has connected once.
+async fn find_core_exchanges(conn: &Connection, names: &Names) -> lapin::Result<()> {
+    let ch = conn.create_channel().await?;
+    let passive = ExchangeDeclareOptions {
+        passive: true,
+        ..ExchangeDeclareOptions::default()
+    };
+    for exchange in [
+        names.commands_exchange(),
+        names.activity_exchange(),
+        names.events_exchange(),
+        names.starts_exchange(),
+    ] {
+        // The kind is not checked by a passive declaration.
+        ch.exchange_declare(
+            exchange.as_str().into(),
+            ExchangeKind::Direct,
+            passive,
+            FieldTable::default(),
+        )
+        .await?;
+    }
+    close(&ch).await;
     Ok(())
 }
 
@@ -187,7 +258,7 @@ impl Link {
         }
         let session = self.session().await.map_err(|f| f.into_error())?;
         let kind = kind_of(&self.names, queue);
-        declare_kind(&session.conn, queue, kind, &missing).await?;
+        declare_kind(&session.conn, queue, kind, &missing, self.role).await?;
         self.declared()
             .entry(queue.to_owned())
             .or_default()

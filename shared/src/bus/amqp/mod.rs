@@ -24,6 +24,7 @@ use super::transport::{ExchangeKind, Inbound, Message, Subscription, Transport};
 use crate::topology::Names;
 use crate::{Error, Result};
 use connection::Link;
+pub(crate) use connection::Role;
 
 /// The bus over RabbitMQ.
 #[derive(Debug)]
@@ -33,13 +34,15 @@ pub(crate) struct Amqp {
 
 impl Amqp {
     /// Connects, retrying with back-off until connected or `shutdown`; declares the core
-    /// topology. A refused topology fails at once.
+    /// topology (as a client: waits until the services have). A refused topology fails
+    /// at once.
     pub(crate) async fn connect(
         url: &str,
         names: Names,
+        role: Role,
         shutdown: &CancellationToken,
     ) -> Result<Self> {
-        let link = Arc::new(Link::new(url, names));
+        let link = Arc::new(Link::new(url, names, role));
         link.session_wait(shutdown).await?;
         Ok(Self { link })
     }

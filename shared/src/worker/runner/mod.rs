@@ -80,11 +80,13 @@ pub(super) async fn run(
     let names = Names::new(&config.namespace, config.shards);
     let bus = match bus {
         Some(bus) => bus,
-        None => match Bus::connect(&config.amqp_url, names.clone(), shutdown.clone()).await {
-            Ok(bus) => bus,
-            Err(Error::ShuttingDown) => return Ok(()),
-            Err(e) => return Err(e),
-        },
+        None => {
+            match Bus::connect_client(&config.amqp_url, names.clone(), shutdown.clone()).await {
+                Ok(bus) => bus,
+                Err(Error::ShuttingDown) => return Ok(()),
+                Err(e) => return Err(e),
+            }
+        }
     };
     bus.count_publishes(&metrics);
     for task_name in handlers.keys() {
