@@ -8,6 +8,7 @@ mod bad_input;
 mod budget;
 mod children;
 mod cli;
+mod conductor_auth;
 mod conductor_python;
 mod conductor_samples;
 mod conductor_sdk;

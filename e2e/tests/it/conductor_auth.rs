@@ -1,0 +1,93 @@
+//! The official Conductor Python SDK (`conductor-python`, unmodified) against a gateway
+//! with auth on, configured as for an Orkes server with an application key
+//! (`AuthenticationSettings(key_id, key_secret)`): the key id is a Weft token's name and
+//! the secret the token. The script is `e2e/python/conductor_auth.py`; afterwards the
+//! audit trail names the token for the definition and the start.
+
+use std::process::Stdio;
+
+use anyhow::Context as _;
+use serde_json::{json, Value};
+use weft_e2e::{EnvOptions, Suite, TestEnv};
+
+/// The SDK version the tests pin (as the other SDK tests do).
+const SDK_VERSION: &str = "2.0.0";
+const SCRIPT: &str = include_str!("../../python/conductor_auth.py");
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_conductor_python_sdk_works_with_a_key_id_and_secret_when_auth_is_on() {
+    let admin = format!("weft_admin_{}", uuid::Uuid::new_v4().simple());
+    let options = EnvOptions {
+        extra_env: vec![("WEFT_ADMIN_TOKEN".into(), admin.clone())],
+        ..EnvOptions::default()
+    };
+    let suite = Suite::start(TestEnv::create(options).await.unwrap())
+        .await
+        .unwrap();
+    let admin_client = suite.client().with_token(&admin).unwrap();
+    let created = admin_client
+        .post_json(
+            "/api/admin/tokens",
+            &json!({"name": "py-sdk", "scopes": ["read", "start", "define", "work"]}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(created.status, 201, "{}", created.text);
+    let secret = created
+        .json
+        .as_ref()
+        .and_then(|j| j["token"].as_str())
+        .expect("the secret")
+        .to_owned();
+
+    let python = weft_e2e::python::venv("py-venv", "conductor-python", SDK_VERSION)
+        .expect("the Conductor Python SDK must be installable");
+    let script = suite.log_dir().join("conductor_auth.py");
+    std::fs::write(&script, SCRIPT).unwrap();
+    let output = tokio::time::timeout(
+        crate::RUN_TIMEOUT,
+        tokio::process::Command::new(&python)
+            .arg(&script)
+            .env(
+                "CONDUCTOR_SERVER_URL",
+                format!("{}/api", suite.gateway_url()),
+            )
+            .env("KEY_ID", "py-sdk")
+            .env("KEY_SECRET", &secret)
+            .env("PYTHONUNBUFFERED", "1")
+            .stdin(Stdio::null())
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .context("the SDK script did not finish in time")
+    .unwrap()
+    .context("running the SDK script")
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success() && stdout.contains("all checks passed"),
+        "the SDK script failed ({}):\n{stdout}\n{stderr}\n{}",
+        output.status,
+        suite.describe()
+    );
+
+    let rows: Value = admin_client
+        .raw(reqwest::Method::GET, "/api/audit?token=py-sdk", None)
+        .await
+        .unwrap()
+        .json
+        .expect("the audit rows");
+    let actions: Vec<&str> = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|r| r["action"].as_str())
+        .collect();
+    assert!(actions.contains(&"workflow.start"), "{rows}");
+    assert!(
+        actions.contains(&"definition.update") || actions.contains(&"definition.create"),
+        "{rows}"
+    );
+}
