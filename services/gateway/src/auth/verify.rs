@@ -144,6 +144,24 @@ fn without_bearer(v: &str) -> &str {
     }
 }
 
+impl From<AuthError> for crate::error::ApiError {
+    fn from(e: AuthError) -> Self {
+        let conductor_code = match &e {
+            AuthError::Missing => None,
+            AuthError::Unknown => Some("INVALID_TOKEN"),
+            AuthError::Expired(_) => Some("EXPIRED_TOKEN"),
+            AuthError::Store(_) => None,
+        };
+        match e {
+            AuthError::Store(e) => Self::Internal(e),
+            e => Self::Unauthenticated {
+                message: e.to_string(),
+                conductor_code,
+            },
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -172,23 +190,5 @@ mod tests {
         );
         assert_eq!(token_of(&headers(&[("authorization", "Basic eHg=")])), None);
         assert_eq!(token_of(&headers(&[])), None);
-    }
-}
-
-impl From<AuthError> for crate::error::ApiError {
-    fn from(e: AuthError) -> Self {
-        let conductor_code = match &e {
-            AuthError::Missing => None,
-            AuthError::Unknown => Some("INVALID_TOKEN"),
-            AuthError::Expired(_) => Some("EXPIRED_TOKEN"),
-            AuthError::Store(_) => None,
-        };
-        match e {
-            AuthError::Store(e) => Self::Internal(e),
-            e => Self::Unauthenticated {
-                message: e.to_string(),
-                conductor_code,
-            },
-        }
     }
 }
