@@ -86,3 +86,49 @@ async fn serves_the_api_over_http_and_stops_on_shutdown() {
         .expect("bus");
     bus.teardown(&[]).await.expect("teardown");
 }
+
+#[tokio::test]
+async fn a_public_address_without_auth_is_refused_unless_said_on_purpose() {
+    let listener = TcpListener::bind(SocketAddr::from(([0, 0, 0, 0], 0)))
+        .await
+        .expect("bind");
+    let e = weft_gateway::serve(listener, weft::Config::default(), CancellationToken::new())
+        .await
+        .expect_err("no auth on a public address");
+    let text = e.to_string();
+    assert!(
+        matches!(e, weft_gateway::Error::Insecure { .. })
+            && text.contains("WEFT_ADMIN_TOKEN")
+            && text.contains("WEFT_AUTH=off"),
+        "{text}"
+    );
+
+    // Said on purpose: it serves (and stops on its token).
+    let db = TestDb::create("gw").await;
+    let config = weft::Config {
+        database_url: db.url.clone(),
+        amqp_url: amqp_url(),
+        namespace: format!("gwp-{}", &uuid::Uuid::new_v4().simple().to_string()[..12]),
+        shards: 2,
+        auth: weft::auth_settings::AuthSettings {
+            mode: Some(false),
+            ..Default::default()
+        },
+        ..weft::Config::default()
+    };
+    let listener = TcpListener::bind(SocketAddr::from(([0, 0, 0, 0], 0)))
+        .await
+        .expect("bind");
+    let port = listener.local_addr().expect("address").port();
+    let shutdown = CancellationToken::new();
+    let server = tokio::spawn(weft_gateway::serve(listener, config, shutdown.clone()));
+    let http = reqwest::Client::new();
+    let r = http
+        .get(format!("http://127.0.0.1:{port}/healthz"))
+        .send()
+        .await
+        .expect("served");
+    assert_eq!(r.status().as_u16(), 200);
+    shutdown.cancel();
+    server.await.expect("join").expect("a clean stop");
+}
