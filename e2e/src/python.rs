@@ -87,3 +87,26 @@ pub fn venv_with(dir: &str, packages: &[(&str, &str)]) -> anyhow::Result<PathBuf
     );
     Ok(python)
 }
+
+/// Runs `script` with `python` and `envs` (plus unbuffered output) to its end, within
+/// `limit`; its output whatever its exit status.
+pub async fn run_script(
+    python: &std::path::Path,
+    script: &std::path::Path,
+    envs: &[(&str, &str)],
+    limit: std::time::Duration,
+) -> anyhow::Result<std::process::Output> {
+    let mut command = tokio::process::Command::new(python);
+    command
+        .arg(script)
+        .env("PYTHONUNBUFFERED", "1")
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true);
+    for (key, value) in envs {
+        command.env(key, value);
+    }
+    tokio::time::timeout(limit, command.output())
+        .await
+        .with_context(|| format!("{} did not finish in {limit:?}", script.display()))?
+        .with_context(|| format!("running {}", script.display()))
+}

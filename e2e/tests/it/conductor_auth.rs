@@ -4,9 +4,6 @@
 //! the secret the token. The script is `e2e/python/conductor_auth.py`; afterwards the
 //! audit trail names the token for the definition and the start.
 
-use std::process::Stdio;
-
-use anyhow::Context as _;
 use serde_json::{json, Value};
 use weft_e2e::{EnvOptions, Suite, TestEnv};
 
@@ -44,25 +41,18 @@ async fn the_conductor_python_sdk_works_with_a_key_id_and_secret_when_auth_is_on
         .expect("the Conductor Python SDK must be installable");
     let script = suite.log_dir().join("conductor_auth.py");
     std::fs::write(&script, SCRIPT).unwrap();
-    let output = tokio::time::timeout(
+    let server = format!("{}/api", suite.gateway_url());
+    let output = weft_e2e::python::run_script(
+        &python,
+        &script,
+        &[
+            ("CONDUCTOR_SERVER_URL", &server),
+            ("KEY_ID", "py-sdk"),
+            ("KEY_SECRET", &secret),
+        ],
         crate::RUN_TIMEOUT,
-        tokio::process::Command::new(&python)
-            .arg(&script)
-            .env(
-                "CONDUCTOR_SERVER_URL",
-                format!("{}/api", suite.gateway_url()),
-            )
-            .env("KEY_ID", "py-sdk")
-            .env("KEY_SECRET", &secret)
-            .env("PYTHONUNBUFFERED", "1")
-            .stdin(Stdio::null())
-            .kill_on_drop(true)
-            .output(),
     )
     .await
-    .context("the SDK script did not finish in time")
-    .unwrap()
-    .context("running the SDK script")
     .unwrap();
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);

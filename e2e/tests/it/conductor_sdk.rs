@@ -8,9 +8,6 @@
 //! script is `e2e/python/conductor_sdk_tour.py`; it prints one line per check and exits
 //! non-zero on the first that fails.
 
-use std::process::Stdio;
-
-use anyhow::Context as _;
 use weft_e2e::Suite;
 
 /// The SDK version the tests pin (as the worker test does).
@@ -25,23 +22,14 @@ async fn the_conductor_python_sdk_drives_every_endpoint_and_builder(suite: Suite
         .expect("the Conductor Python SDK must be installable");
     let script = suite.log_dir().join("conductor_sdk_tour.py");
     std::fs::write(&script, TOUR).unwrap();
-    let output = tokio::time::timeout(
+    let server = format!("{}/api", suite.gateway_url());
+    let output = weft_e2e::python::run_script(
+        &python,
+        &script,
+        &[("CONDUCTOR_SERVER_URL", &server)],
         crate::RUN_TIMEOUT,
-        tokio::process::Command::new(&python)
-            .arg(&script)
-            .env(
-                "CONDUCTOR_SERVER_URL",
-                format!("{}/api", suite.gateway_url()),
-            )
-            .env("PYTHONUNBUFFERED", "1")
-            .stdin(Stdio::null())
-            .kill_on_drop(true)
-            .output(),
     )
     .await
-    .context("the SDK tour did not finish in time")
-    .unwrap()
-    .context("running the SDK tour")
     .unwrap();
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);

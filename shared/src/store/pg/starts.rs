@@ -89,38 +89,35 @@ impl StartStore for PgStore {
     }
 }
 
-/// The start row, and the outbox rows only when the start row went in: one statement.
-const START_SQL: &str = "WITH s AS (
-        INSERT INTO workflow_starts (workflow_id, idempotency_key, workflow_name,
-            workflow_version, input, correlation_id)
-        VALUES ($1, $2, $3, $4, $5, $6)
-        ON CONFLICT (idempotency_key) DO NOTHING
-        RETURNING workflow_id
-    ), o AS (
-        INSERT INTO outbox (id, exchange, routing_key, body, traceparent)
-        SELECT m.* FROM UNNEST($7::uuid[], $8::text[], $9::text[], $10::bytea[],
-            $11::text[]) AS m
-        WHERE EXISTS (SELECT 1 FROM s)
-    )
-    -- `o` runs whether read or not, as every data-modifying CTE does.
-    SELECT count(*) FROM s";
+/// The start row, and the outbox rows only when the start row went in (`o` runs whether
+/// read or not, as every data-modifying CTE does).
+macro_rules! start_rows {
+    () => {
+        "WITH s AS (
+            INSERT INTO workflow_starts (workflow_id, idempotency_key, workflow_name,
+                workflow_version, input, correlation_id)
+            VALUES ($1, $2, $3, $4, $5, $6)
+            ON CONFLICT (idempotency_key) DO NOTHING
+            RETURNING workflow_id
+        ), o AS (
+            INSERT INTO outbox (id, exchange, routing_key, body, traceparent)
+            SELECT m.* FROM UNNEST($7::uuid[], $8::text[], $9::text[], $10::bytea[],
+                $11::text[]) AS m
+            WHERE EXISTS (SELECT 1 FROM s)
+        )"
+    };
+}
+
+/// A start in one statement.
+const START_SQL: &str = concat!(start_rows!(), " SELECT count(*) FROM s");
 
 /// [`START_SQL`] with the caller's audit row, written only when the start row went in
 /// (auth on; without auth no row is written, so the unaudited start costs nothing more).
-const AUDITED_START_SQL: &str = "WITH s AS (
-        INSERT INTO workflow_starts (workflow_id, idempotency_key, workflow_name,
-            workflow_version, input, correlation_id)
-        VALUES ($1, $2, $3, $4, $5, $6)
-        ON CONFLICT (idempotency_key) DO NOTHING
-        RETURNING workflow_id
-    ), o AS (
-        INSERT INTO outbox (id, exchange, routing_key, body, traceparent)
-        SELECT m.* FROM UNNEST($7::uuid[], $8::text[], $9::text[], $10::bytea[],
-            $11::text[]) AS m
-        WHERE EXISTS (SELECT 1 FROM s)
-    ), a AS (
+const AUDITED_START_SQL: &str = concat!(
+    start_rows!(),
+    ", a AS (
         INSERT INTO audit_log (at, actor, action, target, workflow_id, reason, status,
             method, path)
         SELECT $12, $13, $14, $3, s.workflow_id, $15, NULL, $16, $17 FROM s
-    )
-    SELECT count(*) FROM s";
+    ) SELECT count(*) FROM s"
+);
