@@ -58,6 +58,8 @@ pub struct Config {
     /// Start events a gateway starts at once from the `<ns>.starts` queue
     /// (`WEFT_START_EVENT_CONCURRENCY`); 0: this gateway takes none (docs/start-events.md).
     pub start_event_concurrency: usize,
+    /// How long audit rows are kept (`WEFT_AUDIT_RETENTION_DAYS`; `0`: for ever).
+    pub audit_retention: Option<Duration>,
     /// Who may call the gateway (`WEFT_AUTH`, `WEFT_ADMIN_TOKEN`, `WEFT_METRICS_AUTH`).
     pub auth: crate::auth_settings::AuthSettings,
     /// What outbound calls made on behalf of a definition (HTTP tasks, hooks) may reach
@@ -90,6 +92,7 @@ impl Default for Config {
             trace_url: None,
             events: crate::events::EventKeys::none(),
             start_event_concurrency: 16,
+            audit_retention: Some(Duration::from_secs(365 * 24 * 3600)),
             auth: crate::auth_settings::AuthSettings::default(),
             outbound_allow: None,
         }
@@ -140,6 +143,11 @@ impl Config {
             },
             start_event_concurrency: parse(&get, "WEFT_START_EVENT_CONCURRENCY")?
                 .unwrap_or(d.start_event_concurrency),
+            audit_retention: match parse::<u64>(&get, "WEFT_AUDIT_RETENTION_DAYS")? {
+                None => d.audit_retention,
+                Some(0) => None,
+                Some(days) => Some(Duration::from_secs(days.saturating_mul(24 * 3600))),
+            },
             auth: crate::auth_settings::AuthSettings::from_lookup(&get)?,
             outbound_allow: match get(crate::outbound::allow::ENV) {
                 Some(raw) => Some(crate::outbound::AllowList::parse(&raw).map_err(|e| {
@@ -276,5 +284,19 @@ mod tests {
             c.trace_url.as_deref(),
             Some("http://j:16686/trace/{traceId}")
         );
+    }
+
+    #[test]
+    fn audit_rows_are_kept_a_year_unless_told_and_zero_keeps_them_for_ever() {
+        let day = Duration::from_secs(24 * 3600);
+        assert_eq!(with(&[]).unwrap().audit_retention, Some(day * 365));
+        let c = with(&[("WEFT_AUDIT_RETENTION_DAYS", "30")]).unwrap();
+        assert_eq!(c.audit_retention, Some(day * 30));
+        let c = with(&[("WEFT_AUDIT_RETENTION_DAYS", "0")]).unwrap();
+        assert_eq!(c.audit_retention, None);
+        let e = with(&[("WEFT_AUDIT_RETENTION_DAYS", "a year")])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("WEFT_AUDIT_RETENTION_DAYS"), "{e}");
     }
 }

@@ -40,7 +40,8 @@ pub async fn run_on(
         config.outbox_sweep_after,
     );
     let firer = timers::TimerFirer::new(deps.store.clone(), deps.bus.clone(), &deps.metrics);
-    let retention = retention::Retention::new(deps.store.clone(), &deps.metrics);
+    let retention =
+        retention::Retention::new(deps.store.clone(), &deps.metrics, config.audit_retention);
     let dispatcher = hooks::Dispatcher::new(
         deps.store.clone(),
         deps.bus.clone(),

@@ -87,6 +87,12 @@ pub struct AuditFilter {
     pub limit: i64,
 }
 
+/// The time `age` ago; `None` when that is before any time there can be (nothing is
+/// that old).
+pub(crate) fn older_than(age: std::time::Duration) -> Option<DateTime<Utc>> {
+    Utc::now().checked_sub_signed(chrono::Duration::from_std(age).ok()?)
+}
+
 /// An audit row as both backends select it (`at, actor, action, target, workflow_id,
 /// reason, status, method, path`).
 pub(crate) type AuditRow = (

@@ -422,4 +422,6 @@ pub trait AuthStore {
     async fn record_audit(&self, entry: &AuditEntry) -> Result<()>;
     /// Audit rows matching `filter`, newest first.
     async fn audit_entries(&self, filter: &AuditFilter) -> Result<Vec<AuditEntry>>;
+    /// Deletes up to `limit` audit rows older than `age`, oldest first; how many went.
+    async fn purge_audit(&self, age: Duration, limit: i64) -> Result<u64>;
 }

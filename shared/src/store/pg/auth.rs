@@ -6,7 +6,7 @@ use sqlx::types::Json;
 use sqlx::{Postgres, Transaction};
 
 use super::PgStore;
-use crate::store::auth::{ApiToken, AuditEntry, AuditFilter, AuditRow};
+use crate::store::auth::{older_than, ApiToken, AuditEntry, AuditFilter, AuditRow};
 use crate::store::backend::AuthStore;
 use crate::Result;
 
@@ -140,5 +140,20 @@ impl AuthStore for PgStore {
         .fetch_all(&self.pool)
         .await?;
         Ok(rows.into_iter().map(AuditEntry::from).collect())
+    }
+
+    async fn purge_audit(&self, age: std::time::Duration, limit: i64) -> Result<u64> {
+        let Some(cutoff) = older_than(age) else {
+            return Ok(0);
+        };
+        let done = sqlx::query(
+            "DELETE FROM audit_log WHERE id IN (
+                 SELECT id FROM audit_log WHERE at < $1 ORDER BY at LIMIT $2)",
+        )
+        .bind(cutoff)
+        .bind(limit)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected())
     }
 }

@@ -5,7 +5,7 @@ use chrono::{DateTime, Utc};
 use sqlx::{Sqlite, Transaction};
 
 use super::{string_array, SqliteStore};
-use crate::store::auth::{ApiToken, AuditEntry, AuditFilter, AuditRow};
+use crate::store::auth::{older_than, ApiToken, AuditEntry, AuditFilter, AuditRow};
 use crate::store::backend::AuthStore;
 use crate::{Error, Result};
 
@@ -146,5 +146,20 @@ impl AuthStore for SqliteStore {
         .fetch_all(&self.pool)
         .await?;
         Ok(rows.into_iter().map(AuditEntry::from).collect())
+    }
+
+    async fn purge_audit(&self, age: std::time::Duration, limit: i64) -> Result<u64> {
+        let Some(cutoff) = older_than(age) else {
+            return Ok(0);
+        };
+        let done = sqlx::query(
+            "DELETE FROM audit_log WHERE id IN (
+                 SELECT id FROM audit_log WHERE at < ? ORDER BY at LIMIT ?)",
+        )
+        .bind(cutoff)
+        .bind(limit)
+        .execute(&self.writer)
+        .await?;
+        Ok(done.rows_affected())
     }
 }

@@ -183,3 +183,31 @@ async fn an_audited_start_writes_its_row_with_the_start_and_a_repeat_writes_none
         .unwrap();
     assert_eq!(store.audit_entries(&all()).await.unwrap().len(), 1);
 }
+
+store_test!(audit_rows_past_their_retention_are_purged_in_batches);
+async fn audit_rows_past_their_retention_are_purged_in_batches(store: &Store) {
+    for days in [400, 380, 370] {
+        let mut old = audit("alice", "workflow.pause", None);
+        old.at = Utc::now() - Duration::days(days);
+        store.record_audit(&old).await.unwrap();
+    }
+    store
+        .record_audit(&audit("bob", "workflow.resume", None))
+        .await
+        .unwrap();
+    let year = std::time::Duration::from_secs(365 * 24 * 3600);
+    assert_eq!(store.purge_audit(year, 2).await.unwrap(), 2);
+    assert_eq!(store.purge_audit(year, 2).await.unwrap(), 1);
+    assert_eq!(store.purge_audit(year, 2).await.unwrap(), 0);
+    let left = store.audit_entries(&all()).await.unwrap();
+    assert_eq!(left.len(), 1);
+    assert_eq!(left[0].actor.as_deref(), Some("bob"));
+    // An age longer than time itself purges nothing (and does not overflow).
+    assert_eq!(
+        store
+            .purge_audit(std::time::Duration::MAX, 10)
+            .await
+            .unwrap(),
+        0
+    );
+}
