@@ -106,6 +106,9 @@ pub enum Command {
     /// Access tokens (administrators): create, list, revoke.
     #[command(subcommand)]
     Token(TokenCommand),
+    /// Who changed what, newest first: one run's operations (--workflow), or the whole
+    /// trail (administrators).
+    Audit(AuditArgs),
     /// Run the whole suite in this process (REST API, web UI, every service) on an
     /// embedded database: nothing to install. Ctrl-C stops it.
     Dev(DevArgs),
@@ -231,6 +234,26 @@ impl TokenCreateArgs {
         }
         Ok(())
     }
+}
+
+/// `weft audit`.
+#[derive(Debug, Args)]
+pub struct AuditArgs {
+    /// Only what was done to this run (needs the `read` scope; the rest needs `admin`).
+    #[arg(long, value_name = "WORKFLOW_ID")]
+    pub workflow: Option<String>,
+    /// Only what this token did (its name).
+    #[arg(long, value_name = "TOKEN_NAME")]
+    pub by: Option<String>,
+    /// Only the last DURATION: a number and a unit, m, h, d or w, e.g. 90m, 24h.
+    #[arg(long, value_name = "DURATION", value_parser = parse_lifetime)]
+    pub since: Option<Duration>,
+    /// How many rows at most (1 to 1000).
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub limit: u32,
+    /// Print the gateway's JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// A JSON file argument.

@@ -60,6 +60,7 @@ pub async fn run(cli: Cli, out: &mut dyn Write) -> Result<u8> {
         Command::Token(TokenCommand::Revoke(a)) => {
             commands::tokens::revoke(&client, &a.name, out).await
         }
+        Command::Audit(a) => commands::audit::list(&client, &a, out).await,
         Command::Dev(a) => commands::dev::run(a, out).await,
     }
 }

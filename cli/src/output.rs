@@ -390,6 +390,34 @@ pub fn tokens_table(tokens: &[Value], now_ms: i64) -> String {
     table(&rows, "")
 }
 
+/// `weft audit`: the gateway's audit rows, newest first, as a table.
+pub fn audit_table(rows: &[Value]) -> String {
+    if rows.is_empty() {
+        return "no audit rows\n".to_owned();
+    }
+    let mut table_rows = vec![vec![
+        "TIME".to_owned(),
+        "TOKEN".into(),
+        "ACTION".into(),
+        "TARGET".into(),
+        "STATUS".into(),
+        "REASON".into(),
+    ]];
+    for r in rows {
+        table_rows.push(vec![
+            time(r["at"].as_i64()),
+            r["token"].as_str().unwrap_or("-").to_owned(),
+            text(r, "action").to_owned(),
+            r["target"].as_str().unwrap_or("-").to_owned(),
+            r["status"]
+                .as_i64()
+                .map_or_else(|| "-".to_owned(), |s| s.to_string()),
+            r["reason"].as_str().unwrap_or("").to_owned(),
+        ]);
+    }
+    table(&table_rows, "")
+}
+
 /// `weft search`: Conductor's `{totalHits, results: [WorkflowSummary]}` as a table.
 pub fn search_table(result: &Value, start: u32) -> String {
     let hits = result["results"]

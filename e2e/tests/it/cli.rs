@@ -702,6 +702,43 @@ async fn the_cli_manages_tokens_and_says_what_a_refusal_means() {
     assert_eq!(entry["token"], "ops", "{audit}");
     assert_eq!(entry["reason"], "stopped by ops", "{audit}");
     assert_eq!(entry["workflowId"], id.as_str(), "{audit}");
+    // The same through `weft audit`: a reader sees the run's trail, the admin the whole
+    // trail narrowed to a token; a reader asking for the whole trail is refused.
+    let out = weft
+        .run_with_token_env(&ci, &["audit", "--workflow", &id])
+        .await
+        .expect(0, "weft audit --workflow as a reader");
+    let line = out
+        .stdout
+        .lines()
+        .find(|l| l.contains("workflow.terminate"))
+        .unwrap_or_else(|| panic!("no terminate row in:\n{}", out.stdout));
+    assert!(
+        line.contains("ops") && line.contains("stopped by ops"),
+        "{}",
+        out.stdout
+    );
+    let out = weft
+        .run(&[
+            "--token", &admin, "audit", "--by", "ops", "--since", "1h", "--json",
+        ])
+        .await
+        .expect(0, "weft audit --by ops");
+    let rows: Value = serde_json::from_str(&out.stdout).unwrap();
+    assert!(
+        rows.as_array().unwrap().iter().all(|r| r["token"] == "ops")
+            && rows
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|r| r["action"] == "workflow.terminate"),
+        "{rows}"
+    );
+    let out = weft
+        .run_with_token_env(&ci, &["audit"])
+        .await
+        .expect(3, "the whole trail without the admin scope");
+    assert!(out.stderr.contains("admin"), "{}", out.stderr);
 
     // Revoked: the token is refused from now on; a second revoke finds nothing.
     let out = weft
