@@ -76,6 +76,25 @@ async fn the_conductor_python_sdk_works_with_a_key_id_and_secret_when_auth_is_on
         .filter_map(|r| r["action"].as_str())
         .collect();
     assert!(actions.contains(&"workflow.start"), "{rows}");
+    // Neither the admin token nor the key's secret is in any service's log.
+    let mut logs = 0;
+    for entry in std::fs::read_dir(suite.log_dir()).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "log") {
+            let log = std::fs::read_to_string(&path).unwrap_or_default();
+            logs += usize::from(!log.is_empty());
+            assert!(
+                !log.contains(&secret) && !log.contains(&admin),
+                "a secret in {}",
+                path.display()
+            );
+        }
+    }
+    assert!(
+        logs >= 4,
+        "the services' logs were not found in {}",
+        suite.log_dir().display()
+    );
     assert!(
         actions.contains(&"definition.update") || actions.contains(&"definition.create"),
         "{rows}"
