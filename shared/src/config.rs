@@ -58,6 +58,9 @@ pub struct Config {
     /// Start events a gateway starts at once from the `<ns>.starts` queue
     /// (`WEFT_START_EVENT_CONCURRENCY`); 0: this gateway takes none (docs/start-events.md).
     pub start_event_concurrency: usize,
+    /// Starts over HTTP one gateway runs at once; one more is answered 429 with
+    /// `Retry-After` (`WEFT_MAX_STARTS_IN_FLIGHT`).
+    pub max_starts_in_flight: usize,
     /// How long audit rows are kept (`WEFT_AUDIT_RETENTION_DAYS`; `0`: for ever).
     pub audit_retention: Option<Duration>,
     /// Who may call the gateway (`WEFT_AUTH`, `WEFT_ADMIN_TOKEN`, `WEFT_METRICS_AUTH`).
@@ -92,6 +95,7 @@ impl Default for Config {
             trace_url: None,
             events: crate::events::EventKeys::none(),
             start_event_concurrency: 16,
+            max_starts_in_flight: 1024,
             audit_retention: Some(Duration::from_secs(365 * 24 * 3600)),
             auth: crate::auth_settings::AuthSettings::default(),
             outbound_allow: None,
@@ -143,6 +147,8 @@ impl Config {
             },
             start_event_concurrency: parse(&get, "WEFT_START_EVENT_CONCURRENCY")?
                 .unwrap_or(d.start_event_concurrency),
+            max_starts_in_flight: parse(&get, "WEFT_MAX_STARTS_IN_FLIGHT")?
+                .unwrap_or(d.max_starts_in_flight),
             audit_retention: match parse::<u64>(&get, "WEFT_AUDIT_RETENTION_DAYS")? {
                 None => d.audit_retention,
                 Some(0) => None,
@@ -198,6 +204,11 @@ impl Config {
         }
         if self.prefetch == 0 {
             return Err(Error::Config("WEFT_PREFETCH must be at least 1".into()));
+        }
+        if self.max_starts_in_flight == 0 {
+            return Err(Error::Config(
+                "WEFT_MAX_STARTS_IN_FLIGHT must be at least 1".into(),
+            ));
         }
         if self.decider_writers == 0 {
             return Err(Error::Config(
@@ -284,6 +295,17 @@ mod tests {
             c.trace_url.as_deref(),
             Some("http://j:16686/trace/{traceId}")
         );
+    }
+
+    #[test]
+    fn starts_in_flight_are_bounded_by_at_least_one() {
+        assert_eq!(with(&[]).unwrap().max_starts_in_flight, 1024);
+        let c = with(&[("WEFT_MAX_STARTS_IN_FLIGHT", "8")]).unwrap();
+        assert_eq!(c.max_starts_in_flight, 8);
+        let e = with(&[("WEFT_MAX_STARTS_IN_FLIGHT", "0")])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("WEFT_MAX_STARTS_IN_FLIGHT"), "{e}");
     }
 
     #[test]

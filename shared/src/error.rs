@@ -54,6 +54,14 @@ pub enum Error {
     Io(#[from] std::io::Error),
 }
 
+impl Error {
+    /// Whether every database connection stayed busy for the pool's whole wait: the
+    /// process is saturated, and the same request can succeed a moment later.
+    pub fn is_pool_exhausted(&self) -> bool {
+        matches!(self, Error::Store(sqlx::Error::PoolTimedOut))
+    }
+}
+
 impl From<serde_json::Error> for Error {
     fn from(e: serde_json::Error) -> Self {
         Error::Decode(e.to_string())

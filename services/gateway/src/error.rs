@@ -69,6 +69,10 @@ pub enum ApiError {
     Conflict(String),
     /// 413: the body is larger than the configured limit.
     PayloadTooLarge(String),
+    /// 429: the gateway has as much work in flight as it takes (starts beyond
+    /// `WEFT_MAX_STARTS_IN_FLIGHT`, or no database connection free in time); nothing was
+    /// done, and the answer's `Retry-After` says when to try again.
+    Overloaded(String),
     /// 500: a dependency failed; the detail is logged, not returned.
     Internal(weft::Error),
     /// 503: the gateway is still connecting to its dependencies.
@@ -136,6 +140,7 @@ impl ApiError {
             Self::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
             Self::Conflict(_) => StatusCode::CONFLICT,
             Self::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::Overloaded(_) => StatusCode::TOO_MANY_REQUESTS,
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
             Self::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             Self::NotOffered(_) => StatusCode::NOT_IMPLEMENTED,
@@ -145,6 +150,12 @@ impl ApiError {
 
 impl From<weft::Error> for ApiError {
     fn from(e: weft::Error) -> Self {
+        // Every connection busy for the pool's whole wait: saturation, not a fault.
+        if e.is_pool_exhausted() {
+            return Self::Overloaded(
+                "no database connection came free in time; retry shortly".into(),
+            );
+        }
         Self::Internal(e)
     }
 }
@@ -176,6 +187,7 @@ impl ApiError {
             Self::NotOffered(m) => ("not_offered", m.as_str(), None),
             Self::Conflict(m) => ("conflict", m.as_str(), None),
             Self::PayloadTooLarge(m) => ("payload_too_large", m.as_str(), None),
+            Self::Overloaded(m) => ("overloaded", m.as_str(), None),
             Self::Internal(_) => ("internal", "internal error; see the gateway log", None),
         }
     }
@@ -217,7 +229,14 @@ impl IntoResponse for ApiError {
             body["error"] = serde_json::Value::String((*code).to_owned());
         }
         let challenge = matches!(self, Self::Unauthenticated { .. });
+        let overloaded = matches!(self, Self::Overloaded(_));
         let mut response = (self.status(), axum::Json(body)).into_response();
+        if overloaded {
+            response.headers_mut().insert(
+                axum::http::header::RETRY_AFTER,
+                axum::http::HeaderValue::from_static("1"),
+            );
+        }
         if challenge {
             response.headers_mut().insert(
                 axum::http::header::WWW_AUTHENTICATE,

@@ -199,6 +199,7 @@ async fn connect(
         .with_graph_cache(graphs)
         .with_trace_url(config.trace_url.clone())
         .with_auth(&config.auth)
+        .with_start_limit(config.max_starts_in_flight)
         .with_shutdown(shutdown.clone()))
 }
 

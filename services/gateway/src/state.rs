@@ -36,6 +36,9 @@ pub struct AppState {
     pub event_handlers_changed: std::sync::Arc<tokio::sync::Notify>,
     /// HTTP workers' polls, written as Conductor's poll data once a second.
     pub polls: weft::store::poll_data::Recorder,
+    /// Starts over HTTP in flight at once; one more is answered 429
+    /// (`WEFT_MAX_STARTS_IN_FLIGHT`).
+    pub start_permits: std::sync::Arc<tokio::sync::Semaphore>,
     /// Checks tokens (docs/security.md); disabled unless configured.
     pub auth: std::sync::Arc<crate::auth::Authenticator>,
 }
@@ -52,6 +55,9 @@ impl AppState {
             trace_url: None,
             event_handlers_changed: std::sync::Arc::default(),
             polls: weft::store::poll_data::Recorder::default(),
+            start_permits: std::sync::Arc::new(tokio::sync::Semaphore::new(
+                weft::Config::default().max_starts_in_flight,
+            )),
             auth: std::sync::Arc::new(crate::auth::Authenticator::new(
                 &weft::auth_settings::AuthSettings::default(),
             )),
@@ -64,6 +70,12 @@ impl AppState {
     }
 
     /// Replaces the activity registry (e.g. with one that has the Redis cache).
+    /// At most `limit` starts over HTTP in flight at once.
+    pub fn with_start_limit(mut self, limit: usize) -> Self {
+        self.start_permits = std::sync::Arc::new(tokio::sync::Semaphore::new(limit));
+        self
+    }
+
     /// Checks tokens as `settings` say.
     pub fn with_auth(mut self, settings: &weft::auth_settings::AuthSettings) -> Self {
         self.auth = std::sync::Arc::new(crate::auth::Authenticator::new(settings));

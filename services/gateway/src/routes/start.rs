@@ -429,7 +429,22 @@ async fn embed_group_child(
 
 /// Starts a run of the resolved definition and returns its workflow id (the first start's
 /// id when the idempotency key was seen before).
+///
+/// For callers over HTTP: at most `WEFT_MAX_STARTS_IN_FLIGHT` run at once, and one more
+/// is refused (429) before anything is read or written, so a burst is turned away
+/// instead of queueing without bound in the gateway.
 pub async fn start(state: &AppState, request: StartRequest) -> Result<String, ApiError> {
+    let _permit = state
+        .start_permits
+        .clone()
+        .try_acquire_owned()
+        .map_err(|_| {
+            ApiError::Overloaded(
+                "this gateway has as many starts in flight as WEFT_MAX_STARTS_IN_FLIGHT allows; \
+             nothing was started: retry after a second"
+                    .into(),
+            )
+        })?;
     Ok(start_run(state, request).await?.workflow_id)
 }
 

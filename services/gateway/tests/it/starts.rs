@@ -3,6 +3,7 @@
 
 use axum::http::StatusCode;
 use serde_json::{json, Value};
+use tower::ServiceExt;
 use weft::messages::Command;
 
 use crate::utils::{next_delivery, simple_def, TestEnv};
@@ -321,4 +322,54 @@ async fn a_failure_workflow_named_by_the_input_is_resolved_at_start() {
         (Some("cleanup".into()), Some("cleanup".into()))
     );
     env.finish().await;
+}
+
+#[tokio::test]
+async fn a_start_beyond_the_in_flight_limit_is_refused_with_429_and_nothing_written() {
+    let env = TestEnv::new().await;
+    let state = env.state.clone().with_start_limit(1);
+    let router = weft_gateway::router(state.clone());
+    env.register(&simple_def("limited", 1)).await;
+    let send = |uri: &str, body: &str| {
+        axum::http::Request::builder()
+            .method("POST")
+            .uri(uri)
+            .header("content-type", "application/json")
+            .body(axum::body::Body::from(body.to_owned()))
+            .unwrap()
+    };
+
+    // The one permit is held (a start in flight): the next start, whatever its form, is
+    // turned away before it reads or writes anything.
+    let held = state.start_permits.clone().try_acquire_owned().unwrap();
+    for (uri, body) in [
+        ("/api/workflow", r#"{"name": "limited"}"#),
+        ("/api/workflow/limited", "{}"),
+    ] {
+        let res = router.clone().oneshot(send(uri, body)).await.unwrap();
+        assert_eq!(res.status().as_u16(), 429, "{uri}");
+        assert_eq!(res.headers()["retry-after"], "1");
+        let body = axum::body::to_bytes(res.into_body(), usize::MAX)
+            .await
+            .unwrap();
+        let body: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(body["code"], "overloaded", "{body}");
+        assert!(body["message"]
+            .as_str()
+            .unwrap()
+            .contains("WEFT_MAX_STARTS_IN_FLIGHT"));
+    }
+    assert_eq!(count_starts(&env).await, 0);
+
+    // Freed: starts go through again, one after the other.
+    drop(held);
+    for _ in 0..2 {
+        let res = router
+            .clone()
+            .oneshot(send("/api/workflow", r#"{"name": "limited"}"#))
+            .await
+            .unwrap();
+        assert_eq!(res.status().as_u16(), 200);
+    }
+    assert_eq!(count_starts(&env).await, 2);
 }
