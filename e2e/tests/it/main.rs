@@ -25,6 +25,7 @@ mod hooks;
 mod http_tasks;
 mod operations;
 mod outbound;
+mod overload;
 mod poison;
 mod priority;
 mod protocol;
