@@ -89,6 +89,15 @@ pub async fn guard(State(state): State<AppState>, mut req: Request, next: Next) 
         .map(|t| path_params(t, req.uri().path()))
         .unwrap_or_default();
     let reason = reason_of(req.uri().query());
+    // A definition, task definition or event handler is named in its body, not its path.
+    let named_in_body = if params.is_empty() && *req.method() != Method::DELETE {
+        match names_in_body(&state, &mut req).await {
+            Ok(names) => names,
+            Err(e) => return e.into_response(),
+        }
+    } else {
+        None
+    };
     let response = next.run(req).await;
     let workflow_id = params
         .iter()
@@ -99,7 +108,7 @@ pub async fn guard(State(state): State<AppState>, mut req: Request, next: Next) 
         .map(|(_, v)| v.clone());
     let entry = AuditEntry {
         action: action.to_owned(),
-        target: params.first().map(|(_, v)| v.clone()),
+        target: params.first().map(|(_, v)| v.clone()).or(named_in_body),
         workflow_id,
         reason,
         status: Some(i32::from(response.status().as_u16())),
@@ -232,20 +241,70 @@ async fn task_name_of(state: &AppState, task_id: &str) -> Result<String, ApiErro
     Ok(task.task.task_name)
 }
 
-/// The `taskId` of the JSON body (a task update or heartbeat); the body is put back for
-/// the handler.
-async fn task_id_in_body(state: &AppState, req: &mut Request) -> Result<String, ApiError> {
+/// The request's body as JSON (`None` when it is not JSON), read within the body limit
+/// and put back for the handler.
+async fn json_body(
+    state: &AppState,
+    req: &mut Request,
+) -> Result<Option<serde_json::Value>, ApiError> {
     let body = std::mem::replace(req.body_mut(), Body::empty());
     let bytes = axum::body::to_bytes(body, state.max_body_bytes)
         .await
         .map_err(|_| {
             ApiError::PayloadTooLarge("request body is larger than the configured limit".into())
         })?;
-    let task_id = serde_json::from_slice::<serde_json::Value>(&bytes)
-        .ok()
-        .and_then(|v| v.get("taskId").and_then(|t| t.as_str()).map(str::to_owned));
+    let json = serde_json::from_slice(&bytes).ok();
     *req.body_mut() = Body::from(bytes);
-    task_id.ok_or_else(|| ApiError::invalid("invalid_field", "taskId", "taskId is required"))
+    Ok(json)
+}
+
+/// The `taskId` of the JSON body (a task update or heartbeat).
+async fn task_id_in_body(state: &AppState, req: &mut Request) -> Result<String, ApiError> {
+    json_body(state, req)
+        .await?
+        .and_then(|v| v.get("taskId").and_then(|t| t.as_str()).map(str::to_owned))
+        .ok_or_else(|| ApiError::invalid("invalid_field", "taskId", "taskId is required"))
+}
+
+/// What the JSON body names (see [`named`]).
+async fn names_in_body(state: &AppState, req: &mut Request) -> Result<Option<String>, ApiError> {
+    Ok(json_body(state, req).await?.and_then(|v| named(&v)))
+}
+
+/// Longest audit target kept from a body (a bulk operation may name thousands of runs).
+const MAX_TARGET: usize = 500;
+
+/// What a JSON body names: a definition's `name` (with ` v<version>` when given), or
+/// the names of an array of them, or the workflow ids of a bulk operation's array,
+/// comma-separated and cut at [`MAX_TARGET`] characters.
+fn named(value: &serde_json::Value) -> Option<String> {
+    let one = |v: &serde_json::Value| {
+        if let Some(id) = v.as_str() {
+            return Some(id.to_owned());
+        }
+        let name = v.get("name")?.as_str()?;
+        Some(match v.get("version").and_then(serde_json::Value::as_i64) {
+            Some(version) => format!("{name} v{version}"),
+            None => name.to_owned(),
+        })
+    };
+    match value {
+        serde_json::Value::Array(items) => {
+            let names: Vec<String> = items.iter().filter_map(one).collect();
+            let mut joined = names.join(", ");
+            if joined.len() > MAX_TARGET {
+                let cut = (0..=MAX_TARGET)
+                    .rev()
+                    .find(|i| joined.is_char_boundary(*i))
+                    .unwrap_or(0);
+                joined.truncate(cut);
+                joined.push('…');
+            }
+            (!names.is_empty()).then_some(joined)
+        }
+        serde_json::Value::String(_) => None,
+        other => one(other),
+    }
 }
 
 /// The path's parameters, by the template's `{name}` segments, in order.
@@ -327,6 +386,30 @@ mod tests {
                 "/api/workflow/w%201/skiptask/a"
             ),
             vec![("id", "w 1".to_owned()), ("task_ref", "a".to_owned())]
+        );
+    }
+
+    #[test]
+    fn a_body_names_its_definition_or_definitions() {
+        use serde_json::json;
+        assert_eq!(
+            named(&json!({"name": "orders", "version": 2})).as_deref(),
+            Some("orders v2")
+        );
+        assert_eq!(
+            named(&json!([{"name": "a"}, {"name": "b", "version": 1}])).as_deref(),
+            Some("a, b v1")
+        );
+        assert_eq!(named(&json!({"tasks": []})), None);
+        assert_eq!(
+            named(&json!(["wf-1", "wf-2"])).as_deref(),
+            Some("wf-1, wf-2")
+        );
+        let many: Vec<String> = (0..200).map(|i| format!("workflow-{i}")).collect();
+        let cut = named(&json!(many)).unwrap();
+        assert!(
+            cut.ends_with('…') && cut.len() <= MAX_TARGET + '…'.len_utf8(),
+            "{cut}"
         );
     }
 

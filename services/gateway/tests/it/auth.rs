@@ -364,6 +364,8 @@ async fn changes_are_audited_with_who_what_and_why() {
         ["workflow.terminate", "workflow.start", "definition.create"],
         "{all}"
     );
+    // A definition is named in its body; the row names it.
+    assert_eq!(all[2]["target"], "audited v1", "{all}");
     let admin_rows = env
         .as_token(ADMIN, Method::GET, "/api/audit?token=admin", None)
         .await
