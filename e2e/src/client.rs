@@ -291,3 +291,22 @@ pub fn summarize(wf: &Value) -> String {
         tasks.join(", ")
     )
 }
+
+/// Status and each task's type and status of a Workflow JSON, in order, for error
+/// messages about a run's task list.
+pub fn summarize_types(wf: &Value) -> String {
+    let tasks: Vec<String> = wf["tasks"]
+        .as_array()
+        .map(|ts| {
+            ts.iter()
+                .map(|t| {
+                    format!(
+                        "{}:{}={}",
+                        t["referenceTaskName"], t["taskType"], t["status"]
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    format!("status {} tasks [{}]", wf["status"], tasks.join(", "))
+}

@@ -9,6 +9,7 @@ mod budget;
 mod children;
 mod cli;
 mod conductor_auth;
+mod conductor_harness;
 mod conductor_python;
 mod conductor_samples;
 mod conductor_sdk;

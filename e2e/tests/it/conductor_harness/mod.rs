@@ -1,0 +1,132 @@
+//! Conductor's own integration specs (`test-harness/.../integration/*Spec.groovy`),
+//! ported feature by feature as REST tests against the real services, over the harness's
+//! definitions copied unedited into `e2e/conductor-harness/`. Where a spec drives
+//! Conductor's internals (a sweep, a system task's execution), the test waits, with a
+//! deadline, for Weft to get there on its own. Which features are ported and which fail
+//! on Weft: `docs/conductor-harness.md`.
+
+mod decision;
+mod json_jq_transform;
+mod set_variable;
+mod switch;
+
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use weft_e2e::{poll_until, Suite};
+
+/// How long a feature may take to reach the state its spec checks: each test is meant to
+/// finish well under 20 s.
+pub(crate) const DEADLINE: Duration = Duration::from_secs(15);
+
+/// A harness definition, by file name, exactly as Conductor ships it.
+pub(crate) fn definition(file: &str) -> Value {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("conductor-harness")
+        .join(file);
+    serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap()
+}
+
+/// Starts the services and registers the spec's definitions, as its `setup()` does.
+pub(crate) async fn setup(files: &[&str]) -> Suite {
+    let suite = Suite::start_on(weft_e2e::Backend::Services).await.unwrap();
+    for f in files {
+        suite.client().register(&definition(f)).await.unwrap();
+    }
+    suite
+}
+
+/// `startWorkflow(name, 1, '', input, null)`.
+pub(crate) async fn start(suite: &Suite, name: &str, input: Value) -> String {
+    start_correlated(suite, name, "", input).await
+}
+
+/// `startWorkflow(name, 1, correlationId, input, null)`.
+pub(crate) async fn start_correlated(
+    suite: &Suite,
+    name: &str,
+    correlation_id: &str,
+    input: Value,
+) -> String {
+    let mut request = json!({"name": name, "version": 1, "input": input});
+    if !correlation_id.is_empty() {
+        request["correlationId"] = json!(correlation_id);
+    }
+    suite.client().start_request(&request).await.unwrap()
+}
+
+/// The run once it is `status` with `count` tasks: where a spec checks a running run
+/// right after a step, Weft gets there asynchronously.
+pub(crate) async fn wait_for_state(suite: &Suite, id: &str, status: &str, count: usize) -> Value {
+    // The last run seen, for the failure message.
+    let last = std::sync::Mutex::new(Value::Null);
+    let found = poll_until(DEADLINE, Duration::from_millis(20), String::new, || async {
+        let wf = suite.client().get(id).await?;
+        let done = wf["status"] == status && tasks(&wf).len() == count;
+        *last.lock().unwrap() = wf.clone();
+        Ok(done.then_some(wf))
+    })
+    .await;
+    found.unwrap_or_else(|e| {
+        panic!(
+            "{id} never {status} with {count} tasks ({e}); last seen: {}",
+            weft_e2e::client::summarize_types(&last.lock().unwrap())
+        )
+    })
+}
+
+/// The run once it has reached `status` (with its tasks).
+pub(crate) async fn wait_for(suite: &Suite, id: &str, status: &str) -> Value {
+    suite
+        .client()
+        .wait_for_status(id, &[status], DEADLINE)
+        .await
+        .unwrap()
+}
+
+/// The run's tasks.
+pub(crate) fn tasks(wf: &Value) -> &Vec<Value> {
+    wf["tasks"].as_array().expect("tasks")
+}
+
+/// `tasks[i].taskType == ty && tasks[i].status == status`.
+fn task_is(wf: &Value, i: usize, ty: &str, status: &str) {
+    let t = &tasks(wf)[i];
+    assert_eq!(
+        (t["taskType"].as_str(), t["status"].as_str()),
+        (Some(ty), Some(status)),
+        "task {i}: {t}"
+    );
+}
+
+/// `workflowTestUtil.pollAndCompleteTask(type, worker, output)` over Conductor's task
+/// REST API: polls one task of `task_type` and completes it with `output`. Returns the
+/// polled task.
+pub(crate) async fn poll_and_complete(
+    suite: &Suite,
+    task_type: &str,
+    worker: &str,
+    output: Value,
+) -> Value {
+    let task = crate::http_tasks::poll_one(suite, task_type, worker).await;
+    // verifyPolledAndAcknowledgedTask: a task of that type was handed out.
+    assert_eq!(task["taskType"], task_type, "{task}");
+    let result = json!({
+        "workflowInstanceId": task["workflowInstanceId"],
+        "taskId": task["taskId"],
+        "workerId": worker,
+        "status": "COMPLETED",
+        "outputData": output,
+    });
+    let r = suite
+        .client()
+        .post_json("/api/tasks", &result)
+        .await
+        .unwrap();
+    assert_eq!(
+        r.status, 200,
+        "task update answered {}: {}",
+        r.status, r.text
+    );
+    task
+}
