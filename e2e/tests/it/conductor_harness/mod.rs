@@ -6,6 +6,7 @@
 //! on Weft: `docs/conductor-harness.md`.
 
 mod decision;
+mod do_while;
 mod json_jq_transform;
 mod set_variable;
 mod switch;
