@@ -138,7 +138,8 @@ impl Task {
             input_data: map_or_empty(Some(row.input)),
             output_data: map_or_empty(row.output),
             retry_count: (row.attempt - 1).max(0),
-            seq: row.seq,
+            // Conductor numbers a run's tasks from 1; the store from 0.
+            seq: row.seq + 1,
             iteration: row.iteration,
             scheduled_time: ms(Some(row.scheduled_time)),
             start_time: ms(row.start_time),

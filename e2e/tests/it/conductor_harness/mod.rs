@@ -8,6 +8,7 @@
 mod decision;
 mod do_while;
 mod json_jq_transform;
+mod lambda_and_terminate;
 mod set_variable;
 mod switch;
 

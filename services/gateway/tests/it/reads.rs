@@ -146,7 +146,7 @@ async fn workflow_of_a_run_has_conductor_shape_times_in_ms_and_tasks_in_seq_orde
     assert_eq!(t0["inputData"], json!({"a": 1}));
     assert_eq!(t0["outputData"], json!({"ok": true}));
     assert_eq!(t0["retryCount"], 0);
-    assert_eq!(t0["seq"], 0);
+    assert_eq!(t0["seq"], 1, "Conductor numbers a run's tasks from 1");
     assert_eq!(t0["scheduledTime"], T0_MS);
     assert_eq!(t0["startTime"], T0_MS + 10);
     assert_eq!(t0["endTime"], T0_MS + 50);

@@ -124,7 +124,8 @@ impl Task {
             workflow_type: workflow_name,
             correlation_id,
             retry_count: (t.attempt - 1).max(0),
-            seq: t.seq,
+            // Conductor numbers a run's tasks from 1; the store from 0.
+            seq: t.seq + 1,
             iteration: t.iteration,
             poll_count: i32::from(t.start_time.is_some()),
             callback_after_seconds: 0,
