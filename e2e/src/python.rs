@@ -110,3 +110,15 @@ pub async fn run_script(
         .with_context(|| format!("{} did not finish in {limit:?}", script.display()))?
         .with_context(|| format!("running {}", script.display()))
 }
+
+/// Panics unless a check script exited 0 and printed `all checks passed`; the message
+/// holds its output and `context` (e.g. the suite's processes and logs).
+pub fn assert_checks_passed(what: &str, output: &std::process::Output, context: &str) {
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success() && stdout.contains("all checks passed"),
+        "{what} failed ({}):\n{stdout}\n{stderr}\n{context}",
+        output.status,
+    );
+}

@@ -54,14 +54,7 @@ async fn the_conductor_python_sdk_works_with_a_key_id_and_secret_when_auth_is_on
     )
     .await
     .unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        output.status.success() && stdout.contains("all checks passed"),
-        "the SDK script failed ({}):\n{stdout}\n{stderr}\n{}",
-        output.status,
-        suite.describe()
-    );
+    weft_e2e::python::assert_checks_passed("the SDK script", &output, &suite.describe());
 
     let rows: Value = admin_client
         .raw(reqwest::Method::GET, "/api/audit?token=py-sdk", None)

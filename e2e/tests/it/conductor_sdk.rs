@@ -31,12 +31,5 @@ async fn the_conductor_python_sdk_drives_every_endpoint_and_builder(suite: Suite
     )
     .await
     .unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        output.status.success() && stdout.contains("all checks passed"),
-        "the SDK tour failed ({}):\n{stdout}\n{stderr}\n{}",
-        output.status,
-        suite.describe()
-    );
+    weft_e2e::python::assert_checks_passed("the SDK tour", &output, &suite.describe());
 }

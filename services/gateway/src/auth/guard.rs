@@ -62,8 +62,11 @@ pub async fn guard(State(state): State<AppState>, mut req: Request, next: Next) 
         None
     };
     if let Some(p) = &principal {
-        if let Err(e) = confine_worker(&state, p, need, template.as_deref(), &mut req).await {
-            return e.into_response();
+        // An unmatched path is answered 404, whoever asks.
+        if template.is_some() {
+            if let Err(e) = confine_worker(&state, p, need, &mut req).await {
+                return e.into_response();
+            }
         }
         req.extensions_mut().insert(p.clone());
     }
@@ -84,11 +87,8 @@ pub async fn guard(State(state): State<AppState>, mut req: Request, next: Next) 
     let Audit::After(action) = audit else {
         return REQUEST_AUDIT.scope(entry, next.run(req)).await;
     };
-    let params = template
-        .as_deref()
-        .map(|t| path_params(t, req.uri().path()))
-        .unwrap_or_default();
-    let reason = reason_of(req.uri().query());
+    let params = path_params(&mut req).await;
+    let reason = reason_of(req.uri());
     // A definition, task definition or event handler is named in its body, not its path.
     let named_in_body = if params.is_empty() && *req.method() != Method::DELETE {
         match names_in_body(&state, &mut req).await {
@@ -101,7 +101,7 @@ pub async fn guard(State(state): State<AppState>, mut req: Request, next: Next) 
     let response = next.run(req).await;
     let workflow_id = params
         .iter()
-        .find(|(k, _)| matches!(*k, "id" | "workflow_id"))
+        .find(|(k, _)| matches!(k.as_str(), "id" | "workflow_id"))
         .filter(|_| {
             entry.path.starts_with("/api/workflow/") || entry.path.starts_with("/api/tasks/")
         })
@@ -180,7 +180,6 @@ async fn confine_worker(
     state: &AppState,
     principal: &Principal,
     need: Need,
-    template: Option<&str>,
     req: &mut Request,
 ) -> Result<(), ApiError> {
     let Need::Any(scopes) = need else {
@@ -193,10 +192,7 @@ async fn confine_worker(
     if principal.task_types.is_none() || !only_as_worker {
         return Ok(());
     }
-    let Some(template) = template else {
-        return Ok(());
-    };
-    let params = path_params(template, req.uri().path());
+    let params = path_params(req).await;
     let param = |name: &str| {
         params
             .iter()
@@ -307,70 +303,30 @@ fn named(value: &serde_json::Value) -> Option<String> {
     }
 }
 
-/// The path's parameters, by the template's `{name}` segments, in order.
-fn path_params(template: &str, path: &str) -> Vec<(&'static str, String)> {
-    template
-        .split('/')
-        .zip(path.split('/'))
-        .filter_map(|(t, p)| {
-            let name = t.strip_prefix('{')?.strip_suffix('}')?;
-            Some((intern(name), percent_decode(p)))
+/// The path's parameters (percent-decoded by axum), in the route's order.
+async fn path_params(req: &mut Request) -> Vec<(String, String)> {
+    use axum::RequestExt;
+    req.extract_parts::<axum::extract::RawPathParams>()
+        .await
+        .map(|params| {
+            params
+                .iter()
+                .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                .collect()
         })
-        .collect()
-}
-
-/// The parameter names the routes use, as `'static` (the table's are few and fixed).
-fn intern(name: &str) -> &'static str {
-    const NAMES: &[&str] = &[
-        "id",
-        "workflow_id",
-        "name",
-        "version",
-        "task_ref",
-        "task_id",
-        "task_type",
-        "status",
-        "event",
-        "correlation_id",
-    ];
-    NAMES
-        .iter()
-        .find(|n| **n == name)
-        .copied()
-        .unwrap_or("param")
-}
-
-fn percent_decode(s: &str) -> String {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        match (bytes[i], bytes.get(i + 1..i + 3)) {
-            (b'%', Some(hex)) => match std::str::from_utf8(hex)
-                .ok()
-                .and_then(|h| u8::from_str_radix(h, 16).ok())
-            {
-                Some(b) => {
-                    out.push(b);
-                    i += 3;
-                    continue;
-                }
-                None => out.push(b'%'),
-            },
-            (b, _) => out.push(b),
-        }
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
+        .unwrap_or_default()
 }
 
 /// The `reason` query parameter, when given.
-fn reason_of(query: Option<&str>) -> Option<String> {
-    query?
-        .split('&')
-        .filter_map(|pair| pair.split_once('='))
-        .find(|(k, _)| *k == "reason")
-        .map(|(_, v)| percent_decode(&v.replace('+', " ")))
+fn reason_of(uri: &axum::http::Uri) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct ReasonQuery {
+        reason: Option<String>,
+    }
+    axum::extract::Query::<ReasonQuery>::try_from_uri(uri)
+        .ok()?
+        .0
+        .reason
         .filter(|r| !r.trim().is_empty())
 }
 
@@ -378,14 +334,37 @@ fn reason_of(query: Option<&str>) -> Option<String> {
 mod tests {
     use super::*;
 
-    #[test]
-    fn path_parameters_follow_the_template() {
-        assert_eq!(
-            path_params(
+    #[tokio::test]
+    async fn path_parameters_follow_the_template() {
+        use tower::ServiceExt;
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let record = seen.clone();
+        let app = axum::Router::new()
+            .route(
                 "/api/workflow/{id}/skiptask/{task_ref}",
-                "/api/workflow/w%201/skiptask/a"
-            ),
-            vec![("id", "w 1".to_owned()), ("task_ref", "a".to_owned())]
+                axum::routing::put(|| async {}),
+            )
+            .layer(axum::middleware::from_fn(
+                move |mut req: Request, next: Next| {
+                    let record = record.clone();
+                    async move {
+                        *record.lock().unwrap() = path_params(&mut req).await;
+                        next.run(req).await
+                    }
+                },
+            ));
+        let req = Request::builder()
+            .method("PUT")
+            .uri("/api/workflow/w%201/skiptask/a")
+            .body(Body::empty())
+            .unwrap();
+        app.oneshot(req).await.unwrap();
+        assert_eq!(
+            *seen.lock().unwrap(),
+            vec![
+                ("id".to_owned(), "w 1".to_owned()),
+                ("task_ref".to_owned(), "a".to_owned())
+            ]
         );
     }
 
@@ -415,11 +394,12 @@ mod tests {
 
     #[test]
     fn the_reason_comes_from_the_query() {
+        let uri = |s: &str| s.parse::<axum::http::Uri>().unwrap();
         assert_eq!(
-            reason_of(Some("a=1&reason=wrong+input%21")),
+            reason_of(&uri("/x?a=1&reason=wrong+input%21")),
             Some("wrong input!".to_owned())
         );
-        assert_eq!(reason_of(Some("reason=")), None);
-        assert_eq!(reason_of(None), None);
+        assert_eq!(reason_of(&uri("/x?reason=")), None);
+        assert_eq!(reason_of(&uri("/x")), None);
     }
 }
