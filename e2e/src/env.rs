@@ -72,6 +72,18 @@ impl TestEnv {
     pub async fn create(options: EnvOptions) -> anyhow::Result<Self> {
         let maintenance_url =
             std::env::var("WEFT_E2E_PG_URL").unwrap_or_else(|_| DEFAULT_MAINTENANCE_URL.to_owned());
+        let amqp_url = std::env::var("WEFT_AMQP_URL").unwrap_or_else(|_| DEFAULT_AMQP_URL.into());
+        Self::create_on(options, &maintenance_url, &amqp_url).await
+    }
+
+    /// A fresh database `e2e_<random>` on the server of `maintenance_url` and a random
+    /// namespace on the broker at `amqp_url` (e.g. servers a program started itself).
+    pub async fn create_on(
+        options: EnvOptions,
+        maintenance_url: &str,
+        amqp_url: &str,
+    ) -> anyhow::Result<Self> {
+        let maintenance_url = maintenance_url.to_owned();
         let suffix = uuid::Uuid::new_v4().simple().to_string()[..12].to_owned();
         let db_name = format!("e2e_{suffix}");
         let namespace = format!("e2e_{suffix}");
@@ -84,7 +96,7 @@ impl TestEnv {
             .with_context(|| format!("CREATE DATABASE {db_name}"))?;
         let _ = admin.close().await;
         let database_url = with_database(&maintenance_url, &db_name);
-        Self::assemble(
+        let mut env = Self::assemble(
             namespace,
             database_url,
             db_name,
@@ -92,7 +104,9 @@ impl TestEnv {
             options,
             true,
         )
-        .await
+        .await?;
+        env.amqp_url = amqp_url.to_owned();
+        Ok(env)
     }
 
     /// The environment at `database_url` (created when missing, never dropped) under

@@ -24,6 +24,7 @@ pub mod amqp;
 pub mod client;
 pub mod env;
 pub mod greet;
+pub mod infra;
 pub mod process;
 pub mod python;
 pub mod suite;

@@ -20,9 +20,36 @@ pub fn new_id() -> uuid::Uuid {
     uuid::Uuid::now_v7()
 }
 
+/// An id derived from `from` for `purpose`: the same for the same inputs, in any process
+/// and version (the first 16 bytes of SHA-256 over both), and unrelated to `from`
+/// otherwise. What a message re-published under a new id uses, so that handling the same
+/// message twice (a redelivery) makes the same new id.
+pub fn derived_id(from: uuid::Uuid, purpose: &str) -> uuid::Uuid {
+    use sha2::{Digest as _, Sha256};
+    let digest = Sha256::new()
+        .chain_update(purpose.as_bytes())
+        .chain_update(from.as_bytes())
+        .finalize();
+    let mut bytes = [0u8; 16];
+    bytes.copy_from_slice(&digest[..16]);
+    uuid::Uuid::from_bytes(bytes)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_derived_id_is_stable_and_differs_by_purpose_and_from() {
+        let a = uuid::Uuid::from_u128(1);
+        assert_eq!(derived_id(a, "park"), derived_id(a, "park"));
+        assert_ne!(derived_id(a, "park"), derived_id(a, "other"));
+        assert_ne!(
+            derived_id(a, "park"),
+            derived_id(uuid::Uuid::from_u128(2), "park")
+        );
+        assert_ne!(derived_id(a, "park"), a);
+    }
 
     #[test]
     fn shard_is_stable_and_in_range() {

@@ -143,3 +143,90 @@ async fn wait_with_a_duration_is_woken_by_the_history_services_timer(suite: Suit
         "{events:?}"
     );
 }
+
+/// Found by the chaos soak: a start was accepted while the broker was down (its command
+/// left in the outbox for the sweeper), and a signal sent right after reached the decider
+/// first. The decider dropped the signal as "for an unknown workflow" and the run waited
+/// for it for ever. Now the command is parked until the start is applied.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_signal_that_reaches_the_decider_before_its_runs_start_is_kept() {
+    use weft::envelope::Envelope;
+    use weft::messages::{Command, StartWorkflow};
+    use weft::store::outbox::OutboxMessage;
+    use weft::store::starts::NewStart;
+
+    let options = weft_e2e::EnvOptions {
+        // The start's command stays in the outbox for 3 s: the signal comes first.
+        outbox_sweep_after_ms: Some(3_000),
+        ..weft_e2e::EnvOptions::default()
+    };
+    let env = weft_e2e::TestEnv::create(options).await.unwrap();
+    let suite = Suite::start(env).await.unwrap();
+    let client = suite.client();
+    let definition = json!({"name": "approve_first", "version": 1, "tasks": [
+        {"name": "go", "taskReferenceName": "go", "type": "WAIT"},
+        {"name": "make_name", "taskReferenceName": "n", "type": "SIMPLE",
+         "inputParameters": {"first": "${go.output.who}"}}],
+     "outputParameters": {"name": "${n.output.name}"}});
+    client.register(&definition).await.unwrap();
+
+    // What the gateway writes when its publish of the start times out: the start row
+    // and the command in the outbox, nothing on the bus.
+    let store = weft::store::Store::from_pool(suite.env().pool().clone());
+    let workflow_id = weft::ids::new_id().to_string();
+    let command = Command::StartWorkflow(StartWorkflow {
+        definition: serde_json::from_value(definition).unwrap(),
+        input: json!({}),
+        correlation_id: None,
+        parent_workflow_id: None,
+        parent: None,
+        traceparent: None,
+        priority: None,
+    });
+    let names = suite.env().names();
+    let mut messages = vec![OutboxMessage::new(
+        names.commands_exchange(),
+        names.command_key_for(&workflow_id),
+        &Envelope::new(&workflow_id, None, &command).unwrap(),
+        None,
+    )
+    .unwrap()];
+    let start = NewStart {
+        workflow_id: workflow_id.clone(),
+        idempotency_key: None,
+        workflow_name: "approve_first".into(),
+        workflow_version: 1,
+        input: json!({}),
+        correlation_id: None,
+    };
+    store
+        .accept_start(&start, &mut messages, None)
+        .await
+        .unwrap();
+
+    let (status, body) = post_json(
+        client,
+        &format!("/api/workflow/{workflow_id}/signal/go"),
+        json!({"who": "Early"}),
+    )
+    .await;
+    assert_eq!(status, 202, "{body}");
+
+    let wf = client
+        .wait_for_status(
+            &workflow_id,
+            &["COMPLETED"],
+            std::time::Duration::from_secs(30),
+        )
+        .await
+        .unwrap();
+    assert_eq!(wf["output"], json!({"name": "Early Weft"}));
+    let completions = client
+        .history(&workflow_id)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.kind == "TaskCompleted" && e.attributes["taskRef"] == "go")
+        .count();
+    assert_eq!(completions, 1, "the signal completed the WAIT once");
+}

@@ -42,6 +42,11 @@ const CACHE_CAPACITY: usize = 10_000;
 const MAX_DECISION_ROUNDS: usize = 1_000;
 /// Version conflicts are retried this many times before the batch is requeued.
 const MAX_ATTEMPTS: usize = 3;
+/// How long a command that came before its run's start waits before it is tried again.
+const PARK_FOR: chrono::TimeDelta = chrono::TimeDelta::seconds(1);
+/// How old an accepted start may be for commands to wait for it: one that has not become
+/// a run in this time never will (its start message was dead-lettered).
+const PARK_AT_MOST: chrono::TimeDelta = chrono::TimeDelta::hours(1);
 
 /// The state of one command shard: its sticky cache of runs.
 pub struct Shard {
@@ -225,6 +230,8 @@ impl Shard {
         // The traceparent of each command's span: the commit's span continues them.
         let mut traced: Vec<String> = Vec::new();
         let mut new_watches = Vec::new();
+        // Commands that came before their run's start was applied, parked for later.
+        let mut parked: Vec<TimerRecord> = Vec::new();
         for (delivery, command) in deliveries.iter().zip(commands) {
             let Ok(command) = command else { continue };
             if let Command::WatchRun(watch) = command {
@@ -255,7 +262,14 @@ impl Shard {
             traced.extend(weft::telemetry::traceparent_of_span(&span));
             // `instrument`, not `span.enter()`: the guard must not live across awaits.
             let verdict = self
-                .apply_one(&mut working, &mut order, &mut retired, delivery, command)
+                .apply_one(
+                    &mut working,
+                    &mut order,
+                    &mut retired,
+                    &mut parked,
+                    delivery,
+                    command,
+                )
                 .instrument(span)
                 .await?;
             if let (Some(request_id), Some(verdict)) = (command.request_id(), verdict) {
@@ -269,6 +283,7 @@ impl Shard {
         }
         let mut batch = CommitBatch {
             outcomes,
+            timers: parked,
             ..CommitBatch::default()
         };
         let current = order.iter().map(|wf| &working[wf]);
@@ -350,6 +365,7 @@ impl Shard {
         working: &mut HashMap<String, Working>,
         order: &mut Vec<String>,
         retired: &mut Vec<Working>,
+        parked: &mut Vec<TimerRecord>,
         delivery: &Delivery,
         command: &Command,
     ) -> Result<Option<Verdict>, Error> {
@@ -363,6 +379,10 @@ impl Shard {
                 None
             }
             (None, _) => {
+                if let Some(timer) = self.park(delivery).await? {
+                    parked.push(timer);
+                    return Ok(None);
+                }
                 tracing::warn!(workflow_id = %wf, command = %delivery.envelope.kind, "command for an unknown workflow ignored");
                 return Ok(Some(refusal(404, format!("workflow {wf} not found"))));
             }
@@ -419,6 +439,41 @@ impl Shard {
 
     /// Ends `w` (TERMINATED, naming the reset point and the successor) and builds the
     /// successor run from its history.
+    /// A command for a workflow without a run whose start was accepted (by the gateway
+    /// or a parent) but not applied yet — its start message is still in the outbox, e.g.
+    /// its publish failed while the broker was down, or behind this command in the
+    /// shard — is parked: a timer brings it back to the shard in [`PARK_FOR`], by which
+    /// time the start has usually been applied (docs/decider.md, "Commands before their
+    /// start"). The parked copy's id (and its timer's) is derived from the command's, so
+    /// a redelivered command parks once, and a copy parked again gets a timer of its own
+    /// (the row of the timer that brought it back may still be there, being fired).
+    /// `None`: no such start (or one too old to wait for): the command is refused.
+    async fn park(&self, delivery: &Delivery) -> Result<Option<TimerRecord>, Error> {
+        let wf = &delivery.envelope.workflow_id;
+        let Some(start) = self.store.get_start(wf).await? else {
+            return Ok(None);
+        };
+        let now = Utc::now();
+        if now - start.created_at > PARK_AT_MOST {
+            tracing::warn!(workflow_id = %wf, accepted = %start.created_at,
+                "the workflow's start was accepted long ago and never applied; not waiting for it");
+            return Ok(None);
+        }
+        tracing::info!(workflow_id = %wf, command = %delivery.envelope.kind,
+            "command before its run's start was applied; parked until the start is");
+        self.metrics.parked.inc();
+        let mut copy = delivery.envelope.clone();
+        copy.id = weft::ids::derived_id(delivery.envelope.id, "parked");
+        let mut timer = TimerRecord::command(
+            self.bus.names(),
+            now + PARK_FOR,
+            &copy,
+            delivery.traceparent.clone(),
+        )?;
+        timer.id = copy.id;
+        Ok(Some(timer))
+    }
+
     async fn reset(
         &self,
         w: &mut Working,

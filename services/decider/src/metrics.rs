@@ -25,6 +25,8 @@ pub struct DeciderMetrics {
     pub publish_seconds: Histogram,
     /// Transactions retried after a version conflict.
     pub conflicts: Counter,
+    /// Commands parked because they came before their run's start was applied.
+    pub parked: Counter,
 }
 
 impl DeciderMetrics {
@@ -37,6 +39,10 @@ impl DeciderMetrics {
                 "Commands that no longer applied",
             ),
             commits: registry.counter("weft_decider_commits", "Transactions committed"),
+            parked: registry.counter(
+                "weft_decider_commands_parked",
+                "Commands parked until their run's start is applied",
+            ),
             batch_size: registry.histogram(
                 "weft_decider_batch_size",
                 "Commands per shard batch",

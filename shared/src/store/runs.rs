@@ -179,6 +179,8 @@ impl CommitBatch {
             && self.updated_runs.is_empty()
             && self.events.is_empty()
             && self.outcomes.is_empty()
+            // Parked commands: timers without a run change (docs/decider.md).
+            && self.timers.is_empty()
     }
 }
 

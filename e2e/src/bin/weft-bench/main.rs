@@ -215,6 +215,24 @@ async fn bench(suite: &Suite, runs: &Runs, args: &Args) -> anyhow::Result<String
         engine.push(runs.engine_latency(id).await?);
     }
     engine.sort_unstable();
+    // Where a sequential run's milliseconds go: each phase's median over the runs.
+    let mut phases: Vec<(&str, Vec<f64>)> = Vec::new();
+    for id in &latency_ids {
+        for (i, (name, ms)) in runs.timeline(id).await?.phases().into_iter().enumerate() {
+            if phases.len() <= i {
+                phases.push((name, Vec::new()));
+            }
+            phases[i].1.push(ms);
+        }
+    }
+    let phase_rows: String = phases
+        .iter_mut()
+        .map(|(name, values)| {
+            values.sort_by(f64::total_cmp);
+            let median = values.get(values.len() / 2).copied().unwrap_or_default();
+            format!("| &nbsp;&nbsp;{name}, median | {median:.2}ms |\n")
+        })
+        .collect();
     let ms = |d: Duration| d.as_secs_f64() * 1000.0;
     let (engine_p50, engine_p99) = (ms(percentile(&engine, 50.0)), ms(percentile(&engine, 99.0)));
 
@@ -229,6 +247,7 @@ async fn bench(suite: &Suite, runs: &Runs, args: &Args) -> anyhow::Result<String
          p99 {p99:.1?}, max {max:.1?} |\n\
          | engine latency (same runs, start accepted to WorkflowCompleted committed) | \
          p50 {engine_p50:.1}ms, p99 {engine_p99:.1}ms |\n\
+         {phase_rows}\
          | machine | {machine} |\n\
          | command | `scripts/bench{argv}` |\n",
         runs = args.runs,

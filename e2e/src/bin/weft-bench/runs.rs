@@ -100,4 +100,108 @@ impl Runs {
         };
         Ok((end - accepted).to_std().unwrap_or_default())
     }
+
+    /// The moments of one run of `workflow_id`, as the engine stamped them: the start
+    /// accepted, the run started, each task scheduled / taken by a worker / ended (in
+    /// order), the run ended.
+    pub async fn timeline(&self, workflow_id: &str) -> anyhow::Result<Timeline> {
+        type Row = (DateTime<Utc>, Option<DateTime<Utc>>, Option<DateTime<Utc>>);
+        let (accepted, started, ended, tasks): (_, _, _, Vec<Row>) = match self {
+            Runs::Postgres(pool) => {
+                let (accepted, started, ended, run_id): (
+                    DateTime<Utc>,
+                    DateTime<Utc>,
+                    DateTime<Utc>,
+                    uuid::Uuid,
+                ) = sqlx::query_as(
+                    "SELECT s.created_at, r.start_time, r.end_time, r.run_id FROM runs r
+                     JOIN workflow_starts s USING (workflow_id) WHERE r.workflow_id = $1",
+                )
+                .bind(workflow_id)
+                .fetch_one(pool)
+                .await?;
+                let tasks = sqlx::query_as(
+                    "SELECT scheduled_time, start_time, end_time FROM tasks
+                     WHERE run_id = $1 ORDER BY seq",
+                )
+                .bind(run_id)
+                .fetch_all(pool)
+                .await?;
+                (accepted, started, ended, tasks)
+            }
+            Runs::Sqlite(pool) => {
+                let (accepted, started, ended, run_id): (
+                    DateTime<Utc>,
+                    DateTime<Utc>,
+                    DateTime<Utc>,
+                    Vec<u8>,
+                ) = sqlx::query_as(
+                    "SELECT s.created_at, r.start_time, r.end_time, r.run_id FROM runs r
+                     JOIN workflow_starts s USING (workflow_id) WHERE r.workflow_id = ?",
+                )
+                .bind(workflow_id)
+                .fetch_one(pool)
+                .await?;
+                let tasks = sqlx::query_as(
+                    "SELECT scheduled_time, start_time, end_time FROM tasks
+                     WHERE run_id = ? ORDER BY seq",
+                )
+                .bind(run_id)
+                .fetch_all(pool)
+                .await?;
+                (accepted, started, ended, tasks)
+            }
+        };
+        Ok(Timeline {
+            accepted,
+            started,
+            tasks,
+            ended,
+        })
+    }
+}
+
+/// One run's moments ([`Runs::timeline`]).
+pub struct Timeline {
+    pub accepted: DateTime<Utc>,
+    pub started: DateTime<Utc>,
+    /// Each task's scheduled, taken and ended moments, in order.
+    #[allow(clippy::type_complexity)]
+    pub tasks: Vec<(DateTime<Utc>, Option<DateTime<Utc>>, Option<DateTime<Utc>>)>,
+    pub ended: DateTime<Utc>,
+}
+
+impl Timeline {
+    /// The run's time split into phases, in milliseconds, by name: the start
+    /// (accepted → run started), decision → worker has the task (the commit, the publish,
+    /// the broker), worker has it → its handler ended (the claim and the handler), and
+    /// the handler's end → the next decision or the run's end (the result's publish, the
+    /// broker, the decider).
+    pub fn phases(&self) -> [(&'static str, f64); 4] {
+        let ms = |a: DateTime<Utc>, b: DateTime<Utc>| {
+            (b - a).num_microseconds().unwrap_or(0) as f64 / 1000.0
+        };
+        let (mut to_worker, mut claim_and_handler, mut back) = (0.0, 0.0, 0.0);
+        for (i, (scheduled, taken, ended)) in self.tasks.iter().enumerate() {
+            let (Some(taken), Some(ended)) = (*taken, *ended) else {
+                continue;
+            };
+            to_worker += ms(*scheduled, taken);
+            claim_and_handler += ms(taken, ended);
+            let next = self.tasks.get(i + 1).map(|t| t.0).unwrap_or(self.ended);
+            back += ms(ended, next);
+        }
+        [
+            (
+                "start accepted → run started",
+                ms(self.accepted, self.started),
+            ),
+            ("decision → worker has the task (all tasks)", to_worker),
+            (
+                "worker has the task → handler ended (all tasks)",
+                claim_and_handler,
+            ),
+            ("handler ended → next decision or run end (all tasks)", back),
+        ]
+    }
 }

@@ -261,6 +261,8 @@ WITH new_runs AS (
         traceparent)
     SELECT * FROM UNNEST($58::uuid[], $59::text[], $60::uuid[], $61::timestamptz[],
         $62::text[], $63::text[], $64::bytea[], $65::text[])
+    -- A parked command's timer id is derived from the command's: a redelivered one parks once.
+    ON CONFLICT (id) DO NOTHING
     RETURNING 1
 ), outcome_rows AS (
     INSERT INTO operation_outcomes (request_id, workflow_id, status, body)

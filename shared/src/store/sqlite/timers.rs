@@ -38,6 +38,9 @@ pub(crate) async fn insert<T: std::borrow::Borrow<TimerRecord>>(
                 .push_bind(t.traceparent.as_deref())
                 .push_bind(now);
         });
+        // A parked command's timer id is derived from the command's: a redelivered one
+        // parks once.
+        q.push(" ON CONFLICT (id) DO NOTHING");
         q.build().execute(&mut *conn).await?;
     }
     Ok(())

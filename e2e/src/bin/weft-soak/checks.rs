@@ -1,0 +1,135 @@
+//! The invariants every run is checked against once the soak is over.
+
+use std::collections::HashMap;
+
+use serde_json::Value;
+use weft_e2e::{Client, HistoryEvent};
+
+use crate::effects::Effects;
+use crate::events::Received;
+use crate::workload::Kind;
+
+/// Event types that end a task's attempt.
+const ATTEMPT_ENDS: [&str; 3] = ["TaskCompleted", "TaskFailed", "TaskTimedOut"];
+
+/// Every broken invariant of the run of `kind` number `n` with `workflow_id`: its end
+/// and output, its history, its effects and its lifecycle events.
+pub async fn check_run(
+    client: &Client,
+    effects: &Effects,
+    events: &Received,
+    kind: Kind,
+    n: u64,
+    workflow_id: &str,
+) -> Vec<String> {
+    let mut problems = Vec::new();
+    let wf = match client.get(workflow_id).await {
+        Ok(wf) => wf,
+        Err(e) => {
+            return vec![format!(
+                "{kind:?} run {n} ({workflow_id}): not readable: {e:#}"
+            )]
+        }
+    };
+    let status = wf["status"].as_str().unwrap_or_default();
+    if status != kind.expected_status() {
+        problems.push(format!(
+            "{kind:?} run {n} ({workflow_id}): ended {status}, expected {} ({})",
+            kind.expected_status(),
+            wf["reasonForIncompletion"]
+        ));
+        return problems;
+    }
+    if let Err(e) = crate::workload::check_output(kind, n, &wf) {
+        problems.push(format!("{workflow_id}: {e}"));
+    }
+    match client.history(workflow_id).await {
+        Ok(history) => problems.extend(
+            check_history(&history)
+                .into_iter()
+                .chain(events.missing(workflow_id, &history))
+                .map(|p| format!("{kind:?} run {n} ({workflow_id}): {p}")),
+        ),
+        Err(e) => problems.push(format!("{workflow_id}: history not readable: {e:#}")),
+    }
+    problems.extend(
+        check_effects(effects, kind, n, &wf)
+            .into_iter()
+            .map(|p| format!("{kind:?} run {n} ({workflow_id}): {p}")),
+    );
+    problems
+}
+
+/// A history's invariants: event ids contiguous from 1; each task's attempt ended at
+/// most once (so a result, a timer or a signal was applied exactly once); the run ended
+/// once, last.
+pub fn check_history(events: &[HistoryEvent]) -> Vec<String> {
+    let mut problems = Vec::new();
+    for (i, e) in events.iter().enumerate() {
+        if e.event_id != i as i64 + 1 {
+            problems.push(format!(
+                "event ids not contiguous: {} at position {i}",
+                e.event_id
+            ));
+            break;
+        }
+    }
+    let mut ends: HashMap<String, u32> = HashMap::new();
+    for e in events
+        .iter()
+        .filter(|e| ATTEMPT_ENDS.contains(&e.kind.as_str()))
+    {
+        let id = task_id(&e.attributes);
+        *ends.entry(id).or_default() += 1;
+    }
+    for (task, n) in ends.iter().filter(|(_, n)| **n > 1) {
+        problems.push(format!("task {task} ended {n} times in history"));
+    }
+    let run_ends: Vec<usize> = events
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| e.kind.starts_with("Workflow") && e.kind != "WorkflowStarted")
+        .filter(|(_, e)| {
+            matches!(
+                e.kind.as_str(),
+                "WorkflowCompleted" | "WorkflowFailed" | "WorkflowTerminated" | "WorkflowTimedOut"
+            )
+        })
+        .map(|(i, _)| i)
+        .collect();
+    if run_ends.len() != 1 {
+        problems.push(format!("the run ended {} times in history", run_ends.len()));
+    }
+    problems
+}
+
+/// The task id an event's attributes name.
+fn task_id(attributes: &Value) -> String {
+    attributes["taskId"]
+        .as_str()
+        .or(attributes["task_id"].as_str())
+        .unwrap_or("<none>")
+        .to_owned()
+}
+
+/// Effects the soak counted itself: each completed activity of its own worker ran at
+/// least once; each HTTP run's server was called at least once.
+fn check_effects(effects: &Effects, kind: Kind, n: u64, wf: &Value) -> Vec<String> {
+    let mut problems = Vec::new();
+    let tasks = wf["tasks"].as_array().cloned().unwrap_or_default();
+    match kind {
+        Kind::Retry | Kind::Heartbeat => {
+            for t in tasks.iter().filter(|t| t["status"] == "COMPLETED") {
+                let id = t["taskId"].as_str().unwrap_or_default();
+                if effects.executions(&format!("task:{id}")) == 0 {
+                    problems.push(format!("task {id} COMPLETED but never ran on the worker"));
+                }
+            }
+        }
+        Kind::Http if effects.executions(&format!("http:{n}")) == 0 => {
+            problems.push("the HTTP task COMPLETED but the server was never called".into());
+        }
+        _ => {}
+    }
+    problems
+}

@@ -1,0 +1,109 @@
+//! Private instances of PostgreSQL, Redis and RabbitMQ, each on its own port and data
+//! directory, owned by the program that starts them: what the chaos soak restarts and
+//! kills without touching the machine's shared servers (which other tests use).
+//!
+//! Each is started from the machine's installed binaries. Running as root, PostgreSQL
+//! (which refuses root) is run as the `postgres` user through `runuser`.
+
+mod postgres;
+mod rabbitmq;
+mod redis;
+
+use std::net::TcpStream;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+pub use postgres::PgServer;
+pub use rabbitmq::RabbitNode;
+pub use redis::RedisServer;
+
+/// A port free on 127.0.0.1 at the moment of asking.
+fn free_port() -> anyhow::Result<u16> {
+    Ok(crate::suite::free_port()?.port())
+}
+
+/// Waits until 127.0.0.1:`port` accepts connections, for at most `timeout`.
+async fn wait_for_port(port: u16, timeout: Duration, what: &str) -> anyhow::Result<()> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+        if TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
+            return Ok(());
+        }
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "{what} did not listen on port {port} within {timeout:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Waits until nothing listens on 127.0.0.1:`port` any more, for at most `timeout`.
+async fn wait_for_port_closed(port: u16, timeout: Duration) {
+    let deadline = Instant::now() + timeout;
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    while Instant::now() < deadline
+        && TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok()
+    {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Runs `program` with `args` to completion; fails with its output when it fails.
+async fn run(program: &str, args: &[&str], log: &Path) -> anyhow::Result<()> {
+    let out = tokio::process::Command::new(program)
+        .args(args)
+        .output()
+        .await
+        .map_err(|e| anyhow::anyhow!("running {program}: {e}"))?;
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let _ = std::fs::write(log, &text);
+    anyhow::ensure!(
+        out.status.success(),
+        "{program} {} failed ({}): {}",
+        args.join(" "),
+        out.status,
+        text.trim()
+    );
+    Ok(())
+}
+
+/// Spawns `cmd` with its output appended to `log`, killed if its handle is dropped.
+fn spawn_logged(
+    cmd: &mut tokio::process::Command,
+    log: &Path,
+) -> anyhow::Result<tokio::process::Child> {
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)
+        .map_err(|e| anyhow::anyhow!("opening {}: {e}", log.display()))?;
+    cmd.stdin(std::process::Stdio::null())
+        .stdout(log.try_clone()?)
+        .stderr(log)
+        .kill_on_drop(true);
+    cmd.spawn()
+        .map_err(|e| anyhow::anyhow!("spawning {:?}: {e}", cmd.as_std().get_program()))
+}
+
+/// Whether this process runs as root (`id -u` is 0).
+fn is_root() -> bool {
+    std::process::Command::new("id")
+        .arg("-u")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+        .unwrap_or(false)
+}
+
+/// Sends `signal` (e.g. `-KILL`, `-TERM`, `-STOP`, `-CONT`) to process `pid`.
+pub fn signal(pid: u32, signal: &str) -> anyhow::Result<()> {
+    let status = std::process::Command::new("kill")
+        .args([signal, &pid.to_string()])
+        .status()?;
+    anyhow::ensure!(status.success(), "kill {signal} {pid} failed");
+    Ok(())
+}

@@ -1,0 +1,163 @@
+//! A private PostgreSQL cluster: `initdb` into a directory of its own, `pg_ctl` to
+//! start, crash (immediate stop) and restart it.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::Context as _;
+
+use super::{free_port, is_root, run, wait_for_port};
+
+/// How long a start may take (crash recovery included).
+const START_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// A PostgreSQL cluster of this program's, on 127.0.0.1:`port`, trust authentication.
+#[derive(Debug)]
+pub struct PgServer {
+    bin: PathBuf,
+    data: PathBuf,
+    dir: PathBuf,
+    port: u16,
+    as_postgres: bool,
+}
+
+impl PgServer {
+    /// Makes a cluster under `dir` (created) and starts it on a free port.
+    pub async fn start(dir: &Path) -> anyhow::Result<Self> {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        let bin = bin_dir().await?;
+        let as_postgres = is_root();
+        if as_postgres {
+            // PostgreSQL refuses to run as root; its directory must be its user's.
+            run(
+                "chown",
+                &["postgres:", &dir.display().to_string()],
+                &dir.join("chown.log"),
+            )
+            .await?;
+        }
+        let server = Self {
+            bin,
+            data: dir.join("data"),
+            dir: dir.to_owned(),
+            port: free_port()?,
+            as_postgres,
+        };
+        let data = server.data.display().to_string();
+        server
+            .pg(
+                "initdb",
+                &[
+                    "-D",
+                    &data,
+                    "-A",
+                    "trust",
+                    "-U",
+                    "postgres",
+                    "-E",
+                    "UTF8",
+                    "--no-sync",
+                ],
+                "initdb.log",
+            )
+            .await?;
+        server.up().await?;
+        Ok(server)
+    }
+
+    /// The URL of `database` on this server.
+    pub fn url(&self, database: &str) -> String {
+        format!("postgres://postgres@127.0.0.1:{}/{database}", self.port)
+    }
+
+    /// Stops it as a crash would (`pg_ctl stop -m immediate`: no checkpoint, recovery
+    /// at the next start).
+    pub async fn crash(&self) -> anyhow::Result<()> {
+        let data = self.data.display().to_string();
+        self.pg(
+            "pg_ctl",
+            &["-D", &data, "-m", "immediate", "stop"],
+            "stop.log",
+        )
+        .await
+    }
+
+    /// Stops it cleanly (`pg_ctl stop -m fast`).
+    pub async fn stop(&self) -> anyhow::Result<()> {
+        let data = self.data.display().to_string();
+        self.pg("pg_ctl", &["-D", &data, "-m", "fast", "stop"], "stop.log")
+            .await
+    }
+
+    /// Starts it (again) on its port and waits until it accepts connections.
+    pub async fn up(&self) -> anyhow::Result<()> {
+        let data = self.data.display().to_string();
+        let log = self.dir.join("postgres.log").display().to_string();
+        let options = format!(
+            "-p {} -c listen_addresses=127.0.0.1 -c unix_socket_directories='' \
+             -c max_connections=400 -c shared_buffers=128MB",
+            self.port
+        );
+        let timeout = START_TIMEOUT.as_secs().to_string();
+        self.pg(
+            "pg_ctl",
+            &[
+                "-D", &data, "-l", &log, "-w", "-t", &timeout, "-o", &options, "start",
+            ],
+            "start.log",
+        )
+        .await?;
+        wait_for_port(self.port, START_TIMEOUT, "PostgreSQL").await
+    }
+
+    /// Runs one of PostgreSQL's programs, as its user when this process is root.
+    async fn pg(&self, program: &str, args: &[&str], log: &str) -> anyhow::Result<()> {
+        let path = self.bin.join(program).display().to_string();
+        let log = self.dir.join(log);
+        match self.as_postgres {
+            true => {
+                let mut all = vec!["-u", "postgres", "--", path.as_str()];
+                all.extend_from_slice(args);
+                run("runuser", &all, &log).await
+            }
+            false => run(&path, args, &log).await,
+        }
+    }
+}
+
+impl Drop for PgServer {
+    fn drop(&mut self) {
+        // Nothing may outlive the program: an immediate stop, without waiting on it.
+        let data = self.data.display().to_string();
+        let pg_ctl = self.bin.join("pg_ctl").display().to_string();
+        let mut cmd = match self.as_postgres {
+            true => {
+                let mut c = std::process::Command::new("runuser");
+                c.args(["-u", "postgres", "--", &pg_ctl]);
+                c
+            }
+            false => std::process::Command::new(&pg_ctl),
+        };
+        let _ = cmd
+            .args(["-D", &data, "-m", "immediate", "stop"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status();
+    }
+}
+
+/// Where PostgreSQL's server programs are (`pg_config --bindir`).
+async fn bin_dir() -> anyhow::Result<PathBuf> {
+    let out = tokio::process::Command::new("pg_config")
+        .arg("--bindir")
+        .output()
+        .await
+        .context("running pg_config (is PostgreSQL installed?)")?;
+    let dir = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+    anyhow::ensure!(
+        dir.join("initdb").exists(),
+        "no initdb in {} (pg_config --bindir)",
+        dir.display()
+    );
+    Ok(dir)
+}
