@@ -17,6 +17,57 @@ pub use postgres::PgServer;
 pub use rabbitmq::RabbitNode;
 pub use redis::RedisServer;
 
+/// PostgreSQL, Redis and RabbitMQ of a program's own, under one directory.
+pub struct Servers {
+    pub pg: PgServer,
+    pub redis: RedisServer,
+    pub rabbit: RabbitNode,
+}
+
+impl Servers {
+    /// Starts the three (at once) under `root`; the RabbitMQ node is named
+    /// `<node>@localhost`.
+    pub async fn start(root: &Path, node: &str) -> anyhow::Result<Self> {
+        let (pg_dir, redis_dir, rabbit_dir) = (
+            root.join("postgres"),
+            root.join("redis"),
+            root.join("rabbitmq"),
+        );
+        let (pg, redis, rabbit) = tokio::try_join!(
+            PgServer::start(&pg_dir),
+            RedisServer::start(&redis_dir),
+            RabbitNode::start(&rabbit_dir, node),
+        )?;
+        Ok(Self { pg, redis, rabbit })
+    }
+
+    /// A test environment on them: a fresh database and namespace, every process told
+    /// where Redis is (and `extra_env` besides).
+    pub async fn env(&self, mut options: crate::EnvOptions) -> anyhow::Result<crate::TestEnv> {
+        options
+            .extra_env
+            .push(("WEFT_REDIS_URL".into(), self.redis.url()));
+        crate::TestEnv::create_on(options, &self.pg.url("postgres"), &self.rabbit.url()).await
+    }
+}
+
+/// The cluster shape: one gateway (stateless: more go behind a load balancer), then
+/// `replicas` each of the decider, history, heartbeat, example worker and HTTP worker.
+pub fn cluster_shape(replicas: usize) -> Vec<crate::Service> {
+    use crate::Service;
+    let mut shape = vec![Service::Gateway];
+    for service in [
+        Service::Decider,
+        Service::History,
+        Service::Heartbeat,
+        Service::Worker,
+        Service::HttpWorker,
+    ] {
+        shape.extend(std::iter::repeat_n(service, replicas));
+    }
+    shape
+}
+
 /// A port free on 127.0.0.1 at the moment of asking.
 fn free_port() -> anyhow::Result<u16> {
     Ok(crate::suite::free_port()?.port())

@@ -144,38 +144,19 @@ async fn wait_with_a_duration_is_woken_by_the_history_services_timer(suite: Suit
     );
 }
 
-/// Found by the chaos soak: a start was accepted while the broker was down (its command
-/// left in the outbox for the sweeper), and a signal sent right after reached the decider
-/// first. The decider dropped the signal as "for an unknown workflow" and the run waited
-/// for it for ever. Now the command is parked until the start is applied.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_signal_that_reaches_the_decider_before_its_runs_start_is_kept() {
+/// What the gateway writes when its publish of a start times out (say, the broker is
+/// down): the start row and its command in the outbox, nothing on the bus; the history
+/// service's sweeper publishes it later. Returns the new workflow id.
+async fn accept_start_unpublished(suite: &Suite, definition: &Value) -> String {
     use weft::envelope::Envelope;
     use weft::messages::{Command, StartWorkflow};
     use weft::store::outbox::OutboxMessage;
     use weft::store::starts::NewStart;
 
-    let options = weft_e2e::EnvOptions {
-        // The start's command stays in the outbox for 3 s: the signal comes first.
-        outbox_sweep_after_ms: Some(3_000),
-        ..weft_e2e::EnvOptions::default()
-    };
-    let env = weft_e2e::TestEnv::create(options).await.unwrap();
-    let suite = Suite::start(env).await.unwrap();
-    let client = suite.client();
-    let definition = json!({"name": "approve_first", "version": 1, "tasks": [
-        {"name": "go", "taskReferenceName": "go", "type": "WAIT"},
-        {"name": "make_name", "taskReferenceName": "n", "type": "SIMPLE",
-         "inputParameters": {"first": "${go.output.who}"}}],
-     "outputParameters": {"name": "${n.output.name}"}});
-    client.register(&definition).await.unwrap();
-
-    // What the gateway writes when its publish of the start times out: the start row
-    // and the command in the outbox, nothing on the bus.
     let store = weft::store::Store::from_pool(suite.env().pool().clone());
     let workflow_id = weft::ids::new_id().to_string();
     let command = Command::StartWorkflow(StartWorkflow {
-        definition: serde_json::from_value(definition).unwrap(),
+        definition: serde_json::from_value(definition.clone()).unwrap(),
         input: json!({}),
         correlation_id: None,
         parent_workflow_id: None,
@@ -194,7 +175,7 @@ async fn a_signal_that_reaches_the_decider_before_its_runs_start_is_kept() {
     let start = NewStart {
         workflow_id: workflow_id.clone(),
         idempotency_key: None,
-        workflow_name: "approve_first".into(),
+        workflow_name: definition["name"].as_str().unwrap().to_owned(),
         workflow_version: 1,
         input: json!({}),
         correlation_id: None,
@@ -203,18 +184,59 @@ async fn a_signal_that_reaches_the_decider_before_its_runs_start_is_kept() {
         .accept_start(&start, &mut messages, None)
         .await
         .unwrap();
+    workflow_id
+}
 
+/// Found by the chaos soak: a start was accepted while the broker was down (its command
+/// left in the outbox for the sweeper), and a signal sent right after reached the decider
+/// first. The decider dropped the signal as "for an unknown workflow" and the run waited
+/// for it for ever; an operator's terminate in that window was refused with 404. Now
+/// such commands are parked until the start is applied.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_signal_that_reaches_the_decider_before_its_runs_start_is_kept() {
+    let options = weft_e2e::EnvOptions {
+        // A start's command stays in the outbox for 3 s: the signal comes first.
+        outbox_sweep_after_ms: Some(3_000),
+        ..weft_e2e::EnvOptions::default()
+    };
+    let env = weft_e2e::TestEnv::create(options).await.unwrap();
+    let suite = Suite::start(env).await.unwrap();
+    let client = suite.client();
+    let definition = json!({"name": "approve_first", "version": 1, "tasks": [
+        {"name": "go", "taskReferenceName": "go", "type": "WAIT"},
+        {"name": "make_name", "taskReferenceName": "n", "type": "SIMPLE",
+         "inputParameters": {"first": "${go.output.who}"}}],
+     "outputParameters": {"name": "${n.output.name}"}});
+    client.register(&definition).await.unwrap();
+
+    let signalled = accept_start_unpublished(&suite, &definition).await;
     let (status, body) = post_json(
         client,
-        &format!("/api/workflow/{workflow_id}/signal/go"),
+        &format!("/api/workflow/{signalled}/signal/go"),
         json!({"who": "Early"}),
     )
     .await;
     assert_eq!(status, 202, "{body}");
 
+    // An operation waits for its verdict (10 s): applied once the start is.
+    let terminated = accept_start_unpublished(&suite, &definition).await;
+    let resp = client
+        .raw(
+            reqwest::Method::DELETE,
+            &format!("/api/workflow/{terminated}?reason=early"),
+            None,
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        resp.status, 200,
+        "terminate before the start: {}",
+        resp.text
+    );
+
     let wf = client
         .wait_for_status(
-            &workflow_id,
+            &signalled,
             &["COMPLETED"],
             std::time::Duration::from_secs(30),
         )
@@ -222,11 +244,13 @@ async fn a_signal_that_reaches_the_decider_before_its_runs_start_is_kept() {
         .unwrap();
     assert_eq!(wf["output"], json!({"name": "Early Weft"}));
     let completions = client
-        .history(&workflow_id)
+        .history(&signalled)
         .await
         .unwrap()
         .into_iter()
         .filter(|e| e.kind == "TaskCompleted" && e.attributes["taskRef"] == "go")
         .count();
     assert_eq!(completions, 1, "the signal completed the WAIT once");
+    let wf = client.get(&terminated).await.unwrap();
+    assert_eq!(wf["status"], "TERMINATED", "{wf}");
 }

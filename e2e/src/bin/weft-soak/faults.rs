@@ -7,15 +7,8 @@ use std::time::{Duration, Instant};
 use rand::rngs::StdRng;
 use rand::Rng as _;
 use tokio::sync::Mutex;
-use weft_e2e::infra::{signal, PgServer, RabbitNode, RedisServer};
+use weft_e2e::infra::{signal, Servers};
 use weft_e2e::{Service, Suite};
-
-/// The soak's own servers, which its faults stop and start.
-pub struct Infra {
-    pub pg: PgServer,
-    pub redis: RedisServer,
-    pub rabbit: RabbitNode,
-}
 
 /// One kind of fault.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -103,7 +96,7 @@ pub type Completions = Arc<StdMutex<Vec<Instant>>>;
 pub async fn inject(
     fault: Fault,
     suite: &Mutex<Suite>,
-    infra: &Mutex<Infra>,
+    infra: &Mutex<Servers>,
     rng: &mut StdRng,
 ) -> anyhow::Result<()> {
     let pause = Duration::from_millis(rng.random_range(500..3000));

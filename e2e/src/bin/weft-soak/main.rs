@@ -32,11 +32,11 @@ use serde_json::json;
 use tokio::sync::Mutex;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
-use weft_e2e::infra::{PgServer, RabbitNode, RedisServer};
-use weft_e2e::{greet, Client, EnvOptions, Service, Suite, TestEnv};
+use weft_e2e::infra::{cluster_shape, Servers};
+use weft_e2e::{greet, Client, EnvOptions, Suite};
 
 use crate::effects::Effects;
-use crate::faults::{Completions, Fault, Infra, Injected};
+use crate::faults::{Completions, Fault, Injected};
 use crate::workload::{Interaction, Kind};
 
 const USAGE: &str = "usage: weft-soak [--minutes M] [--in-flight N] [--replicas R] \
@@ -109,37 +109,14 @@ async fn main() -> anyhow::Result<()> {
     let root = std::env::temp_dir().join(format!("weft-soak-{}", std::process::id()));
     eprintln!("soak: seed {}, data under {}", args.seed, root.display());
     eprintln!("soak: starting PostgreSQL, Redis and RabbitMQ of its own");
-    let (pg_dir, redis_dir, rabbit_dir) = (
-        root.join("postgres"),
-        root.join("redis"),
-        root.join("rabbitmq"),
-    );
-    let node = format!("weftsoak{}", std::process::id());
-    let (pg, redis, rabbit) = tokio::try_join!(
-        PgServer::start(&pg_dir),
-        RedisServer::start(&redis_dir),
-        RabbitNode::start(&rabbit_dir, &node),
-    )?;
+    let servers = Servers::start(&root, &format!("weftsoak{}", std::process::id())).await?;
     let options = EnvOptions {
-        extra_env: vec![
-            ("WEFT_REDIS_URL".into(), redis.url()),
-            // Every lifecycle event, which the soak listens to and checks.
-            ("WEFT_EVENTS".into(), "#".into()),
-        ],
+        // Every lifecycle event, which the soak listens to and checks.
+        extra_env: vec![("WEFT_EVENTS".into(), "#".into())],
         ..EnvOptions::default()
     };
-    let env = TestEnv::create_on(options, &pg.url("postgres"), &rabbit.url()).await?;
-    let mut suite = Suite::new(env)?;
-    let mut shape = vec![Service::Gateway];
-    for service in [
-        Service::Decider,
-        Service::History,
-        Service::Heartbeat,
-        Service::Worker,
-        Service::HttpWorker,
-    ] {
-        shape.extend(std::iter::repeat_n(service, args.replicas));
-    }
+    let mut suite = Suite::new(servers.env(options).await?)?;
+    let shape = cluster_shape(args.replicas);
     suite.spawn_all(&shape).await?;
     eprintln!(
         "soak: {} replicas of every service (one gateway), logs in {}",
@@ -182,7 +159,7 @@ async fn main() -> anyhow::Result<()> {
     }
 
     let suite = Arc::new(Mutex::new(suite));
-    let infra = Arc::new(Mutex::new(Infra { pg, redis, rabbit }));
+    let infra = Arc::new(Mutex::new(servers));
     let completions: Completions = Arc::new(StdMutex::new(Vec::new()));
     let started = Instant::now();
     let duration = Duration::from_secs_f64(args.minutes * 60.0);
@@ -381,7 +358,7 @@ async fn drive(
 async fn inject_faults(
     args: Args,
     suite: Arc<Mutex<Suite>>,
-    infra: Arc<Mutex<Infra>>,
+    infra: Arc<Mutex<Servers>>,
     completions: Completions,
     started: Instant,
     stop: CancellationToken,

@@ -1,0 +1,97 @@
+//! `weft-cluster [--replicas N] [--own-servers]`: the production shape on this machine, as
+//! processes (binaries next to this one, or `WEFT_BIN_DIR`) — one gateway, and `N`
+//! (default 2) replicas each of the decider, history, heartbeat, example worker and HTTP
+//! worker — in a fresh database and namespace, until Ctrl-C or SIGTERM; then every process
+//! is stopped with SIGTERM and the database and namespace are removed.
+//!
+//! By default it runs on the local PostgreSQL, RabbitMQ and Redis (`WEFT_E2E_PG_URL`,
+//! `WEFT_AMQP_URL`, `WEFT_REDIS_URL` or their local defaults); `--own-servers` starts
+//! servers of its own, as the chaos soak does (RELIABILITY.md). The gateway listens on
+//! `WEFT_HTTP_ADDR` (default 127.0.0.1:8080); `greet` is registered.
+
+use std::net::SocketAddr;
+
+use anyhow::Context as _;
+use weft_e2e::infra::{cluster_shape, Servers};
+use weft_e2e::{greet, EnvOptions, Suite, TestEnv};
+
+const USAGE: &str = "usage: weft-cluster [--replicas N] [--own-servers]";
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let (mut replicas, mut own_servers) = (2usize, false);
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--replicas" => {
+                replicas = args
+                    .next()
+                    .context(USAGE)?
+                    .parse::<usize>()
+                    .context("--replicas takes a number")?
+                    .max(1)
+            }
+            "--own-servers" => own_servers = true,
+            "-h" | "--help" => {
+                println!("{USAGE}");
+                return Ok(());
+            }
+            other => anyhow::bail!("unknown argument {other:?}; {USAGE}"),
+        }
+    }
+    let addr: SocketAddr = std::env::var("WEFT_HTTP_ADDR")
+        .unwrap_or_else(|_| "127.0.0.1:8080".into())
+        .parse()
+        .context("WEFT_HTTP_ADDR is not an address")?;
+
+    let root = std::env::temp_dir().join(format!("weft-cluster-{}", std::process::id()));
+    let servers = match own_servers {
+        true => {
+            eprintln!("cluster: starting PostgreSQL, Redis and RabbitMQ of its own");
+            Some(Servers::start(&root, &format!("weftcluster{}", std::process::id())).await?)
+        }
+        false => None,
+    };
+    let env = match &servers {
+        Some(servers) => servers.env(EnvOptions::default()).await?,
+        None => TestEnv::new().await?,
+    };
+    let (database, namespace) = (env.database_url.clone(), env.namespace.clone());
+    let mut suite = Suite::with_gateway_addr(env, addr)?;
+    let procs = suite.spawn_all(&cluster_shape(replicas)).await?;
+    suite
+        .client()
+        .register_overwrite(&greet::definition())
+        .await?;
+
+    println!("Weft cluster up: {}", suite.gateway_url());
+    println!("  database  {database}");
+    println!("  namespace {namespace}");
+    for id in procs {
+        let proc = suite.proc(id);
+        println!(
+            "  {:<12} pid {:<8} log {}",
+            proc.service.name(),
+            proc.pid().map(|p| p.to_string()).unwrap_or_default(),
+            proc.log_path.display()
+        );
+    }
+    println!(
+        "Start a run: curl -s -X POST {}/api/workflow -H 'content-type: application/json' \
+         -d '{{\"name\":\"greet\",\"input\":{{\"first\":\"Ada\",\"n\":3}}}}'",
+        suite.gateway_url()
+    );
+    println!("Ctrl-C stops the cluster and removes its database and namespace.");
+
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+    eprintln!("cluster: stopping");
+    let stopped = suite.stop_all().await;
+    drop(suite);
+    drop(servers);
+    let _ = std::fs::remove_dir_all(&root);
+    stopped.map(|_| ())
+}
