@@ -61,31 +61,22 @@ async fn main() -> anyhow::Result<()> {
         .collect();
 
     // Peak resident memory by service (the largest replica), sampled every 100 ms.
-    let peaks: Arc<Mutex<BTreeMap<String, u64>>> = Arc::default();
+    let idle = rss_by_service(&pids);
+    let peaks: Arc<Mutex<BTreeMap<String, u64>>> = Arc::new(Mutex::new(idle.clone()));
     let sampling = Arc::new(AtomicBool::new(true));
     let sampler = {
         let (peaks, sampling, pids) = (peaks.clone(), sampling.clone(), pids.clone());
         tokio::spawn(async move {
             while sampling.load(Ordering::Relaxed) {
-                for (service, pid) in &pids {
-                    if let Some(kib) = rss_kib(*pid) {
-                        let mut peaks = peaks.lock().expect("peaks lock");
-                        let peak = peaks.entry(service.clone()).or_default();
-                        *peak = (*peak).max(kib);
-                    }
+                for (service, kib) in rss_by_service(&pids) {
+                    let mut peaks = peaks.lock().expect("peaks lock");
+                    let peak = peaks.entry(service).or_default();
+                    *peak = (*peak).max(kib);
                 }
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
         })
     };
-    let idle: BTreeMap<String, u64> = pids
-        .iter()
-        .filter_map(|(s, pid)| rss_kib(*pid).map(|k| (s.clone(), k)))
-        .fold(BTreeMap::new(), |mut m, (s, k)| {
-            let e = m.entry(s).or_default();
-            *e = (*e).max(k);
-            m
-        });
 
     eprintln!("burst: {starts} starts, {concurrency} in flight");
     let started = Instant::now();
@@ -228,6 +219,18 @@ async fn main() -> anyhow::Result<()> {
         std::process::exit(1);
     }
     Ok(())
+}
+
+/// The resident memory of each service in KiB: its largest running replica's.
+fn rss_by_service(pids: &[(String, u32)]) -> BTreeMap<String, u64> {
+    let mut by_service = BTreeMap::new();
+    for (service, pid) in pids {
+        if let Some(kib) = rss_kib(*pid) {
+            let max: &mut u64 = by_service.entry(service.clone()).or_default();
+            *max = (*max).max(kib);
+        }
+    }
+    by_service
 }
 
 /// The resident memory of process `pid` in KiB (`VmRSS` of /proc), if it runs.

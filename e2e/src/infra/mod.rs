@@ -9,7 +9,6 @@ mod postgres;
 mod rabbitmq;
 mod redis;
 
-use std::net::TcpStream;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -73,29 +72,32 @@ fn free_port() -> anyhow::Result<u16> {
     Ok(crate::suite::free_port()?.port())
 }
 
+/// Whether 127.0.0.1:`port` accepts a connection within 200 ms.
+async fn accepts(port: u16) -> bool {
+    let connect = tokio::net::TcpStream::connect(("127.0.0.1", port));
+    matches!(
+        tokio::time::timeout(Duration::from_millis(200), connect).await,
+        Ok(Ok(_))
+    )
+}
+
 /// Waits until 127.0.0.1:`port` accepts connections, for at most `timeout`.
 async fn wait_for_port(port: u16, timeout: Duration, what: &str) -> anyhow::Result<()> {
     let deadline = Instant::now() + timeout;
-    loop {
-        let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
-        if TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
-            return Ok(());
-        }
+    while !accepts(port).await {
         anyhow::ensure!(
             Instant::now() < deadline,
             "{what} did not listen on port {port} within {timeout:?}"
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    Ok(())
 }
 
 /// Waits until nothing listens on 127.0.0.1:`port` any more, for at most `timeout`.
 async fn wait_for_port_closed(port: u16, timeout: Duration) {
     let deadline = Instant::now() + timeout;
-    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
-    while Instant::now() < deadline
-        && TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok()
-    {
+    while Instant::now() < deadline && accepts(port).await {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }

@@ -85,20 +85,17 @@ pub fn check_history(events: &[HistoryEvent]) -> Vec<String> {
     for (task, n) in ends.iter().filter(|(_, n)| **n > 1) {
         problems.push(format!("task {task} ended {n} times in history"));
     }
-    let run_ends: Vec<usize> = events
+    let run_ends = events
         .iter()
-        .enumerate()
-        .filter(|(_, e)| e.kind.starts_with("Workflow") && e.kind != "WorkflowStarted")
-        .filter(|(_, e)| {
+        .filter(|e| {
             matches!(
                 e.kind.as_str(),
                 "WorkflowCompleted" | "WorkflowFailed" | "WorkflowTerminated" | "WorkflowTimedOut"
             )
         })
-        .map(|(i, _)| i)
-        .collect();
-    if run_ends.len() != 1 {
-        problems.push(format!("the run ended {} times in history", run_ends.len()));
+        .count();
+    if run_ends != 1 {
+        problems.push(format!("the run ended {run_ends} times in history"));
     }
     problems
 }

@@ -3,7 +3,10 @@
 
 use serde_json::json;
 
-use super::{poll_and_complete, setup, start_correlated, task_is, tasks, wait_for_state};
+use super::{
+    complete_as_task1_worker, poll_and_complete, setup, start_correlated, task_is, tasks,
+    wait_for_state,
+};
 
 const DECISION_WF: &str = "DecisionWorkflow";
 const COND_TASK_WF: &str = "ConditionalTaskWF";
@@ -24,36 +27,18 @@ async fn test_simple_decision_workflow() {
     task_is(&wf, 0, "DECISION", "COMPLETED");
     task_is(&wf, 1, "integration_task_1", "SCHEDULED");
 
-    poll_and_complete(
-        &suite,
-        "integration_task_1",
-        "task1.integration.worker",
-        json!({}),
-    )
-    .await;
+    complete_as_task1_worker(&suite, "integration_task_1").await;
     let wf = wait_for_state(&suite, &id, "RUNNING", 3).await;
     task_is(&wf, 0, "DECISION", "COMPLETED");
     task_is(&wf, 1, "integration_task_1", "COMPLETED");
     task_is(&wf, 2, "integration_task_2", "SCHEDULED");
 
-    poll_and_complete(
-        &suite,
-        "integration_task_2",
-        "task1.integration.worker",
-        json!({}),
-    )
-    .await;
+    complete_as_task1_worker(&suite, "integration_task_2").await;
     let wf = wait_for_state(&suite, &id, "RUNNING", 4).await;
     task_is(&wf, 2, "integration_task_2", "COMPLETED");
     task_is(&wf, 3, "integration_task_20", "SCHEDULED");
 
-    poll_and_complete(
-        &suite,
-        "integration_task_20",
-        "task1.integration.worker",
-        json!({}),
-    )
-    .await;
+    complete_as_task1_worker(&suite, "integration_task_20").await;
     let wf = wait_for_state(&suite, &id, "COMPLETED", 4).await;
     task_is(&wf, 3, "integration_task_20", "COMPLETED");
 }
@@ -68,13 +53,7 @@ async fn test_default_case_condition_execution_of_a_conditional_workflow() {
     assert_eq!(tasks(&wf)[0]["outputData"]["caseOutput"], json!(["xxx"]));
     task_is(&wf, 1, "integration_task_10", "SCHEDULED");
 
-    poll_and_complete(
-        &suite,
-        "integration_task_10",
-        "task1.integration.worker",
-        json!({}),
-    )
-    .await;
+    complete_as_task1_worker(&suite, "integration_task_10").await;
     let wf = wait_for_state(&suite, &id, "COMPLETED", 3).await;
     task_is(&wf, 1, "integration_task_10", "COMPLETED");
     task_is(&wf, 2, "DECISION", "COMPLETED");
@@ -130,26 +109,14 @@ async fn test_three_case_condition_execution_of_a_conditional_workflow() {
     assert_eq!(tasks(&wf)[0]["outputData"]["caseOutput"], json!(["three"]));
     task_is(&wf, 1, "integration_task_3", "SCHEDULED");
 
-    poll_and_complete(
-        &suite,
-        "integration_task_3",
-        "task1.integration.worker",
-        json!({}),
-    )
-    .await;
+    complete_as_task1_worker(&suite, "integration_task_3").await;
     let wf = wait_for_state(&suite, &id, "RUNNING", 4).await;
     task_is(&wf, 1, "integration_task_3", "COMPLETED");
     task_is(&wf, 2, "DECISION", "COMPLETED");
     assert_eq!(tasks(&wf)[2]["outputData"]["caseOutput"], json!(["notify"]));
     task_is(&wf, 3, "integration_task_4", "SCHEDULED");
 
-    poll_and_complete(
-        &suite,
-        "integration_task_4",
-        "task1.integration.worker",
-        json!({}),
-    )
-    .await;
+    complete_as_task1_worker(&suite, "integration_task_4").await;
     let wf = wait_for_state(&suite, &id, "COMPLETED", 4).await;
     task_is(&wf, 1, "integration_task_3", "COMPLETED");
     task_is(&wf, 2, "DECISION", "COMPLETED");

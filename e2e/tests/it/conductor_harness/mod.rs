@@ -101,6 +101,12 @@ fn task_is(wf: &Value, i: usize, ty: &str, status: &str) {
     );
 }
 
+/// The specs' most frequent step, `pollAndCompleteTask(type, 'task1.integration.worker',
+/// [:])`: [`poll_and_complete`] by that worker with an empty output.
+pub(crate) async fn complete_as_task1_worker(suite: &Suite, task_type: &str) -> Value {
+    poll_and_complete(suite, task_type, "task1.integration.worker", json!({})).await
+}
+
 /// `workflowTestUtil.pollAndCompleteTask(type, worker, output)` over Conductor's task
 /// REST API: polls one task of `task_type` and completes it with `output`. Returns the
 /// polled task.

@@ -3,7 +3,10 @@
 
 use serde_json::json;
 
-use super::{poll_and_complete, setup, start_correlated, task_is, tasks, wait_for_state};
+use super::{
+    complete_as_task1_worker, poll_and_complete, setup, start_correlated, task_is, tasks,
+    wait_for_state,
+};
 
 const SWITCH_WF: &str = "SwitchWorkflow";
 const COND_TASK_WF: &str = "ConditionalTaskWF";
@@ -26,36 +29,18 @@ async fn test_simple_switch_workflow() {
     task_is(&wf, 0, "SWITCH", "COMPLETED");
     task_is(&wf, 1, "integration_task_1", "SCHEDULED");
 
-    poll_and_complete(
-        &suite,
-        "integration_task_1",
-        "task1.integration.worker",
-        json!({}),
-    )
-    .await;
+    complete_as_task1_worker(&suite, "integration_task_1").await;
     let wf = wait_for_state(&suite, &id, "RUNNING", 3).await;
     task_is(&wf, 0, "SWITCH", "COMPLETED");
     task_is(&wf, 1, "integration_task_1", "COMPLETED");
     task_is(&wf, 2, "integration_task_2", "SCHEDULED");
 
-    poll_and_complete(
-        &suite,
-        "integration_task_2",
-        "task1.integration.worker",
-        json!({}),
-    )
-    .await;
+    complete_as_task1_worker(&suite, "integration_task_2").await;
     let wf = wait_for_state(&suite, &id, "RUNNING", 4).await;
     task_is(&wf, 2, "integration_task_2", "COMPLETED");
     task_is(&wf, 3, "integration_task_20", "SCHEDULED");
 
-    poll_and_complete(
-        &suite,
-        "integration_task_20",
-        "task1.integration.worker",
-        json!({}),
-    )
-    .await;
+    complete_as_task1_worker(&suite, "integration_task_20").await;
     let wf = wait_for_state(&suite, &id, "COMPLETED", 4).await;
     task_is(&wf, 3, "integration_task_20", "COMPLETED");
 }
@@ -73,13 +58,7 @@ async fn test_default_case_condition_execution_of_a_conditional_workflow() {
     );
     task_is(&wf, 1, "integration_task_10", "SCHEDULED");
 
-    poll_and_complete(
-        &suite,
-        "integration_task_10",
-        "task1.integration.worker",
-        json!({}),
-    )
-    .await;
+    complete_as_task1_worker(&suite, "integration_task_10").await;
     let wf = wait_for_state(&suite, &id, "COMPLETED", 3).await;
     task_is(&wf, 1, "integration_task_10", "COMPLETED");
     task_is(&wf, 2, "SWITCH", "COMPLETED");
@@ -147,13 +126,7 @@ async fn test_three_case_condition_execution_of_a_conditional_workflow() {
     );
     task_is(&wf, 1, "integration_task_3", "SCHEDULED");
 
-    poll_and_complete(
-        &suite,
-        "integration_task_3",
-        "task1.integration.worker",
-        json!({}),
-    )
-    .await;
+    complete_as_task1_worker(&suite, "integration_task_3").await;
     let wf = wait_for_state(&suite, &id, "RUNNING", 4).await;
     task_is(&wf, 1, "integration_task_3", "COMPLETED");
     task_is(&wf, 2, "SWITCH", "COMPLETED");
@@ -163,13 +136,7 @@ async fn test_three_case_condition_execution_of_a_conditional_workflow() {
     );
     task_is(&wf, 3, "integration_task_4", "SCHEDULED");
 
-    poll_and_complete(
-        &suite,
-        "integration_task_4",
-        "task1.integration.worker",
-        json!({}),
-    )
-    .await;
+    complete_as_task1_worker(&suite, "integration_task_4").await;
     let wf = wait_for_state(&suite, &id, "COMPLETED", 4).await;
     task_is(&wf, 1, "integration_task_3", "COMPLETED");
     task_is(&wf, 2, "SWITCH", "COMPLETED");
@@ -195,13 +162,7 @@ async fn test_switch_with_no_default_case_workflow() {
     task_is(&wf, 0, "SWITCH", "COMPLETED");
     task_is(&wf, 1, "integration_task_2", "SCHEDULED");
 
-    poll_and_complete(
-        &suite,
-        "integration_task_2",
-        "task1.integration.worker",
-        json!({}),
-    )
-    .await;
+    complete_as_task1_worker(&suite, "integration_task_2").await;
     let wf = wait_for_state(&suite, &id, "COMPLETED", 2).await;
     task_is(&wf, 0, "SWITCH", "COMPLETED");
     task_is(&wf, 1, "integration_task_2", "COMPLETED");
