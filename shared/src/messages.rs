@@ -376,6 +376,10 @@ pub struct ActivityCompleted {
     /// When the worker started it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub started_at: Option<DateTime<Utc>>,
+    /// The worker offers to run the run's next activity itself (eager dispatch,
+    /// docs/eager-dispatch.md); none from workers that do not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub eager: Option<EagerOffer>,
 }
 
 /// A worker took an activity attempt.
@@ -423,6 +427,27 @@ pub struct ActivityFailed {
     /// When the worker started it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub started_at: Option<DateTime<Utc>>,
+    /// The worker offers to run the run's next activity itself (eager dispatch,
+    /// docs/eager-dispatch.md); none from workers that do not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub eager: Option<EagerOffer>,
+}
+
+/// A worker's offer, sent with a result, to run the run's next activity itself: the
+/// decider may then schedule that activity already claimed for the worker, in the commit
+/// that applies the result, and send it to the worker's own queue — no claim round trip
+/// (docs/eager-dispatch.md).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EagerOffer {
+    /// The worker process's eager queues' common prefix (`<ns>.eager.<instance>`); the
+    /// queue of task `t` is `<prefix>.<t>`, bound to the eager exchange with its name.
+    pub queue_prefix: String,
+    /// The task names the worker runs (and has an eager queue for).
+    pub task_names: Vec<String>,
+    /// When the offer was made (the worker's clock): an old one (a result that waited in
+    /// a backlog) is not taken, the worker may be gone.
+    pub offered_at: DateTime<Utc>,
 }
 
 /// Messages on `weft.activity.<task>` queues, consumed by workers.
@@ -471,6 +496,12 @@ pub struct ActivityTask {
     /// timed out by the heartbeat service. 0: no heartbeat required.
     #[serde(default)]
     pub response_timeout_seconds: i64,
+    /// Dispatched eagerly: the decider claimed the attempt for the worker whose queue it
+    /// was sent to, which runs it without a claim. Found on a task's shared queue, it is
+    /// one that waited too long in that worker's queue (docs/eager-dispatch.md): whoever
+    /// takes it claims it with a takeover.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub eager: bool,
 }
 
 /// A lifecycle change of a run or a task, published to the events exchange (topic) with
@@ -1141,8 +1172,14 @@ mod tests {
             output: serde_json::json!({"x": 1}),
             worker_id: Some("w".into()),
             started_at: None,
+            eager: Some(EagerOffer {
+                queue_prefix: "weft.eager.0123456789abcdef0123456789abcdef".into(),
+                task_names: vec!["shout".into()],
+                offered_at: Utc::now(),
+            }),
         });
         let env = Envelope::new("wf", None, &cmd).unwrap();
+        assert_eq!(env.payload["eager"]["taskNames"][0], "shout");
         assert_eq!(env.kind, "ActivityCompleted");
         assert_eq!(env.payload["output"]["x"], 1);
         let back = Envelope::from_bytes(&env.to_bytes().unwrap()).unwrap();
@@ -1166,6 +1203,7 @@ mod tests {
                 reply_to: "shard.0".into(),
                 scheduled_at: Utc::now(),
                 response_timeout_seconds: 0,
+                eager: false,
             }),
         )
         .unwrap();

@@ -57,6 +57,28 @@ impl Names {
         format!("{}.activity.{task_name}", self.ns)
     }
 
+    /// Direct exchange of eagerly dispatched activity tasks (docs/eager-dispatch.md): each
+    /// worker process binds its eager queues with their own names as keys.
+    pub fn eager_exchange(&self) -> String {
+        format!("{}.eager", self.ns)
+    }
+
+    /// The common prefix of the eager queues of the worker process `instance` (32 hex
+    /// digits).
+    pub fn eager_prefix(&self, instance: &str) -> String {
+        format!("{}.eager.{instance}", self.ns)
+    }
+
+    /// The eager queue of task `task_name` under `prefix`, when `prefix` is an eager prefix
+    /// of this namespace (`<ns>.eager.<32 hex digits>`): a worker's offer names it, and the
+    /// decider publishes only where a worker of its own namespace can be.
+    pub fn eager_queue(&self, prefix: &str, task_name: &str) -> Option<String> {
+        let instance = prefix.strip_prefix(&format!("{}.eager.", self.ns))?;
+        let valid = instance.len() == 32 && instance.bytes().all(|b| b.is_ascii_hexdigit());
+        let queue = format!("{prefix}.{task_name}");
+        (valid && queue.len() <= 255).then_some(queue)
+    }
+
     /// Queue of worker heartbeats.
     pub fn heartbeat_queue(&self) -> String {
         format!("{}.heartbeat", self.ns)
@@ -99,5 +121,29 @@ mod tests {
         assert!(n.command_key_for("wf").starts_with("shard."));
         assert_eq!(n.starts_queue(), "weft.starts");
         assert_eq!(n.starts_exchange(), "weft.starts");
+    }
+
+    #[test]
+    fn an_eager_queue_is_named_only_under_an_eager_prefix_of_the_namespace() {
+        let n = Names::new("weft", 16);
+        let instance = "0123456789abcdef0123456789abcdef";
+        let prefix = n.eager_prefix(instance);
+        assert_eq!(prefix, format!("weft.eager.{instance}"));
+        assert_eq!(
+            n.eager_queue(&prefix, "shout").as_deref(),
+            Some(format!("weft.eager.{instance}.shout").as_str())
+        );
+        // Somewhere else: another namespace, a command queue, a short or odd instance.
+        assert_eq!(
+            n.eager_queue(&format!("other.eager.{instance}"), "shout"),
+            None
+        );
+        assert_eq!(n.eager_queue("weft.commands", "0"), None);
+        assert_eq!(n.eager_queue("weft.eager.abc", "shout"), None);
+        assert_eq!(
+            n.eager_queue(&format!("weft.eager.{}", "z".repeat(32)), "t"),
+            None
+        );
+        assert_eq!(n.eager_queue(&prefix, &"t".repeat(300)), None);
     }
 }

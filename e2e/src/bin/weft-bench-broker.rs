@@ -10,6 +10,9 @@
 //!   and the time from the publish to its delivery (p50, p99), plus the confirm's own
 //!   round trip.
 //!
+//! - `--max-priority P` declares the queue as a priority queue with P levels
+//!   (`x-max-priority`, as Weft's activity queues are; 0, the default, declares none).
+//!
 //! `WEFT_AMQP_URL` (default the local broker). The queue is declared and deleted by the
 //! program.
 
@@ -31,6 +34,7 @@ struct Args {
     messages: usize,
     in_flight: usize,
     latency: usize,
+    max_priority: u8,
 }
 
 fn parse_args() -> anyhow::Result<Args> {
@@ -38,6 +42,7 @@ fn parse_args() -> anyhow::Result<Args> {
         messages: 20_000,
         in_flight: 64,
         latency: 2_000,
+        max_priority: 0,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -47,8 +52,11 @@ fn parse_args() -> anyhow::Result<Args> {
             "--messages" => args.messages = n,
             "--in-flight" => args.in_flight = n.max(1),
             "--latency" => args.latency = n,
+            "--max-priority" => {
+                args.max_priority = u8::try_from(n).context("--max-priority is at most 255")?
+            }
             other => anyhow::bail!(
-                "unknown argument {other:?}; usage: weft-bench-broker [--messages N] [--in-flight C] [--latency M]"
+                "unknown argument {other:?}; usage: weft-bench-broker [--messages N] [--in-flight C] [--latency M] [--max-priority P]"
             ),
         }
     }
@@ -96,8 +104,15 @@ async fn main() -> anyhow::Result<()> {
         durable: true,
         ..QueueDeclareOptions::default()
     };
+    let mut queue_args = FieldTable::default();
+    if args.max_priority > 0 {
+        queue_args.insert(
+            "x-max-priority".into(),
+            lapin::types::AMQPValue::ShortShortUInt(args.max_priority),
+        );
+    }
     pub_ch
-        .queue_declare(queue.as_str().into(), durable, FieldTable::default())
+        .queue_declare(queue.as_str().into(), durable, queue_args)
         .await?;
     let con_ch = consumer.create_channel().await?;
     con_ch.basic_qos(64, BasicQosOptions::default()).await?;
@@ -174,6 +189,10 @@ async fn main() -> anyhow::Result<()> {
 
     let rate = args.messages as f64 / elapsed.as_secs_f64().max(f64::EPSILON);
     println!("### Broker floor: persistent, confirmed, durable queue, manual ack (lapin alone)");
+    if args.max_priority > 0 {
+        println!();
+        println!("Priority queue: `x-max-priority` {}.", args.max_priority);
+    }
     println!();
     println!("| measure | result |");
     println!("|---|---|");

@@ -12,14 +12,14 @@ use weft_e2e::{poll_until, EnvOptions, Service, Suite, TestEnv};
 use crate::RUN_TIMEOUT;
 
 /// The slow worker's task (`weft-e2e-slow-worker`).
-const TASK: &str = "slow_task";
+pub(crate) const TASK: &str = "slow_task";
 /// Its heartbeat timeout (`responseTimeoutSeconds` of the registered task definition).
 const HEARTBEAT_TIMEOUT_S: i64 = 3;
 /// The heartbeat service's scan interval in this test.
 const SCAN_MS: i64 = 250;
 
 /// Starts `weft-e2e-slow-worker` as `worker_id` in the suite's environment.
-fn slow_worker(suite: &Suite, worker_id: &str) -> Proc {
+pub(crate) fn slow_worker(suite: &Suite, worker_id: &str) -> Proc {
     let env = suite.env();
     let vars: Vec<(String, String)> = [
         ("WEFT_AMQP_URL", env.amqp_url.clone()),

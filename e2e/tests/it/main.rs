@@ -16,6 +16,7 @@ mod conductor_sdk;
 mod constructs;
 mod crash;
 mod dev;
+mod eager;
 mod event_handlers;
 mod event_task;
 mod events;

@@ -10,8 +10,8 @@ use uuid::Uuid;
 use weft::messages::ActivityTask;
 use weft::messages::{
     ActivityCompleted, ActivityFailed, ActivityMessage, AttemptStarted, Beat, ClaimAttempt,
-    Command, EventMessage, HeartbeatAction, HeartbeatAnswer, HeartbeatAnswers, HeartbeatMessage,
-    Heartbeats, LifecycleEvent,
+    Command, EagerOffer, EventMessage, HeartbeatAction, HeartbeatAnswer, HeartbeatAnswers,
+    HeartbeatMessage, Heartbeats, LifecycleEvent,
 };
 use weft::Envelope;
 
@@ -49,6 +49,7 @@ fn task() -> ActivityTask {
         reply_to: weft::topology::Names::shard_key(3),
         scheduled_at: Utc::now(),
         response_timeout_seconds: 30,
+        eager: false,
     }
 }
 
@@ -150,6 +151,11 @@ fn messages() -> Vec<Envelope> {
                 output: json!({"text": "HI"}),
                 worker_id: Some("worker-1".into()),
                 started_at: Some(Utc::now()),
+                eager: Some(EagerOffer {
+                    queue_prefix: "weft.eager.0123456789abcdef0123456789abcdef".into(),
+                    task_names: vec!["shout".into()],
+                    offered_at: Utc::now(),
+                }),
             }),
         )
         .unwrap(),
@@ -166,6 +172,7 @@ fn messages() -> Vec<Envelope> {
                 output: json!({}),
                 worker_id: None,
                 started_at: None,
+                eager: None,
             }),
         )
         .unwrap(),

@@ -368,6 +368,7 @@ mod tests {
             output: json!({"ok": true}),
             worker_id: None,
             started_at: None,
+            eager: None,
         })
     }
 

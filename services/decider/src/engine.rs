@@ -16,9 +16,9 @@ use weft::bus::{Bus, Delivery, Disposition, ExchangeKind};
 use weft::dsl::TaskType;
 use weft::event_location::EventLocation;
 use weft::messages::{
-    ActivityMessage, ActivityTask, AttemptRef, ChildWorkflowEnded, Command, Event,
-    HeartbeatMessage, ParentLink, StartWorkflow, StopAttempts, TaskScheduled, TimerFired,
-    WorkflowStarted,
+    ActivityMessage, ActivityTask, AttemptRef, ChildWorkflowEnded, Command, EagerOffer, Event,
+    HeartbeatMessage, ParentLink, StartWorkflow, StopAttempts, TaskScheduled, TaskStarted,
+    TimerFired, WorkflowStarted,
 };
 use weft::registry::{AttemptLimits, AttemptStatus};
 use weft::store::operations::OperationOutcome;
@@ -91,6 +91,16 @@ struct Working {
     /// Runs this run starts (children, START_WORKFLOW, its failure workflow), recorded
     /// as accepted starts with the commit.
     starts: Vec<NewStart>,
+    /// The offer of the worker whose result the current command is, to run the next
+    /// activity itself (docs/eager-dispatch.md); taken by the first activity it fits,
+    /// dropped after the command.
+    eager: Option<Eager>,
+}
+
+/// A worker's eager offer, as the decider takes it.
+struct Eager {
+    worker_id: String,
+    offer: EagerOffer,
 }
 
 /// A task that left its pending state without a result.
@@ -128,6 +138,7 @@ impl Working {
             replaced: false,
             effects_done_for_end: false,
             lifecycle: Vec::new(),
+            eager: None,
             deliveries: Vec::new(),
             checks: Vec::new(),
             starts: Vec::new(),
@@ -401,6 +412,7 @@ impl Shard {
                     for e in events {
                         append(w, e)?;
                     }
+                    w.eager = eager_of(command);
                     None
                 }
                 Applied::Reset(plan) => {
@@ -419,6 +431,7 @@ impl Shard {
         };
         if let Some(w) = working.get_mut(&wf) {
             self.run_interpreter(w).await?;
+            w.eager = None;
             self.flush_effects(w)?;
         }
         if command.request_id().is_none() {
@@ -778,13 +791,22 @@ impl Shard {
             w.outbox.push(message);
             w.starts.push(start);
         }
-        let events = events_for(decision, w.state.tasks.len() as i32, Utc::now());
+        let mut events = events_for(decision, w.state.tasks.len() as i32, Utc::now());
         match events.first() {
             Some(Event::TaskScheduled(scheduled)) if is_activity => {
                 self.bus
                     .declare_activity_queue(activity_queue_key(scheduled))
                     .await?;
-                w.outbox.push(self.activity_message(&w.state, scheduled)?);
+                let limits = attempt_limits(&w.state, &scheduled.task_ref);
+                let eager = self.take_eager(w, scheduled, &limits);
+                let (message, worker_id) = match &eager {
+                    Some((queue, eager)) => (
+                        self.eager_message(&w.state, scheduled, queue)?,
+                        Some(eager.worker_id.clone()),
+                    ),
+                    None => (self.activity_message(&w.state, scheduled)?, None),
+                };
+                w.outbox.push(message);
                 w.checks.push(AttemptCheck {
                     task_id: scheduled.task_id,
                     attempt: scheduled.attempt,
@@ -793,11 +815,27 @@ impl Shard {
                     task_name: scheduled.task_name.clone(),
                     task_ref: scheduled.task_ref.clone(),
                     reply_to: self.bus.names().command_key_for(&w.state.workflow_id),
-                    status: AttemptStatus::Scheduled,
                     reason: None,
                     timeout_seconds: response_timeout_seconds(&w.state, &scheduled.task_ref),
-                    limits: attempt_limits(&w.state, &scheduled.task_ref),
+                    status: match worker_id {
+                        Some(_) => AttemptStatus::Running,
+                        None => AttemptStatus::Scheduled,
+                    },
+                    limits,
+                    worker_id: worker_id.clone(),
                 });
+                if let Some(worker_id) = worker_id {
+                    // Claimed for its worker at dispatch: IN_PROGRESS from now, its
+                    // `timeoutSeconds` counted from here.
+                    let started = Event::TaskStarted(TaskStarted {
+                        task_id: scheduled.task_id,
+                        task_ref: scheduled.task_ref.clone(),
+                        worker_id: Some(worker_id),
+                        started_at: Utc::now(),
+                    });
+                    self.metrics.eager_dispatches.inc();
+                    events.push(started);
+                }
             }
             Some(Event::TimerStarted(started)) => {
                 let fired = Command::TimerFired(TimerFired {
@@ -1143,25 +1181,68 @@ impl Shard {
         )?))
     }
 
+    /// The worker's eager offer of `w`'s current command, when it fits the activity
+    /// `s` (docs/eager-dispatch.md): the worker runs its task, the task has no limits (a
+    /// limit is judged at a claim), the offer is fresh (the worker was there a moment
+    /// ago) and names a queue of this namespace. Taken: one activity per offer, as the
+    /// worker freed one slot. Gives the eager queue's name with it.
+    fn take_eager(
+        &self,
+        w: &mut Working,
+        s: &TaskScheduled,
+        limits: &AttemptLimits,
+    ) -> Option<(String, Eager)> {
+        let fits = |e: &Eager| {
+            let age = Utc::now().signed_duration_since(e.offer.offered_at);
+            limits.is_unlimited()
+                && age < EAGER_OFFER_MAX_AGE
+                && e.offer
+                    .task_names
+                    .iter()
+                    .any(|t| t == activity_queue_key(s))
+        };
+        if !w.eager.as_ref().is_some_and(fits) {
+            return None;
+        }
+        let eager = w.eager.take()?;
+        let queue = self
+            .bus
+            .names()
+            .eager_queue(&eager.offer.queue_prefix, activity_queue_key(s))?;
+        Some((queue, eager))
+    }
+
+    /// The task of `s` for the eager queue `queue`, through the eager exchange.
+    fn eager_message(
+        &self,
+        state: &RunState,
+        s: &TaskScheduled,
+        queue: &str,
+    ) -> Result<OutboxMessage, Error> {
+        let names = self.bus.names();
+        let mut task = self.activity_task(state, s);
+        task.eager = true;
+        let envelope = Envelope::new(
+            &state.workflow_id,
+            Some(state.run_id),
+            &ActivityMessage::ActivityTask(task),
+        )?
+        .with_priority(state.priority);
+        OutboxMessage::new(
+            names.eager_exchange(),
+            queue.to_owned(),
+            &envelope,
+            weft::telemetry::current_traceparent(),
+        )
+    }
+
     fn activity_message(
         &self,
         state: &RunState,
         s: &TaskScheduled,
     ) -> Result<OutboxMessage, Error> {
         let names = self.bus.names();
-        let task = ActivityMessage::ActivityTask(ActivityTask {
-            task_id: s.task_id,
-            workflow_id: state.workflow_id.clone(),
-            run_id: state.run_id,
-            task_ref: s.task_ref.clone(),
-            task_name: s.task_name.clone(),
-            task_type: s.task_type.clone(),
-            attempt: s.attempt,
-            input: s.input.clone(),
-            reply_to: names.command_key_for(&state.workflow_id),
-            scheduled_at: Utc::now(),
-            response_timeout_seconds: response_timeout_seconds(state, &s.task_ref),
-        });
+        let task = ActivityMessage::ActivityTask(self.activity_task(state, s));
         // The priority rides on the envelope, so a re-publish by the sweeper keeps it.
         let envelope = Envelope::new(&state.workflow_id, Some(state.run_id), &task)?
             .with_priority(state.priority);
@@ -1171,6 +1252,23 @@ impl Shard {
             &envelope,
             weft::telemetry::current_traceparent(),
         )
+    }
+
+    fn activity_task(&self, state: &RunState, s: &TaskScheduled) -> ActivityTask {
+        ActivityTask {
+            task_id: s.task_id,
+            workflow_id: state.workflow_id.clone(),
+            run_id: state.run_id,
+            task_ref: s.task_ref.clone(),
+            task_name: s.task_name.clone(),
+            task_type: s.task_type.clone(),
+            attempt: s.attempt,
+            input: s.input.clone(),
+            reply_to: self.bus.names().command_key_for(&state.workflow_id),
+            scheduled_at: Utc::now(),
+            response_timeout_seconds: response_timeout_seconds(state, &s.task_ref),
+            eager: false,
+        }
     }
 
     fn cache_lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, RunState>> {
@@ -1204,6 +1302,25 @@ impl Shard {
 
 /// The activity queue (routing key) of a scheduled task: HTTP tasks go to the built-in
 /// HTTP worker's queue `HTTP` whatever their name; other activities to their name.
+/// An eager offer older than this is not taken: its result waited (a backlog, a decider
+/// down), and the worker may be gone — well within the eager queue's life after its last
+/// consumer, so a task sent to it still moves on to its shared queue.
+const EAGER_OFFER_MAX_AGE: chrono::Duration = chrono::Duration::seconds(10);
+
+/// The eager offer a result carries, with its worker (an offer without one is not taken:
+/// the registry row names who runs the attempt).
+fn eager_of(command: &Command) -> Option<Eager> {
+    let (offer, worker_id) = match command {
+        Command::ActivityCompleted(c) => (c.eager.as_ref()?, c.worker_id.as_ref()?),
+        Command::ActivityFailed(f) => (f.eager.as_ref()?, f.worker_id.as_ref()?),
+        _ => return None,
+    };
+    Some(Eager {
+        worker_id: worker_id.clone(),
+        offer: offer.clone(),
+    })
+}
+
 fn activity_queue_key(s: &TaskScheduled) -> &str {
     if s.task_type == TaskType::Http.as_str() {
         TaskType::Http.as_str()
@@ -1312,6 +1429,7 @@ fn append(w: &mut Working, event: Event) -> Result<(), Error> {
                     timeout_seconds: 0,
                     // An end keeps the limits the row was scheduled with.
                     limits: AttemptLimits::default(),
+                    worker_id: None,
                 });
             }
         }

@@ -27,6 +27,9 @@ pub struct DeciderMetrics {
     pub conflicts: Counter,
     /// Commands parked because they came before their run's start was applied.
     pub parked: Counter,
+    /// Activities sent to a worker's own queue, claimed for it at dispatch
+    /// (docs/eager-dispatch.md).
+    pub eager_dispatches: Counter,
 }
 
 impl DeciderMetrics {
@@ -42,6 +45,10 @@ impl DeciderMetrics {
             parked: registry.counter(
                 "weft_decider_commands_parked",
                 "Commands parked until their run's start is applied",
+            ),
+            eager_dispatches: registry.counter(
+                "weft_decider_eager_dispatches",
+                "Activities dispatched to the worker that offered to run them, claimed at dispatch",
             ),
             batch_size: registry.histogram(
                 "weft_decider_batch_size",

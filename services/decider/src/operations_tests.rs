@@ -138,6 +138,7 @@ fn skip_of_a_scheduled_task_moves_on_and_ignores_its_late_result() {
         output: json!({}),
         worker_id: None,
         started_at: None,
+        eager: None,
     });
     assert!(matches!(sim.verdict(&late), Applied::Ignored(_)));
 }

@@ -232,6 +232,19 @@ impl Bus {
             .await
     }
 
+    /// Declares this worker process's eager queue of `task_name` under `prefix`
+    /// ([`Names::eager_prefix`]) and returns its name; fails on a bus without eager
+    /// dispatch (the in-process one) and where the broker refuses it (docs/eager-dispatch.md).
+    pub async fn declare_eager_queue(&self, prefix: &str, task_name: &str) -> Result<String> {
+        let queue = self.names().eager_queue(prefix, task_name).ok_or_else(|| {
+            Error::Config(format!(
+                "no eager queue for task {task_name:?} under {prefix:?}"
+            ))
+        })?;
+        self.transport.declare_eager_queue(&queue).await?;
+        Ok(queue)
+    }
+
     /// Declares a durable `queue` (with its DLQ and the same arguments as every Weft queue)
     /// bound to each `(exchange, routing_key)`, e.g. a listener's queue on the events
     /// exchange. Cached: repeat calls are free; re-declared after a reconnect; removed by

@@ -135,12 +135,24 @@ pub trait Transport: Send + Sync + Debug {
     /// Declares a work queue with its DLQ, bound to each `(exchange, routing key)`
     /// (idempotent; new bindings are added).
     async fn declare_queue(&self, queue: &str, bindings: Vec<(String, String)>) -> Result<()>;
+    /// Declares a worker process's eager queue of one task (`<ns>.eager.<instance>.<task>`,
+    /// docs/eager-dispatch.md) bound to the eager exchange with its own name: what waits
+    /// in it too long goes on to the task's activity queue, and it goes away unused. A
+    /// transport that cannot do that (no message expiry) refuses; the worker then goes
+    /// without eager dispatch.
+    async fn declare_eager_queue(&self, queue: &str) -> Result<()> {
+        Err(crate::Error::Config(format!(
+            "this bus has no eager dispatch (queue {queue})"
+        )))
+    }
     /// Declares a durable exchange (idempotent; an existing one of another kind is an
     /// error). Removed by `teardown`.
     async fn declare_exchange(&self, exchange: &str, kind: ExchangeKind) -> Result<()>;
     /// Routes `message` through `exchange` (`""`: the queue named `routing_key`) and
     /// returns once the broker holds it (persistent ones durably). A message no queue is
-    /// bound for is dropped without error, as AMQP does without `mandatory`.
+    /// bound for is dropped without error, as AMQP does without `mandatory`. A reply
+    /// (`""` with a request's `reply_to` as the key) returns once sent: it is transient,
+    /// and a lost one is its caller's timeout.
     async fn publish(&self, exchange: &str, routing_key: &str, message: Message) -> Result<()>;
     /// Starts consuming `queue` with at most `prefetch` unsettled deliveries (0: no
     /// bound), waiting for the broker unless `shutdown` fires

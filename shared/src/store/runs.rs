@@ -170,6 +170,10 @@ pub struct AttemptCheck {
     /// written with a scheduled row and enforced by its claim (docs/task-limits.md);
     /// none for almost every task.
     pub limits: crate::registry::AttemptLimits,
+    /// The worker the attempt is claimed for at its scheduling (eager dispatch,
+    /// docs/eager-dispatch.md): the row is created RUNNING for it. None: created
+    /// SCHEDULED, claimed by whoever takes the task.
+    pub worker_id: Option<String>,
 }
 
 impl CommitBatch {

@@ -40,6 +40,7 @@ pub struct WorkerBuilder {
     heartbeat: Policy,
     stop_grace: Duration,
     start_report_after: Duration,
+    eager: bool,
     metrics: Metrics,
 }
 
@@ -66,6 +67,7 @@ impl WorkerBuilder {
             heartbeat: Policy::default(),
             stop_grace: DEFAULT_STOP_GRACE,
             start_report_after: DEFAULT_START_REPORT_AFTER,
+            eager: true,
             metrics: Metrics::new(),
         }
     }
@@ -156,6 +158,16 @@ impl WorkerBuilder {
         self
     }
 
+    /// Whether the worker offers, with each result, to run the run's next activity itself
+    /// (default on): the decider then sends that activity to this process's own queue,
+    /// already claimed for it — no claim round trip (docs/eager-dispatch.md). Needs
+    /// RabbitMQ and permission to declare `<ns>.eager.*` queues; without them the worker
+    /// goes without, and says so.
+    pub fn eager_dispatch(mut self, on: bool) -> Self {
+        self.eager = on;
+        self
+    }
+
     /// Where the worker's counters go (`weft_worker_heartbeat_requests`,
     /// `weft_worker_heartbeats`, `weft_worker_heartbeat_failures`,
     /// `weft_worker_activities_stopped`), e.g. the registry served on the process's
@@ -175,6 +187,7 @@ impl WorkerBuilder {
             heartbeat: self.heartbeat,
             stop_grace: self.stop_grace,
             start_report_after: self.start_report_after,
+            eager: self.eager,
             metrics: self.metrics,
         }
     }

@@ -115,6 +115,7 @@ pub struct Worker {
     heartbeat: Policy,
     stop_grace: Duration,
     start_report_after: Duration,
+    eager: bool,
     metrics: crate::admin::Metrics,
 }
 

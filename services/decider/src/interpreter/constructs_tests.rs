@@ -519,6 +519,7 @@ fn timed_out_attempt_is_retried_and_its_late_result_ignored() {
         output: json!({}),
         worker_id: None,
         started_at: None,
+        eager: None,
     });
     assert!(matches!(
         apply_command(&sim.state, &late),

@@ -68,6 +68,7 @@ async fn schedule(env: &TestEnv, task_name: &str) -> Scheduled {
         reply_to: names.command_key_for(&workflow_id),
         scheduled_at: now,
         response_timeout_seconds: 30,
+        eager: false,
     });
     let envelope = Envelope::new(&workflow_id, Some(run_id), &message).expect("envelope");
     env.bus
@@ -594,6 +595,7 @@ async fn queue_sizes_count_the_tasks_waiting_for_a_worker() {
             reply_to: weft::topology::Names::shard_key(0),
             scheduled_at: chrono::Utc::now(),
             response_timeout_seconds: 0,
+            eager: false,
         });
         let envelope = weft::Envelope::new(&format!("wf-{i}"), None, &message).unwrap();
         env.bus

@@ -135,6 +135,7 @@ async fn claims_of_a_limited_task_past_its_limit_are_deferred_and_the_others_cla
         reason: None,
         timeout_seconds: 30,
         limits,
+        worker_id: None,
     };
     let capped = weft::registry::AttemptLimits {
         concurrency: Some(1),

@@ -181,6 +181,7 @@ impl Decider {
             reply_to: Names::shard_key(REPLY_SHARD),
             scheduled_at: Utc::now(),
             response_timeout_seconds: 0,
+            eager: false,
         };
         let message = ActivityMessage::ActivityTask(task.clone());
         let envelope = Envelope::new(&task.workflow_id, Some(task.run_id), &message).unwrap();

@@ -27,12 +27,39 @@ pub(crate) enum QueueKind {
     Work,
     /// A dead-letter queue: the end of the line, it dead-letters nowhere.
     DeadLetter,
+    /// A worker process's eager queue of one task (`<ns>.eager.<instance>.<task>`,
+    /// docs/eager-dispatch.md); `ns_len` is the namespace's length in its name. What waits
+    /// in it longer than [`EAGER_TTL_MS`] goes on to the task's activity queue; unused for
+    /// [`EAGER_EXPIRES_MS`], it is deleted. It has no DLQ.
+    Eager { ns_len: usize },
 }
+
+/// How long an eagerly dispatched task waits for its worker before it goes on to its
+/// task's shared queue (the worker is gone, or busy).
+pub(crate) const EAGER_TTL_MS: u32 = 5_000;
+/// How long a worker's eager queue outlives its last consumer: far longer than
+/// [`EAGER_TTL_MS`], so that whatever waits in it has moved on first.
+pub(crate) const EAGER_EXPIRES_MS: u32 = 600_000;
 
 /// The arguments of every queue Weft declares.
 pub(crate) fn queue_arguments(queue: &str, kind: QueueKind) -> FieldTable {
     let mut args = FieldTable::default();
     if kind == QueueKind::DeadLetter {
+        return args;
+    }
+    if let QueueKind::Eager { ns_len } = kind {
+        // `<ns>.eager.<32 hex digits>.<task>`: past its TTL a task goes on to
+        // `<ns>.activity` with its task's name as the key, i.e. to its shared queue.
+        let ns = &queue[..ns_len];
+        let task = &queue[ns_len + ".eager.".len() + 33..];
+        let text = |s: String| AMQPValue::LongString(LongString::from(s));
+        args.insert(
+            "x-dead-letter-exchange".into(),
+            text(format!("{ns}.activity")),
+        );
+        args.insert("x-dead-letter-routing-key".into(), text(task.to_owned()));
+        args.insert("x-message-ttl".into(), AMQPValue::LongUInt(EAGER_TTL_MS));
+        args.insert("x-expires".into(), AMQPValue::LongUInt(EAGER_EXPIRES_MS));
         return args;
     }
     // Broker-level rejects (and expiries) land in the DLQ too, not only Weft's own.
@@ -58,6 +85,16 @@ pub(crate) fn queue_arguments(queue: &str, kind: QueueKind) -> FieldTable {
 
 /// The kind of a queue Weft declares besides the core topology, from its name.
 pub(crate) fn kind_of(names: &Names, queue: &str) -> QueueKind {
+    let eager = format!("{}.eager.", names.namespace());
+    if let Some(rest) = queue.strip_prefix(&eager) {
+        let instance = rest.split('.').next().unwrap_or_default();
+        let task_at = instance.len() + 1;
+        if instance.len() == 32 && rest.len() > task_at && !queue.ends_with(".dlq") {
+            return QueueKind::Eager {
+                ns_len: names.namespace().len(),
+            };
+        }
+    }
     let activity_prefix = format!("{}.", names.activity_exchange());
     match queue.starts_with(&activity_prefix) && !queue.ends_with(".dlq") {
         true => QueueKind::Activity,
@@ -84,6 +121,9 @@ async fn declare_kind(
     let ch = conn.create_channel().await?;
     let first = declare_queue(&ch, queue, kind, bindings).await;
     match first {
+        // A worker's own queue exists only if it declares it: a refusal is an error (the
+        // worker goes without eager dispatch).
+        Err(e) if matches!(kind, QueueKind::Eager { .. }) => Err(e),
         Err(e) if kind == QueueKind::Activity && e.to_string().contains("PRECONDITION_FAILED") => {
             tracing::warn!(%queue, error = %e, "activity queue exists without priorities; task priorities are ignored on it until it is deleted and declared again");
             // The refusal closed that channel.
@@ -150,10 +190,12 @@ async fn declare_queue(
     kind: QueueKind,
     bindings: &[(String, String)],
 ) -> lapin::Result<()> {
-    let dlq = Names::dlq(queue);
-    let dlq_args = queue_arguments(&dlq, QueueKind::DeadLetter);
-    ch.queue_declare(dlq.as_str().into(), durable_queue(), dlq_args)
-        .await?;
+    if !matches!(kind, QueueKind::Eager { .. }) {
+        let dlq = Names::dlq(queue);
+        let dlq_args = queue_arguments(&dlq, QueueKind::DeadLetter);
+        ch.queue_declare(dlq.as_str().into(), durable_queue(), dlq_args)
+            .await?;
+    }
     ch.queue_declare(queue.into(), durable_queue(), queue_arguments(queue, kind))
         .await?;
     for (exchange, key) in bindings {
@@ -189,6 +231,7 @@ pub(crate) async fn core(
     declare_exchange(&ch, &names.activity_exchange(), ExchangeKind::Direct).await?;
     declare_exchange(&ch, &names.events_exchange(), ExchangeKind::Topic).await?;
     declare_exchange(&ch, &names.starts_exchange(), ExchangeKind::Topic).await?;
+    declare_exchange(&ch, &names.eager_exchange(), ExchangeKind::Direct).await?;
     for k in 0..names.shards() {
         let binding = [(names.commands_exchange(), Names::shard_key(k))];
         declare_queue(&ch, &names.command_queue(k), QueueKind::Shard, &binding).await?;
@@ -325,6 +368,7 @@ impl Link {
             names.activity_exchange(),
             names.events_exchange(),
             names.starts_exchange(),
+            names.eager_exchange(),
         ];
         exchanges.extend(std::mem::take(&mut *self.declared_exchanges()));
         for exchange in exchanges {

@@ -70,7 +70,15 @@ impl Transport for Amqp {
         self.link.declare_exchange(exchange, kind).await
     }
 
+    async fn declare_eager_queue(&self, queue: &str) -> Result<()> {
+        let binding = (self.link.names.eager_exchange(), queue.to_owned());
+        self.link.declare_queue(queue, vec![binding]).await
+    }
+
     async fn publish(&self, exchange: &str, routing_key: &str, message: Message) -> Result<()> {
+        if exchange.is_empty() && routing_key.starts_with(rpc::REPLY_TO) {
+            return self.link.reply(routing_key, &message).await;
+        }
         let props = publish::properties(&message);
         self.link
             .publish(exchange, routing_key, &message.body, props)

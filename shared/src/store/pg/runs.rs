@@ -182,6 +182,8 @@ impl RunStore for PgStore {
             .bind(col!(st, |s| s.workflow_version))
             .bind(col!(st, |s| s.input.clone()))
             .bind(col!(st, |s| s.correlation_id.as_deref()))
+            // registry rows' eager worker (NULL: claimed by whoever takes it): $94
+            .bind(col!(ck, |c| c.worker_id.as_deref()))
             .execute(&self.pool)
             .await;
         match result {
@@ -287,12 +289,23 @@ WITH new_runs AS (
 ), check_rows AS (
     -- The attempts' registry rows (docs/heartbeats.md): scheduled ones are created; an
     -- end applies to an attempt still open only (a scanner's timeout stays).
+    -- An attempt dispatched eagerly is created RUNNING, claimed for its worker
+    -- (docs/eager-dispatch.md).
     INSERT INTO task_check AS c (task_id, attempt, workflow_id, run_id, task_name, task_ref,
         reply_to, status, stop_reason, timeout_seconds, concurrency_limit, rate_limit,
-        rate_window_seconds)
-    SELECT * FROM UNNEST($75::uuid[], $76::int[], $77::text[], $78::uuid[], $79::text[],
+        rate_window_seconds, worker_id, started_at, expires_at)
+    SELECT x.task_id, x.attempt, x.workflow_id, x.run_id, x.task_name, x.task_ref,
+        x.reply_to, x.status, x.stop_reason, x.timeout_seconds, x.concurrency_limit,
+        x.rate_limit, x.rate_window_seconds, x.worker_id,
+        CASE WHEN x.worker_id IS NOT NULL THEN now() END,
+        CASE WHEN x.worker_id IS NOT NULL AND x.timeout_seconds > 0
+            THEN now() + make_interval(secs => x.timeout_seconds) END
+    FROM UNNEST($75::uuid[], $76::int[], $77::text[], $78::uuid[], $79::text[],
         $80::text[], $81::text[], $82::text[], $83::text[], $84::bigint[], $86::int[],
-        $87::int[], $88::int[])
+        $87::int[], $88::int[], $94::text[])
+        AS x(task_id, attempt, workflow_id, run_id, task_name, task_ref, reply_to, status,
+             stop_reason, timeout_seconds, concurrency_limit, rate_limit,
+             rate_window_seconds, worker_id)
     ON CONFLICT (task_id, attempt) DO UPDATE SET status = EXCLUDED.status,
         stop_reason = EXCLUDED.stop_reason, updated_at = now()
     WHERE c.status IN ('SCHEDULED', 'RUNNING') AND EXCLUDED.status <> 'SCHEDULED'

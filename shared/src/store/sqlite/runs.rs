@@ -271,9 +271,14 @@ async fn write_all(conn: &mut SqliteConnection, batches: &[&CommitBatch]) -> Res
         let mut q = QueryBuilder::<Sqlite>::new(
             "INSERT INTO task_check (task_id, attempt, workflow_id, run_id, task_name,
                  task_ref, reply_to, status, stop_reason, timeout_seconds, created_at,
-                 updated_at, concurrency_limit, rate_limit, rate_window_seconds) ",
+                 updated_at, concurrency_limit, rate_limit, rate_window_seconds, worker_id,
+                 started_at, expires_at) ",
         );
         q.push_values(chunk, |mut row, c| {
+            // An eager attempt is created RUNNING, claimed for its worker.
+            let eager = c.worker_id.is_some();
+            let expires_at = (eager && c.timeout_seconds > 0)
+                .then(|| now + chrono::Duration::seconds(c.timeout_seconds));
             row.push_bind(c.task_id)
                 .push_bind(c.attempt)
                 .push_bind(&c.workflow_id)
@@ -288,7 +293,10 @@ async fn write_all(conn: &mut SqliteConnection, batches: &[&CommitBatch]) -> Res
                 .push_bind(now)
                 .push_bind(c.limits.columns().0)
                 .push_bind(c.limits.columns().1)
-                .push_bind(c.limits.columns().2);
+                .push_bind(c.limits.columns().2)
+                .push_bind(&c.worker_id)
+                .push_bind(eager.then_some(now))
+                .push_bind(expires_at);
         });
         q.push(
             " ON CONFLICT (task_id, attempt) DO UPDATE SET status = excluded.status,

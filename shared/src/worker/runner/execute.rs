@@ -8,11 +8,11 @@ use tokio::task::JoinError;
 use tokio_util::task::AbortOnDropHandle;
 use tracing::Instrument;
 
-use super::Shared;
+use super::{Shared, Source};
 use crate::bus::Disposition;
 use crate::messages::{
     ActivityCompleted, ActivityFailed, ActivityTask, AttemptRef, AttemptStarted, ClaimAttempt,
-    Command, HeartbeatAction,
+    Command, EagerOffer, HeartbeatAction,
 };
 use crate::worker::builder::BoxedHandler;
 use crate::worker::heartbeat::Stop;
@@ -133,16 +133,25 @@ impl Shared {
     /// while the scheduler heartbeats it, then publishes the result. An attempt stopped
     /// before it started (e.g. skipped while SCHEDULED) is acknowledged without running;
     /// one over its task's limits is [`Executed::Deferred`], untouched.
+    ///
+    /// A task from this process's eager queue was claimed for it by the decider: it runs
+    /// without a claim. One that waited too long in some worker's eager queue and came on
+    /// to its shared queue may take its attempt over (docs/eager-dispatch.md), as a
+    /// redelivered one may.
     pub(super) async fn execute(
         &self,
         handler: BoxedHandler,
         task: ActivityTask,
         redelivered: bool,
+        source: Source,
     ) -> Executed {
         let started_at = Utc::now();
-        let claimed = tokio::select! {
-            claimed = self.claim(&task, started_at, redelivered) => claimed,
-            _ = self.abandon.cancelled() => Err(Error::ShuttingDown),
+        let claimed = match source {
+            Source::Eager => Ok(Claim::Granted),
+            Source::Shared => tokio::select! {
+                claimed = self.claim(&task, started_at, redelivered || task.eager) => claimed,
+                _ = self.abandon.cancelled() => Err(Error::ShuttingDown),
+            },
         };
         match claimed {
             Ok(Claim::Granted) => {}
@@ -172,7 +181,7 @@ impl Shared {
                 return Executed::Done(Disposition::Requeue);
             }
         }
-        Executed::Done(self.run_claimed(handler, task, started_at).await)
+        Executed::Done(self.run_claimed(handler, task, started_at, source).await)
     }
 
     /// [`Shared::execute`] once the attempt is this worker's.
@@ -181,9 +190,14 @@ impl Shared {
         handler: BoxedHandler,
         task: ActivityTask,
         started_at: DateTime<Utc>,
+        source: Source,
     ) -> Disposition {
         self.stats.incr(Counter::Started);
-        let start_report = self.report_started(&task, started_at);
+        // The run has an eager attempt IN_PROGRESS from its dispatch.
+        let start_report = match source {
+            Source::Shared => self.report_started(&task, started_at),
+            Source::Eager => None,
+        };
         let clock = std::time::Instant::now();
         let (workflow_id, run_id, reply_to) =
             (task.workflow_id.clone(), task.run_id, task.reply_to.clone());
@@ -272,6 +286,7 @@ impl Shared {
                     output,
                     worker_id,
                     started_at: Some(started_at),
+                    eager: self.eager_offer(),
                 };
                 (Command::ActivityCompleted(done), Counter::Completed)
             }
@@ -287,10 +302,23 @@ impl Shared {
                     output: serde_json::Value::Null,
                     worker_id,
                     started_at: Some(started_at),
+                    eager: self.eager_offer(),
                 };
                 (Command::ActivityFailed(failed), Counter::Failed)
             }
         }
+    }
+
+    /// This process's offer to run the run's next activity, sent with a result: none
+    /// without eager queues, and none once it is shutting down (a task sent to it now
+    /// would wait out its time in the eager queue before another worker got it).
+    fn eager_offer(&self) -> Option<EagerOffer> {
+        let eager = self.eager.as_ref()?;
+        (!self.stop.is_cancelled()).then(|| EagerOffer {
+            queue_prefix: eager.prefix.clone(),
+            task_names: eager.task_names.clone(),
+            offered_at: Utc::now(),
+        })
     }
 
     /// The heartbeat service stopped the attempt: the handler gets `stop_grace` to return

@@ -57,6 +57,25 @@ struct Shared {
     start_report_after: Duration,
     /// `weft_worker_claims_deferred`: tasks over their task's limit, given back later.
     deferred: prometheus_client::metrics::counter::Counter,
+    /// This process's eager queues, when it has them: offered with each result.
+    eager: Option<EagerQueues>,
+}
+
+/// A worker process's eager queues (docs/eager-dispatch.md).
+struct EagerQueues {
+    /// `<ns>.eager.<instance>`.
+    prefix: String,
+    /// The task names with a queue under it.
+    task_names: Vec<String>,
+}
+
+/// Where a delivery came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Source {
+    /// A task's shared queue: the attempt is claimed before it runs.
+    Shared,
+    /// This process's eager queue: the decider claimed the attempt for it.
+    Eager,
 }
 
 pub(super) async fn run(
@@ -72,6 +91,7 @@ pub(super) async fn run(
         heartbeat,
         stop_grace,
         start_report_after,
+        eager,
         metrics,
     } = worker;
     if handlers.is_empty() {
@@ -92,6 +112,10 @@ pub(super) async fn run(
     for task_name in handlers.keys() {
         bus.declare_activity_queue(task_name).await?;
     }
+    let eager = match eager {
+        true => eager_queues(&bus, &names, handlers.keys()).await,
+        false => None,
+    };
 
     // Beats until the very end: draining activities still need them.
     let heartbeats = Heartbeats::new(heartbeat, &metrics);
@@ -121,6 +145,7 @@ pub(super) async fn run(
             "weft_worker_claims_deferred",
             "Activity tasks the heartbeat service deferred (over their task's limit), given back to their queue",
         ),
+        eager,
     });
     let opts = ConsumeOptions {
         prefetch: u16::try_from(concurrency).unwrap_or(u16::MAX),
@@ -129,13 +154,21 @@ pub(super) async fn run(
     let mut queues = Vec::with_capacity(handlers.len());
     let mut consumers = Vec::with_capacity(handlers.len());
     for (task_name, handler) in handlers {
-        let queue = names.activity_queue(&task_name);
-        let state = Arc::clone(&shared);
-        let on_delivery = move |delivery: Delivery| {
-            Arc::clone(&state).handle(task_name.clone(), Arc::clone(&handler), delivery)
-        };
-        consumers.push(bus.consume(&queue, opts, on_delivery, shared.stop.clone()));
-        queues.push(queue);
+        let mut sources = vec![(names.activity_queue(&task_name), Source::Shared)];
+        if let Some(eager) = &shared.eager {
+            if let Some(queue) = names.eager_queue(&eager.prefix, &task_name) {
+                sources.push((queue, Source::Eager));
+            }
+        }
+        for (queue, source) in sources {
+            let state = Arc::clone(&shared);
+            let (task_name, handler) = (task_name.clone(), Arc::clone(&handler));
+            let on_delivery = move |delivery: Delivery| {
+                Arc::clone(&state).handle(task_name.clone(), Arc::clone(&handler), delivery, source)
+            };
+            consumers.push(bus.consume(&queue, opts, on_delivery, shared.stop.clone()));
+            queues.push(queue);
+        }
     }
     tracing::info!(
         worker_id = %shared.worker_id,
@@ -160,6 +193,37 @@ pub(super) async fn run(
         Some(queue) => Err(Error::Bus(format!("consumer of {queue} stopped"))),
         None => Ok(()),
     }
+}
+
+/// Declares this process's eager queue of every task it runs; none (with a warning) when
+/// the bus or the broker's permissions do not allow them: the worker then works as
+/// before, each task claimed from its shared queue.
+async fn eager_queues<'a>(
+    bus: &Bus,
+    names: &Names,
+    task_names: impl Iterator<Item = &'a String>,
+) -> Option<EagerQueues> {
+    let prefix = names.eager_prefix(&uuid::Uuid::new_v4().simple().to_string());
+    let mut declared = Vec::new();
+    for task_name in task_names {
+        match bus.declare_eager_queue(&prefix, task_name).await {
+            Ok(_) => declared.push(task_name.clone()),
+            // The in-process bus of `weft dev` has none: nothing to warn about.
+            Err(e @ crate::Error::Config(_)) => {
+                tracing::debug!(error = %e, "no eager dispatch on this bus");
+                return None;
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, task_name = %task_name,
+                    "no eager dispatch for this worker: every task is claimed from its shared queue (docs/eager-dispatch.md)");
+                return None;
+            }
+        }
+    }
+    Some(EagerQueues {
+        prefix,
+        task_names: declared,
+    })
 }
 
 /// Waits for shutdown, logging the counters now and then; returns the index of a consumer
@@ -227,6 +291,7 @@ impl Shared {
         task_name: String,
         handler: BoxedHandler,
         delivery: Delivery,
+        source: Source,
     ) -> Disposition {
         if self.stop.is_cancelled() {
             self.stats.incr(Counter::Requeued);
@@ -274,7 +339,7 @@ impl Shared {
         );
         crate::telemetry::set_parent(&span, delivery.traceparent.as_deref());
         let executed = self
-            .execute(handler, task, delivery.redelivered)
+            .execute(handler, task, delivery.redelivered, source)
             .instrument(span)
             .await;
         drop(slot);

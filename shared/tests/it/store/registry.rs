@@ -64,6 +64,7 @@ fn attempt_row(
         reason: reason.map(str::to_owned),
         timeout_seconds: timeout,
         limits: Default::default(),
+        worker_id: None,
     }
 }
 

@@ -302,6 +302,7 @@ fn attempt_check(wf: &str, run_id: Uuid, task_id: Uuid) -> AttemptCheck {
         reason: None,
         timeout_seconds: 30,
         limits: Default::default(),
+        worker_id: None,
     }
 }
 

@@ -105,6 +105,7 @@ impl Decider {
             reply_to: Names::shard_key(REPLY_SHARD),
             scheduled_at: Utc::now(),
             response_timeout_seconds: 0,
+            eager: false,
         }
     }
 

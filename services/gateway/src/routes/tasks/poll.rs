@@ -268,7 +268,9 @@ async fn hand_out(
     let worker_id = worker.unwrap_or("http-worker").to_owned();
     let claim = ClaimAttempt {
         started: AttemptStarted::of(&task, &worker_id, started_at),
-        takeover: taken.delivery.redelivered,
+        // A task that waited out a worker's eager queue is claimed for that worker already
+        // (docs/eager-dispatch.md): taken over, as a redelivered one.
+        takeover: taken.delivery.redelivered || task.eager,
     };
     match state.registry.claim(&claim).await {
         Ok(outcome) if outcome.claimed => {}

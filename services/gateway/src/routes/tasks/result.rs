@@ -314,6 +314,8 @@ async fn publish(
             output,
             worker_id,
             started_at: t.start_time,
+            // HTTP pollers take tasks from the shared queues (Conductor's poll).
+            eager: None,
         }),
         _ => Command::ActivityCompleted(ActivityCompleted {
             task_id: t.task_id,
@@ -322,6 +324,8 @@ async fn publish(
             output,
             worker_id,
             started_at: t.start_time,
+            // HTTP pollers take tasks from the shared queues (Conductor's poll).
+            eager: None,
         }),
     };
     let envelope = Envelope::new(&t.workflow_id, Some(t.run_id), &command)?;

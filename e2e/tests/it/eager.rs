@@ -1,0 +1,112 @@
+//! Eager dispatch over real processes (docs/eager-dispatch.md): the worker that sends a
+//! result is sent the run's next activity already claimed for it, on its own queue; and
+//! when that worker dies with the task, the task moves on to its shared queue, where
+//! another worker takes it over.
+
+use serde_json::json;
+use weft_e2e::{poll_until, EnvOptions, Service, Suite, TestEnv};
+
+use crate::heartbeats::{slow_worker, TASK};
+use crate::RUN_TIMEOUT;
+
+/// The registry row of the workflow's task `task_ref`: its status and worker.
+async fn attempt(suite: &Suite, workflow_id: &str, task_ref: &str) -> Option<(String, String)> {
+    sqlx::query_as(
+        "SELECT status, coalesce(worker_id, '') FROM task_check
+         WHERE workflow_id = $1 AND task_ref = $2 ORDER BY attempt DESC LIMIT 1",
+    )
+    .bind(workflow_id)
+    .bind(task_ref)
+    .fetch_optional(suite.env().pool())
+    .await
+    .expect("read task_check")
+}
+
+/// Activities the suite's decider dispatched eagerly (`weft_decider_eager_dispatches`).
+async fn eager_dispatches(suite: &Suite) -> u64 {
+    let addr = suite.proc(suite.first(Service::Decider)).addr;
+    let text = reqwest::get(format!("http://{addr}/metrics"))
+        .await
+        .and_then(|r| r.error_for_status())
+        .expect("the decider's /metrics")
+        .text()
+        .await
+        .expect("the decider's /metrics");
+    text.lines()
+        .find_map(|l| l.strip_prefix("weft_decider_eager_dispatches_total "))
+        .map_or(0, |v| v.trim().parse().expect("a counter"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_sent_eagerly_to_a_worker_that_dies_moves_on_to_another_worker() {
+    let mut env = TestEnv::create(EnvOptions::default()).await.unwrap();
+    env.activity_queues.push(env.names().activity_queue(TASK));
+    let mut suite = Suite::start_with(env, &Service::CORE).await.unwrap();
+    let client = suite.client();
+    // No task definition: the heartbeat timeout is the default hour, so nothing but
+    // the eager queue's expiry can bring the second task to another worker in time.
+    client
+        .register(&json!({"name": "eager_wf", "version": 1, "tasks": [
+            {"name": TASK, "taskReferenceName": "first", "type": "SIMPLE",
+             "inputParameters": {"ms": 0}},
+            {"name": TASK, "taskReferenceName": "second", "type": "SIMPLE",
+             "inputParameters": {"ms": 3000}}]}))
+        .await
+        .unwrap();
+
+    let mut first = slow_worker(&suite, "worker-a");
+    let id = client.start("eager_wf", json!({})).await.unwrap();
+    // The second task went to worker-a with its first result, claimed for it at once.
+    poll_until(
+        RUN_TIMEOUT,
+        std::time::Duration::from_millis(20),
+        || "the second task was never dispatched to worker-a".into(),
+        || async {
+            Ok(attempt(&suite, &id, "second")
+                .await
+                .filter(|(status, worker)| status == "RUNNING" && worker == "worker-a"))
+        },
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        eager_dispatches(&suite).await,
+        1,
+        "the second task was not claimed"
+    );
+    let wf = client.get(&id).await.unwrap();
+    let second = &wf["tasks"][1];
+    assert_eq!(second["status"], json!("IN_PROGRESS"), "{wf}");
+    assert_eq!(second["workerId"], json!("worker-a"), "{wf}");
+    let history = client.history(&id).await.unwrap();
+    assert!(
+        history.iter().any(|e| e.kind == "TaskStarted"),
+        "the eager dispatch is recorded as the task's start: {history:?}"
+    );
+
+    // worker-a dies in the middle of it; worker-b gets it from the task's shared queue
+    // once it has waited out the eager queue, takes the attempt over and completes it.
+    first.kill().await.unwrap();
+    let mut second_worker = slow_worker(&suite, "worker-b");
+    let wf = client
+        .wait_for_status(&id, &["COMPLETED"], RUN_TIMEOUT)
+        .await
+        .unwrap();
+    assert_eq!(wf["output"]["worker"], json!("worker-b"), "{wf}");
+    assert_eq!(wf["tasks"][1]["workerId"], json!("worker-b"), "{wf}");
+    assert_eq!(
+        wf["tasks"][1]["retryCount"],
+        json!(0),
+        "one attempt, taken over: {wf}"
+    );
+    assert_eq!(
+        attempt(&suite, &id, "second").await,
+        Some(("COMPLETED".to_owned(), "worker-b".to_owned()))
+    );
+
+    second_worker
+        .terminate(std::time::Duration::from_secs(20))
+        .await
+        .unwrap();
+    suite.stop_all().await.unwrap();
+}
