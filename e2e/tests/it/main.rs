@@ -5,6 +5,7 @@
 
 mod activities;
 mod bad_input;
+mod broker_failover;
 mod budget;
 mod children;
 mod cli;

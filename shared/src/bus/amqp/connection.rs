@@ -18,8 +18,14 @@ use crate::bus::backoff::Backoff;
 use crate::topology::Names;
 use crate::{Error, Result};
 
-/// One connection attempt (TCP, handshake, declarations) may take this long.
+/// One connection attempt's declarations may take this long (and each broker of the
+/// list [`PER_BROKER_TIMEOUT`] to answer before them).
 const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// How long one broker of the list gets to accept the connection (TCP and handshake)
+/// before the next is tried: a node that is down refuses at once, one cut off by the
+/// network does not answer at all.
+const PER_BROKER_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Callers arriving within this long of a failed attempt share its failure instead of
 /// each hammering a broker that is down.
@@ -87,7 +93,11 @@ pub(crate) struct Link {
     pub(crate) names: Names,
     pub(crate) connection_name: String,
     pub(crate) role: Role,
-    url: String,
+    /// The brokers to try, in order (`WEFT_AMQP_URL`: one URL, or several separated by
+    /// commas — the nodes of a cluster).
+    urls: Vec<String>,
+    /// The broker of the last connection: tried first next time.
+    preferred: std::sync::atomic::AtomicUsize,
     current: RwLock<Option<Arc<Session>>>,
     /// Held while (re)connecting so that concurrent callers make one attempt, not many.
     /// Guarded by the lock: when the last attempt failed, and why.
@@ -120,7 +130,8 @@ impl Link {
             names,
             connection_name,
             role,
-            url: url.to_owned(),
+            urls: broker_urls(url),
+            preferred: std::sync::atomic::AtomicUsize::new(0),
             current: RwLock::new(None),
             reconnect: tokio::sync::Mutex::new(None),
             declared: Mutex::new(Declared::new()),
@@ -159,11 +170,12 @@ impl Link {
                 return Err(Failure::Transient(Error::Bus(why.clone())));
             }
         }
-        let opened = tokio::time::timeout(ATTEMPT_TIMEOUT, self.open())
+        let limit = ATTEMPT_TIMEOUT + PER_BROKER_TIMEOUT * self.urls.len() as u32;
+        let opened = tokio::time::timeout(limit, self.open())
             .await
             .unwrap_or_else(|_| {
                 Err(Failure::Transient(Error::Bus(format!(
-                    "connecting to the broker took longer than {ATTEMPT_TIMEOUT:?}"
+                    "connecting to the broker took longer than {limit:?}"
                 ))))
             });
         let session = match opened {
@@ -180,7 +192,8 @@ impl Link {
             .unwrap_or_else(|e| e.into_inner())
             .replace(session.clone());
         drop(old);
-        tracing::info!(connection = %self.connection_name, "connected to the broker");
+        let broker = self.urls[self.preferred.load(std::sync::atomic::Ordering::Relaxed)].as_str();
+        tracing::info!(connection = %self.connection_name, broker = %broker_of(broker), "connected to the broker");
         Ok(session)
     }
 
@@ -225,11 +238,7 @@ impl Link {
     /// Connects and declares the core topology (a client: finds the core exchanges)
     /// plus every queue declared so far.
     async fn open(&self) -> Result<Session, Failure> {
-        let props = ConnectionProperties::default()
-            .with_connection_name(self.connection_name.clone().into());
-        let conn = Connection::connect(&self.url, props)
-            .await
-            .map_err(|e| Failure::Transient(Error::Bus(format!("connect: {e}"))))?;
+        let conn = self.connect().await?;
         let declared = self.declared().clone();
         if let Err(e) = declare::core(&conn, &self.names, self.role, &declared).await {
             let _ = conn.close(200, "declaration failed".into()).await;
@@ -256,6 +265,43 @@ impl Link {
         })
     }
 
+    /// A connection to the first broker of the list that accepts one, starting with the
+    /// one of the last connection; the list's failures, each named by its broker (never
+    /// its credentials), when none does.
+    async fn connect(&self) -> Result<Connection, Failure> {
+        use std::sync::atomic::Ordering;
+        let first = self.preferred.load(Ordering::Relaxed);
+        let mut failures = Vec::new();
+        for i in 0..self.urls.len() {
+            let k = (first + i) % self.urls.len();
+            let props = ConnectionProperties::default()
+                .with_connection_name(self.connection_name.clone().into());
+            let broker = broker_of(&self.urls[k]);
+            match tokio::time::timeout(
+                PER_BROKER_TIMEOUT,
+                Connection::connect(&self.urls[k], props),
+            )
+            .await
+            {
+                Ok(Ok(conn)) => {
+                    if k != first {
+                        tracing::info!(%broker, "failing over to the next broker of WEFT_AMQP_URL");
+                    }
+                    self.preferred.store(k, Ordering::Relaxed);
+                    return Ok(conn);
+                }
+                Ok(Err(e)) => failures.push(format!("{broker}: {e}")),
+                Err(_) => {
+                    failures.push(format!("{broker}: no answer within {PER_BROKER_TIMEOUT:?}"))
+                }
+            }
+        }
+        Err(Failure::Transient(Error::Bus(format!(
+            "connect: {}",
+            failures.join("; ")
+        ))))
+    }
+
     /// Closes the current connection; the next use reconnects.
     pub(crate) async fn force_disconnect(&self) {
         if let Some(session) = self.current() {
@@ -267,5 +313,46 @@ impl Link {
                 tracing::debug!(error = %e, "closing the connection on request failed");
             }
         }
+    }
+}
+
+/// The brokers of `WEFT_AMQP_URL`: one URL, or several separated by commas (the nodes of
+/// a cluster; a comma inside a URL is written `%2C`). Blank entries are left out.
+pub(crate) fn broker_urls(url: &str) -> Vec<String> {
+    let urls: Vec<String> = url
+        .split(',')
+        .map(str::trim)
+        .filter(|u| !u.is_empty())
+        .map(str::to_owned)
+        .collect();
+    match urls.is_empty() {
+        true => vec![url.to_owned()],
+        false => urls,
+    }
+}
+
+/// `host:port` of a broker URL, for logs and errors: never its user or password.
+pub(crate) fn broker_of(url: &str) -> String {
+    match url.parse::<lapin::uri::AMQPUri>() {
+        Ok(uri) => format!("{}:{}", uri.authority.host, uri.authority.port),
+        Err(_) => "an unparsable AMQP URL".to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_list_of_brokers_is_split_on_commas_and_named_without_credentials() {
+        let urls = broker_urls("amqp://u:secret@a:5672/%2f, amqp://u:secret@b:5673/%2f,");
+        assert_eq!(
+            urls,
+            ["amqp://u:secret@a:5672/%2f", "amqp://u:secret@b:5673/%2f"]
+        );
+        assert_eq!(broker_of(&urls[1]), "b:5673");
+        assert_eq!(broker_urls("amqp://a"), ["amqp://a"]);
+        assert!(!broker_of("amqp://u:secret@a:5672/%2f").contains("secret"));
+        assert_eq!(broker_of("not a url"), "an unparsable AMQP URL");
     }
 }
