@@ -110,7 +110,8 @@ fn task_id(attributes: &Value) -> String {
 }
 
 /// Effects the soak counted itself: each completed activity of its own worker ran at
-/// least once; each HTTP run's server was called at least once.
+/// least once; each HTTP run's server was called at least once; each reset run's
+/// rollback hook called the server at least once.
 fn check_effects(effects: &Effects, kind: Kind, n: u64, wf: &Value) -> Vec<String> {
     let mut problems = Vec::new();
     let tasks = wf["tasks"].as_array().cloned().unwrap_or_default();
@@ -125,6 +126,12 @@ fn check_effects(effects: &Effects, kind: Kind, n: u64, wf: &Value) -> Vec<Strin
         }
         Kind::Http if effects.executions(&format!("http:{n}")) == 0 => {
             problems.push("the HTTP task COMPLETED but the server was never called".into());
+        }
+        Kind::Reset => {
+            let id = wf["workflowId"].as_str().unwrap_or_default();
+            if effects.executions(&format!("hook:{id}")) == 0 {
+                problems.push("reset, but its rollback hook never called the server".into());
+            }
         }
         _ => {}
     }

@@ -72,7 +72,8 @@ impl Effects {
     }
 
     /// Serves `GET /call/{n}` on a free port of 127.0.0.1 until `shutdown`: counts the
-    /// call under `http:{n}` and answers `{"key": n}`.
+    /// call under `http:{n}` and answers `{"key": n}`. `POST /hook` (a rollback hook) is
+    /// counted under `hook:{workflowId}` of its event document.
     pub async fn serve_http(&self, shutdown: CancellationToken) -> anyhow::Result<SocketAddr> {
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
@@ -90,28 +91,66 @@ impl Effects {
                 tokio::spawn(async move {
                     let mut request = Vec::new();
                     let mut buf = [0u8; 2048];
-                    // The request line and headers (a GET has no body).
+                    // The request line and headers; a hook's body follows.
                     while !request.windows(4).any(|w| w == b"\r\n\r\n") {
                         match stream.read(&mut buf).await {
                             Ok(0) | Err(_) => return,
                             Ok(n) => request.extend_from_slice(&buf[..n]),
                         }
                     }
-                    let line = String::from_utf8_lossy(&request);
-                    let key = line
+                    let head_end = request
+                        .windows(4)
+                        .position(|w| w == b"\r\n\r\n")
+                        .map_or(request.len(), |i| i + 4);
+                    let head = String::from_utf8_lossy(&request[..head_end]).into_owned();
+                    let path = head
                         .split_whitespace()
                         .nth(1)
-                        .and_then(|path| path.strip_prefix("/call/"))
-                        .and_then(|n| n.parse::<u64>().ok());
-                    let (status, body) = match key {
-                        Some(n) => {
-                            effects.count(format!("http:{n}"));
-                            ("200 OK", json!({"key": n}).to_string())
+                        .unwrap_or_default()
+                        .to_owned();
+                    let (status, body) = if path == "/hook" {
+                        // A rollback hook: its event document names the workflow.
+                        let length = head
+                            .lines()
+                            .find_map(|l| {
+                                let (name, value) = l.split_once(':')?;
+                                name.eq_ignore_ascii_case("content-length")
+                                    .then(|| value.trim().parse::<usize>().ok())?
+                            })
+                            .unwrap_or(0);
+                        let mut body = request[head_end..].to_vec();
+                        while body.len() < length {
+                            match stream.read(&mut buf).await {
+                                Ok(0) | Err(_) => return,
+                                Ok(n) => body.extend_from_slice(&buf[..n]),
+                            }
                         }
-                        None => (
-                            "404 Not Found",
-                            json!({"error": "no such call"}).to_string(),
-                        ),
+                        let event: serde_json::Value =
+                            serde_json::from_slice(&body).unwrap_or_default();
+                        match event["workflowId"].as_str() {
+                            Some(wf) => {
+                                effects.count(format!("hook:{wf}"));
+                                ("200 OK", json!({"ok": true}).to_string())
+                            }
+                            None => (
+                                "400 Bad Request",
+                                json!({"error": "no workflowId"}).to_string(),
+                            ),
+                        }
+                    } else {
+                        match path
+                            .strip_prefix("/call/")
+                            .and_then(|n| n.parse::<u64>().ok())
+                        {
+                            Some(n) => {
+                                effects.count(format!("http:{n}"));
+                                ("200 OK", json!({"key": n}).to_string())
+                            }
+                            None => (
+                                "404 Not Found",
+                                json!({"error": "no such call"}).to_string(),
+                            ),
+                        }
                     };
                     let response = format!(
                         "HTTP/1.1 {status}\r\nContent-Type: application/json\r\n\

@@ -298,39 +298,11 @@ async fn drive(
         }
     };
     record.workflow_id = Some(id.clone());
-    if let Some((after, interaction)) = kind.interaction() {
+    for (after, interaction) in kind.interactions() {
         tokio::time::sleep(after).await;
-        let (method, path, body) = match interaction {
-            Interaction::Signal => (
-                reqwest::Method::POST,
-                format!("/api/workflow/{id}/signal/go"),
-                Some(json!({"approved": true})),
-            ),
-            Interaction::Terminate => (
-                reqwest::Method::DELETE,
-                format!("/api/workflow/{id}?reason=soak"),
-                None,
-            ),
-        };
-        loop {
-            let body = body
-                .as_ref()
-                .map(|b| ("application/json", b.to_string().into_bytes()));
-            match client.raw(method.clone(), &path, body).await {
-                Ok(resp) if (200..300).contains(&resp.status) => break,
-                Ok(resp) if resp.status < 500 && resp.status != 429 => {
-                    record.problem = Some(format!(
-                        "{interaction:?} refused {}: {}",
-                        resp.status, resp.text
-                    ));
-                    return record;
-                }
-                _ if Instant::now() > give_up => {
-                    record.problem = Some(format!("{interaction:?} never accepted"));
-                    return record;
-                }
-                _ => tokio::time::sleep(Duration::from_millis(250)).await,
-            }
+        if let Err(problem) = interact(&client, &id, interaction, give_up).await {
+            record.problem = Some(problem);
+            return record;
         }
     }
     loop {
@@ -351,6 +323,86 @@ async fn drive(
             return record;
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// Sends `interaction` for run `id`, retried while the gateway is down or overloaded; a
+/// reset waits until the task it goes back to has completed (a reset to a task still
+/// running would roll back nothing).
+async fn interact(
+    client: &Client,
+    id: &str,
+    interaction: Interaction,
+    give_up: Instant,
+) -> Result<(), String> {
+    let (method, path, body) = match interaction {
+        Interaction::Signal => (
+            reqwest::Method::POST,
+            format!("/api/workflow/{id}/signal/go"),
+            Some(json!({"approved": true})),
+        ),
+        Interaction::Terminate => (
+            reqwest::Method::DELETE,
+            format!("/api/workflow/{id}?reason=soak"),
+            None,
+        ),
+        Interaction::Reset => (
+            reqwest::Method::POST,
+            format!("/api/workflow/{id}/reset"),
+            Some(json!({"taskRef": "n1", "reason": "soak"})),
+        ),
+    };
+    if interaction == Interaction::Reset {
+        loop {
+            let done = client.try_get(id).await.ok().flatten().is_some_and(|wf| {
+                wf["tasks"].as_array().is_some_and(|tasks| {
+                    tasks
+                        .iter()
+                        .any(|t| t["referenceTaskName"] == "n1" && t["status"] == "COMPLETED")
+                })
+            });
+            if done {
+                break;
+            }
+            if Instant::now() > give_up {
+                return Err("the task to reset to never completed".into());
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    let mut retry = false;
+    loop {
+        if retry && interaction == Interaction::Reset && reset_already(client, id).await {
+            // The earlier request was applied; only its answer was lost.
+            return Ok(());
+        }
+        retry = true;
+        let body = body
+            .as_ref()
+            .map(|b| ("application/json", b.to_string().into_bytes()));
+        match client.raw(method.clone(), &path, body).await {
+            Ok(resp) if (200..300).contains(&resp.status) => return Ok(()),
+            Ok(resp) if resp.status < 500 && resp.status != 429 => {
+                return Err(format!(
+                    "{interaction:?} refused {}: {}",
+                    resp.status, resp.text
+                ))
+            }
+            _ if Instant::now() > give_up => return Err(format!("{interaction:?} never accepted")),
+            _ => tokio::time::sleep(Duration::from_millis(250)).await,
+        }
+    }
+}
+
+/// Whether run `id` has been reset: its chain of runs holds a successor.
+async fn reset_already(client: &Client, id: &str) -> bool {
+    let path = format!("/api/workflow/{id}/runs");
+    match client.raw(reqwest::Method::GET, &path, None).await {
+        Ok(resp) if resp.status == 200 => serde_json::from_str::<serde_json::Value>(&resp.text)
+            .ok()
+            .and_then(|runs| runs.as_array().map(Vec::len))
+            .is_some_and(|n| n >= 2),
+        _ => false,
     }
 }
 

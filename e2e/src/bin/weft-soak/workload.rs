@@ -29,11 +29,15 @@ pub enum Kind {
     Heartbeat,
     /// A run waiting on a signal, terminated by the operator instead.
     Terminate,
+    /// A run reset by the operator to its first activity once that completed: the
+    /// activity's awaited rollback hook calls the soak's HTTP server, the new run does it
+    /// again and waits for a signal, which completes it.
+    Reset,
 }
 
 impl Kind {
     /// Every kind, in the order the soak cycles through them.
-    pub const ALL: [Kind; 10] = [
+    pub const ALL: [Kind; 11] = [
         Kind::Sequence,
         Kind::Fork,
         Kind::Loop,
@@ -44,6 +48,7 @@ impl Kind {
         Kind::Retry,
         Kind::Heartbeat,
         Kind::Terminate,
+        Kind::Reset,
     ];
 
     /// The workflow it starts.
@@ -58,6 +63,7 @@ impl Kind {
             Kind::Http => "soak_http",
             Kind::Retry => "soak_retry",
             Kind::Heartbeat => "soak_heartbeat",
+            Kind::Reset => "soak_reset",
         }
     }
 
@@ -77,12 +83,14 @@ impl Kind {
         }
     }
 
-    /// What the soak does to a started run, and when.
-    pub fn interaction(self) -> Option<(Duration, Interaction)> {
+    /// What the soak does to a started run, in order, each after its pause.
+    pub fn interactions(self) -> Vec<(Duration, Interaction)> {
+        let soon = Duration::from_millis(300);
         match self {
-            Kind::Signal => Some((Duration::from_millis(300), Interaction::Signal)),
-            Kind::Terminate => Some((Duration::from_millis(300), Interaction::Terminate)),
-            _ => None,
+            Kind::Signal => vec![(soon, Interaction::Signal)],
+            Kind::Terminate => vec![(soon, Interaction::Terminate)],
+            Kind::Reset => vec![(soon, Interaction::Reset), (soon, Interaction::Signal)],
+            _ => Vec::new(),
         }
     }
 }
@@ -94,6 +102,8 @@ pub enum Interaction {
     Signal,
     /// `DELETE /api/workflow/{id}?reason=soak`.
     Terminate,
+    /// `POST /api/workflow/{id}/reset` to the task `n1`, once it has completed.
+    Reset,
 }
 
 /// The task definitions the soak's activities run under: every attempt of an example
@@ -144,6 +154,14 @@ pub fn definitions(http_addr: std::net::SocketAddr) -> Vec<Value> {
             {"name": "make_name", "taskReferenceName": "n", "type": "SIMPLE",
              "inputParameters": {"first": "${workflow.input.first}"}}],
          "outputParameters": {"approved": "${go.output.approved}", "name": "${n.output.name}"}}),
+        json!({"name": "soak_reset", "version": 1, "tasks": [
+            {"name": "make_name", "taskReferenceName": "n1", "type": "SIMPLE",
+             "inputParameters": {"first": "${workflow.input.first}"},
+             "hooks": {"onRollback": {"url": format!("http://{http_addr}/hook"), "await": true}}},
+            {"name": "go", "taskReferenceName": "go", "type": "WAIT"},
+            {"name": "make_name", "taskReferenceName": "n2", "type": "SIMPLE",
+             "inputParameters": {"first": "${n1.output.name}"}}],
+         "outputParameters": {"approved": "${go.output.approved}", "name": "${n2.output.name}"}}),
         json!({"name": "soak_timer", "version": 1, "tasks": [
             {"name": "nap", "taskReferenceName": "nap", "type": "WAIT",
              "inputParameters": {"duration": "2s"}},
@@ -184,6 +202,7 @@ pub fn check_output(kind: Kind, n: u64, wf: &Value) -> Result<(), String> {
         Kind::Retry => output["attempt"].as_i64().is_some_and(|a| a >= 2),
         Kind::Heartbeat => output["done"] == true,
         Kind::Terminate => true,
+        Kind::Reset => output["approved"] == true && output["name"] == format!("{name} Weft"),
     };
     match ok {
         true => Ok(()),
