@@ -252,8 +252,8 @@ impl Suite {
     /// it is ready. The gateway keeps its address; other services get a new admin port.
     pub async fn restart(&mut self, id: ProcId) -> anyhow::Result<()> {
         self.procs[id.0].kill().await?;
-        let service = self.procs[id.0].service;
-        self.procs[id.0] = self.launch(service)?;
+        let (service, addr) = (self.procs[id.0].service, self.procs[id.0].addr);
+        self.procs[id.0] = self.launch_at(service, Some(addr))?;
         self.wait_ready(id).await
     }
 
@@ -339,6 +339,16 @@ impl Suite {
         &self.client
     }
 
+    /// The base URL of every gateway of the suite, the first one's first (a suite may run
+    /// several replicas, as behind a load balancer).
+    pub fn gateway_urls(&self) -> Vec<String> {
+        self.procs
+            .iter()
+            .filter(|p| p.service == Service::Gateway)
+            .map(|p| format!("http://{}", p.addr))
+            .collect()
+    }
+
     /// The gateway's base URL, e.g. `http://127.0.0.1:40123`.
     pub fn gateway_url(&self) -> String {
         format!("http://{}", self.gateway_addr)
@@ -372,11 +382,22 @@ impl Suite {
     }
 
     fn launch(&mut self, service: Service) -> anyhow::Result<Proc> {
+        self.launch_at(service, None)
+    }
+
+    /// Starts `service`; a gateway restarted (`addr`: its address before) keeps it.
+    fn launch_at(&mut self, service: Service, addr: Option<SocketAddr>) -> anyhow::Result<Proc> {
         let n = self.spawned.entry(service).or_insert(0);
         *n += 1;
         let log_path = self.log_dir.join(format!("{}-{n}.log", service.name()));
-        let addr = match service {
-            Service::Gateway | Service::Dev => self.gateway_addr,
+        let first_gateway = !self
+            .procs
+            .iter()
+            .any(|p| p.service == service && p.addr == self.gateway_addr);
+        let addr = match (service, addr) {
+            (Service::Gateway | Service::Dev, Some(addr)) => addr,
+            // The first gateway listens on the suite's address; more get their own.
+            (Service::Gateway | Service::Dev, None) if first_gateway => self.gateway_addr,
             _ => free_port()?,
         };
         let binary = binary_path(&self.bin_dir, service)?;
@@ -416,7 +437,13 @@ impl Suite {
             ("WEFT_AMQP_URL".to_owned(), env.amqp_url.clone()),
             ("WEFT_NAMESPACE".to_owned(), env.namespace.clone()),
             ("WEFT_SHARDS".to_owned(), env.options.shards.to_string()),
-            ("WEFT_HTTP_ADDR".to_owned(), self.gateway_addr.to_string()),
+            (
+                "WEFT_HTTP_ADDR".to_owned(),
+                match service {
+                    Service::Gateway | Service::Dev => addr.to_string(),
+                    _ => self.gateway_addr.to_string(),
+                },
+            ),
             (
                 "RUST_LOG".to_owned(),
                 std::env::var("RUST_LOG").unwrap_or_else(|_| "info".into()),

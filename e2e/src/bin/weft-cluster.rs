@@ -1,7 +1,7 @@
 //! `weft-cluster [--replicas N] [--own-servers]`: the production shape on this machine, as
-//! processes (binaries next to this one, or `WEFT_BIN_DIR`) — one gateway, and `N`
-//! (default 2) replicas each of the decider, history, heartbeat, example worker and HTTP
-//! worker — in a fresh database and namespace, until Ctrl-C or SIGTERM; then every process
+//! processes (binaries next to this one, or `WEFT_BIN_DIR`) — `N` (default 2) replicas
+//! each of the gateway (each on its own address), the decider, history, heartbeat,
+//! example worker and HTTP worker — in a fresh database and namespace, until Ctrl-C or SIGTERM; then every process
 //! is stopped with SIGTERM and the database and namespace are removed.
 //!
 //! By default it runs on the local PostgreSQL, RabbitMQ and Redis (`WEFT_E2E_PG_URL`,
@@ -64,7 +64,7 @@ async fn main() -> anyhow::Result<()> {
         .register_overwrite(&greet::definition())
         .await?;
 
-    println!("Weft cluster up: {}", suite.gateway_url());
+    println!("Weft cluster up: {}", suite.gateway_urls().join(", "));
     println!("  database  {database}");
     println!("  namespace {namespace}");
     for id in procs {

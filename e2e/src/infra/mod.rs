@@ -50,12 +50,14 @@ impl Servers {
     }
 }
 
-/// The cluster shape: one gateway (stateless: more go behind a load balancer), then
-/// `replicas` each of the decider, history, heartbeat, example worker and HTTP worker.
+/// The cluster shape: `replicas` each of the gateway (each on its own address, as
+/// behind a load balancer), the decider, history, heartbeat, example worker and HTTP
+/// worker.
 pub fn cluster_shape(replicas: usize) -> Vec<crate::Service> {
     use crate::Service;
-    let mut shape = vec![Service::Gateway];
+    let mut shape = Vec::new();
     for service in [
+        Service::Gateway,
         Service::Decider,
         Service::History,
         Service::Heartbeat,

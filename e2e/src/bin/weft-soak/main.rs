@@ -119,7 +119,7 @@ async fn main() -> anyhow::Result<()> {
     let shape = cluster_shape(args.replicas);
     suite.spawn_all(&shape).await?;
     eprintln!(
-        "soak: {} replicas of every service (one gateway), logs in {}",
+        "soak: {} replicas of every service, logs in {}",
         args.replicas,
         suite.log_dir().display()
     );
@@ -128,6 +128,7 @@ async fn main() -> anyhow::Result<()> {
     let effects = Effects::default();
     let http_addr = effects.serve_http(shutdown.clone()).await?;
     let client = suite.client().clone();
+    let gateways = Gateways::new(&suite.gateway_urls());
     client
         .register_taskdefs(&workload::task_definitions())
         .await?;
@@ -189,7 +190,7 @@ async fn main() -> anyhow::Result<()> {
             let kind = Kind::ALL[(n % Kind::ALL.len() as u64) as usize];
             let key = format!("soak-{prefix}-{n}");
             running.spawn(drive(
-                client.clone(),
+                gateways.clone(),
                 kind,
                 n,
                 key,
@@ -267,7 +268,7 @@ async fn main() -> anyhow::Result<()> {
 /// Starts run `n` of `kind` (idempotently, retried while the gateway refuses), acts on
 /// it as its kind says, and follows it until it ends or `give_up`.
 async fn drive(
-    client: Client,
+    gateways: Gateways,
     kind: Kind,
     n: u64,
     key: String,
@@ -284,7 +285,7 @@ async fn drive(
     let request = json!({"name": kind.workflow(), "input": kind.input(n), "idempotencyKey": key});
     let start_by = Instant::now() + START_TIMEOUT;
     let id = loop {
-        match client.post_json("/api/workflow", &request).await {
+        match gateways.pick().post_json("/api/workflow", &request).await {
             Ok(resp) if resp.status == 200 => break resp.text.trim().trim_matches('"').to_owned(),
             Ok(resp) if resp.status < 500 && resp.status != 429 => {
                 record.problem = Some(format!("start refused {}: {}", resp.status, resp.text));
@@ -300,13 +301,13 @@ async fn drive(
     record.workflow_id = Some(id.clone());
     for (after, interaction) in kind.interactions() {
         tokio::time::sleep(after).await;
-        if let Err(problem) = interact(&client, &id, interaction, give_up).await {
+        if let Err(problem) = interact(&gateways, &id, interaction, give_up).await {
             record.problem = Some(problem);
             return record;
         }
     }
     loop {
-        if let Ok(Some(wf)) = client.try_get(&id).await {
+        if let Ok(Some(wf)) = gateways.pick().try_get(&id).await {
             let status = wf["status"].as_str().unwrap_or_default().to_owned();
             let ended = !matches!(status.as_str(), "RUNNING" | "PAUSED");
             record.status = Some(status);
@@ -330,7 +331,7 @@ async fn drive(
 /// reset waits until the task it goes back to has completed (a reset to a task still
 /// running would roll back nothing).
 async fn interact(
-    client: &Client,
+    gateways: &Gateways,
     id: &str,
     interaction: Interaction,
     give_up: Instant,
@@ -354,13 +355,19 @@ async fn interact(
     };
     if interaction == Interaction::Reset {
         loop {
-            let done = client.try_get(id).await.ok().flatten().is_some_and(|wf| {
-                wf["tasks"].as_array().is_some_and(|tasks| {
-                    tasks
-                        .iter()
-                        .any(|t| t["referenceTaskName"] == "n1" && t["status"] == "COMPLETED")
-                })
-            });
+            let done = gateways
+                .pick()
+                .try_get(id)
+                .await
+                .ok()
+                .flatten()
+                .is_some_and(|wf| {
+                    wf["tasks"].as_array().is_some_and(|tasks| {
+                        tasks
+                            .iter()
+                            .any(|t| t["referenceTaskName"] == "n1" && t["status"] == "COMPLETED")
+                    })
+                });
             if done {
                 break;
             }
@@ -372,7 +379,7 @@ async fn interact(
     }
     let mut retry = false;
     loop {
-        if retry && interaction == Interaction::Reset && reset_already(client, id).await {
+        if retry && interaction == Interaction::Reset && reset_already(gateways.pick(), id).await {
             // The earlier request was applied; only its answer was lost.
             return Ok(());
         }
@@ -380,7 +387,7 @@ async fn interact(
         let body = body
             .as_ref()
             .map(|b| ("application/json", b.to_string().into_bytes()));
-        match client.raw(method.clone(), &path, body).await {
+        match gateways.pick().raw(method.clone(), &path, body).await {
             Ok(resp) if (200..300).contains(&resp.status) => return Ok(()),
             Ok(resp) if resp.status < 500 && resp.status != 429 => {
                 return Err(format!(
@@ -391,6 +398,29 @@ async fn interact(
             _ if Instant::now() > give_up => return Err(format!("{interaction:?} never accepted")),
             _ => tokio::time::sleep(Duration::from_millis(250)).await,
         }
+    }
+}
+
+/// The suite's gateways as a client behind a load balancer sees them: each request goes
+/// to the next one, so one that fails is retried on another.
+#[derive(Clone)]
+struct Gateways {
+    clients: Arc<Vec<Client>>,
+    next: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl Gateways {
+    fn new(urls: &[String]) -> Self {
+        Self {
+            clients: Arc::new(urls.iter().map(|u| Client::new(u)).collect()),
+            next: Arc::default(),
+        }
+    }
+
+    /// The gateway for the next request.
+    fn pick(&self) -> &Client {
+        let i = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        &self.clients[i % self.clients.len()]
     }
 }
 
