@@ -28,6 +28,8 @@ pub struct EnvOptions {
     pub outbox_sweep_after_ms: Option<u64>,
     /// Extra environment variables for every process.
     pub extra_env: Vec<(String, String)>,
+    /// The type of the namespace's queues (`WEFT_QUEUE_TYPE` of every process).
+    pub queue_type: weft::topology::QueueType,
 }
 
 impl Default for EnvOptions {
@@ -37,6 +39,7 @@ impl Default for EnvOptions {
             // Short, so a run whose publish was lost in a crash resumes quickly.
             outbox_sweep_after_ms: Some(500),
             extra_env: Vec::new(),
+            queue_type: weft::topology::QueueType::Classic,
         }
     }
 }
@@ -159,7 +162,8 @@ impl TestEnv {
             .connect(&database_url)
             .await
             .with_context(|| format!("connecting to {database_url}"))?;
-        let names = weft::topology::Names::new(&namespace, options.shards);
+        let names = weft::topology::Names::new(&namespace, options.shards)
+            .with_queue_type(options.queue_type);
         // Every queue the example worker declares (`greet`'s and its test activity).
         let activity_queues = weft_worker_example::TASK_NAMES
             .iter()
@@ -192,6 +196,7 @@ impl TestEnv {
     /// The namespace's exchange and queue names.
     pub fn names(&self) -> weft::topology::Names {
         weft::topology::Names::new(&self.namespace, self.options.shards)
+            .with_queue_type(self.options.queue_type)
     }
 
     /// Deletes the namespace's exchanges and queues and drops the database (a test
@@ -202,22 +207,13 @@ impl TestEnv {
             return Ok(());
         }
         self.pool.close().await;
-        let (ns, shards, amqp, queues) = self.teardown_args();
-        teardown(
-            &amqp,
-            &ns,
-            shards,
-            &queues,
-            &self.maintenance_url,
-            &self.db_name,
-        )
-        .await
+        let (names, amqp, queues) = self.teardown_args();
+        teardown(&amqp, names, &queues, &self.maintenance_url, &self.db_name).await
     }
 
-    fn teardown_args(&self) -> (String, u16, String, Vec<String>) {
+    fn teardown_args(&self) -> (weft::topology::Names, String, Vec<String>) {
         (
-            self.namespace.clone(),
-            self.options.shards,
+            self.names(),
             self.amqp_url.clone(),
             self.activity_queues.clone(),
         )
@@ -231,13 +227,13 @@ impl Drop for TestEnv {
         }
         // Drop cannot await: clean up on a thread with its own runtime, so this works
         // inside or outside a runtime, and while a failed test unwinds.
-        let (ns, shards, amqp, queues) = self.teardown_args();
+        let (names, amqp, queues) = self.teardown_args();
         let (maintenance, db) = (self.maintenance_url.clone(), self.db_name.clone());
         let worker = std::thread::spawn(move || {
             let rt = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()?;
-            rt.block_on(teardown(&amqp, &ns, shards, &queues, &maintenance, &db))
+            rt.block_on(teardown(&amqp, names, &queues, &maintenance, &db))
         });
         // Straight to stderr: the test harness captures `eprintln!` of passing tests.
         let mut stderr = std::io::stderr();
@@ -260,13 +256,12 @@ fn keep_requested(db: &str) -> bool {
 
 async fn teardown(
     amqp_url: &str,
-    namespace: &str,
-    shards: u16,
+    names: weft::topology::Names,
     queues: &[String],
     maintenance_url: &str,
     db: &str,
 ) -> anyhow::Result<()> {
-    let names = weft::topology::Names::new(namespace, shards);
+    let namespace = names.namespace().to_owned();
     let token = CancellationToken::new();
     let bus_result = tokio::time::timeout(Duration::from_secs(20), async {
         let bus = weft::bus::Bus::connect(amqp_url, names, token.clone()).await?;

@@ -464,6 +464,9 @@ impl Suite {
         if let Some(ms) = env.options.outbox_sweep_after_ms {
             vars.push(("WEFT_OUTBOX_SWEEP_AFTER_MS".to_owned(), ms.to_string()));
         }
+        if env.options.queue_type == weft::topology::QueueType::Quorum {
+            vars.push(("WEFT_QUEUE_TYPE".to_owned(), "quorum".to_owned()));
+        }
         vars.extend(env.options.extra_env.iter().cloned());
         // Last: a later value of a variable wins.
         if let Some(own) = self.service_env.get(&service) {

@@ -12,8 +12,11 @@ use crate::{Error, Result};
 pub struct Config {
     /// PostgreSQL URL (`WEFT_DATABASE_URL`).
     pub database_url: String,
-    /// RabbitMQ URL (`WEFT_AMQP_URL`).
+    /// RabbitMQ URL (`WEFT_AMQP_URL`); several brokers separated by commas.
     pub amqp_url: String,
+    /// The type of the namespace's queues (`WEFT_QUEUE_TYPE`: `classic`, the default, or
+    /// `quorum`); the same for every process of a deployment.
+    pub queue_type: crate::topology::QueueType,
     /// Redis URL (`WEFT_REDIS_URL`).
     pub redis_url: String,
     /// Prefix of every exchange, queue and Redis key (`WEFT_NAMESPACE`).
@@ -78,6 +81,7 @@ impl Default for Config {
         Self {
             database_url: "postgres://postgres@127.0.0.1:5432/weft".into(),
             amqp_url: "amqp://guest:guest@127.0.0.1:5672/%2f".into(),
+            queue_type: crate::topology::QueueType::Classic,
             redis_url: "redis://127.0.0.1:6379".into(),
             namespace: "weft".into(),
             http_addr: SocketAddr::from(([127, 0, 0, 1], 8080)),
@@ -104,6 +108,11 @@ impl Default for Config {
 }
 
 impl Config {
+    /// The names of the namespace's exchanges and queues, with their queue type.
+    pub fn names(&self) -> crate::topology::Names {
+        crate::topology::Names::new(&self.namespace, self.shards).with_queue_type(self.queue_type)
+    }
+
     /// Reads the process environment; unset variables take their defaults.
     pub fn from_env() -> Result<Self> {
         Self::from_lookup(|k| std::env::var(k).ok())
@@ -115,6 +124,12 @@ impl Config {
         let cfg = Self {
             database_url: get("WEFT_DATABASE_URL").unwrap_or(d.database_url),
             amqp_url: get("WEFT_AMQP_URL").unwrap_or(d.amqp_url),
+            queue_type: match get("WEFT_QUEUE_TYPE") {
+                Some(raw) => raw
+                    .parse()
+                    .map_err(|e| Error::Config(format!("WEFT_QUEUE_TYPE: {e}")))?,
+                None => d.queue_type,
+            },
             redis_url: get("WEFT_REDIS_URL").unwrap_or(d.redis_url),
             namespace: get("WEFT_NAMESPACE").unwrap_or(d.namespace),
             http_addr: parse(&get, "WEFT_HTTP_ADDR")?.unwrap_or(d.http_addr),

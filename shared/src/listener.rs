@@ -89,7 +89,7 @@ pub async fn run<L: EventListener>(
     listener: L,
     shutdown: CancellationToken,
 ) -> Result<()> {
-    let names = Names::new(&config.namespace, config.shards);
+    let names = config.names();
     let bus = match Bus::connect_client(&config.amqp_url, names.clone(), shutdown.clone()).await {
         Ok(bus) => bus,
         Err(crate::Error::ShuttingDown) => return Ok(()),

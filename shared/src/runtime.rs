@@ -18,7 +18,6 @@ use crate::bus::Bus;
 use crate::registry::Cache;
 use crate::store::graph_cache::GraphCache;
 use crate::store::Store;
-use crate::topology::Names;
 use crate::{Config, Result};
 
 /// Where a service's store, bus and caches come from.
@@ -70,7 +69,7 @@ impl Backing {
             Backing::Connect => {
                 let store =
                     Store::connect(&config.database_url, max_db_connections, shutdown).await?;
-                let names = Names::new(&config.namespace, config.shards);
+                let names = config.names();
                 let bus = Bus::connect(&config.amqp_url, names, shutdown.clone()).await?;
                 tracing::info!(namespace = %config.namespace, "connected to PostgreSQL and RabbitMQ");
                 Ok((store, bus))

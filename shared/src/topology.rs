@@ -1,20 +1,59 @@
 //! Names of every exchange and queue (DESIGN.md §4). Names are a contract: all
 //! services and workers derive them from the namespace here and nowhere else.
 
-/// Exchange and queue names under one namespace.
+/// Exchange and queue names under one namespace, and the kind of queue they are
+/// declared as.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Names {
     ns: String,
     shards: u16,
+    queue_type: QueueType,
+}
+
+/// The RabbitMQ queue type of the namespace's durable queues (`WEFT_QUEUE_TYPE`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum QueueType {
+    /// Classic queues (the default): one node holds each; activity queues are priority
+    /// queues.
+    #[default]
+    Classic,
+    /// Quorum queues, replicated over a cluster's nodes (Raft): a queue survives the
+    /// loss of a minority of them. RabbitMQ 3.x quorum queues have no priorities, so task
+    /// priorities are not applied on them (docs/bus.md, "Quorum queues").
+    Quorum,
+}
+
+impl std::str::FromStr for QueueType {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "classic" | "" => Ok(Self::Classic),
+            "quorum" => Ok(Self::Quorum),
+            other => Err(format!("{other:?} is not a queue type (classic or quorum)")),
+        }
+    }
 }
 
 impl Names {
-    /// Names under `namespace` with `shards` command shards.
+    /// Names under `namespace` with `shards` command shards, declared as classic queues.
     pub fn new(namespace: &str, shards: u16) -> Self {
         Self {
             ns: namespace.to_owned(),
             shards,
+            queue_type: QueueType::Classic,
         }
+    }
+
+    /// The same names, declared as `queue_type` queues.
+    pub fn with_queue_type(mut self, queue_type: QueueType) -> Self {
+        self.queue_type = queue_type;
+        self
+    }
+
+    /// The type the namespace's durable queues are declared as.
+    pub fn queue_type(&self) -> QueueType {
+        self.queue_type
     }
 
     /// The namespace.

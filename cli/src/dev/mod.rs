@@ -22,7 +22,6 @@ use weft::runtime::{Backing, Provided};
 use weft::store::graph_cache::GraphCache;
 use weft::store::sqlite::SqliteStore;
 use weft::store::Store;
-use weft::topology::Names;
 use weft::Config;
 
 /// How long the gateway may take to answer `/readyz` after start.
@@ -152,7 +151,7 @@ impl Dev {
             }
         }
         let sqlite = SqliteStore::open(&config.database_url).await?;
-        let names = Names::new(&config.namespace, config.shards);
+        let names = config.names();
         // A database in memory dies with the process: journaling the bus there would
         // only cost writes.
         let journal = match options.database {

@@ -48,6 +48,7 @@ async fn main() -> anyhow::Result<()> {
         },
         outbox_sweep_after_ms: None,
         extra_env: Vec::new(),
+        ..EnvOptions::default()
     };
 
     if teardown {

@@ -33,6 +33,7 @@ mod poison;
 mod priority;
 mod protocol;
 mod python_worker;
+mod quorum;
 mod rabbitmq_users;
 mod sdk_heartbeats;
 mod start_events;

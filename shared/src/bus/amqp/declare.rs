@@ -12,7 +12,7 @@ use lapin::{Channel, Connection, ExchangeKind};
 
 use super::connection::{Declared, Link, Role};
 use crate::bus::check_name;
-use crate::topology::Names;
+use crate::topology::{Names, QueueType};
 use crate::Result;
 
 /// What a queue is for; decides its arguments.
@@ -42,8 +42,16 @@ pub(crate) const EAGER_TTL_MS: u32 = 5_000;
 pub(crate) const EAGER_EXPIRES_MS: u32 = 600_000;
 
 /// The arguments of every queue Weft declares.
-pub(crate) fn queue_arguments(queue: &str, kind: QueueKind) -> FieldTable {
+pub(crate) fn queue_arguments(queue: &str, kind: QueueKind, queue_type: QueueType) -> FieldTable {
     let mut args = FieldTable::default();
+    // A worker's eager queues stay classic: they are its own, short-lived, and expire.
+    let quorum = queue_type == QueueType::Quorum && !matches!(kind, QueueKind::Eager { .. });
+    if quorum {
+        args.insert(
+            "x-queue-type".into(),
+            AMQPValue::LongString(LongString::from("quorum")),
+        );
+    }
     if kind == QueueKind::DeadLetter {
         return args;
     }
@@ -74,7 +82,8 @@ pub(crate) fn queue_arguments(queue: &str, kind: QueueKind) -> FieldTable {
     if kind == QueueKind::Shard {
         args.insert("x-single-active-consumer".into(), AMQPValue::Boolean(true));
     }
-    if kind == QueueKind::Activity {
+    // RabbitMQ 3.x quorum queues have no priorities (refused at declaration).
+    if kind == QueueKind::Activity && !quorum {
         args.insert(
             "x-max-priority".into(),
             AMQPValue::ShortShortUInt(crate::bus::priority::MAX_LEVEL),
@@ -117,18 +126,25 @@ async fn declare_kind(
     kind: QueueKind,
     bindings: &[(String, String)],
     role: Role,
+    queue_type: QueueType,
 ) -> lapin::Result<()> {
     let ch = conn.create_channel().await?;
-    let first = declare_queue(&ch, queue, kind, bindings).await;
+    let first = declare_queue(&ch, queue, kind, bindings, queue_type).await;
     match first {
         // A worker's own queue exists only if it declares it: a refusal is an error (the
         // worker goes without eager dispatch).
         Err(e) if matches!(kind, QueueKind::Eager { .. }) => Err(e),
+        // A client configured otherwise than the services (another WEFT_QUEUE_TYPE):
+        // the queue is theirs, so it is consumed as they declared it.
+        Err(e) if role == Role::Client && e.to_string().contains("PRECONDITION_FAILED") => {
+            tracing::warn!(%queue, error = %e, "the queue exists with other arguments (is WEFT_QUEUE_TYPE the same as the services'?); consuming it as it is");
+            Ok(())
+        }
         Err(e) if kind == QueueKind::Activity && e.to_string().contains("PRECONDITION_FAILED") => {
             tracing::warn!(%queue, error = %e, "activity queue exists without priorities; task priorities are ignored on it until it is deleted and declared again");
             // The refusal closed that channel.
             let ch = conn.create_channel().await?;
-            declare_queue(&ch, queue, QueueKind::Work, bindings).await?;
+            declare_queue(&ch, queue, QueueKind::Work, bindings, queue_type).await?;
             close(&ch).await;
             Ok(())
         }
@@ -189,15 +205,20 @@ async fn declare_queue(
     queue: &str,
     kind: QueueKind,
     bindings: &[(String, String)],
+    queue_type: QueueType,
 ) -> lapin::Result<()> {
     if !matches!(kind, QueueKind::Eager { .. }) {
         let dlq = Names::dlq(queue);
-        let dlq_args = queue_arguments(&dlq, QueueKind::DeadLetter);
+        let dlq_args = queue_arguments(&dlq, QueueKind::DeadLetter, queue_type);
         ch.queue_declare(dlq.as_str().into(), durable_queue(), dlq_args)
             .await?;
     }
-    ch.queue_declare(queue.into(), durable_queue(), queue_arguments(queue, kind))
-        .await?;
+    ch.queue_declare(
+        queue.into(),
+        durable_queue(),
+        queue_arguments(queue, kind, queue_type),
+    )
+    .await?;
     for (exchange, key) in bindings {
         ch.queue_bind(
             queue.into(),
@@ -219,10 +240,11 @@ pub(crate) async fn core(
     role: Role,
     declared: &Declared,
 ) -> lapin::Result<()> {
+    let qt = names.queue_type();
     if role == Role::Client {
         find_core_exchanges(conn, names).await?;
         for (queue, bindings) in declared {
-            declare_kind(conn, queue, kind_of(names, queue), bindings, role).await?;
+            declare_kind(conn, queue, kind_of(names, queue), bindings, role, qt).await?;
         }
         return Ok(());
     }
@@ -234,14 +256,21 @@ pub(crate) async fn core(
     declare_exchange(&ch, &names.eager_exchange(), ExchangeKind::Direct).await?;
     for k in 0..names.shards() {
         let binding = [(names.commands_exchange(), Names::shard_key(k))];
-        declare_queue(&ch, &names.command_queue(k), QueueKind::Shard, &binding).await?;
+        declare_queue(&ch, &names.command_queue(k), QueueKind::Shard, &binding, qt).await?;
     }
-    declare_queue(&ch, &names.heartbeat_queue(), QueueKind::Work, &[]).await?;
+    declare_queue(&ch, &names.heartbeat_queue(), QueueKind::Work, &[], qt).await?;
     let every_start = [(names.starts_exchange(), "#".to_owned())];
-    declare_queue(&ch, &names.starts_queue(), QueueKind::Work, &every_start).await?;
+    declare_queue(
+        &ch,
+        &names.starts_queue(),
+        QueueKind::Work,
+        &every_start,
+        qt,
+    )
+    .await?;
     close(&ch).await;
     for (queue, bindings) in declared {
-        declare_kind(conn, queue, kind_of(names, queue), bindings, role).await?;
+        declare_kind(conn, queue, kind_of(names, queue), bindings, role, qt).await?;
     }
     Ok(())
 }
@@ -301,7 +330,8 @@ impl Link {
         }
         let session = self.session().await.map_err(|f| f.into_error())?;
         let kind = kind_of(&self.names, queue);
-        declare_kind(&session.conn, queue, kind, &missing, self.role).await?;
+        let qt = self.names.queue_type();
+        declare_kind(&session.conn, queue, kind, &missing, self.role, qt).await?;
         self.declared()
             .entry(queue.to_owned())
             .or_default()
@@ -391,8 +421,41 @@ mod tests {
     use super::*;
 
     #[test]
+    fn quorum_queues_are_declared_quorum_without_priorities_but_eager_queues_stay_classic() {
+        let names = Names::new("weft", 4).with_queue_type(QueueType::Quorum);
+        let quorum = |queue: &str| {
+            let args = queue_arguments(queue, kind_of(&names, queue), QueueType::Quorum);
+            let inner = args.inner();
+            (
+                inner.get("x-queue-type").cloned(),
+                inner.contains_key("x-max-priority"),
+            )
+        };
+        let q = Some(AMQPValue::LongString("quorum".into()));
+        assert_eq!(quorum("weft.activity.shout"), (q.clone(), false));
+        assert_eq!(quorum("weft.commands.3"), (q.clone(), false));
+        assert_eq!(quorum("weft.heartbeat"), (q.clone(), false));
+        let dlq = queue_arguments(
+            "weft.heartbeat.dlq",
+            QueueKind::DeadLetter,
+            QueueType::Quorum,
+        );
+        assert_eq!(dlq.inner().get("x-queue-type").cloned(), q);
+        let eager = "weft.eager.0123456789abcdef0123456789abcdef.shout";
+        assert_eq!(quorum(eager), (None, false));
+        // Classic activity queues keep their priorities.
+        let classic = queue_arguments(
+            "weft.activity.shout",
+            QueueKind::Activity,
+            QueueType::Classic,
+        );
+        assert!(classic.inner().contains_key("x-max-priority"));
+        assert!(!classic.inner().contains_key("x-queue-type"));
+    }
+
+    #[test]
     fn shard_queues_have_a_single_active_consumer_and_a_dlq() {
-        let args = queue_arguments("weft.commands.3", QueueKind::Shard);
+        let args = queue_arguments("weft.commands.3", QueueKind::Shard, QueueType::Classic);
         let inner = args.inner();
         assert_eq!(
             inner.get("x-single-active-consumer"),
@@ -402,8 +465,10 @@ mod tests {
             inner.get("x-dead-letter-routing-key"),
             Some(&AMQPValue::LongString("weft.commands.3.dlq".into()))
         );
-        assert!(queue_arguments("q.dlq", QueueKind::DeadLetter)
-            .inner()
-            .is_empty());
+        assert!(
+            queue_arguments("q.dlq", QueueKind::DeadLetter, QueueType::Classic)
+                .inner()
+                .is_empty()
+        );
     }
 }

@@ -97,7 +97,7 @@ pub(super) async fn run(
     if handlers.is_empty() {
         return Err(Error::Config("the worker has no handler registered".into()));
     }
-    let names = Names::new(&config.namespace, config.shards);
+    let names = config.names();
     let bus = match bus {
         Some(bus) => bus,
         None => {
