@@ -79,6 +79,14 @@ impl TestEnv {
         Self::create_on(options, &maintenance_url, &amqp_url).await
     }
 
+    /// [`TestEnv::create`] on the broker(s) at `amqp_url` (e.g. a cluster a test started),
+    /// the database on the usual server.
+    pub async fn create_with_broker(options: EnvOptions, amqp_url: &str) -> anyhow::Result<Self> {
+        let maintenance_url =
+            std::env::var("WEFT_E2E_PG_URL").unwrap_or_else(|_| DEFAULT_MAINTENANCE_URL.to_owned());
+        Self::create_on(options, &maintenance_url, amqp_url).await
+    }
+
     /// A fresh database `e2e_<random>` on the server of `maintenance_url` and a random
     /// namespace on the broker at `amqp_url` (e.g. servers a program started itself).
     pub async fn create_on(

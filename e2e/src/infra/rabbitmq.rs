@@ -13,6 +13,8 @@ use super::{free_port, signal, spawn_logged, wait_for_port, wait_for_port_closed
 
 /// The server's start script, beside the packaged wrapper.
 const SERVER: &str = "/usr/lib/rabbitmq/bin/rabbitmq-server";
+/// Its control tool (clustering).
+const CTL: &str = "/usr/lib/rabbitmq/bin/rabbitmqctl";
 /// How long a start may take (a boot takes about 6 s on 2 cores).
 const START_TIMEOUT: Duration = Duration::from_secs(90);
 
@@ -29,17 +31,23 @@ pub struct RabbitNode {
 impl RabbitNode {
     /// Starts a node named `name@localhost` with its data under `dir`.
     pub async fn start(dir: &Path, name: &str) -> anyhow::Result<Self> {
+        Self::start_with_cookie(dir, name, &format!("WEFT{}", uuid::Uuid::new_v4().simple())).await
+    }
+
+    /// Starts a node with the Erlang `cookie` given: nodes that share one can form a
+    /// cluster ([`RabbitNode::join`]).
+    pub async fn start_with_cookie(dir: &Path, name: &str, cookie: &str) -> anyhow::Result<Self> {
         anyhow::ensure!(
             Path::new(SERVER).exists(),
             "{SERVER} not found (is RabbitMQ installed?)"
         );
         let home = dir.join("home");
         std::fs::create_dir_all(&home)?;
-        let cookie = home.join(".erlang.cookie");
-        if !cookie.exists() {
-            std::fs::write(&cookie, format!("WEFT{}", uuid::Uuid::new_v4().simple()))?;
+        let cookie_file = home.join(".erlang.cookie");
+        if !cookie_file.exists() {
+            std::fs::write(&cookie_file, cookie)?;
             use std::os::unix::fs::PermissionsExt as _;
-            std::fs::set_permissions(&cookie, std::fs::Permissions::from_mode(0o400))?;
+            std::fs::set_permissions(&cookie_file, std::fs::Permissions::from_mode(0o400))?;
         }
         std::fs::write(dir.join("enabled_plugins"), "[].")?;
         let mut node = Self {
@@ -51,6 +59,39 @@ impl RabbitNode {
         };
         node.up().await?;
         Ok(node)
+    }
+
+    /// Makes this node a member of `seed`'s cluster (`stop_app`, `join_cluster`,
+    /// `start_app`); both must share their cookie. Its own queues and messages are reset.
+    pub async fn join(&self, seed: &RabbitNode) -> anyhow::Result<()> {
+        for args in [
+            vec!["stop_app"],
+            vec!["join_cluster", seed.name.as_str()],
+            vec!["start_app"],
+        ] {
+            self.ctl(&args).await?;
+        }
+        wait_for_port(self.port, START_TIMEOUT, "RabbitMQ").await
+    }
+
+    /// Runs `rabbitmqctl -n <node> args` as this node's user (its cookie).
+    async fn ctl(&self, args: &[&str]) -> anyhow::Result<()> {
+        let output = Command::new(CTL)
+            .env("HOME", self.dir.join("home"))
+            .arg("-n")
+            .arg(&self.name)
+            .args(args)
+            .output()
+            .await
+            .context("running rabbitmqctl")?;
+        anyhow::ensure!(
+            output.status.success(),
+            "rabbitmqctl {args:?} on {}: {}{}",
+            self.name,
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        Ok(())
     }
 
     /// Its AMQP URL (default vhost).

@@ -6,6 +6,7 @@
 use lapin::options::QueueDeclareOptions;
 use lapin::types::{AMQPValue, FieldTable};
 use weft::topology::QueueType;
+use weft_e2e::infra::RabbitNode;
 use weft_e2e::{greet, EnvOptions, Service, Suite, TestEnv};
 
 use crate::{assert_all_completed, start_greets};
@@ -70,4 +71,61 @@ async fn runs_complete_on_quorum_queues() {
     }
     let _ = conn.close(200, "done".into()).await;
     suite.stop_all().await.unwrap();
+}
+
+/// A RabbitMQ cluster of three private nodes (one cookie, the second and third joined to
+/// the first): the services run on quorum queues with the three nodes in
+/// `WEFT_AMQP_URL`; the node they are connected to dies; runs started before and after
+/// complete — the queues keep a majority, and every process reconnects to a node of the
+/// list.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_three_node_cluster_loses_a_node_and_runs_go_on() {
+    let root = std::env::temp_dir().join(format!("weft-cluster-{}", uuid::Uuid::new_v4().simple()));
+    let suffix = uuid::Uuid::new_v4().simple().to_string()[..8].to_owned();
+    let cookie = format!("WEFT{}", uuid::Uuid::new_v4().simple());
+    let dirs: Vec<_> = ["a", "b", "c"].iter().map(|n| root.join(n)).collect();
+    let names: Vec<_> = ["a", "b", "c"]
+        .iter()
+        .map(|n| format!("weft-{n}-{suffix}"))
+        .collect();
+    let (mut a, b, c) = tokio::try_join!(
+        RabbitNode::start_with_cookie(&dirs[0], &names[0], &cookie),
+        RabbitNode::start_with_cookie(&dirs[1], &names[1], &cookie),
+        RabbitNode::start_with_cookie(&dirs[2], &names[2], &cookie),
+    )
+    .expect("three private RabbitMQ nodes");
+    b.join(&a).await.expect("the second node joins the first");
+    c.join(&a).await.expect("the third node joins the first");
+
+    let urls = format!("{},{},{}", a.url(), b.url(), c.url());
+    let options = EnvOptions {
+        queue_type: QueueType::Quorum,
+        ..EnvOptions::default()
+    };
+    let env = TestEnv::create_with_broker(options, &urls).await.unwrap();
+    let mut suite = Suite::start_with(
+        env,
+        &[
+            Service::Gateway,
+            Service::Decider,
+            Service::History,
+            Service::Heartbeat,
+            Service::Worker,
+        ],
+    )
+    .await
+    .unwrap();
+    suite.client().register(&greet::definition()).await.unwrap();
+    let before = start_greets(&suite, "Before", 5).await;
+    assert_all_completed(&suite, &before).await;
+
+    // Every process is connected to the first node of the list: it dies.
+    a.kill().await.unwrap();
+    let after = start_greets(&suite, "After", 5).await;
+    assert_all_completed(&suite, &after).await;
+
+    suite.stop_all().await.unwrap();
+    drop(suite);
+    drop((b, c));
+    let _ = std::fs::remove_dir_all(&root);
 }

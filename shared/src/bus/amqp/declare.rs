@@ -44,8 +44,10 @@ pub(crate) const EAGER_EXPIRES_MS: u32 = 600_000;
 /// The arguments of every queue Weft declares.
 pub(crate) fn queue_arguments(queue: &str, kind: QueueKind, queue_type: QueueType) -> FieldTable {
     let mut args = FieldTable::default();
-    // A worker's eager queues stay classic: they are its own, short-lived, and expire.
-    let quorum = queue_type == QueueType::Quorum && !matches!(kind, QueueKind::Eager { .. });
+    // A worker's eager queues too: a task waiting in one must outlive the node it is on,
+    // to move on to its shared queue (RabbitMQ 3.10 quorum queues expire messages and
+    // themselves).
+    let quorum = queue_type == QueueType::Quorum;
     if quorum {
         args.insert(
             "x-queue-type".into(),
@@ -421,7 +423,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn quorum_queues_are_declared_quorum_without_priorities_but_eager_queues_stay_classic() {
+    fn quorum_queues_are_declared_quorum_without_priorities() {
         let names = Names::new("weft", 4).with_queue_type(QueueType::Quorum);
         let quorum = |queue: &str| {
             let args = queue_arguments(queue, kind_of(&names, queue), QueueType::Quorum);
@@ -442,7 +444,7 @@ mod tests {
         );
         assert_eq!(dlq.inner().get("x-queue-type").cloned(), q);
         let eager = "weft.eager.0123456789abcdef0123456789abcdef.shout";
-        assert_eq!(quorum(eager), (None, false));
+        assert_eq!(quorum(eager), (q, false));
         // Classic activity queues keep their priorities.
         let classic = queue_arguments(
             "weft.activity.shout",
