@@ -11,6 +11,20 @@ use weft_e2e::{greet, EnvOptions, Service, Suite, TestEnv};
 
 use crate::{assert_all_completed, start_greets};
 
+/// The services and the example worker in `env`, `greet` registered.
+async fn greet_suite(env: TestEnv) -> Suite {
+    let services = [
+        Service::Gateway,
+        Service::Decider,
+        Service::History,
+        Service::Heartbeat,
+        Service::Worker,
+    ];
+    let suite = Suite::start_with(env, &services).await.unwrap();
+    suite.client().register(&greet::definition()).await.unwrap();
+    suite
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn runs_complete_on_quorum_queues() {
     let options = EnvOptions {
@@ -19,19 +33,7 @@ async fn runs_complete_on_quorum_queues() {
     };
     let env = TestEnv::create(options).await.unwrap();
     let names = env.names();
-    let mut suite = Suite::start_with(
-        env,
-        &[
-            Service::Gateway,
-            Service::Decider,
-            Service::History,
-            Service::Heartbeat,
-            Service::Worker,
-        ],
-    )
-    .await
-    .unwrap();
-    suite.client().register(&greet::definition()).await.unwrap();
+    let mut suite = greet_suite(env).await;
     let runs = start_greets(&suite, "Quorum", 5).await;
     assert_all_completed(&suite, &runs).await;
 
@@ -103,19 +105,7 @@ async fn a_three_node_cluster_loses_a_node_and_runs_go_on() {
         ..EnvOptions::default()
     };
     let env = TestEnv::create_with_broker(options, &urls).await.unwrap();
-    let mut suite = Suite::start_with(
-        env,
-        &[
-            Service::Gateway,
-            Service::Decider,
-            Service::History,
-            Service::Heartbeat,
-            Service::Worker,
-        ],
-    )
-    .await
-    .unwrap();
-    suite.client().register(&greet::definition()).await.unwrap();
+    let mut suite = greet_suite(env).await;
     let before = start_greets(&suite, "Before", 5).await;
     assert_all_completed(&suite, &before).await;
 
