@@ -352,6 +352,11 @@ async fn interact(
             format!("/api/workflow/{id}/reset"),
             Some(json!({"taskRef": "n1", "reason": "soak"})),
         ),
+        Interaction::Skip => (
+            reqwest::Method::PUT,
+            format!("/api/workflow/{id}/skiptask/go"),
+            Some(json!({"taskOutput": {"approved": "skipped"}})),
+        ),
     };
     if interaction == Interaction::Reset {
         loop {
@@ -379,7 +384,7 @@ async fn interact(
     }
     let mut retry = false;
     loop {
-        if retry && interaction == Interaction::Reset && reset_already(gateways.pick(), id).await {
+        if retry && already_done(gateways.pick(), id, interaction).await {
             // The earlier request was applied; only its answer was lost.
             return Ok(());
         }
@@ -424,15 +429,31 @@ impl Gateways {
     }
 }
 
-/// Whether run `id` has been reset: its chain of runs holds a successor.
-async fn reset_already(client: &Client, id: &str) -> bool {
-    let path = format!("/api/workflow/{id}/runs");
-    match client.raw(reqwest::Method::GET, &path, None).await {
-        Ok(resp) if resp.status == 200 => serde_json::from_str::<serde_json::Value>(&resp.text)
-            .ok()
-            .and_then(|runs| runs.as_array().map(Vec::len))
-            .is_some_and(|n| n >= 2),
-        _ => false,
+/// Whether a reset or skip of run `id` sent before took effect (its answer lost): the
+/// run's chain holds a successor, or its WAIT is SKIPPED. Sending either again would
+/// reset twice, or be refused as a skip of a finished task.
+async fn already_done(client: &Client, id: &str, interaction: Interaction) -> bool {
+    match interaction {
+        Interaction::Reset => {
+            let path = format!("/api/workflow/{id}/runs");
+            match client.raw(reqwest::Method::GET, &path, None).await {
+                Ok(resp) if resp.status == 200 => {
+                    serde_json::from_str::<serde_json::Value>(&resp.text)
+                        .ok()
+                        .and_then(|runs| runs.as_array().map(Vec::len))
+                        .is_some_and(|n| n >= 2)
+                }
+                _ => false,
+            }
+        }
+        Interaction::Skip => client.try_get(id).await.ok().flatten().is_some_and(|wf| {
+            wf["tasks"].as_array().is_some_and(|tasks| {
+                tasks
+                    .iter()
+                    .any(|t| t["referenceTaskName"] == "go" && t["status"] == "SKIPPED")
+            })
+        }),
+        Interaction::Signal | Interaction::Terminate => false,
     }
 }
 

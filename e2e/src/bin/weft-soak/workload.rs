@@ -29,6 +29,9 @@ pub enum Kind {
     Heartbeat,
     /// A run waiting on a signal, terminated by the operator instead.
     Terminate,
+    /// A run waiting on a signal that never comes, whose WAIT the operator skips with an
+    /// output instead; the run goes on to an activity.
+    Skip,
     /// A run reset by the operator to its first activity once that completed: the
     /// activity's awaited rollback hook calls the soak's HTTP server, the new run does it
     /// again and waits for a signal, which completes it.
@@ -37,7 +40,7 @@ pub enum Kind {
 
 impl Kind {
     /// Every kind, in the order the soak cycles through them.
-    pub const ALL: [Kind; 11] = [
+    pub const ALL: [Kind; 12] = [
         Kind::Sequence,
         Kind::Fork,
         Kind::Loop,
@@ -48,6 +51,7 @@ impl Kind {
         Kind::Retry,
         Kind::Heartbeat,
         Kind::Terminate,
+        Kind::Skip,
         Kind::Reset,
     ];
 
@@ -58,7 +62,7 @@ impl Kind {
             Kind::Fork => "soak_fork",
             Kind::Loop => "soak_loop",
             Kind::Child => "soak_child",
-            Kind::Signal | Kind::Terminate => "soak_signal",
+            Kind::Signal | Kind::Terminate | Kind::Skip => "soak_signal",
             Kind::Timer => "soak_timer",
             Kind::Http => "soak_http",
             Kind::Retry => "soak_retry",
@@ -89,6 +93,7 @@ impl Kind {
         match self {
             Kind::Signal => vec![(soon, Interaction::Signal)],
             Kind::Terminate => vec![(soon, Interaction::Terminate)],
+            Kind::Skip => vec![(soon, Interaction::Skip)],
             Kind::Reset => vec![(soon, Interaction::Reset), (soon, Interaction::Signal)],
             _ => Vec::new(),
         }
@@ -104,6 +109,8 @@ pub enum Interaction {
     Terminate,
     /// `POST /api/workflow/{id}/reset` to the task `n1`, once it has completed.
     Reset,
+    /// `PUT /api/workflow/{id}/skiptask/go` with `{"taskOutput": {"approved": "skipped"}}`.
+    Skip,
 }
 
 /// The task definitions the soak's activities run under: every attempt of an example
@@ -197,6 +204,7 @@ pub fn check_output(kind: Kind, n: u64, wf: &Value) -> Result<(), String> {
             output["result"] == weft_e2e::greet::expected_output(&format!("S{n}"), 3)["result"]
         }
         Kind::Signal => output["approved"] == true && output["name"] == name.as_str(),
+        Kind::Skip => output["approved"] == "skipped" && output["name"] == name.as_str(),
         Kind::Timer => output["name"] == name.as_str(),
         Kind::Http => output["body"]["key"] == n,
         Kind::Retry => output["attempt"].as_i64().is_some_and(|a| a >= 2),
