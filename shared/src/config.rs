@@ -274,6 +274,22 @@ mod tests {
     }
 
     #[test]
+    fn the_queue_type_is_read_and_a_wrong_one_is_refused_naming_the_variable() {
+        use crate::topology::QueueType;
+        assert_eq!(with(&[]).unwrap().queue_type, QueueType::Classic);
+        let quorum = with(&[("WEFT_QUEUE_TYPE", "Quorum")]).unwrap();
+        assert_eq!(quorum.queue_type, QueueType::Quorum);
+        assert_eq!(quorum.names().queue_type(), QueueType::Quorum);
+        let err = with(&[("WEFT_QUEUE_TYPE", "stream")])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("WEFT_QUEUE_TYPE") && err.contains("classic or quorum"),
+            "{err}"
+        );
+    }
+
+    #[test]
     fn the_outbound_allow_list_is_read_and_an_empty_one_is_kept_apart_from_unset() {
         use crate::outbound::AllowList;
         let c = with(&[("WEFT_OUTBOUND_ALLOW", "10.1.0.0/16, ::1, *.corp.example")]).unwrap();

@@ -54,19 +54,10 @@ impl Servers {
 /// behind a load balancer), the decider, history, heartbeat, example worker and HTTP
 /// worker.
 pub fn cluster_shape(replicas: usize) -> Vec<crate::Service> {
-    use crate::Service;
-    let mut shape = Vec::new();
-    for service in [
-        Service::Gateway,
-        Service::Decider,
-        Service::History,
-        Service::Heartbeat,
-        Service::Worker,
-        Service::HttpWorker,
-    ] {
-        shape.extend(std::iter::repeat_n(service, replicas));
-    }
-    shape
+    crate::Service::ALL
+        .iter()
+        .flat_map(|&service| std::iter::repeat_n(service, replicas))
+        .collect()
 }
 
 /// A port free on 127.0.0.1 at the moment of asking.

@@ -13,13 +13,8 @@ use crate::{assert_all_completed, start_greets};
 
 /// The services and the example worker in `env`, `greet` registered.
 async fn greet_suite(env: TestEnv) -> Suite {
-    let services = [
-        Service::Gateway,
-        Service::Decider,
-        Service::History,
-        Service::Heartbeat,
-        Service::Worker,
-    ];
+    let mut services = Service::CORE.to_vec();
+    services.push(Service::Worker);
     let suite = Suite::start_with(env, &services).await.unwrap();
     suite.client().register(&greet::definition()).await.unwrap();
     suite

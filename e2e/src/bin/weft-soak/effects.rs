@@ -89,69 +89,10 @@ impl Effects {
                 };
                 let effects = effects.clone();
                 tokio::spawn(async move {
-                    let mut request = Vec::new();
-                    let mut buf = [0u8; 2048];
-                    // The request line and headers; a hook's body follows.
-                    while !request.windows(4).any(|w| w == b"\r\n\r\n") {
-                        match stream.read(&mut buf).await {
-                            Ok(0) | Err(_) => return,
-                            Ok(n) => request.extend_from_slice(&buf[..n]),
-                        }
-                    }
-                    let head_end = request
-                        .windows(4)
-                        .position(|w| w == b"\r\n\r\n")
-                        .map_or(request.len(), |i| i + 4);
-                    let head = String::from_utf8_lossy(&request[..head_end]).into_owned();
-                    let path = head
-                        .split_whitespace()
-                        .nth(1)
-                        .unwrap_or_default()
-                        .to_owned();
-                    let (status, body) = if path == "/hook" {
-                        // A rollback hook: its event document names the workflow.
-                        let length = head
-                            .lines()
-                            .find_map(|l| {
-                                let (name, value) = l.split_once(':')?;
-                                name.eq_ignore_ascii_case("content-length")
-                                    .then(|| value.trim().parse::<usize>().ok())?
-                            })
-                            .unwrap_or(0);
-                        let mut body = request[head_end..].to_vec();
-                        while body.len() < length {
-                            match stream.read(&mut buf).await {
-                                Ok(0) | Err(_) => return,
-                                Ok(n) => body.extend_from_slice(&buf[..n]),
-                            }
-                        }
-                        let event: serde_json::Value =
-                            serde_json::from_slice(&body).unwrap_or_default();
-                        match event["workflowId"].as_str() {
-                            Some(wf) => {
-                                effects.count(format!("hook:{wf}"));
-                                ("200 OK", json!({"ok": true}).to_string())
-                            }
-                            None => (
-                                "400 Bad Request",
-                                json!({"error": "no workflowId"}).to_string(),
-                            ),
-                        }
-                    } else {
-                        match path
-                            .strip_prefix("/call/")
-                            .and_then(|n| n.parse::<u64>().ok())
-                        {
-                            Some(n) => {
-                                effects.count(format!("http:{n}"));
-                                ("200 OK", json!({"key": n}).to_string())
-                            }
-                            None => (
-                                "404 Not Found",
-                                json!({"error": "no such call"}).to_string(),
-                            ),
-                        }
+                    let Some((path, body)) = read_request(&mut stream).await else {
+                        return;
                     };
+                    let (status, body) = effects.answer(&path, &body);
                     let response = format!(
                         "HTTP/1.1 {status}\r\nContent-Type: application/json\r\n\
                          Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
@@ -164,4 +105,74 @@ impl Effects {
         });
         Ok(addr)
     }
+
+    /// Counts one request to the soak's server and answers it: `GET /call/{n}` under
+    /// `http:{n}`, a rollback hook (`POST /hook`) under `hook:{workflowId}` of its event
+    /// document.
+    fn answer(&self, path: &str, body: &[u8]) -> (&'static str, String) {
+        if path == "/hook" {
+            let event: serde_json::Value = serde_json::from_slice(body).unwrap_or_default();
+            return match event["workflowId"].as_str() {
+                Some(wf) => {
+                    self.count(format!("hook:{wf}"));
+                    ("200 OK", json!({"ok": true}).to_string())
+                }
+                None => (
+                    "400 Bad Request",
+                    json!({"error": "no workflowId"}).to_string(),
+                ),
+            };
+        }
+        match path
+            .strip_prefix("/call/")
+            .and_then(|n| n.parse::<u64>().ok())
+        {
+            Some(n) => {
+                self.count(format!("http:{n}"));
+                ("200 OK", json!({"key": n}).to_string())
+            }
+            None => (
+                "404 Not Found",
+                json!({"error": "no such call"}).to_string(),
+            ),
+        }
+    }
+}
+
+/// Reads one HTTP request: its path and its body (`Content-Length` bytes); `None` when
+/// the connection ends first.
+async fn read_request(stream: &mut tokio::net::TcpStream) -> Option<(String, Vec<u8>)> {
+    let mut request = Vec::new();
+    let mut buf = [0u8; 2048];
+    let head_end = loop {
+        if let Some(i) = request.windows(4).position(|w| w == b"\r\n\r\n") {
+            break i + 4;
+        }
+        match stream.read(&mut buf).await {
+            Ok(0) | Err(_) => return None,
+            Ok(n) => request.extend_from_slice(&buf[..n]),
+        }
+    };
+    let head = String::from_utf8_lossy(&request[..head_end]).into_owned();
+    let path = head
+        .split_whitespace()
+        .nth(1)
+        .unwrap_or_default()
+        .to_owned();
+    let length = head
+        .lines()
+        .find_map(|l| {
+            let (name, value) = l.split_once(':')?;
+            name.eq_ignore_ascii_case("content-length")
+                .then(|| value.trim().parse::<usize>().ok())?
+        })
+        .unwrap_or(0);
+    let mut body = request.split_off(head_end);
+    while body.len() < length {
+        match stream.read(&mut buf).await {
+            Ok(0) | Err(_) => return None,
+            Ok(n) => body.extend_from_slice(&buf[..n]),
+        }
+    }
+    Some((path, body))
 }
