@@ -266,6 +266,15 @@ impl TempDb {
             .await
             .unwrap()
     }
+
+    /// A new pool and an in-process bus journaled in it, as a new process opens them.
+    async fn open_bus(&self, names: &Names) -> (SqlitePool, Bus) {
+        let pool = self.pool().await;
+        let bus = Bus::in_process(names.clone(), Some(pool.clone()))
+            .await
+            .unwrap();
+        (pool, bus)
+    }
 }
 
 impl Drop for TempDb {
@@ -335,10 +344,7 @@ async fn unacknowledged_messages_survive_the_process_and_acknowledged_ones_do_no
     }
 
     // Next process, on a new pool over the same file.
-    let pool = db.pool().await;
-    let bus = Bus::in_process(names.clone(), Some(pool.clone()))
-        .await
-        .unwrap();
+    let (pool, bus) = db.open_bus(&names).await;
     bus.declare_activity_queue("durable").await.unwrap();
     let mut again = Vec::new();
     while let Some(taken) = bus.get(&queue).await.unwrap() {
@@ -409,5 +415,69 @@ async fn requests_and_replies_are_not_journaled_and_namespaces_do_not_mix() {
     bus.teardown(&[]).await.unwrap();
     other.teardown(&[]).await.unwrap();
     assert_eq!(journal_rows(&pool).await, 0);
+    pool.close().await;
+}
+
+/// Publishes that wait together are journaled together (one multi-row statement), each
+/// message once per queue it reaches: acknowledging every copy in one queue forgets
+/// exactly those rows, and the other queue's copies, in order, are what a new process
+/// finds.
+#[tokio::test]
+async fn publishes_journaled_together_keep_one_row_per_queue_and_copy() {
+    let db = TempDb::new();
+    let names = Names::new(&namespace(), 1);
+    let events = names.events_exchange();
+    let ns = names.namespace().to_owned();
+    let (first, second) = (format!("{ns}.first"), format!("{ns}.second"));
+    const MESSAGES: u64 = 40;
+    {
+        let (pool, bus) = db.open_bus(&names).await;
+        bus.declare_queue(&first, &[(&events, "run.#")])
+            .await
+            .unwrap();
+        bus.declare_queue(&second, &[(&events, "run.#")])
+            .await
+            .unwrap();
+        let publishes = (0..MESSAGES).map(|n| {
+            let (bus, events) = (bus.clone(), events.clone());
+            async move {
+                bus.publish(&events, "run.step", &envelope("wf", n))
+                    .await
+                    .unwrap()
+            }
+        });
+        futures_util::future::join_all(publishes).await;
+        assert_eq!(journal_rows(&pool).await, 2 * MESSAGES as i64);
+        let mut seen = Vec::new();
+        while let Some(taken) = bus.get(&first).await.unwrap() {
+            seen.push(n_of(&taken.delivery));
+            taken.ack().await.unwrap();
+        }
+        seen.sort_unstable();
+        assert_eq!(seen, (0..MESSAGES).collect::<Vec<_>>());
+        bus.flush().await.unwrap();
+        assert_eq!(journal_rows(&pool).await, MESSAGES as i64);
+        drop(bus);
+        pool.close().await;
+    }
+
+    let (pool, bus) = db.open_bus(&names).await;
+    for queue in [&first, &second] {
+        bus.declare_queue(queue, &[(&events, "run.#")])
+            .await
+            .unwrap();
+    }
+    assert_eq!(bus.message_count(&first).await.unwrap(), 0);
+    let mut again = Vec::new();
+    while let Some(taken) = bus.get(&second).await.unwrap() {
+        again.push(n_of(&taken.delivery));
+        taken.ack().await.unwrap();
+    }
+    let mut expected = again.clone();
+    expected.sort_unstable();
+    assert_eq!(expected, (0..MESSAGES).collect::<Vec<_>>());
+    bus.flush().await.unwrap();
+    assert_eq!(journal_rows(&pool).await, 0);
+    bus.teardown(&[]).await.unwrap();
     pool.close().await;
 }

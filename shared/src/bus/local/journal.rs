@@ -8,12 +8,13 @@
 //! The database file is shared with the store, which writes through its own pool: every
 //! write goes through one writer task that takes whatever is waiting (up to
 //! [`MAX_GROUP`] operations) and applies it as one short transaction, so many publishes
-//! and acks share one commit and the journal holds the write lock briefly. Acks are not
+//! and acks share one commit and the journal holds the write lock briefly; the group's
+//! inserts go as one multi-row statement, its deletes as another. Acks are not
 //! waited for: one lost in a crash only means a redelivery (at least once).
 
 use std::time::Duration;
 
-use sqlx::{Row as _, SqlitePool};
+use sqlx::{QueryBuilder, Row as _, Sqlite, SqlitePool};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::bus::transport::Message;
@@ -23,6 +24,8 @@ use crate::{Error, Result};
 const MAX_GROUP: usize = 512;
 /// Rows deleted by one statement (well under SQLite's bound on parameters).
 const DELETE_CHUNK: usize = 500;
+/// Rows inserted by one statement (four parameters each, well under SQLite's bound).
+const INSERT_CHUNK: usize = 2_000;
 /// Attempts at a group before its operations fail (the database may be busy).
 const ATTEMPTS: u32 = 3;
 
@@ -243,29 +246,28 @@ async fn apply(pool: &SqlitePool, ns: &str, group: &[Op]) -> Result<Vec<Vec<i64>
     let mut tx = pool.begin().await?;
     let mut inserted = Vec::new();
     let mut deletes = Vec::new();
+    // Consecutive inserts go as one multi-row statement: one round trip to SQLite's
+    // thread instead of one per row. The other operations keep their place in order.
+    let mut rows: Vec<(&str, &[u8], &str)> = Vec::new();
+    let mut shapes: Vec<usize> = Vec::new();
     for op in group {
+        if let Op::Insert {
+            queues,
+            body,
+            headers,
+            ..
+        } = op
+        {
+            rows.extend(
+                queues
+                    .iter()
+                    .map(|q| (q.as_str(), body.as_slice(), headers.as_str())),
+            );
+            shapes.push(queues.len());
+            continue;
+        }
+        insert_rows(&mut tx, ns, &mut rows, &mut shapes, &mut inserted).await?;
         match op {
-            Op::Insert {
-                queues,
-                body,
-                headers,
-                ..
-            } => {
-                let mut seqs = Vec::with_capacity(queues.len());
-                for queue in queues {
-                    let done = sqlx::query(
-                        "INSERT INTO bus_journal (ns, queue, body, headers) VALUES (?, ?, ?, ?)",
-                    )
-                    .bind(ns)
-                    .bind(queue)
-                    .bind(body.as_slice())
-                    .bind(headers)
-                    .execute(&mut *tx)
-                    .await?;
-                    seqs.push(done.last_insert_rowid());
-                }
-                inserted.push(seqs);
-            }
             // Gathered into a few statements at the end: a row is deleted only after its
             // insert was confirmed, so no later operation of the group touches it.
             Op::Delete(seq) => deletes.push(*seq),
@@ -291,9 +293,10 @@ async fn apply(pool: &SqlitePool, ns: &str, group: &[Op]) -> Result<Vec<Vec<i64>
                         .await?;
                 }
             }
-            Op::Flush(_) => {}
+            Op::Insert { .. } | Op::Flush(_) => {}
         }
     }
+    insert_rows(&mut tx, ns, &mut rows, &mut shapes, &mut inserted).await?;
     for chunk in deletes.chunks(DELETE_CHUNK) {
         let marks = vec!["?"; chunk.len()].join(", ");
         let sql = format!("DELETE FROM bus_journal WHERE seq IN ({marks})");
@@ -305,4 +308,40 @@ async fn apply(pool: &SqlitePool, ns: &str, group: &[Op]) -> Result<Vec<Vec<i64>
     }
     tx.commit().await?;
     Ok(inserted)
+}
+
+/// Writes the pending `rows` (queue, body, headers) as multi-row `INSERT`s and appends
+/// their sequence numbers to `inserted`, `shapes[i]` of them for the `i`-th message. The
+/// group holds the only write lock and the key is `AUTOINCREMENT`, so the rows of one
+/// statement take consecutive numbers ending at its last insert rowid.
+async fn insert_rows(
+    conn: &mut sqlx::SqliteConnection,
+    ns: &str,
+    rows: &mut Vec<(&str, &[u8], &str)>,
+    shapes: &mut Vec<usize>,
+    inserted: &mut Vec<Vec<i64>>,
+) -> Result<(), sqlx::Error> {
+    if rows.is_empty() {
+        inserted.extend(shapes.drain(..).map(|_| Vec::new()));
+        return Ok(());
+    }
+    let mut seqs = Vec::with_capacity(rows.len());
+    for chunk in rows.chunks(INSERT_CHUNK) {
+        let mut q =
+            QueryBuilder::<Sqlite>::new("INSERT INTO bus_journal (ns, queue, body, headers) ");
+        q.push_values(chunk, |mut row, (queue, body, headers)| {
+            row.push_bind(ns)
+                .push_bind(*queue)
+                .push_bind(*body)
+                .push_bind(*headers);
+        });
+        let last = q.build().execute(&mut *conn).await?.last_insert_rowid();
+        seqs.extend(last - chunk.len() as i64 + 1..=last);
+    }
+    let mut seqs = seqs.into_iter();
+    for n in shapes.drain(..) {
+        inserted.push(seqs.by_ref().take(n).collect());
+    }
+    rows.clear();
+    Ok(())
 }
