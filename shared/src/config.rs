@@ -12,6 +12,10 @@ use crate::{Error, Result};
 pub struct Config {
     /// PostgreSQL URL (`WEFT_DATABASE_URL`).
     pub database_url: String,
+    /// A streaming replica's URL for the reads that may lag — search, statistics,
+    /// history pages (`WEFT_DATABASE_READ_URL`; unset or empty: every read on the
+    /// primary). PostgreSQL only.
+    pub database_read_url: Option<String>,
     /// RabbitMQ URL (`WEFT_AMQP_URL`); several brokers separated by commas.
     pub amqp_url: String,
     /// The type of the namespace's queues (`WEFT_QUEUE_TYPE`: `classic`, the default, or
@@ -80,6 +84,7 @@ impl Default for Config {
     fn default() -> Self {
         Self {
             database_url: "postgres://postgres@127.0.0.1:5432/weft".into(),
+            database_read_url: None,
             amqp_url: "amqp://guest:guest@127.0.0.1:5672/%2f".into(),
             queue_type: crate::topology::QueueType::Classic,
             redis_url: "redis://127.0.0.1:6379".into(),
@@ -123,6 +128,7 @@ impl Config {
         let d = Self::default();
         let cfg = Self {
             database_url: get("WEFT_DATABASE_URL").unwrap_or(d.database_url),
+            database_read_url: get("WEFT_DATABASE_READ_URL").filter(|u| !u.trim().is_empty()),
             amqp_url: get("WEFT_AMQP_URL").unwrap_or(d.amqp_url),
             queue_type: match get("WEFT_QUEUE_TYPE") {
                 Some(raw) => raw
@@ -286,6 +292,25 @@ mod tests {
         assert!(
             err.contains("WEFT_QUEUE_TYPE") && err.contains("classic or quorum"),
             "{err}"
+        );
+    }
+
+    #[test]
+    fn a_read_replica_is_optional_and_an_empty_one_is_none() {
+        assert_eq!(with(&[]).unwrap().database_read_url, None);
+        assert_eq!(
+            with(&[("WEFT_DATABASE_READ_URL", " ")])
+                .unwrap()
+                .database_read_url,
+            None
+        );
+        let url = "postgres://postgres@replica:5432/weft";
+        assert_eq!(
+            with(&[("WEFT_DATABASE_READ_URL", url)])
+                .unwrap()
+                .database_read_url
+                .as_deref(),
+            Some(url)
         );
     }
 

@@ -67,8 +67,13 @@ impl Backing {
     ) -> Result<(Store, Bus)> {
         match self {
             Backing::Connect => {
-                let store =
-                    Store::connect(&config.database_url, max_db_connections, shutdown).await?;
+                let store = Store::connect_with_replica(
+                    &config.database_url,
+                    config.database_read_url.as_deref(),
+                    max_db_connections,
+                    shutdown,
+                )
+                .await?;
                 let names = config.names();
                 let bus = Bus::connect(&config.amqp_url, names, shutdown.clone()).await?;
                 tracing::info!(namespace = %config.namespace, "connected to PostgreSQL and RabbitMQ");

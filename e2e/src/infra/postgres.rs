@@ -27,15 +27,7 @@ impl PgServer {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
         let bin = bin_dir().await?;
         let as_postgres = is_root();
-        if as_postgres {
-            // PostgreSQL refuses to run as root; its directory must be its user's.
-            run(
-                "chown",
-                &["postgres:", &dir.display().to_string()],
-                &dir.join("chown.log"),
-            )
-            .await?;
-        }
+        give_to_postgres(dir, as_postgres).await?;
         let server = Self {
             bin,
             data: dir.join("data"),
@@ -63,6 +55,44 @@ impl PgServer {
             .await?;
         server.up().await?;
         Ok(server)
+    }
+
+    /// A streaming replica of `primary` under `dir` (created), on a free port: a base
+    /// backup of it (`pg_basebackup -R`, which also writes the standby's connection to
+    /// the primary) started as a hot standby.
+    pub async fn replica_of(primary: &PgServer, dir: &Path) -> anyhow::Result<Self> {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        give_to_postgres(dir, primary.as_postgres).await?;
+        let replica = Self {
+            bin: primary.bin.clone(),
+            data: dir.join("data"),
+            dir: dir.to_owned(),
+            port: free_port()?,
+            as_postgres: primary.as_postgres,
+        };
+        let (data, port) = (replica.data.display().to_string(), primary.port.to_string());
+        replica
+            .pg(
+                "pg_basebackup",
+                &[
+                    "-h",
+                    "127.0.0.1",
+                    "-p",
+                    &port,
+                    "-U",
+                    "postgres",
+                    "-D",
+                    &data,
+                    "-R",
+                    "-X",
+                    "stream",
+                    "--no-sync",
+                ],
+                "basebackup.log",
+            )
+            .await?;
+        replica.up().await?;
+        Ok(replica)
     }
 
     /// The URL of `database` on this server.
@@ -144,6 +174,20 @@ impl Drop for PgServer {
             .stderr(std::process::Stdio::null())
             .status();
     }
+}
+
+/// Makes `dir` the `postgres` user's when the server runs as that user: PostgreSQL
+/// refuses to run as root, and its directory must be its user's.
+async fn give_to_postgres(dir: &Path, as_postgres: bool) -> anyhow::Result<()> {
+    if !as_postgres {
+        return Ok(());
+    }
+    run(
+        "chown",
+        &["postgres:", &dir.display().to_string()],
+        &dir.join("chown.log"),
+    )
+    .await
 }
 
 /// Where PostgreSQL's server programs are (`pg_config --bindir`).

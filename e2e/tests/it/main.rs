@@ -35,6 +35,7 @@ mod protocol;
 mod python_worker;
 mod quorum;
 mod rabbitmq_users;
+mod read_replica;
 mod sdk_heartbeats;
 mod start_events;
 mod system_tasks;

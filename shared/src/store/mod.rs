@@ -70,6 +70,25 @@ impl Store {
         Ok(Self::from_pg(pg))
     }
 
+    /// [`Store::connect`], with the reads that may lag (search, statistics, history
+    /// pages) on the streaming replica at `read_url` when one is given.
+    pub async fn connect_with_replica(
+        url: &str,
+        read_url: Option<&str>,
+        max_connections: u32,
+        shutdown: &CancellationToken,
+    ) -> Result<Self> {
+        let pg = PgStore::connect(url, max_connections, shutdown).await?;
+        let pg = match read_url {
+            Some(read_url) => {
+                tracing::info!("search, statistics and history pages read the replica (WEFT_DATABASE_READ_URL)");
+                pg.with_read_replica(read_url, max_connections)?
+            }
+            None => pg,
+        };
+        Ok(Self::from_pg(pg))
+    }
+
     /// Wraps an existing PostgreSQL pool (tests); does not migrate. Needs a Tokio runtime.
     pub fn from_pool(pool: PgPool) -> Self {
         Self::from_pg(PgStore::from_pool(pool))

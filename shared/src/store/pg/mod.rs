@@ -19,6 +19,7 @@ mod operations;
 pub(crate) mod outbox;
 mod reads;
 pub mod registry;
+mod replica;
 mod runs;
 mod search;
 mod starts;
@@ -34,6 +35,8 @@ use crate::{Error, Result};
 #[derive(Clone, Debug)]
 pub struct PgStore {
     pub(crate) pool: PgPool,
+    /// The streaming replica that reads which may lag go to (`replica`), if any.
+    pub(crate) replica: Option<PgPool>,
     /// Deletes published outbox rows in the background, in batches.
     pub(crate) janitor: crate::store::outbox::Janitor,
 }
@@ -50,14 +53,7 @@ impl PgStore {
         let options: PgConnectOptions = url
             .parse()
             .map_err(|e| Error::Config(format!("WEFT_DATABASE_URL: {e}")))?;
-        // Generic plans (planned once per connection) and no sequential scans: every
-        // statement Weft runs is a keyed lookup or an index range, and a plan made while
-        // a table was small — or had no statistics yet — must not scan it once it is
-        // large (docs/decider.md, "Prepared statements, generic plans").
-        let options = options.options([
-            ("plan_cache_mode", "force_generic_plan"),
-            ("enable_seqscan", "off"),
-        ]);
+        let options = planned(options);
         let mut delay = Duration::from_millis(100);
         let pool = loop {
             let attempt = PgPoolOptions::new()
@@ -91,14 +87,24 @@ impl PgStore {
             .connect_lazy_with(options.options([("synchronous_commit", "off")]));
         Ok(Self {
             pool,
+            replica: None,
             janitor: outbox::janitor(relaxed),
         })
+    }
+
+    /// Sends the reads that may lag (search, statistics, history pages) to the streaming
+    /// replica at `url` (`WEFT_DATABASE_READ_URL`), with up to `max_connections`
+    /// connections of its own.
+    pub fn with_read_replica(mut self, url: &str, max_connections: u32) -> Result<Self> {
+        self.replica = Some(replica::pool(url, max_connections)?);
+        Ok(self)
     }
 
     /// Wraps an existing pool (tests); does not migrate. Needs a Tokio runtime.
     pub fn from_pool(pool: PgPool) -> Self {
         Self {
             janitor: outbox::janitor(pool.clone()),
+            replica: None,
             pool,
         }
     }
@@ -119,6 +125,17 @@ impl Health for PgStore {
     fn backend_name(&self) -> &'static str {
         "postgres"
     }
+}
+
+/// `options` with Weft's planner settings: generic plans (planned once per connection)
+/// and no sequential scans. Every statement Weft runs is a keyed lookup or an index
+/// range, and a plan made while a table was small — or had no statistics yet — must not
+/// scan it once it is large (docs/decider.md, "Prepared statements, generic plans").
+pub(super) fn planned(options: PgConnectOptions) -> PgConnectOptions {
+    options.options([
+        ("plan_cache_mode", "force_generic_plan"),
+        ("enable_seqscan", "off"),
+    ])
 }
 
 /// Postgres error 3D000: the database named in the URL does not exist.

@@ -74,16 +74,20 @@ impl ReadStore for PgStore {
             .await?)
     }
 
-    /// Up to `limit` events of `run_id` with `event_id > after`, in order.
+    /// Up to `limit` events of `run_id` with `event_id > after`, in order; on the read
+    /// replica when there is one (a page may lag behind the run).
     async fn history_page(&self, run_id: Uuid, after: i64, limit: i64) -> Result<Vec<EventView>> {
-        Ok(sqlx::query_as::<_, EventView>(
-            "SELECT event_id, type, time, attributes FROM history_events
-             WHERE run_id = $1 AND event_id > $2 ORDER BY event_id LIMIT $3",
-        )
-        .bind(run_id)
-        .bind(after)
-        .bind(limit)
-        .fetch_all(&self.pool)
-        .await?)
+        self.lagging_read(|pool| async move {
+            Ok(sqlx::query_as::<_, EventView>(
+                "SELECT event_id, type, time, attributes FROM history_events
+                 WHERE run_id = $1 AND event_id > $2 ORDER BY event_id LIMIT $3",
+            )
+            .bind(run_id)
+            .bind(after)
+            .bind(limit)
+            .fetch_all(&pool)
+            .await?)
+        })
+        .await
     }
 }

@@ -11,39 +11,43 @@ use crate::Result;
 
 #[async_trait]
 impl SearchStore for PgStore {
-    /// The page of matches and how many there are (at most [`MAX_COUNTED_HITS`]).
+    /// The page of matches and how many there are (at most [`MAX_COUNTED_HITS`]); on
+    /// the read replica when there is one.
     async fn search_runs(&self, search: &Search) -> Result<(i64, Vec<SearchHit>)> {
-        // One index walk per value of a multi-valued status/type filter, each stopping
-        // after `start + size` rows, merged: PostgreSQL 15 cannot walk `= ANY` in order.
-        let mut page = QueryBuilder::<Postgres>::new(format!("SELECT {HIT_COLUMNS} FROM ("));
-        for (i, branch) in branches(search).iter().enumerate() {
-            if i > 0 {
-                page.push(" UNION ALL ");
-            }
-            page.push(format_args!("(SELECT {HIT_COLUMNS} FROM runs"));
-            where_clause(&mut page, branch);
-            page.push(" ORDER BY start_time DESC, run_id DESC LIMIT ")
-                .push_bind(search.start + search.size)
-                .push(")");
-        }
-        page.push(") AS hits ORDER BY start_time DESC, run_id DESC OFFSET ")
-            .push_bind(search.start)
-            .push(" LIMIT ")
-            .push_bind(search.size);
-        let hits = page
-            .build_query_as::<SearchHit>()
-            .fetch_all(&self.pool)
-            .await?;
-
-        let mut count = QueryBuilder::<Postgres>::new("SELECT count(*) FROM (SELECT 1 FROM runs");
-        where_clause(&mut count, search);
-        count
-            .push(" LIMIT ")
-            .push_bind(MAX_COUNTED_HITS)
-            .push(") AS hits");
-        let total: i64 = count.build_query_scalar().fetch_one(&self.pool).await?;
-        Ok((total, hits))
+        self.lagging_read(|pool| async move { search_on(&pool, search).await })
+            .await
     }
+}
+
+/// [`SearchStore::search_runs`] on `pool`.
+async fn search_on(pool: &sqlx::PgPool, search: &Search) -> Result<(i64, Vec<SearchHit>)> {
+    // One index walk per value of a multi-valued status/type filter, each stopping
+    // after `start + size` rows, merged: PostgreSQL 15 cannot walk `= ANY` in order.
+    let mut page = QueryBuilder::<Postgres>::new(format!("SELECT {HIT_COLUMNS} FROM ("));
+    for (i, branch) in branches(search).iter().enumerate() {
+        if i > 0 {
+            page.push(" UNION ALL ");
+        }
+        page.push(format_args!("(SELECT {HIT_COLUMNS} FROM runs"));
+        where_clause(&mut page, branch);
+        page.push(" ORDER BY start_time DESC, run_id DESC LIMIT ")
+            .push_bind(search.start + search.size)
+            .push(")");
+    }
+    page.push(") AS hits ORDER BY start_time DESC, run_id DESC OFFSET ")
+        .push_bind(search.start)
+        .push(" LIMIT ")
+        .push_bind(search.size);
+    let hits = page.build_query_as::<SearchHit>().fetch_all(pool).await?;
+
+    let mut count = QueryBuilder::<Postgres>::new("SELECT count(*) FROM (SELECT 1 FROM runs");
+    where_clause(&mut count, search);
+    count
+        .push(" LIMIT ")
+        .push_bind(MAX_COUNTED_HITS)
+        .push(") AS hits");
+    let total: i64 = count.build_query_scalar().fetch_one(pool).await?;
+    Ok((total, hits))
 }
 
 const HIT_COLUMNS: &str = "run_id, workflow_id, workflow_name, workflow_version, status,

@@ -87,12 +87,17 @@ impl StatsStore for PgStore {
         since: DateTime<Utc>,
         limit: i64,
     ) -> Result<RunStats> {
-        let row = sqlx::query_as::<_, Row>(STATS)
-            .bind(name)
-            .bind(since)
-            .bind(version)
-            .bind(limit)
-            .fetch_one(&self.pool)
+        // On the read replica when there is one: statistics may lag.
+        let row = self
+            .lagging_read(|pool| async move {
+                Ok(sqlx::query_as::<_, Row>(STATS)
+                    .bind(name)
+                    .bind(since)
+                    .bind(version)
+                    .bind(limit)
+                    .fetch_one(&pool)
+                    .await?)
+            })
             .await?;
         Ok(RunStats {
             count: row.count,
