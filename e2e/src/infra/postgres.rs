@@ -19,6 +19,8 @@ pub struct PgServer {
     dir: PathBuf,
     port: u16,
     as_postgres: bool,
+    /// Settings beyond the common ones (`-c name=value …`).
+    settings: &'static str,
 }
 
 impl PgServer {
@@ -34,6 +36,7 @@ impl PgServer {
             dir: dir.to_owned(),
             port: free_port()?,
             as_postgres,
+            settings: "",
         };
         let data = server.data.display().to_string();
         server
@@ -59,7 +62,7 @@ impl PgServer {
 
     /// A streaming replica of `primary` under `dir` (created), on a free port: a base
     /// backup of it (`pg_basebackup -R`, which also writes the standby's connection to
-    /// the primary) started as a hot standby.
+    /// the primary) started as a hot standby that logs every statement.
     pub async fn replica_of(primary: &PgServer, dir: &Path) -> anyhow::Result<Self> {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
         give_to_postgres(dir, primary.as_postgres).await?;
@@ -69,6 +72,8 @@ impl PgServer {
             dir: dir.to_owned(),
             port: free_port()?,
             as_postgres: primary.as_postgres,
+            // Every statement in its log: what a test reads to tell which reads went to it.
+            settings: "-c log_statement=all",
         };
         let (data, port) = (replica.data.display().to_string(), primary.port.to_string());
         replica
@@ -93,6 +98,12 @@ impl PgServer {
             .await?;
         replica.up().await?;
         Ok(replica)
+    }
+
+    /// The server's log so far (a replica's logs every statement).
+    pub fn log(&self) -> anyhow::Result<String> {
+        let path = self.dir.join("postgres.log");
+        std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))
     }
 
     /// The URL of `database` on this server.
@@ -125,8 +136,8 @@ impl PgServer {
         let log = self.dir.join("postgres.log").display().to_string();
         let options = format!(
             "-p {} -c listen_addresses=127.0.0.1 -c unix_socket_directories='' \
-             -c max_connections=400 -c shared_buffers=128MB",
-            self.port
+             -c max_connections=400 -c shared_buffers=128MB {}",
+            self.port, self.settings
         );
         let timeout = START_TIMEOUT.as_secs().to_string();
         self.pg(

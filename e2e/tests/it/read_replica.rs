@@ -1,5 +1,6 @@
 //! `WEFT_DATABASE_READ_URL` (issue 17): the reads that may lag — search, statistics,
-//! history pages — go to a streaming replica; a run's current state stays on the primary.
+//! history pages, the graph once the replica has the run's version — go to a streaming
+//! replica; a run's current state stays on the primary.
 //! The test makes both: a private primary and a `pg_basebackup` replica of it. With the
 //! replica's replay paused, a run that completes is COMPLETED to `GET /workflow/{id}`
 //! (the primary) and absent from search (the replica); resumed, search finds it. With the
@@ -103,7 +104,7 @@ async fn search_reads_the_replica_and_a_runs_state_the_primary() {
     suite.client().register(&greet::definition()).await.unwrap();
 
     let first = completed_run(&suite, "replicaFirst").await;
-    search_finds(&suite, "replicaFirst", &[first]).await;
+    search_finds(&suite, "replicaFirst", std::slice::from_ref(&first)).await;
 
     // Replay paused: the replica stops where it is.
     let on_replica = replica.url("postgres");
@@ -117,6 +118,22 @@ async fn search_reads_the_replica_and_a_runs_state_the_primary() {
     assert_eq!(search(&suite, "replicaSecond").await, Vec::<String>::new());
     exec(&on_replica, "SELECT pg_wal_replay_resume()").await;
     search_finds(&suite, "replicaSecond", std::slice::from_ref(&second)).await;
+
+    // The graph of an ended run the replica has: built there (its statements are in the
+    // replica's log, which logs every statement).
+    let graph_query = "attributes->'definition'";
+    assert!(!replica.log().unwrap().contains(graph_query));
+    let graph = suite
+        .client()
+        .raw(
+            reqwest::Method::GET,
+            &format!("/api/workflow/{first}/graph"),
+            None,
+        )
+        .await
+        .unwrap();
+    assert_eq!(graph.status, 200, "{}", graph.text);
+    assert!(replica.log().unwrap().contains(graph_query));
 
     // The replica gone: search answers from the primary.
     replica.stop().await.unwrap();

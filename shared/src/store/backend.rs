@@ -190,6 +190,18 @@ pub trait GraphStore {
     ) -> Result<Option<RunVersion>>;
     /// A run's graph, built from its definition and task rows.
     async fn run_graph(&self, workflow_id: &str, run_id: Uuid) -> Result<Option<Graph>>;
+    /// A run's graph at `version` or later (the version [`GraphStore::run_version`]
+    /// read): a backend with a read replica may build it there when the replica has
+    /// caught up with that version.
+    async fn run_graph_at_least(
+        &self,
+        workflow_id: &str,
+        run_id: Uuid,
+        version: i64,
+    ) -> Result<Option<Graph>> {
+        let _ = version; // one database: what it reads is the latest
+        self.run_graph(workflow_id, run_id).await
+    }
 }
 
 /// Search over runs.

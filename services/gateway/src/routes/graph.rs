@@ -55,7 +55,11 @@ async fn get_graph(
             return Ok(json_response(json));
         }
     }
-    let Some(graph) = state.store.run_graph(&id, at.run_id).await? else {
+    let Some(graph) = state
+        .store
+        .run_graph_at_least(&id, at.run_id, at.version)
+        .await?
+    else {
         return Err(not_found());
     };
     let json = serde_json::to_vec(&graph).map_err(|e| ApiError::Internal(e.into()))?;

@@ -48,39 +48,68 @@ impl GraphStore for PgStore {
     }
 
     /// The graph of run `run_id` of `workflow_id`, computed from one repeatable-read
-    /// snapshot: its version, task rows and definition agree. `None`: no such run.
+    /// snapshot of the primary: its version, task rows and definition agree. `None`: no
+    /// such run.
     async fn run_graph(&self, workflow_id: &str, run_id: Uuid) -> Result<Option<Graph>> {
-        let mut tx = self.pool.begin().await?;
-        sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
-            .execute(&mut *tx)
-            .await?;
-        let Some(version) = sqlx::query_scalar::<_, i64>(
-            "SELECT version FROM runs WHERE run_id = $1 AND workflow_id = $2",
-        )
-        .bind(run_id)
-        .bind(workflow_id)
-        .fetch_optional(&mut *tx)
-        .await?
-        else {
-            return Ok(None);
-        };
-        let (definition, traceparent) = sqlx::query_as::<_, (serde_json::Value, Option<String>)>(
-            "SELECT attributes->'definition', attributes->>'traceparent' FROM history_events
-                 WHERE run_id = $1 AND event_id = 1",
-        )
-        .bind(run_id)
-        .fetch_optional(&mut *tx)
-        .await?
-        .ok_or_else(|| Error::Decode(format!("run {run_id} has no WorkflowStarted event")))?;
-        let rows = sqlx::query_as::<_, GraphRow>(GRAPH_ROWS)
-            .bind(run_id)
-            .fetch_all(&mut *tx)
-            .await?;
-        tx.commit().await?;
-        let def: WorkflowDef = serde_json::from_value(definition)?;
-        let mut graph = graph_build::build(workflow_id, run_id, version, &def, &rows);
-        // traceparent: version-traceid-spanid-flags.
-        graph.trace_id = traceparent.and_then(|tp| tp.split('-').nth(1).map(str::to_owned));
-        Ok(Some(graph))
+        graph_on(&self.pool, workflow_id, run_id).await
     }
+
+    /// The graph from the read replica when it has caught up with `version` (an ended
+    /// run's graph, whose version no longer moves, nearly always), from the primary
+    /// otherwise.
+    async fn run_graph_at_least(
+        &self,
+        workflow_id: &str,
+        run_id: Uuid,
+        version: i64,
+    ) -> Result<Option<Graph>> {
+        if let Some(replica) = &self.replica {
+            match graph_on(replica, workflow_id, run_id).await {
+                Ok(Some(graph)) if graph.version >= version => return Ok(Some(graph)),
+                Ok(_) => {} // behind, or without the run yet
+                Err(Error::Store(e)) if super::replica::unavailable(&e) => {
+                    tracing::warn!(error = %e, "the read replica did not answer; reading the primary");
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        self.run_graph(workflow_id, run_id).await
+    }
+}
+
+/// The graph of run `run_id` of `workflow_id` as `pool`'s database has it, from one
+/// repeatable-read snapshot.
+async fn graph_on(pool: &sqlx::PgPool, workflow_id: &str, run_id: Uuid) -> Result<Option<Graph>> {
+    let mut tx = pool.begin().await?;
+    sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        .execute(&mut *tx)
+        .await?;
+    let Some(version) = sqlx::query_scalar::<_, i64>(
+        "SELECT version FROM runs WHERE run_id = $1 AND workflow_id = $2",
+    )
+    .bind(run_id)
+    .bind(workflow_id)
+    .fetch_optional(&mut *tx)
+    .await?
+    else {
+        return Ok(None);
+    };
+    let (definition, traceparent) = sqlx::query_as::<_, (serde_json::Value, Option<String>)>(
+        "SELECT attributes->'definition', attributes->>'traceparent' FROM history_events
+             WHERE run_id = $1 AND event_id = 1",
+    )
+    .bind(run_id)
+    .fetch_optional(&mut *tx)
+    .await?
+    .ok_or_else(|| Error::Decode(format!("run {run_id} has no WorkflowStarted event")))?;
+    let rows = sqlx::query_as::<_, GraphRow>(GRAPH_ROWS)
+        .bind(run_id)
+        .fetch_all(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    let def: WorkflowDef = serde_json::from_value(definition)?;
+    let mut graph = graph_build::build(workflow_id, run_id, version, &def, &rows);
+    // traceparent: version-traceid-spanid-flags.
+    graph.trace_id = traceparent.and_then(|tp| tp.split('-').nth(1).map(str::to_owned));
+    Ok(Some(graph))
 }

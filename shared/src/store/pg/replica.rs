@@ -62,7 +62,7 @@ impl PgStore {
 /// no connection, the pool's wait, a server shutting down or starting (class 57P), a
 /// connection exception (class 08), or a query cancelled by a recovery conflict
 /// (40001 on a hot standby).
-fn unavailable(e: &sqlx::Error) -> bool {
+pub(super) fn unavailable(e: &sqlx::Error) -> bool {
     match e {
         sqlx::Error::Io(_)
         | sqlx::Error::Tls(_)
