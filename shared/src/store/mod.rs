@@ -66,8 +66,7 @@ impl Store {
         max_connections: u32,
         shutdown: &CancellationToken,
     ) -> Result<Self> {
-        let pg = PgStore::connect(url, max_connections, shutdown).await?;
-        Ok(Self::from_pg(pg))
+        Self::connect_with_replica(url, None, max_connections, shutdown).await
     }
 
     /// [`Store::connect`], with the reads that may lag (search, statistics, history

@@ -63,17 +63,11 @@ impl GraphStore for PgStore {
         run_id: Uuid,
         version: i64,
     ) -> Result<Option<Graph>> {
-        if let Some(replica) = &self.replica {
-            match graph_on(replica, workflow_id, run_id).await {
-                Ok(Some(graph)) if graph.version >= version => return Ok(Some(graph)),
-                Ok(_) => {} // behind, or without the run yet
-                Err(Error::Store(e)) if super::replica::unavailable(&e) => {
-                    tracing::warn!(error = %e, "the read replica did not answer; reading the primary");
-                }
-                Err(e) => return Err(e),
-            }
-        }
-        self.run_graph(workflow_id, run_id).await
+        self.replica_read_if(
+            |pool| async move { graph_on(&pool, workflow_id, run_id).await },
+            |graph| graph.as_ref().is_some_and(|g| g.version >= version),
+        )
+        .await
     }
 }
 

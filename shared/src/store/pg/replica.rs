@@ -45,16 +45,32 @@ impl PgStore {
         F: Fn(PgPool) -> Fut,
         Fut: Future<Output = Result<T>>,
     {
-        let Some(replica) = &self.replica else {
-            return read(self.pool.clone()).await;
-        };
-        match read(replica.clone()).await {
-            Err(Error::Store(e)) if unavailable(&e) => {
-                tracing::warn!(error = %e, "the read replica did not answer; reading the primary");
-                read(self.pool.clone()).await
+        self.replica_read_if(read, |_| true).await
+    }
+
+    /// Runs `read` on the replica when there is one and keeps its answer if `current`
+    /// accepts it (the replica may be behind what the caller already knows); on the
+    /// primary otherwise, or when the replica cannot answer.
+    pub(super) async fn replica_read_if<T, F, Fut>(
+        &self,
+        read: F,
+        current: impl Fn(&T) -> bool,
+    ) -> Result<T>
+    where
+        F: Fn(PgPool) -> Fut,
+        Fut: Future<Output = Result<T>>,
+    {
+        if let Some(replica) = &self.replica {
+            match read(replica.clone()).await {
+                Ok(answer) if current(&answer) => return Ok(answer),
+                Ok(_) => {} // behind: the primary has what the caller knows
+                Err(Error::Store(e)) if unavailable(&e) => {
+                    tracing::warn!(error = %e, "the read replica did not answer; reading the primary");
+                }
+                Err(e) => return Err(e),
             }
-            other => other,
         }
+        read(self.pool.clone()).await
     }
 }
 
@@ -62,7 +78,7 @@ impl PgStore {
 /// no connection, the pool's wait, a server shutting down or starting (class 57P), a
 /// connection exception (class 08), or a query cancelled by a recovery conflict
 /// (40001 on a hot standby).
-pub(super) fn unavailable(e: &sqlx::Error) -> bool {
+fn unavailable(e: &sqlx::Error) -> bool {
     match e {
         sqlx::Error::Io(_)
         | sqlx::Error::Tls(_)
