@@ -501,6 +501,10 @@ impl RegistryStore for PgStore {
             .collect();
         let mut outcome = ScanOutcome::read(candidates.len());
         if candidates.is_empty() {
+            // End the transaction here: dropped, its rollback would only run once its
+            // connection is next used, and the rows it locked (a confirmation's other
+            // attempts of the same task) would stay locked — skipped — until then.
+            tx.commit().await?;
             return Ok(outcome);
         }
         let Sorted {
