@@ -28,6 +28,10 @@ pub enum Error {
     /// A database operation failed. Retrying can help when the database was unreachable.
     #[error("store: {0}")]
     Store(#[from] sqlx::Error),
+    /// A write on `weft dev`'s synchronous SQLite connection failed (see
+    /// `store::sqlite::writer`).
+    #[error("store: {0}")]
+    Embedded(#[from] rusqlite::Error),
     /// Applying the schema migrations failed. Retrying does not help.
     #[error("store migration: {0}")]
     Migrate(#[from] sqlx::migrate::MigrateError),
@@ -59,6 +63,24 @@ impl Error {
     /// process is saturated, and the same request can succeed a moment later.
     pub fn is_pool_exhausted(&self) -> bool {
         matches!(self, Error::Store(sqlx::Error::PoolTimedOut))
+    }
+
+    /// Whether another writer got there first: a run's version moved, or a row the
+    /// write inserts exists already (a unique violation; PostgreSQL's exclusion
+    /// violation too). Reloading and trying again can succeed.
+    pub fn is_write_conflict(&self) -> bool {
+        match self {
+            Error::VersionConflict { .. } => true,
+            Error::Store(sqlx::Error::Database(db)) => {
+                db.is_unique_violation() || db.code().as_deref() == Some("23P01")
+            }
+            Error::Embedded(rusqlite::Error::SqliteFailure(e, _)) => matches!(
+                e.extended_code,
+                rusqlite::ffi::SQLITE_CONSTRAINT_UNIQUE
+                    | rusqlite::ffi::SQLITE_CONSTRAINT_PRIMARYKEY
+            ),
+            _ => false,
+        }
     }
 }
 

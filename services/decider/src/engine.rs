@@ -198,9 +198,7 @@ impl Shard {
                     self.evict(&deliveries);
                     // A unique or exclusion violation: another writer created a run of
                     // the same workflow (one current run per workflow).
-                    let conflict = matches!(e, Error::VersionConflict { .. })
-                        || matches!(&e, Error::Store(sqlx::Error::Database(db))
-                            if db.is_unique_violation() || db.code().as_deref() == Some("23P01"));
+                    let conflict = e.is_write_conflict();
                     if conflict && attempt < MAX_ATTEMPTS {
                         self.metrics.conflicts.inc();
                         tracing::info!(error = %e, attempt, "concurrent writer detected; reloading and retrying");

@@ -171,7 +171,10 @@ impl Bus {
     /// (marked redelivered). Without one, messages live in memory only. Clones of the
     /// returned `Bus` share the broker; another `Bus::in_process` is another broker.
     /// See docs/bus-in-process.md for what differs from RabbitMQ.
-    pub async fn in_process(names: Names, journal: Option<sqlx::SqlitePool>) -> Result<Self> {
+    pub async fn in_process(
+        names: Names,
+        journal: Option<crate::store::sqlite::SqliteWriter>,
+    ) -> Result<Self> {
         check_namespace(&names)?;
         let transport = local::Local::start(names, journal).await?;
         Ok(Self::with_transport(Arc::new(transport)))

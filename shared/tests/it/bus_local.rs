@@ -8,12 +8,12 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions};
 use sqlx::SqlitePool;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 use weft::bus::{Bus, ConsumeOptions, Delivery, Disposition};
+use weft::store::sqlite::SqliteStore;
 use weft::topology::Names;
 
 use crate::bus::{bus, envelope, header, n_of, namespace, pair, ready_count, take_one, Kind};
@@ -253,27 +253,18 @@ impl TempDb {
         Self { path }
     }
 
-    /// A new pool on the file, as a new process would open it.
-    async fn pool(&self) -> SqlitePool {
-        let options = SqliteConnectOptions::new()
-            .filename(&self.path)
-            .create_if_missing(true)
-            .journal_mode(SqliteJournalMode::Wal)
-            .busy_timeout(Duration::from_secs(10));
-        SqlitePoolOptions::new()
-            .max_connections(2)
-            .connect_with(options)
-            .await
-            .unwrap()
+    /// The store on the file, as a new process would open it.
+    async fn store(&self) -> SqliteStore {
+        SqliteStore::open_file(&self.path).await.unwrap()
     }
 
-    /// A new pool and an in-process bus journaled in it, as a new process opens them.
-    async fn open_bus(&self, names: &Names) -> (SqlitePool, Bus) {
-        let pool = self.pool().await;
-        let bus = Bus::in_process(names.clone(), Some(pool.clone()))
+    /// The store and an in-process bus journaled in it, as a new process opens them.
+    async fn open_bus(&self, names: &Names) -> (SqliteStore, Bus) {
+        let store = self.store().await;
+        let bus = Bus::in_process(names.clone(), Some(store.writer().clone()))
             .await
             .unwrap();
-        (pool, bus)
+        (store, bus)
     }
 }
 
@@ -304,8 +295,8 @@ async fn unacknowledged_messages_survive_the_process_and_acknowledged_ones_do_no
     // First process: four messages published; 0 acknowledged, 1 dead-lettered, 2 taken
     // and left unsettled, 3 held by a consumer that is aborted mid-handler.
     {
-        let pool = db.pool().await;
-        let bus = Bus::in_process(names.clone(), Some(pool.clone()))
+        let store = db.store().await;
+        let bus = Bus::in_process(names.clone(), Some(store.writer().clone()))
             .await
             .unwrap();
         bus.declare_activity_queue("durable").await.unwrap();
@@ -315,7 +306,7 @@ async fn unacknowledged_messages_survive_the_process_and_acknowledged_ones_do_no
                 .unwrap();
         }
         // Written before `publish` returned.
-        assert_eq!(journal_rows(&pool).await, 4);
+        assert_eq!(journal_rows(store.pool()).await, 4);
 
         let zero = bus.get(&queue).await.unwrap().expect("message 0");
         assert_eq!(n_of(&zero.delivery), 0);
@@ -333,18 +324,18 @@ async fn unacknowledged_messages_survive_the_process_and_acknowledged_ones_do_no
         let consumer = bus.consume(&queue, opts(8, 1), stuck, CancellationToken::new());
         assert_eq!(recv(&mut started).await, 3);
         bus.flush().await.unwrap();
-        assert_eq!(journal_rows(&pool).await, 3);
+        assert_eq!(journal_rows(store.pool()).await, 3);
 
         // The process dies: nothing settled any more.
         consumer.abort();
         let _ = consumer.await;
         std::mem::forget(two);
         drop(bus);
-        pool.close().await;
+        store.close().await;
     }
 
     // Next process, on a new pool over the same file.
-    let (pool, bus) = db.open_bus(&names).await;
+    let (store, bus) = db.open_bus(&names).await;
     bus.declare_activity_queue("durable").await.unwrap();
     let mut again = Vec::new();
     while let Some(taken) = bus.get(&queue).await.unwrap() {
@@ -360,7 +351,7 @@ async fn unacknowledged_messages_survive_the_process_and_acknowledged_ones_do_no
     );
     assert_eq!(header(&dead, "x-weft-original-queue"), Some(queue.clone()));
     bus.flush().await.unwrap();
-    assert_eq!(journal_rows(&pool).await, 0);
+    assert_eq!(journal_rows(store.pool()).await, 0);
 
     // Journaled messages keep flowing to consumers of the new process.
     bus.publish(&exchange, "durable", &envelope("wf", 4))
@@ -377,16 +368,16 @@ async fn unacknowledged_messages_survive_the_process_and_acknowledged_ones_do_no
     stop.cancel();
     task.await.unwrap();
     bus.teardown(&[]).await.unwrap();
-    assert_eq!(journal_rows(&pool).await, 0);
-    pool.close().await;
+    assert_eq!(journal_rows(store.pool()).await, 0);
+    store.close().await;
 }
 
 #[tokio::test]
 async fn requests_and_replies_are_not_journaled_and_namespaces_do_not_mix() {
     let db = TempDb::new();
-    let pool = db.pool().await;
+    let store = db.store().await;
     let names = Names::new(&namespace(), 1);
-    let bus = Bus::in_process(names.clone(), Some(pool.clone()))
+    let bus = Bus::in_process(names.clone(), Some(store.writer().clone()))
         .await
         .unwrap();
     // A request nobody answers stays queued, in memory only.
@@ -404,18 +395,18 @@ async fn requests_and_replies_are_not_journaled_and_namespaces_do_not_mix() {
     bus.publish("", &heartbeat, &envelope("wf", 2))
         .await
         .unwrap();
-    assert_eq!(journal_rows(&pool).await, 1);
+    assert_eq!(journal_rows(store.pool()).await, 1);
 
     // Another namespace on the same file does not see this one's messages.
-    let other = Bus::in_process(Names::new(&namespace(), 1), Some(pool.clone()))
+    let other = Bus::in_process(Names::new(&namespace(), 1), Some(store.writer().clone()))
         .await
         .unwrap();
     let other_heartbeat = other.names().heartbeat_queue();
     assert_eq!(other.message_count(&other_heartbeat).await.unwrap(), 0);
     bus.teardown(&[]).await.unwrap();
     other.teardown(&[]).await.unwrap();
-    assert_eq!(journal_rows(&pool).await, 0);
-    pool.close().await;
+    assert_eq!(journal_rows(store.pool()).await, 0);
+    store.close().await;
 }
 
 /// Publishes that wait together are journaled together (one multi-row statement), each
@@ -431,7 +422,7 @@ async fn publishes_journaled_together_keep_one_row_per_queue_and_copy() {
     let (first, second) = (format!("{ns}.first"), format!("{ns}.second"));
     const MESSAGES: u64 = 40;
     {
-        let (pool, bus) = db.open_bus(&names).await;
+        let (store, bus) = db.open_bus(&names).await;
         bus.declare_queue(&first, &[(&events, "run.#")])
             .await
             .unwrap();
@@ -447,7 +438,7 @@ async fn publishes_journaled_together_keep_one_row_per_queue_and_copy() {
             }
         });
         futures_util::future::join_all(publishes).await;
-        assert_eq!(journal_rows(&pool).await, 2 * MESSAGES as i64);
+        assert_eq!(journal_rows(store.pool()).await, 2 * MESSAGES as i64);
         let mut seen = Vec::new();
         while let Some(taken) = bus.get(&first).await.unwrap() {
             seen.push(n_of(&taken.delivery));
@@ -456,12 +447,12 @@ async fn publishes_journaled_together_keep_one_row_per_queue_and_copy() {
         seen.sort_unstable();
         assert_eq!(seen, (0..MESSAGES).collect::<Vec<_>>());
         bus.flush().await.unwrap();
-        assert_eq!(journal_rows(&pool).await, MESSAGES as i64);
+        assert_eq!(journal_rows(store.pool()).await, MESSAGES as i64);
         drop(bus);
-        pool.close().await;
+        store.close().await;
     }
 
-    let (pool, bus) = db.open_bus(&names).await;
+    let (store, bus) = db.open_bus(&names).await;
     for queue in [&first, &second] {
         bus.declare_queue(queue, &[(&events, "run.#")])
             .await
@@ -477,7 +468,7 @@ async fn publishes_journaled_together_keep_one_row_per_queue_and_copy() {
     expected.sort_unstable();
     assert_eq!(expected, (0..MESSAGES).collect::<Vec<_>>());
     bus.flush().await.unwrap();
-    assert_eq!(journal_rows(&pool).await, 0);
+    assert_eq!(journal_rows(store.pool()).await, 0);
     bus.teardown(&[]).await.unwrap();
-    pool.close().await;
+    store.close().await;
 }

@@ -7,25 +7,24 @@
 //!
 //! The database file is shared with the store, which writes through its own pool: every
 //! write goes through one writer task that takes whatever is waiting (up to
-//! [`MAX_GROUP`] operations) and applies it as one short transaction, so many publishes
-//! and acks share one commit and the journal holds the write lock briefly; the group's
-//! inserts go as one multi-row statement, its deletes as another. Acks are not
-//! waited for: one lost in a crash only means a redelivery (at least once).
+//! [`MAX_GROUP`] operations) and applies it as one short synchronous transaction of the
+//! store's writer (`store::sqlite::writer`: prepared statements, no round trip per
+//! row), so many publishes and acks share one commit and the journal holds the write
+//! lock briefly. Acks are not waited for: one lost in a crash only means a redelivery
+//! (at least once).
 
 use std::time::Duration;
 
-use sqlx::{QueryBuilder, Row as _, Sqlite, SqlitePool};
+use rusqlite::params;
+use sqlx::Row as _;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::bus::transport::Message;
+use crate::store::sqlite::SqliteWriter;
 use crate::{Error, Result};
 
 /// Operations applied in one transaction, at most.
 const MAX_GROUP: usize = 512;
-/// Rows deleted by one statement (well under SQLite's bound on parameters).
-const DELETE_CHUNK: usize = 500;
-/// Rows inserted by one statement (four parameters each, well under SQLite's bound).
-const INSERT_CHUNK: usize = 2_000;
 /// Attempts at a group before its operations fail (the database may be busy).
 const ATTEMPTS: u32 = 3;
 
@@ -98,14 +97,15 @@ fn headers_of(message: &Message) -> String {
 impl Journal {
     /// Creates the table if needed, reads the rows of namespace `ns` (in order) and
     /// starts the writer task.
-    pub(crate) async fn open(pool: SqlitePool, ns: &str) -> Result<(Self, Vec<Row>)> {
-        sqlx::query(CREATE).execute(&pool).await?;
-        sqlx::query(CREATE_INDEX).execute(&pool).await?;
+    pub(crate) async fn open(writer: SqliteWriter, ns: &str) -> Result<(Self, Vec<Row>)> {
+        let pool = writer.pool();
+        sqlx::query(CREATE).execute(pool).await?;
+        sqlx::query(CREATE_INDEX).execute(pool).await?;
         let rows = sqlx::query(
             "SELECT seq, queue, body, headers FROM bus_journal WHERE ns = ? ORDER BY seq",
         )
         .bind(ns)
-        .fetch_all(&pool)
+        .fetch_all(pool)
         .await?;
         let mut found = Vec::with_capacity(rows.len());
         for row in rows {
@@ -126,7 +126,7 @@ impl Journal {
             });
         }
         let (ops, rx) = mpsc::unbounded_channel();
-        tokio::spawn(write(pool, ns.to_owned(), rx));
+        tokio::spawn(write(writer, ns.to_owned(), rx));
         Ok((Self { ops }, found))
     }
 
@@ -181,7 +181,7 @@ impl Journal {
 }
 
 /// The writer task: groups what is waiting into one transaction, again and again.
-async fn write(pool: SqlitePool, ns: String, mut ops: mpsc::UnboundedReceiver<Op>) {
+async fn write(writer: SqliteWriter, ns: String, mut ops: mpsc::UnboundedReceiver<Op>) {
     while let Some(first) = ops.recv().await {
         let mut group = vec![first];
         while group.len() < MAX_GROUP {
@@ -191,8 +191,12 @@ async fn write(pool: SqlitePool, ns: String, mut ops: mpsc::UnboundedReceiver<Op
             }
         }
         let mut attempt = 1;
+        let flushes_only = group.iter().all(|op| matches!(op, Op::Flush(_)));
         let outcome = loop {
-            match apply(&pool, &ns, &group).await {
+            if flushes_only {
+                break Ok(Vec::new());
+            }
+            match writer.transaction(|tx| apply(tx, &ns, &group)).await {
                 Ok(inserted) => break Ok(inserted),
                 Err(e) if attempt < ATTEMPTS => {
                     tracing::warn!(attempt, error = %e, "writing the bus journal failed; retrying");
@@ -238,38 +242,30 @@ fn report(group: Vec<Op>, outcome: Result<Vec<Vec<i64>>, String>) {
     }
 }
 
-/// Applies a group in one transaction; the row ids of each insert, in order.
-async fn apply(pool: &SqlitePool, ns: &str, group: &[Op]) -> Result<Vec<Vec<i64>>, sqlx::Error> {
-    if group.iter().all(|op| matches!(op, Op::Flush(_))) {
-        return Ok(Vec::new());
-    }
-    let mut tx = pool.begin().await?;
+/// Applies a group in the writer's transaction; the row ids of each insert, in order.
+fn apply(tx: &rusqlite::Transaction<'_>, ns: &str, group: &[Op]) -> Result<Vec<Vec<i64>>> {
     let mut inserted = Vec::new();
     let mut deletes = Vec::new();
-    // Consecutive inserts go as one multi-row statement: one round trip to SQLite's
-    // thread instead of one per row. The other operations keep their place in order.
-    let mut rows: Vec<(&str, &[u8], &str)> = Vec::new();
-    let mut shapes: Vec<usize> = Vec::new();
     for op in group {
-        if let Op::Insert {
-            queues,
-            body,
-            headers,
-            ..
-        } = op
-        {
-            rows.extend(
-                queues
-                    .iter()
-                    .map(|q| (q.as_str(), body.as_slice(), headers.as_str())),
-            );
-            shapes.push(queues.len());
-            continue;
-        }
-        insert_rows(&mut tx, ns, &mut rows, &mut shapes, &mut inserted).await?;
         match op {
-            // Gathered into a few statements at the end: a row is deleted only after its
-            // insert was confirmed, so no later operation of the group touches it.
+            Op::Insert {
+                queues,
+                body,
+                headers,
+                ..
+            } => {
+                let mut insert = tx.prepare_cached(
+                    "INSERT INTO bus_journal (ns, queue, body, headers) VALUES (?1, ?2, ?3, ?4)",
+                )?;
+                let mut seqs = Vec::with_capacity(queues.len());
+                for queue in queues {
+                    insert.execute(params![ns, queue, body, headers])?;
+                    seqs.push(tx.last_insert_rowid());
+                }
+                inserted.push(seqs);
+            }
+            // Gathered at the end: a row is deleted only after its insert was confirmed,
+            // so no later operation of the group touches it.
             Op::Delete(seq) => deletes.push(*seq),
             Op::Relocate {
                 seq,
@@ -277,71 +273,26 @@ async fn apply(pool: &SqlitePool, ns: &str, group: &[Op]) -> Result<Vec<Vec<i64>
                 headers,
                 ..
             } => {
-                sqlx::query("UPDATE bus_journal SET queue = ?, headers = ? WHERE seq = ?")
-                    .bind(queue)
-                    .bind(headers)
-                    .bind(seq)
-                    .execute(&mut *tx)
-                    .await?;
+                tx.prepare_cached(
+                    "UPDATE bus_journal SET queue = ?1, headers = ?2 WHERE seq = ?3",
+                )?
+                .execute(params![queue, headers, seq])?;
             }
             Op::Forget { queues, .. } => {
+                let mut forget =
+                    tx.prepare_cached("DELETE FROM bus_journal WHERE ns = ?1 AND queue = ?2")?;
                 for queue in queues {
-                    sqlx::query("DELETE FROM bus_journal WHERE ns = ? AND queue = ?")
-                        .bind(ns)
-                        .bind(queue)
-                        .execute(&mut *tx)
-                        .await?;
+                    forget.execute(params![ns, queue])?;
                 }
             }
-            Op::Insert { .. } | Op::Flush(_) => {}
+            Op::Flush(_) => {}
         }
     }
-    insert_rows(&mut tx, ns, &mut rows, &mut shapes, &mut inserted).await?;
-    for chunk in deletes.chunks(DELETE_CHUNK) {
-        let marks = vec!["?"; chunk.len()].join(", ");
-        let sql = format!("DELETE FROM bus_journal WHERE seq IN ({marks})");
-        let mut query = sqlx::query(&sql);
-        for seq in chunk {
-            query = query.bind(seq);
+    if !deletes.is_empty() {
+        let mut delete = tx.prepare_cached("DELETE FROM bus_journal WHERE seq = ?1")?;
+        for seq in deletes {
+            delete.execute([seq])?;
         }
-        query.execute(&mut *tx).await?;
     }
-    tx.commit().await?;
     Ok(inserted)
-}
-
-/// Writes the pending `rows` (queue, body, headers) as multi-row `INSERT`s and appends
-/// their sequence numbers to `inserted`, `shapes[i]` of them for the `i`-th message. The
-/// group holds the only write lock and the key is `AUTOINCREMENT`, so the rows of one
-/// statement take consecutive numbers ending at its last insert rowid.
-async fn insert_rows(
-    conn: &mut sqlx::SqliteConnection,
-    ns: &str,
-    rows: &mut Vec<(&str, &[u8], &str)>,
-    shapes: &mut Vec<usize>,
-    inserted: &mut Vec<Vec<i64>>,
-) -> Result<(), sqlx::Error> {
-    if rows.is_empty() {
-        inserted.extend(shapes.drain(..).map(|_| Vec::new()));
-        return Ok(());
-    }
-    let mut seqs = Vec::with_capacity(rows.len());
-    for chunk in rows.chunks(INSERT_CHUNK) {
-        let mut q =
-            QueryBuilder::<Sqlite>::new("INSERT INTO bus_journal (ns, queue, body, headers) ");
-        q.push_values(chunk, |mut row, (queue, body, headers)| {
-            row.push_bind(ns)
-                .push_bind(*queue)
-                .push_bind(*body)
-                .push_bind(*headers);
-        });
-        let last = q.build().execute(&mut *conn).await?.last_insert_rowid();
-        seqs.extend(last - chunk.len() as i64 + 1..=last);
-    }
-    let mut seqs = seqs.into_iter();
-    for n in shapes.drain(..) {
-        inserted.push(seqs.by_ref().take(n).collect());
-    }
-    rows.clear();
-    Ok(())
 }

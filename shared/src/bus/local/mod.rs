@@ -33,7 +33,10 @@ pub(crate) struct Local {
 impl Local {
     /// A broker with the core topology of `names`; with a journal, the messages it holds
     /// for this namespace are queued again (redelivered) and new ones are written to it.
-    pub(crate) async fn start(names: Names, journal: Option<sqlx::SqlitePool>) -> Result<Self> {
+    pub(crate) async fn start(
+        names: Names,
+        journal: Option<crate::store::sqlite::SqliteWriter>,
+    ) -> Result<Self> {
         let (journal, rows) = match journal {
             Some(pool) => {
                 let (journal, rows) = Journal::open(pool, names.namespace()).await?;

@@ -59,6 +59,27 @@ pub(crate) async fn insert_audit(tx: &mut Transaction<'_, Sqlite>, e: &AuditEntr
     Ok(())
 }
 
+/// [`insert_audit`] in the caller's synchronous write transaction.
+pub(crate) fn insert_audit_sync(tx: &rusqlite::Transaction<'_>, e: &AuditEntry) -> Result<()> {
+    tx.prepare_cached(
+        "INSERT INTO audit_log (at, actor, action, target, workflow_id, reason, status,
+             method, path)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+    )?
+    .execute(rusqlite::params![
+        super::writer::ts(e.at),
+        e.actor,
+        e.action,
+        e.target,
+        e.workflow_id,
+        e.reason,
+        e.status,
+        e.method,
+        e.path
+    ])?;
+    Ok(())
+}
+
 #[async_trait]
 impl AuthStore for SqliteStore {
     async fn create_token(&self, t: &ApiToken, audit: &AuditEntry) -> Result<bool> {

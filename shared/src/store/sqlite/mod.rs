@@ -29,6 +29,7 @@ mod runs;
 mod starts;
 mod task_api;
 mod taskdefs;
+pub mod writer;
 
 use std::path::Path;
 use std::str::FromStr;
@@ -41,11 +42,12 @@ use sqlx::{Sqlite, Transaction};
 
 use super::backend::Health;
 use crate::{Error, Result};
+pub use writer::SqliteWriter;
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations-sqlite");
 
 /// How long a statement waits for the write lock before failing.
-const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
+pub(crate) const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The SQLite backend: a pool of readers and one writer on one database file.
 #[derive(Clone, Debug)]
@@ -54,6 +56,8 @@ pub struct SqliteStore {
     pub(crate) pool: SqlitePool,
     /// Every write: one connection, taken in turn.
     pub(crate) writer: SqlitePool,
+    /// The hot writes, synchronous, in turn with the others ([`writer`]).
+    pub(crate) sync: SqliteWriter,
     /// Deletes published outbox rows in the background, in batches.
     pub(crate) janitor: super::outbox::Janitor,
 }
@@ -95,14 +99,19 @@ impl SqliteStore {
                 SqlitePoolOptions::new()
                     .max_connections(1)
                     .acquire_timeout(BUSY_TIMEOUT)
-                    .connect_with(options)
+                    // Taking the turn is not worth a round trip to the connection's
+                    // thread: a broken connection fails its statement instead.
+                    .test_before_acquire(false)
+                    .connect_with(options.clone())
                     .await?
             }
         };
-        let janitor = outbox::janitor(writer.clone());
+        let sync = SqliteWriter::open(&options, writer.clone(), memory)?;
+        let janitor = outbox::janitor(sync.clone());
         Ok(Self {
             pool,
             writer,
+            sync,
             janitor,
         })
     }
@@ -117,10 +126,10 @@ impl SqliteStore {
         &self.pool
     }
 
-    /// The writing connection's pool (the in-process bus journals its messages through
-    /// it, in turn with the store's writes).
-    pub fn writer(&self) -> &SqlitePool {
-        &self.writer
+    /// The writing side (the in-process bus journals its messages through it, in turn
+    /// with the store's writes).
+    pub fn writer(&self) -> &SqliteWriter {
+        &self.sync
     }
 
     /// Closes both pools.

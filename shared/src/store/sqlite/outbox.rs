@@ -7,9 +7,11 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use sqlx::{QueryBuilder, Sqlite, SqliteConnection, SqliteExecutor, SqlitePool};
+use rusqlite::params;
+use sqlx::{QueryBuilder, Sqlite, SqliteConnection};
 use uuid::Uuid;
 
+use super::writer::{id, ts, SqliteWriter};
 use super::SqliteStore;
 use crate::bus::Bus;
 use crate::store::backend::OutboxStore;
@@ -67,23 +69,59 @@ pub(crate) async fn insert<M: std::borrow::Borrow<OutboxMessage>>(
     Ok(())
 }
 
-/// Deletes the rows of `table` whose `id` is among `ids` (in chunks); returns how many.
-pub(super) async fn delete_ids<'c>(
-    conn: impl SqliteExecutor<'c> + Copy,
-    table: &str,
-    ids: &[Uuid],
-) -> Result<u64> {
-    let mut deleted = 0;
-    for chunk in ids.chunks(MAX_BINDS) {
-        let mut q = QueryBuilder::<Sqlite>::new(format!("DELETE FROM {table} WHERE id IN ("));
-        let mut list = q.separated(", ");
-        for id in chunk {
-            list.push_bind(*id);
-        }
-        q.push(")");
-        deleted += q.build().execute(conn).await?.rows_affected();
+/// Inserts `messages` inside the caller's synchronous write transaction.
+pub(crate) fn insert_sync<M: std::borrow::Borrow<OutboxMessage>>(
+    tx: &rusqlite::Transaction<'_>,
+    messages: &[M],
+) -> Result<()> {
+    if messages.is_empty() {
+        return Ok(());
     }
-    Ok(deleted)
+    let now = ts(Utc::now());
+    let mut insert = tx.prepare_cached(
+        "INSERT INTO outbox (id, exchange, routing_key, body, traceparent, created_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+    )?;
+    for m in messages {
+        let m = m.borrow();
+        insert.execute(params![
+            id(&m.id),
+            m.exchange,
+            m.routing_key,
+            m.body,
+            m.traceparent,
+            now
+        ])?;
+    }
+    Ok(())
+}
+
+/// Deletes the rows of `table` (`outbox` or `timers`) whose `id` is among `ids`, in one
+/// write of their own; returns how many.
+pub(super) async fn delete_ids(writer: &SqliteWriter, table: Keyed, ids: &[Uuid]) -> Result<u64> {
+    if ids.is_empty() {
+        return Ok(0);
+    }
+    writer
+        .transaction(|tx| {
+            let mut delete = tx.prepare_cached(match table {
+                Keyed::Outbox => "DELETE FROM outbox WHERE id = ?1",
+                Keyed::Timers => "DELETE FROM timers WHERE id = ?1",
+            })?;
+            let mut deleted = 0;
+            for u in ids {
+                deleted += delete.execute([id(u)])? as u64;
+            }
+            Ok(deleted)
+        })
+        .await
+}
+
+/// The tables whose rows [`delete_ids`] deletes by id.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Keyed {
+    Outbox,
+    Timers,
 }
 
 #[async_trait]
@@ -127,7 +165,7 @@ impl OutboxStore for SqliteStore {
                 }
             }
         }
-        delete_ids(&self.writer, "outbox", &sent).await?;
+        delete_ids(&self.sync, Keyed::Outbox, &sent).await?;
         match failure {
             Some(e) => Err(e),
             None => Ok(sent.len()),
@@ -136,9 +174,9 @@ impl OutboxStore for SqliteStore {
 }
 
 /// The janitor of a SQLite outbox: deletes on the writing connection, many rows a turn.
-pub(super) fn janitor(writer: SqlitePool) -> Janitor {
+pub(super) fn janitor(writer: SqliteWriter) -> Janitor {
     Janitor::spawn(move |ids: Vec<Uuid>| {
         let writer = writer.clone();
-        Box::pin(async move { delete_ids(&writer, "outbox", &ids).await.map(drop) })
+        Box::pin(async move { delete_ids(&writer, Keyed::Outbox, &ids).await.map(drop) })
     })
 }

@@ -11,12 +11,14 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use chrono::{DateTime, TimeZone, Utc};
+use rusqlite::{params, OptionalExtension};
 use sqlx::{QueryBuilder, Sqlite, SqliteConnection};
 use uuid::Uuid;
 
 use super::outbox::{minus, plus, MAX_BINDS};
+use super::writer::{id, ts, ts_opt};
 use super::SqliteStore;
-use crate::messages::ClaimAttempt;
+use crate::messages::{AttemptStarted, ClaimAttempt};
 use crate::registry::limits::{AttemptLimits, Gate, Window};
 use crate::registry::rows::{
     claim_outcome, deferred, stored, BeatWrite, CheckRow, ClaimOutcome, End, Limited, LimitedClaim,
@@ -115,6 +117,124 @@ struct CandidateRow {
     expires_at: DateTime<Utc>,
 }
 
+/// The outcome of a claim that took attempt `s`, watched for `timeout` seconds.
+fn granted(s: &AttemptStarted, timeout: i64) -> Result<ClaimOutcome> {
+    claim_outcome(
+        s.attempt.task_id,
+        s.attempt.attempt,
+        true,
+        None,
+        None,
+        timeout,
+        None,
+    )
+}
+
+/// Claims each of `claims` (compare-and-set) in the caller's synchronous transaction.
+fn claim_each(
+    tx: &rusqlite::Transaction<'_>,
+    claims: &[&ClaimAttempt],
+) -> Result<Vec<ClaimOutcome>> {
+    let now = Utc::now();
+    let now_text = ts(now);
+    let mut outcomes = Vec::with_capacity(claims.len());
+    for c in claims {
+        let s = &c.started;
+        let granted = |timeout| granted(s, timeout);
+        // The usual case in one statement: the scheduled row becomes RUNNING.
+        let claimed: Option<i64> = tx
+            .prepare_cached(
+                "UPDATE task_check SET status = 'RUNNING', worker_id = ?3, started_at = ?4,
+                     last_heartbeat_at = NULL, stop_reason = NULL, updated_at = ?5,
+                     expires_at = CASE WHEN timeout_seconds > 0
+                         THEN strftime('%Y-%m-%dT%H:%M:%f+00:00', ?5, '+' || timeout_seconds || ' seconds')
+                     END
+                 WHERE task_id = ?1 AND attempt = ?2
+                   AND ((status = 'SCHEDULED' AND concurrency_limit IS NULL
+                         AND rate_limit IS NULL)
+                        OR (status = 'RUNNING' AND ?6))
+                 RETURNING timeout_seconds",
+            )?
+            .query_row(
+                params![
+                    id(&s.attempt.task_id),
+                    s.attempt.attempt,
+                    s.worker_id,
+                    ts(s.started_at),
+                    now_text,
+                    c.takeover
+                ],
+                |row| row.get(0),
+            )
+            .optional()?;
+        if let Some(timeout) = claimed {
+            outcomes.push(granted(timeout)?);
+            continue;
+        }
+        let row: Option<LimitRow> = tx
+            .prepare_cached(
+                "SELECT status, stop_reason, timeout_seconds, task_name, concurrency_limit,
+                     rate_limit, rate_window_seconds
+                 FROM task_check WHERE task_id = ?1 AND attempt = ?2",
+            )?
+            .query_row(params![id(&s.attempt.task_id), s.attempt.attempt], |row| {
+                Ok((
+                    row.get(0)?,
+                    row.get(1)?,
+                    row.get(2)?,
+                    row.get(3)?,
+                    row.get(4)?,
+                    row.get(5)?,
+                    row.get(6)?,
+                ))
+            })
+            .optional()?;
+        let outcome = match row {
+            None => {
+                let timeout = s.response_timeout_seconds.max(0);
+                tx.prepare_cached(
+                    "INSERT INTO task_check (task_id, attempt, workflow_id, run_id,
+                         task_name, task_ref, worker_id, reply_to, status, input_bytes,
+                         timeout_seconds, started_at, last_heartbeat_at, expires_at,
+                         created_at, updated_at)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'RUNNING', ?9, ?10, ?11,
+                             NULL, ?13, ?12, ?12)",
+                )?
+                .execute(params![
+                    id(&s.attempt.task_id),
+                    s.attempt.attempt,
+                    s.workflow_id,
+                    id(&s.run_id),
+                    s.task_name,
+                    s.task_ref,
+                    s.worker_id,
+                    s.reply_to,
+                    s.input_bytes,
+                    timeout,
+                    ts(s.started_at),
+                    now_text,
+                    ts_opt(deadline(now, timeout))
+                ])?;
+                granted(timeout)?
+            }
+            Some((status, reason, timeout, task_name, conc, rate, window)) => claim_outcome(
+                s.attempt.task_id,
+                s.attempt.attempt,
+                false,
+                Some(status),
+                reason,
+                timeout,
+                Some(Limited {
+                    task_name,
+                    limits: AttemptLimits::from_columns(conc, rate, window),
+                }),
+            )?,
+        };
+        outcomes.push(outcome);
+    }
+    Ok(outcomes)
+}
+
 #[async_trait]
 impl RegistryStore for SqliteStore {
     /// Claims attempts (compare-and-set inside one `BEGIN IMMEDIATE` transaction, so
@@ -130,101 +250,7 @@ impl RegistryStore for SqliteStore {
         if unique.is_empty() {
             return Ok(Vec::new());
         }
-        let now = Utc::now();
-        let mut tx = self.writer.begin_with("BEGIN IMMEDIATE").await?;
-        let mut outcomes = Vec::with_capacity(unique.len());
-        for c in unique {
-            let s = &c.started;
-            let granted = |timeout| {
-                claim_outcome(
-                    s.attempt.task_id,
-                    s.attempt.attempt,
-                    true,
-                    None,
-                    None,
-                    timeout,
-                    None,
-                )
-            };
-            // The usual case in one statement: the scheduled row becomes RUNNING.
-            let claimed: Option<i64> = sqlx::query_scalar(
-                "UPDATE task_check SET status = 'RUNNING', worker_id = ?3, started_at = ?4,
-                     last_heartbeat_at = NULL, stop_reason = NULL, updated_at = ?5,
-                     expires_at = CASE WHEN timeout_seconds > 0
-                         THEN strftime('%Y-%m-%dT%H:%M:%f+00:00', ?5, '+' || timeout_seconds || ' seconds')
-                     END
-                 WHERE task_id = ?1 AND attempt = ?2
-                   AND ((status = 'SCHEDULED' AND concurrency_limit IS NULL
-                         AND rate_limit IS NULL)
-                        OR (status = 'RUNNING' AND ?6))
-                 RETURNING timeout_seconds",
-            )
-            .bind(s.attempt.task_id)
-            .bind(s.attempt.attempt)
-            .bind(&s.worker_id)
-            .bind(s.started_at)
-            .bind(now)
-            .bind(c.takeover)
-            .fetch_optional(&mut *tx)
-            .await?;
-            if let Some(timeout) = claimed {
-                outcomes.push(granted(timeout)?);
-                continue;
-            }
-            let row: Option<LimitRow> = sqlx::query_as(
-                "SELECT status, stop_reason, timeout_seconds, task_name, concurrency_limit,
-                     rate_limit, rate_window_seconds
-                 FROM task_check WHERE task_id = ? AND attempt = ?",
-            )
-            .bind(s.attempt.task_id)
-            .bind(s.attempt.attempt)
-            .fetch_optional(&mut *tx)
-            .await?;
-            let outcome = match row {
-                None => {
-                    let timeout = s.response_timeout_seconds.max(0);
-                    sqlx::query(
-                        "INSERT INTO task_check (task_id, attempt, workflow_id, run_id,
-                             task_name, task_ref, worker_id, reply_to, status, input_bytes,
-                             timeout_seconds, started_at, last_heartbeat_at, expires_at,
-                             created_at, updated_at)
-                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'RUNNING', ?9, ?10, ?11,
-                                 NULL, ?13, ?12, ?12)",
-                    )
-                    .bind(s.attempt.task_id)
-                    .bind(s.attempt.attempt)
-                    .bind(&s.workflow_id)
-                    .bind(s.run_id)
-                    .bind(&s.task_name)
-                    .bind(&s.task_ref)
-                    .bind(&s.worker_id)
-                    .bind(&s.reply_to)
-                    .bind(s.input_bytes)
-                    .bind(timeout)
-                    .bind(s.started_at)
-                    .bind(now)
-                    .bind(deadline(now, timeout))
-                    .execute(&mut *tx)
-                    .await?;
-                    granted(timeout)?
-                }
-                Some((status, reason, timeout, task_name, conc, rate, window)) => claim_outcome(
-                    s.attempt.task_id,
-                    s.attempt.attempt,
-                    false,
-                    Some(status),
-                    reason,
-                    timeout,
-                    Some(Limited {
-                        task_name,
-                        limits: AttemptLimits::from_columns(conc, rate, window),
-                    }),
-                )?,
-            };
-            outcomes.push(outcome);
-        }
-        tx.commit().await?;
-        Ok(outcomes)
+        self.sync.transaction(|tx| claim_each(tx, &unique)).await
     }
 
     /// Claims attempts of limited tasks in one `BEGIN IMMEDIATE` transaction (the single
@@ -300,15 +326,7 @@ impl RegistryStore for SqliteStore {
                 .fetch_optional(&mut *tx)
                 .await?;
                 let outcome = match claimed {
-                    Some(timeout) => claim_outcome(
-                        s.attempt.task_id,
-                        s.attempt.attempt,
-                        true,
-                        None,
-                        None,
-                        timeout,
-                        None,
-                    )?,
+                    Some(timeout) => granted(s, timeout)?,
                     None => {
                         // Stopped or ended since the first step read it.
                         gate.release(&c.limited.limits);

@@ -1,14 +1,15 @@
 //! The decider's persistence on SQLite: load a run's history, and commit batches in ONE
-//! write transaction (`BEGIN IMMEDIATE`) of multi-row statements (one per table), each
-//! updated run checked against the version it was loaded at. See `store::pg::runs` for PostgreSQL's
+//! synchronous write transaction (`BEGIN IMMEDIATE`, [`super::writer`]) of prepared
+//! statements, each updated run checked against the version it was loaded at. See `store::pg::runs` for PostgreSQL's
 //! single-statement version; the effects are the same.
 
 use async_trait::async_trait;
+use rusqlite::params;
 use serde_json::Value;
-use sqlx::{QueryBuilder, Row, Sqlite, SqliteConnection};
+use sqlx::Row;
 use uuid::Uuid;
 
-use super::outbox::MAX_BINDS;
+use super::writer::{id, id_opt, json, json_opt, ts, ts_opt};
 use super::SqliteStore;
 use crate::store::backend::RunStore;
 use crate::store::runs::{CommitBatch, EventRow, StoredEvent};
@@ -51,28 +52,13 @@ impl RunStore for SqliteStore {
     /// hook deliveries — each table once for every batch. On any error the transaction is rolled back:
     /// nothing is written.
     async fn commit_all(&self, batches: &[&CommitBatch]) -> Result<()> {
-        let mut tx = self.write_tx().await?;
-        match write_all(&mut tx, batches).await {
-            Ok(()) => {
-                tx.commit().await?;
-                Ok(())
-            }
-            Err(e) => {
-                // Dropping the transaction would roll back too; say it explicitly, and
-                // report the write's error rather than the rollback's.
-                let _ = tx.rollback().await;
-                Err(e)
-            }
-        }
+        self.sync.transaction(|tx| write_all(tx, batches)).await
     }
 }
 
-/// Rows per multi-row statement: under [`MAX_BINDS`] parameters for the widest table.
-const ROWS: usize = MAX_BINDS / 20;
-
-/// Every write of `batches`, in the caller's transaction: one multi-row statement per
-/// table (per [`ROWS`] rows), not one per row.
-async fn write_all(conn: &mut SqliteConnection, batches: &[&CommitBatch]) -> Result<()> {
+/// Every write of `batches`, in the caller's synchronous transaction: a prepared
+/// statement per table, executed once per row.
+fn write_all(tx: &rusqlite::Transaction<'_>, batches: &[&CommitBatch]) -> Result<()> {
     fn all<'a, T>(
         batches: &[&'a CommitBatch],
         part: impl Fn(&'a CommitBatch) -> &'a Vec<T>,
@@ -81,257 +67,254 @@ async fn write_all(conn: &mut SqliteConnection, batches: &[&CommitBatch]) -> Res
     }
     let refs = |refs: &[String]| serde_json::to_string(refs);
     let now = chrono::Utc::now();
+    let now_text = ts(now);
 
     // Updated runs first: the old run of a reset is no longer current when its successor
     // is inserted. Each only at the version it was loaded at.
     let updated = all(batches, |b| &b.updated_runs);
-    for chunk in updated.chunks(ROWS) {
-        let mut q = QueryBuilder::<Sqlite>::new(
-            "WITH u (run_id, expected, status, sub_status, output, variables, reason,
-                     failed_task_refs, end_time, update_time, version, is_current) AS (",
-        );
-        let mut failed = Vec::with_capacity(chunk.len());
-        for (r, _) in chunk {
-            failed.push(refs(&r.failed_task_refs)?);
-        }
-        q.push_values(
-            chunk.iter().zip(&failed),
-            |mut row, ((r, expected), failed)| {
-                row.push_bind(r.run_id)
-                    .push_bind(*expected)
-                    .push_bind(&r.status)
-                    .push_bind(&r.sub_status)
-                    .push_bind(&r.output)
-                    .push_bind(&r.variables)
-                    .push_bind(&r.reason)
-                    .push_bind(failed)
-                    .push_bind(r.end_time)
-                    .push_bind(r.update_time)
-                    .push_bind(r.version)
-                    .push_bind(r.is_current);
-            },
-        );
-        q.push(
-            ") UPDATE runs SET status = u.status, sub_status = u.sub_status, output = u.output,
-                 variables = u.variables, reason = u.reason,
-                 failed_task_refs = u.failed_task_refs, end_time = u.end_time,
-                 update_time = u.update_time, version = u.version, is_current = u.is_current
-             FROM u WHERE runs.run_id = u.run_id AND runs.version = u.expected",
-        );
-        let done = q.build().execute(&mut *conn).await?;
-        if done.rows_affected() != chunk.len() as u64 {
-            // Which one moved matters little: the decider reloads every run of the batch.
-            let (r, expected) = chunk[0];
-            return Err(Error::VersionConflict {
-                run_id: r.run_id,
-                expected: *expected,
-            });
+    if !updated.is_empty() {
+        let mut update = tx.prepare_cached(
+            "UPDATE runs SET status = ?3, sub_status = ?4, output = ?5, variables = ?6,
+                 reason = ?7, failed_task_refs = ?8, end_time = ?9, update_time = ?10,
+                 version = ?11, is_current = ?12
+             WHERE run_id = ?1 AND version = ?2",
+        )?;
+        for (r, expected) in updated {
+            let changed = update.execute(params![
+                id(&r.run_id),
+                expected,
+                r.status,
+                r.sub_status,
+                json_opt(&r.output),
+                json(&r.variables),
+                r.reason,
+                refs(&r.failed_task_refs)?,
+                ts_opt(r.end_time),
+                ts(r.update_time),
+                r.version,
+                r.is_current
+            ])?;
+            if changed != 1 {
+                return Err(Error::VersionConflict {
+                    run_id: r.run_id,
+                    expected: *expected,
+                });
+            }
         }
     }
     let new = all(batches, |b| &b.new_runs);
-    for chunk in new.chunks(ROWS) {
-        let mut failed = Vec::with_capacity(chunk.len());
-        for r in chunk {
-            failed.push(refs(&r.failed_task_refs)?);
-        }
-        let mut q = QueryBuilder::<Sqlite>::new(
+    if !new.is_empty() {
+        let mut insert = tx.prepare_cached(
             "INSERT INTO runs (run_id, workflow_id, workflow_name, workflow_version, status,
                  sub_status, input, output, variables, correlation_id, parent_workflow_id,
                  reason, failed_task_refs, start_time, end_time, update_time, version,
-                 is_current, reset_from_run_id, reset_task_ref) ",
-        );
-        q.push_values(chunk.iter().zip(&failed), |mut row, (r, failed)| {
-            row.push_bind(r.run_id)
-                .push_bind(&r.workflow_id)
-                .push_bind(&r.workflow_name)
-                .push_bind(r.workflow_version)
-                .push_bind(&r.status)
-                .push_bind(&r.sub_status)
-                .push_bind(&r.input)
-                .push_bind(&r.output)
-                .push_bind(&r.variables)
-                .push_bind(&r.correlation_id)
-                .push_bind(&r.parent_workflow_id)
-                .push_bind(&r.reason)
-                .push_bind(failed)
-                .push_bind(r.start_time)
-                .push_bind(r.end_time)
-                .push_bind(r.update_time)
-                .push_bind(r.version)
-                .push_bind(r.is_current)
-                .push_bind(r.reset_from.as_ref().map(|(id, _)| *id))
-                .push_bind(r.reset_from.as_ref().map(|(_, t)| t.as_str()));
-        });
-        q.build().execute(&mut *conn).await?;
+                 is_current, reset_from_run_id, reset_task_ref)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16,
+                 ?17, ?18, ?19, ?20)",
+        )?;
+        for r in new {
+            insert.execute(params![
+                id(&r.run_id),
+                r.workflow_id,
+                r.workflow_name,
+                r.workflow_version,
+                r.status,
+                r.sub_status,
+                json(&r.input),
+                json_opt(&r.output),
+                json(&r.variables),
+                r.correlation_id,
+                r.parent_workflow_id,
+                r.reason,
+                refs(&r.failed_task_refs)?,
+                ts(r.start_time),
+                ts_opt(r.end_time),
+                ts(r.update_time),
+                r.version,
+                r.is_current,
+                r.reset_from.as_ref().map(|(run, _)| id(run)),
+                r.reset_from.as_ref().map(|(_, t)| t.as_str())
+            ])?;
+        }
     }
     let events = all(batches, |b| &b.events);
-    for chunk in events.chunks(ROWS) {
-        let mut q = QueryBuilder::<Sqlite>::new(
-            "INSERT INTO history_events (run_id, event_id, type, time, attributes) ",
-        );
-        q.push_values(chunk, |mut row, e| {
-            row.push_bind(e.run_id)
-                .push_bind(e.event_id)
-                .push_bind(e.event.kind())
-                .push_bind(e.time)
-                .push_bind(e.event.attributes());
-        });
-        q.build().execute(&mut *conn).await?;
+    if !events.is_empty() {
+        let mut insert = tx.prepare_cached(
+            "INSERT INTO history_events (run_id, event_id, type, time, attributes)
+             VALUES (?1, ?2, ?3, ?4, ?5)",
+        )?;
+        for e in events {
+            insert.execute(params![
+                id(&e.run_id),
+                e.event_id,
+                e.event.kind(),
+                ts(e.time),
+                json(&e.event.attributes())
+            ])?;
+        }
     }
     let tasks = all(batches, |b| &b.tasks);
-    for chunk in tasks.chunks(ROWS) {
-        let mut q = QueryBuilder::<Sqlite>::new(
+    if !tasks.is_empty() {
+        let mut upsert = tx.prepare_cached(
             "INSERT INTO tasks (task_id, run_id, workflow_id, task_ref, task_type, task_name,
                  seq, iteration, attempt, status, input, output, reason, worker_id,
-                 scheduled_time, start_time, end_time, update_time) ",
-        );
-        q.push_values(chunk, |mut row, t| {
-            row.push_bind(t.task_id)
-                .push_bind(t.run_id)
-                .push_bind(&t.workflow_id)
-                .push_bind(&t.task_ref)
-                .push_bind(&t.task_type)
-                .push_bind(&t.task_name)
-                .push_bind(t.seq)
-                .push_bind(t.iteration)
-                .push_bind(t.attempt)
-                .push_bind(&t.status)
-                .push_bind(&t.input)
-                .push_bind(&t.output)
-                .push_bind(&t.reason)
-                .push_bind(&t.worker_id)
-                .push_bind(t.scheduled_time)
-                .push_bind(t.start_time)
-                .push_bind(t.end_time)
-                .push_bind(t.update_time);
-        });
-        q.push(
-            " ON CONFLICT (task_id) DO UPDATE SET status = excluded.status,
+                 scheduled_time, start_time, end_time, update_time)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16,
+                 ?17, ?18)
+             ON CONFLICT (task_id) DO UPDATE SET status = excluded.status,
                  output = excluded.output, reason = excluded.reason,
                  worker_id = excluded.worker_id, start_time = excluded.start_time,
                  end_time = excluded.end_time, update_time = excluded.update_time,
                  attempt = excluded.attempt",
-        );
-        q.build().execute(&mut *conn).await?;
+        )?;
+        for t in tasks {
+            upsert.execute(params![
+                id(&t.task_id),
+                id(&t.run_id),
+                t.workflow_id,
+                t.task_ref,
+                t.task_type,
+                t.task_name,
+                t.seq,
+                t.iteration,
+                t.attempt,
+                t.status,
+                json(&t.input),
+                json_opt(&t.output),
+                t.reason,
+                t.worker_id,
+                ts(t.scheduled_time),
+                ts_opt(t.start_time),
+                ts_opt(t.end_time),
+                ts(t.update_time)
+            ])?;
+        }
     }
-    super::outbox::insert(conn, &all(batches, |b| &b.outbox)).await?;
-    super::timers::insert(conn, &all(batches, |b| &b.timers)).await?;
-    for o in all(batches, |b| &b.outcomes) {
+    super::outbox::insert_sync(tx, &all(batches, |b| &b.outbox))?;
+    super::timers::insert_sync(tx, &all(batches, |b| &b.timers))?;
+    let outcomes = all(batches, |b| &b.outcomes);
+    if !outcomes.is_empty() {
         // A redelivered operator command was already answered: the first verdict stands.
-        sqlx::query(
+        let mut insert = tx.prepare_cached(
             "INSERT INTO operation_outcomes (request_id, workflow_id, status, body, created_at)
-             VALUES (?, ?, ?, ?, ?)
+             VALUES (?1, ?2, ?3, ?4, ?5)
              ON CONFLICT (request_id) DO NOTHING",
-        )
-        .bind(o.request_id)
-        .bind(&o.workflow_id)
-        .bind(o.status)
-        .bind(&o.body)
-        .bind(now)
-        .execute(&mut *conn)
-        .await?;
+        )?;
+        for o in outcomes {
+            insert.execute(params![
+                id(&o.request_id),
+                o.workflow_id,
+                o.status,
+                json(&o.body),
+                now_text
+            ])?;
+        }
     }
-    for d in all(batches, |b| &b.hook_deliveries) {
-        // Only the head of a rollback sequence is due at once (store::hooks).
-        let due = match d.group_seq {
-            None | Some(0) => Some(now),
-            Some(_) => None,
-        };
-        sqlx::query(
+    let deliveries = all(batches, |b| &b.hook_deliveries);
+    if !deliveries.is_empty() {
+        let mut insert = tx.prepare_cached(
             "INSERT INTO hook_deliveries (id, workflow_id, run_id, hook, event, task_ref,
                  task_id, iteration, url, headers, body, signature, blocking, group_seq,
                  next_attempt_at, traceparent, created_at, updated_at)
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16,
+                 ?17, ?17)
              ON CONFLICT (id) DO NOTHING",
-        )
-        .bind(d.id)
-        .bind(&d.workflow_id)
-        .bind(d.run_id)
-        .bind(&d.hook)
-        .bind(&d.event)
-        .bind(&d.task_ref)
-        .bind(d.task_id)
-        .bind(d.iteration)
-        .bind(&d.url)
-        .bind(Value::Object(d.headers.clone()))
-        .bind(&d.body)
-        .bind(&d.signature)
-        .bind(d.blocking)
-        .bind(d.group_seq)
-        .bind(due)
-        .bind(&d.traceparent)
-        .bind(now)
-        .bind(now)
-        .execute(&mut *conn)
-        .await?;
+        )?;
+        for d in deliveries {
+            // Only the head of a rollback sequence is due at once (store::hooks).
+            let due = match d.group_seq {
+                None | Some(0) => Some(now_text.as_str()),
+                Some(_) => None,
+            };
+            insert.execute(params![
+                id(&d.id),
+                d.workflow_id,
+                id(&d.run_id),
+                d.hook,
+                d.event,
+                d.task_ref,
+                id_opt(&d.task_id),
+                d.iteration,
+                d.url,
+                json(&Value::Object(d.headers.clone())),
+                d.body,
+                d.signature,
+                d.blocking,
+                d.group_seq,
+                due,
+                d.traceparent,
+                now_text
+            ])?;
+        }
     }
     let checks = all(batches, |b| &b.checks);
-    for chunk in checks.chunks(ROWS) {
+    if !checks.is_empty() {
         // Scheduled attempts are created; an end applies to an attempt still open only.
-        let mut q = QueryBuilder::<Sqlite>::new(
+        let mut upsert = tx.prepare_cached(
             "INSERT INTO task_check (task_id, attempt, workflow_id, run_id, task_name,
                  task_ref, reply_to, status, stop_reason, timeout_seconds, created_at,
                  updated_at, concurrency_limit, rate_limit, rate_window_seconds, worker_id,
-                 started_at, expires_at) ",
-        );
-        q.push_values(chunk, |mut row, c| {
-            // An eager attempt is created RUNNING, claimed for its worker.
-            let eager = c.worker_id.is_some();
-            let expires_at = (eager && c.timeout_seconds > 0)
-                .then(|| now + chrono::Duration::seconds(c.timeout_seconds));
-            row.push_bind(c.task_id)
-                .push_bind(c.attempt)
-                .push_bind(&c.workflow_id)
-                .push_bind(c.run_id)
-                .push_bind(&c.task_name)
-                .push_bind(&c.task_ref)
-                .push_bind(&c.reply_to)
-                .push_bind(c.status.as_str())
-                .push_bind(&c.reason)
-                .push_bind(c.timeout_seconds)
-                .push_bind(now)
-                .push_bind(now)
-                .push_bind(c.limits.columns().0)
-                .push_bind(c.limits.columns().1)
-                .push_bind(c.limits.columns().2)
-                .push_bind(&c.worker_id)
-                .push_bind(eager.then_some(now))
-                .push_bind(expires_at);
-        });
-        q.push(
-            " ON CONFLICT (task_id, attempt) DO UPDATE SET status = excluded.status,
+                 started_at, expires_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?11, ?12, ?13, ?14, ?15,
+                 ?16, ?17)
+             ON CONFLICT (task_id, attempt) DO UPDATE SET status = excluded.status,
                  stop_reason = excluded.stop_reason, updated_at = excluded.updated_at
              WHERE task_check.status IN ('SCHEDULED', 'RUNNING')
                AND excluded.status <> 'SCHEDULED'",
-        );
-        q.build().execute(&mut *conn).await?;
+        )?;
+        for c in checks {
+            // An eager attempt is created RUNNING, claimed for its worker.
+            let eager = c.worker_id.is_some();
+            let expires_at = (eager && c.timeout_seconds > 0)
+                .then(|| ts(now + chrono::Duration::seconds(c.timeout_seconds)));
+            let (concurrency, rate, window) = c.limits.columns();
+            upsert.execute(params![
+                id(&c.task_id),
+                c.attempt,
+                c.workflow_id,
+                id(&c.run_id),
+                c.task_name,
+                c.task_ref,
+                c.reply_to,
+                c.status.as_str(),
+                c.reason,
+                c.timeout_seconds,
+                now_text,
+                concurrency,
+                rate,
+                window,
+                c.worker_id,
+                eager.then_some(now_text.as_str()),
+                expires_at
+            ])?;
+        }
     }
-    for start in all(batches, |b| &b.starts) {
+    let starts = all(batches, |b| &b.starts);
+    if !starts.is_empty() {
         // A command published twice makes one start: the first row stands.
-        sqlx::query(
+        let mut insert = tx.prepare_cached(
             "INSERT INTO workflow_starts (workflow_id, workflow_name, workflow_version, input,
                  correlation_id, created_at)
-             VALUES (?, ?, ?, ?, ?, ?)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)
              ON CONFLICT (workflow_id) DO NOTHING",
-        )
-        .bind(&start.workflow_id)
-        .bind(&start.workflow_name)
-        .bind(start.workflow_version)
-        .bind(&start.input)
-        .bind(&start.correlation_id)
-        .bind(now)
-        .execute(&mut *conn)
-        .await?;
+        )?;
+        for start in starts {
+            insert.execute(params![
+                start.workflow_id,
+                start.workflow_name,
+                start.workflow_version,
+                json(&start.input),
+                start.correlation_id,
+                now_text
+            ])?;
+        }
     }
     let ended = all(batches, |b| &b.ended_runs);
-    for chunk in ended.chunks(MAX_BINDS) {
-        let mut q = QueryBuilder::<Sqlite>::new("DELETE FROM timers WHERE run_id IN (");
-        let mut list = q.separated(", ");
-        for run_id in chunk {
-            list.push_bind(**run_id);
+    if !ended.is_empty() {
+        let mut delete = tx.prepare_cached("DELETE FROM timers WHERE run_id = ?1")?;
+        for run_id in ended {
+            delete.execute([id(run_id)])?;
         }
-        q.push(")");
-        q.build().execute(&mut *conn).await?;
     }
     Ok(())
 }

@@ -1,7 +1,9 @@
 //! Accepted workflow starts on SQLite (see [`crate::store::starts`]).
 
 use async_trait::async_trait;
+use rusqlite::{params, OptionalExtension};
 
+use super::writer::{json, ts};
 use super::SqliteStore;
 use crate::store::auth::AuditEntry;
 use crate::store::backend::StartStore;
@@ -23,50 +25,58 @@ impl StartStore for SqliteStore {
         messages: &mut [OutboxMessage],
         audit: Option<&AuditEntry>,
     ) -> Result<StartOutcome> {
-        let mut tx = self.write_tx().await?;
-        let inserted: Option<String> = sqlx::query_scalar(
-            "INSERT INTO workflow_starts (workflow_id, idempotency_key, workflow_name,
-                 workflow_version, input, correlation_id, created_at)
-             VALUES (?, ?, ?, ?, ?, ?, ?)
-             ON CONFLICT (idempotency_key) DO NOTHING
-             RETURNING workflow_id",
-        )
-        .bind(&start.workflow_id)
-        .bind(&start.idempotency_key)
-        .bind(&start.workflow_name)
-        .bind(start.workflow_version)
-        .bind(&start.input)
-        .bind(&start.correlation_id)
-        .bind(chrono::Utc::now())
-        .fetch_optional(&mut *tx)
-        .await?;
-        if inserted.is_none() {
-            let key = start.idempotency_key.as_deref().unwrap_or_default();
-            let existing: Option<String> = sqlx::query_scalar(
-                "SELECT workflow_id FROM workflow_starts WHERE idempotency_key = ?",
-            )
-            .bind(key)
-            .fetch_optional(&mut *tx)
-            .await?;
-            tx.rollback().await?;
-            // Start rows are never deleted, so a conflict without a row cannot happen
-            // unless someone edits the table by hand: report it rather than guess.
-            return existing
-                .map(StartOutcome::Existing)
-                .ok_or(Error::Store(sqlx::Error::RowNotFound));
-        }
-        super::outbox::insert(&mut tx, messages).await?;
-        if let Some(e) = audit {
-            let entry = AuditEntry {
-                target: Some(start.workflow_name.clone()),
-                workflow_id: Some(start.workflow_id.clone()),
-                status: None,
-                ..e.clone()
-            };
-            super::auth::insert_audit(&mut tx, &entry).await?;
-        }
-        tx.commit().await?;
-        Ok(StartOutcome::Accepted)
+        self.sync
+            .transaction(|tx| {
+                let inserted: Option<String> = tx
+                    .prepare_cached(
+                        "INSERT INTO workflow_starts (workflow_id, idempotency_key,
+                             workflow_name, workflow_version, input, correlation_id, created_at)
+                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+                         ON CONFLICT (idempotency_key) DO NOTHING
+                         RETURNING workflow_id",
+                    )?
+                    .query_row(
+                        params![
+                            start.workflow_id,
+                            start.idempotency_key,
+                            start.workflow_name,
+                            start.workflow_version,
+                            json(&start.input),
+                            start.correlation_id,
+                            ts(chrono::Utc::now())
+                        ],
+                        |row| row.get(0),
+                    )
+                    .optional()?;
+                if inserted.is_none() {
+                    let key = start.idempotency_key.as_deref().unwrap_or_default();
+                    let existing: Option<String> = tx
+                        .prepare_cached(
+                            "SELECT workflow_id FROM workflow_starts WHERE idempotency_key = ?1",
+                        )?
+                        .query_row([key], |row| row.get(0))
+                        .optional()?;
+                    // Nothing was written; committing the empty transaction ends it.
+                    // Start rows are never deleted, so a conflict without a row cannot
+                    // happen unless someone edits the table by hand: report it rather
+                    // than guess.
+                    return existing
+                        .map(StartOutcome::Existing)
+                        .ok_or(Error::Store(sqlx::Error::RowNotFound));
+                }
+                super::outbox::insert_sync(tx, messages)?;
+                if let Some(e) = audit {
+                    let entry = AuditEntry {
+                        target: Some(start.workflow_name.clone()),
+                        workflow_id: Some(start.workflow_id.clone()),
+                        status: None,
+                        ..e.clone()
+                    };
+                    super::auth::insert_audit_sync(tx, &entry)?;
+                }
+                Ok(StartOutcome::Accepted)
+            })
+            .await
     }
 
     /// The accepted start of `workflow_id`, if any.

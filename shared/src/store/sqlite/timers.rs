@@ -6,42 +6,45 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use sqlx::{QueryBuilder, Sqlite, SqliteConnection};
 
-use super::outbox::{delete_ids, until, MAX_BINDS};
+use super::outbox::{delete_ids, until, Keyed};
+use super::writer::{id, id_opt, ts};
 use super::SqliteStore;
 use crate::bus::Bus;
 use crate::store::backend::TimerStore;
 use crate::store::timers::{fire, DueTimer, FireReport, TimerRecord};
 use crate::Result;
 
-/// Inserts `timers` inside the caller's (write) transaction.
-pub(crate) async fn insert<T: std::borrow::Borrow<TimerRecord>>(
-    conn: &mut SqliteConnection,
+/// Inserts `timers` inside the caller's synchronous write transaction.
+pub(crate) fn insert_sync<T: std::borrow::Borrow<TimerRecord>>(
+    tx: &rusqlite::Transaction<'_>,
     timers: &[T],
 ) -> Result<()> {
-    let now = Utc::now();
-    for chunk in timers.chunks(MAX_BINDS / 9) {
-        let mut q = QueryBuilder::<Sqlite>::new(
-            "INSERT INTO timers (id, workflow_id, run_id, fire_at, exchange, routing_key, body,
-                                 traceparent, created_at) ",
-        );
-        q.push_values(chunk, |mut row, t| {
-            let t = t.borrow();
-            row.push_bind(t.id)
-                .push_bind(t.workflow_id.as_str())
-                .push_bind(t.run_id)
-                .push_bind(t.fire_at)
-                .push_bind(t.exchange.as_str())
-                .push_bind(t.routing_key.as_str())
-                .push_bind(t.body.as_slice())
-                .push_bind(t.traceparent.as_deref())
-                .push_bind(now);
-        });
-        // A parked command's timer id is derived from the command's: a redelivered one
-        // parks once.
-        q.push(" ON CONFLICT (id) DO NOTHING");
-        q.build().execute(&mut *conn).await?;
+    if timers.is_empty() {
+        return Ok(());
+    }
+    let now = ts(Utc::now());
+    // A parked command's timer id is derived from the command's: a redelivered one parks
+    // once.
+    let mut insert = tx.prepare_cached(
+        "INSERT INTO timers (id, workflow_id, run_id, fire_at, exchange, routing_key, body,
+                             traceparent, created_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
+         ON CONFLICT (id) DO NOTHING",
+    )?;
+    for t in timers {
+        let t = t.borrow();
+        insert.execute(rusqlite::params![
+            id(&t.id),
+            t.workflow_id,
+            id_opt(&t.run_id),
+            ts(t.fire_at),
+            t.exchange,
+            t.routing_key,
+            t.body,
+            t.traceparent,
+            now
+        ])?;
     }
     Ok(())
 }
@@ -65,7 +68,7 @@ impl TimerStore for SqliteStore {
             return Ok(FireReport::default());
         }
         let (report, sent) = fire(bus, &due, now, started).await;
-        delete_ids(&self.writer, "timers", &sent).await?;
+        delete_ids(&self.sync, Keyed::Timers, &sent).await?;
         Ok(report)
     }
 
