@@ -118,6 +118,15 @@ impl Names {
         (valid && queue.len() <= 255).then_some(queue)
     }
 
+    /// The task whose eager queue `queue` is (`<ns>.eager.<32 hex digits>.<task>` of this
+    /// namespace), the inverse of [`Names::eager_queue`].
+    pub fn eager_task<'q>(&self, queue: &'q str) -> Option<&'q str> {
+        let rest = queue.strip_prefix(&format!("{}.eager.", self.ns))?;
+        let (instance, task) = (rest.get(..32)?, rest.get(32..)?.strip_prefix('.')?);
+        let valid = instance.bytes().all(|b| b.is_ascii_hexdigit()) && !task.is_empty();
+        valid.then_some(task)
+    }
+
     /// Queue of worker heartbeats.
     pub fn heartbeat_queue(&self) -> String {
         format!("{}.heartbeat", self.ns)
@@ -184,5 +193,21 @@ mod tests {
             None
         );
         assert_eq!(n.eager_queue(&prefix, &"t".repeat(300)), None);
+    }
+
+    #[test]
+    fn an_eager_queues_task_is_read_back_from_its_name() {
+        let n = Names::new("weft", 16);
+        let prefix = n.eager_prefix("0123456789abcdef0123456789abcdef");
+        let queue = n.eager_queue(&prefix, "make.name").unwrap();
+        assert_eq!(n.eager_task(&queue), Some("make.name"));
+        assert_eq!(n.eager_task(&prefix), None);
+        assert_eq!(n.eager_task(&format!("{prefix}.")), None);
+        assert_eq!(n.eager_task("weft.activity.make_name"), None);
+        assert_eq!(n.eager_task(&queue.replacen("weft", "other", 1)), None);
+        assert_eq!(
+            n.eager_task(&format!("weft.eager.{}.t", "z".repeat(32))),
+            None
+        );
     }
 }

@@ -177,12 +177,11 @@ async fn measure(events: Option<&str>) -> Costs {
     settled
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_greet_run_stays_within_its_budget_when_no_event_is_switched_on() {
-    let costs = measure(None).await;
-    let runs = RUNS as u64;
-    let detail = format!("{runs} runs cost {costs:#?}");
-    eprintln!("{detail}");
+/// The run's own path: one start, three activity tasks, at most seven persistent messages
+/// a run; the second and third activities go to the worker that sent the result before,
+/// claimed for it (only the first is claimed, one a request or several together when
+/// they queue up: `ClaimAttempts`).
+fn assert_run_path(costs: &Costs, runs: u64, detail: &str) {
     assert_eq!(costs.sent("StartWorkflow", "persistent"), runs, "{detail}");
     assert_eq!(
         costs.sent("ActivityTask", "persistent"),
@@ -193,11 +192,17 @@ async fn a_greet_run_stays_within_its_budget_when_no_event_is_switched_on() {
         costs.total("persistent", &[]) <= 7 * runs,
         "more than 7 persistent messages a run: {detail}"
     );
-    assert_eq!(costs.sent("LifecycleEvent", "persistent"), 0, "{detail}");
-    // The second and third activities go to the worker that sent the result before,
-    // claimed for it: only the first is claimed, one a request or several together when
-    // they queue up (ClaimAttempts).
     assert_eq!(costs.eager, 2 * runs, "{detail}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_greet_run_stays_within_its_budget_when_no_event_is_switched_on() {
+    let costs = measure(None).await;
+    let runs = RUNS as u64;
+    let detail = format!("{runs} runs cost {costs:#?}");
+    eprintln!("{detail}");
+    assert_run_path(&costs, runs, &detail);
+    assert_eq!(costs.sent("LifecycleEvent", "persistent"), 0, "{detail}");
     let claims = costs.sent("ClaimAttempt", "transient") + costs.sent("ClaimAttempts", "transient");
     assert!(
         claims <= runs && costs.sent("HeartbeatAnswers", "transient") <= runs,
@@ -236,4 +241,43 @@ async fn with_every_event_switched_on_each_event_is_one_message() {
         costs.commits <= 4 * runs,
         "more than 4 commits a run: {detail}"
     );
+}
+
+/// `weft dev` keeps the hot path's shape: the example worker in the process is sent the
+/// second and third activities of each run already claimed for it (eager dispatch over
+/// the in-process bus, whose eager queues expire as RabbitMQ's do), and a run costs the
+/// same messages and commits as on the services.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_weft_dev_a_greet_run_keeps_the_same_budget_and_dispatches_eagerly() {
+    let suite = Suite::start_on(weft_e2e::Backend::Dev).await.unwrap();
+    suite.client().register(&greet::definition()).await.unwrap();
+    let runs = start_greets(&suite, "DevBudget", RUNS).await;
+    assert_all_completed(&suite, &runs).await;
+    let url = format!("{}/metrics", suite.gateway_url());
+    let costs = poll_until(
+        Duration::from_secs(30),
+        Duration::from_millis(300),
+        || "the counters kept moving for 30 s".to_owned(),
+        || {
+            let url = url.clone();
+            async move {
+                let read = || async {
+                    let mut costs = Costs::default();
+                    costs.add(&reqwest::get(&url).await?.error_for_status()?.text().await?);
+                    Ok::<_, reqwest::Error>(costs)
+                };
+                let (before, after) = (read().await?, {
+                    tokio::time::sleep(Duration::from_millis(300)).await;
+                    read().await?
+                });
+                Ok((before == after).then_some(after))
+            }
+        },
+    )
+    .await
+    .unwrap();
+    let runs = RUNS as u64;
+    let detail = format!("{runs} runs on weft dev cost {costs:#?}");
+    assert_run_path(&costs, runs, &detail);
+    assert!(costs.commits <= 4 * runs, "{detail}");
 }

@@ -472,3 +472,92 @@ async fn publishes_journaled_together_keep_one_row_per_queue_and_copy() {
     bus.teardown(&[]).await.unwrap();
     store.close().await;
 }
+
+/// An eager queue (docs/eager-dispatch.md) holds a task at most five seconds, as
+/// RabbitMQ's message TTL does there: what no worker took by then goes on to the task's
+/// shared queue through the activity exchange, its journal row with it; what a worker
+/// took stays with it.
+#[tokio::test]
+async fn an_eager_task_nobody_takes_moves_on_to_its_shared_queue_with_its_journal_row() {
+    let db = TempDb::new();
+    let names = Names::new(&namespace(), 1);
+    let shared = names.activity_queue("shout");
+    {
+        let (store, bus) = db.open_bus(&names).await;
+        bus.declare_activity_queue("shout").await.unwrap();
+        let prefix = names.eager_prefix(&"ab".repeat(16));
+        let eager = bus.declare_eager_queue(&prefix, "shout").await.unwrap();
+        for n in 0..2 {
+            bus.publish(&names.eager_exchange(), &eager, &envelope("wf", n))
+                .await
+                .unwrap();
+        }
+        let taken = bus.get(&eager).await.unwrap().expect("task 0");
+        assert_eq!(n_of(&taken.delivery), 0);
+        assert_eq!(bus.message_count(&shared).await.unwrap(), 0);
+
+        let deadline = std::time::Instant::now() + Duration::from_secs(15);
+        while bus.message_count(&shared).await.unwrap() == 0 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "task 1 never moved on"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert_eq!(bus.message_count(&eager).await.unwrap(), 0);
+        // The taken one stayed with its taker, unsettled, and settles there.
+        taken.ack().await.unwrap();
+        bus.flush().await.unwrap();
+        assert_eq!(journal_rows(store.pool()).await, 1);
+        drop(bus);
+        store.close().await;
+    }
+    // The next process finds the moved task in the shared queue, not in the dead
+    // process's eager queue.
+    let (store, bus) = db.open_bus(&names).await;
+    bus.declare_activity_queue("shout").await.unwrap();
+    let again = bus.get(&shared).await.unwrap().expect("the moved task");
+    assert_eq!(n_of(&again.delivery), 1);
+    assert!(again.delivery.redelivered);
+    again.ack().await.unwrap();
+    bus.flush().await.unwrap();
+    assert_eq!(journal_rows(store.pool()).await, 0);
+    store.close().await;
+}
+
+/// A task left in the eager queue of a process that died moves on once it expires in
+/// the next process, where no worker declares that queue again.
+#[tokio::test]
+async fn an_eager_task_of_a_dead_process_moves_on_in_the_next_one() {
+    let db = TempDb::new();
+    let names = Names::new(&namespace(), 1);
+    {
+        let (store, bus) = db.open_bus(&names).await;
+        let prefix = names.eager_prefix(&"cd".repeat(16));
+        let eager = bus.declare_eager_queue(&prefix, "shout").await.unwrap();
+        bus.publish(&names.eager_exchange(), &eager, &envelope("wf", 7))
+            .await
+            .unwrap();
+        drop(bus);
+        store.close().await;
+    }
+    let (store, bus) = db.open_bus(&names).await;
+    bus.declare_activity_queue("shout").await.unwrap();
+    let shared = names.activity_queue("shout");
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    let moved = loop {
+        if let Some(taken) = bus.get(&shared).await.unwrap() {
+            break taken;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the task never moved on"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(n_of(&moved.delivery), 7);
+    moved.ack().await.unwrap();
+    bus.flush().await.unwrap();
+    assert_eq!(journal_rows(store.pool()).await, 0);
+    store.close().await;
+}

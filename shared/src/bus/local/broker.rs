@@ -8,6 +8,7 @@
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use tokio::sync::{oneshot, Notify};
 
@@ -30,6 +31,23 @@ pub(crate) struct Stored {
     pub(crate) redelivered: bool,
     /// Its journal row, when journaled.
     pub(crate) seq: Option<i64>,
+    /// When it entered its queue (a message given back keeps it, as RabbitMQ keeps a
+    /// requeued message's expiry).
+    pub(crate) since: Instant,
+}
+
+/// How long an eagerly dispatched task waits in its worker's queue before it goes on to
+/// its task's shared queue (the same as RabbitMQ's `x-message-ttl` on eager queues).
+pub(crate) const EAGER_TTL: Duration = Duration::from_secs(5);
+
+/// Where the ready messages of a queue go once they waited longer than `ttl` (a
+/// worker's eager queue: docs/eager-dispatch.md), as RabbitMQ's message TTL with a
+/// dead-letter exchange and key.
+#[derive(Debug, Clone)]
+struct Expiry {
+    ttl: Duration,
+    exchange: String,
+    key: String,
 }
 
 /// How an exchange routes.
@@ -58,6 +76,8 @@ struct Queue {
     /// Attached consumers, oldest first.
     consumers: Vec<u64>,
     notify: Arc<Notify>,
+    /// Where its messages go when they wait too long; `None`: they wait.
+    expiry: Option<Expiry>,
 }
 
 impl Queue {
@@ -78,6 +98,33 @@ impl Queue {
             }
         }
         Some(stored)
+    }
+
+    /// Adds a message as a RabbitMQ priority queue does: after every message of its
+    /// priority or higher, before the lower ones (FIFO within a level).
+    fn push(&mut self, stored: Stored) {
+        let at = match stored.message.priority {
+            0 => self.ready.len(),
+            p => self
+                .ready
+                .iter()
+                .position(|s| s.message.priority < p)
+                .unwrap_or(self.ready.len()),
+        };
+        self.ready.insert(at, stored);
+        self.notify.notify_waiters();
+    }
+
+    /// Takes out the ready messages that waited longer than the queue's expiry allows.
+    fn expired(&mut self, now: Instant) -> Vec<Stored> {
+        let Some(expiry) = &self.expiry else {
+            return Vec::new();
+        };
+        let (gone, kept): (VecDeque<Stored>, VecDeque<Stored>) = std::mem::take(&mut self.ready)
+            .into_iter()
+            .partition(|s| now.duration_since(s.since) >= expiry.ttl);
+        self.ready = kept;
+        gone.into()
     }
 
     /// Puts messages back at the front of the queue, in their order, marked redelivered.
@@ -109,6 +156,35 @@ impl State {
         self.queues
             .entry(queue.to_owned())
             .or_insert_with(|| Queue::new(single_active));
+    }
+
+    /// The queues a message published to `exchange` with `key` goes to (each once).
+    fn route(&self, exchange: &str, key: &str) -> Result<Vec<String>> {
+        if exchange.is_empty() {
+            // The default exchange: the queue named by the key, if any.
+            return Ok(self
+                .queues
+                .contains_key(key)
+                .then(|| key.to_owned())
+                .into_iter()
+                .collect());
+        }
+        let found = self
+            .exchanges
+            .get(exchange)
+            .ok_or_else(|| not_found("exchange", exchange))?;
+        let mut queues: Vec<String> = found
+            .bindings
+            .iter()
+            .filter(|(_, binding)| match found.kind {
+                Kind::Direct => binding == key,
+                Kind::Topic => topic::matches(binding, key),
+            })
+            .map(|(queue, _)| queue.clone())
+            .collect();
+        queues.sort();
+        queues.dedup();
+        Ok(queues)
     }
 
     fn bind(&mut self, exchange: &str, queue: &str, key: &str) -> Result<()> {
@@ -161,6 +237,7 @@ impl Core {
         let exchanges = [
             (names.commands_exchange(), Kind::Direct),
             (names.activity_exchange(), Kind::Direct),
+            (names.eager_exchange(), Kind::Direct),
             (names.events_exchange(), Kind::Topic),
             (names.starts_exchange(), Kind::Topic),
         ];
@@ -185,15 +262,28 @@ impl Core {
         if let Err(e) = state.bind(&names.starts_exchange(), &names.starts_queue(), "#") {
             tracing::error!(error = %e, "binding the start-event queue");
         }
+        let now = Instant::now();
         for row in rows {
             // A queue declared by an earlier process: back without its bindings until
-            // its owner declares it again (as services do at start).
-            state.ensure_queue(&row.queue, false);
+            // its owner declares it again (as services do at start). An eager queue's
+            // owner is gone with that process: its tasks move on once they expire.
+            match names.eager_task(&row.queue) {
+                Some(task) => {
+                    let expiry = Self::eager_expiry(&names, task);
+                    state
+                        .queues
+                        .entry(row.queue.clone())
+                        .or_insert_with(|| Queue::new(false))
+                        .expiry = Some(expiry);
+                }
+                None => state.ensure_queue(&row.queue, false),
+            }
             if let Some(queue) = state.queues.get_mut(&row.queue) {
                 queue.ready.push_back(Stored {
                     message: Arc::new(row.message),
                     redelivered: true,
                     seq: Some(row.seq),
+                    since: now,
                 });
             }
         }
@@ -261,63 +351,95 @@ impl Core {
         Ok(())
     }
 
+    /// Where an eager queue of `task` sends what waited too long: the task's shared
+    /// queue, through the activity exchange.
+    fn eager_expiry(names: &Names, task: &str) -> Expiry {
+        Expiry {
+            ttl: EAGER_TTL,
+            exchange: names.activity_exchange(),
+            key: task.to_owned(),
+        }
+    }
+
+    /// Declares a worker process's eager queue (`<ns>.eager.<instance>.<task>`, no DLQ),
+    /// bound to the eager exchange with its own name; what waits in it longer than
+    /// [`EAGER_TTL`] goes on to its task's shared queue ([`Core::expire`]).
+    pub(crate) fn declare_eager(&self, queue: &str) -> Result<()> {
+        let task = self.names.eager_task(queue).ok_or_else(|| {
+            Error::Bus(format!("{queue} is not an eager queue of this namespace"))
+        })?;
+        let expiry = Self::eager_expiry(&self.names, task);
+        let mut state = self.state();
+        state
+            .queues
+            .entry(queue.to_owned())
+            .or_insert_with(|| Queue::new(false))
+            .expiry = Some(expiry);
+        state.bind(&self.names.eager_exchange(), queue, queue)
+    }
+
+    /// Moves on the ready messages that waited too long in queues with an expiry (to
+    /// the queues their dead-letter exchange and key route to; dropped when none), and
+    /// their journal rows with them; how many moved.
+    pub(crate) fn expire(&self) -> usize {
+        let now = Instant::now();
+        let mut state = self.state();
+        let mut moved = Vec::new();
+        for q in state.queues.values_mut() {
+            if let Some(expiry) = q.expiry.clone() {
+                moved.extend(q.expired(now).into_iter().map(|s| (expiry.clone(), s)));
+            }
+        }
+        let count = moved.len();
+        for (expiry, stored) in moved {
+            let targets = state
+                .route(&expiry.exchange, &expiry.key)
+                .unwrap_or_default();
+            // A task's shared queue is one queue: its journal row follows it there. A
+            // copy to any further queue lives in memory only.
+            let mut seq = stored.seq;
+            match (&self.journal, seq, targets.first()) {
+                (Some(journal), Some(row), Some(target)) => {
+                    // Sent under the lock: an ack taken from the target reaches the
+                    // journal after the move. Nobody waits for the move's outcome: lost
+                    // in a crash, the row is found in the eager queue again and moves on.
+                    drop(journal.relocate(row, target, &stored.message));
+                }
+                (Some(journal), Some(row), None) => journal.delete(row),
+                _ => {}
+            }
+            for target in targets {
+                if let Some(q) = state.queues.get_mut(&target) {
+                    q.push(Stored {
+                        message: stored.message.clone(),
+                        redelivered: stored.redelivered,
+                        seq: seq.take(),
+                        since: now,
+                    });
+                }
+            }
+        }
+        count
+    }
+
     /// The queues a message published to `exchange` with `key` goes to (each once).
     pub(crate) fn route(&self, exchange: &str, key: &str) -> Result<Vec<String>> {
-        let state = self.state();
-        if exchange.is_empty() {
-            // The default exchange: the queue named by the key, if any.
-            return Ok(state
-                .queues
-                .contains_key(key)
-                .then(|| key.to_owned())
-                .into_iter()
-                .collect());
-        }
-        let found = state
-            .exchanges
-            .get(exchange)
-            .ok_or_else(|| not_found("exchange", exchange))?;
-        let mut queues: Vec<String> = found
-            .bindings
-            .iter()
-            .filter(|(_, binding)| match found.kind {
-                Kind::Direct => binding == key,
-                Kind::Topic => topic::matches(binding, key),
-            })
-            .map(|(queue, _)| queue.clone())
-            .collect();
-        queues.sort();
-        queues.dedup();
-        Ok(queues)
+        self.state().route(exchange, key)
     }
 
     /// Appends `message` to each of `queues` (with its journal row, if any). A queue
     /// deleted since routing drops its copy.
     pub(crate) fn enqueue(&self, queues: &[String], message: Arc<Message>, seqs: &[Option<i64>]) {
         let mut state = self.state();
+        let now = Instant::now();
         for (queue, seq) in queues.iter().zip(seqs) {
             match state.queues.get_mut(queue) {
-                Some(q) => {
-                    // As a RabbitMQ priority queue: after every message of its priority
-                    // or higher, before the lower ones (FIFO within a level).
-                    let at = match message.priority {
-                        0 => q.ready.len(),
-                        p => q
-                            .ready
-                            .iter()
-                            .position(|s| s.message.priority < p)
-                            .unwrap_or(q.ready.len()),
-                    };
-                    q.ready.insert(
-                        at,
-                        Stored {
-                            message: message.clone(),
-                            redelivered: false,
-                            seq: *seq,
-                        },
-                    );
-                    q.notify.notify_waiters();
-                }
+                Some(q) => q.push(Stored {
+                    message: message.clone(),
+                    redelivered: false,
+                    seq: *seq,
+                    since: now,
+                }),
                 None => {
                     if let (Some(journal), Some(seq)) = (&self.journal, seq) {
                         journal.delete(*seq);
@@ -470,6 +592,7 @@ impl Core {
             message: Arc::new(message),
             redelivered: false,
             seq: stored.seq,
+            since: Instant::now(),
         });
         dead.notify.notify_waiters();
         Ok(moved)

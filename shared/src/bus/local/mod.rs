@@ -47,9 +47,28 @@ impl Local {
         if !rows.is_empty() {
             tracing::info!(messages = rows.len(), "queued again from the bus journal");
         }
-        Ok(Self {
-            core: Arc::new(Core::new(names, journal, rows)),
-        })
+        let core = Arc::new(Core::new(names, journal, rows));
+        tokio::spawn(expire_every(Arc::downgrade(&core)));
+        Ok(Self { core })
+    }
+}
+
+/// How often waiting messages are checked against their queue's expiry: an eager task
+/// moves on between [`broker::EAGER_TTL`] and this much later.
+const EXPIRY_TICK: std::time::Duration = std::time::Duration::from_millis(250);
+
+/// Moves on expired messages (eager tasks whose worker did not take them) until the
+/// broker is gone.
+async fn expire_every(core: std::sync::Weak<Core>) {
+    let mut tick = tokio::time::interval(EXPIRY_TICK);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let Some(core) = core.upgrade() else { return };
+        let moved = core.expire();
+        if moved > 0 {
+            tracing::debug!(moved, "expired messages moved on");
+        }
     }
 }
 
@@ -85,6 +104,10 @@ impl Transport for Local {
 
     async fn declare_exchange(&self, exchange: &str, kind: ExchangeKind) -> Result<()> {
         self.core.declare_exchange(exchange, kind)
+    }
+
+    async fn declare_eager_queue(&self, queue: &str) -> Result<()> {
+        self.core.declare_eager(queue)
     }
 
     async fn publish(&self, exchange: &str, routing_key: &str, message: Message) -> Result<()> {

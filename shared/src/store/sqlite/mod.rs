@@ -86,7 +86,11 @@ impl SqliteStore {
                 .max_connections(1)
                 .idle_timeout(None)
                 .max_lifetime(None),
-            false => SqlitePoolOptions::new().max_connections(4),
+            // A read is not worth a second round trip to the connection's thread: a
+            // broken connection fails its statement instead.
+            false => SqlitePoolOptions::new()
+                .max_connections(4)
+                .test_before_acquire(false),
         }
         .acquire_timeout(BUSY_TIMEOUT)
         .connect_with(options.clone())
