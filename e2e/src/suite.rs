@@ -178,6 +178,9 @@ impl Suite {
             namespace: self.env.namespace.clone(),
             shards: self.env.options.shards,
             database_url: self.env.database_url.clone(),
+            // Declared as the services declare them: a worker of another queue type
+            // would find the queues refusing its declarations.
+            queue_type: self.env.options.queue_type,
             ..weft::Config::default()
         }
     }

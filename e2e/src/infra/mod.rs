@@ -20,33 +20,62 @@ pub use redis::RedisServer;
 pub struct Servers {
     pub pg: PgServer,
     pub redis: RedisServer,
-    pub rabbit: RabbitNode,
+    /// One RabbitMQ node, or the nodes of a cluster (the first is the one the others
+    /// joined).
+    pub rabbits: Vec<RabbitNode>,
 }
 
 impl Servers {
     /// Starts the three (at once) under `root`; the RabbitMQ node is named
     /// `<node>@localhost`.
     pub async fn start(root: &Path, node: &str) -> anyhow::Result<Self> {
-        let (pg_dir, redis_dir, rabbit_dir) = (
-            root.join("postgres"),
-            root.join("redis"),
-            root.join("rabbitmq"),
-        );
-        let (pg, redis, rabbit) = tokio::try_join!(
+        Self::start_with(root, node, 1).await
+    }
+
+    /// [`Servers::start`] with `rabbit_nodes` RabbitMQ nodes (`<node>-<i>@localhost`,
+    /// one cookie) clustered when more than one: the second and later join the first.
+    pub async fn start_with(root: &Path, node: &str, rabbit_nodes: usize) -> anyhow::Result<Self> {
+        let (pg_dir, redis_dir) = (root.join("postgres"), root.join("redis"));
+        let rabbits = async {
+            if rabbit_nodes <= 1 {
+                return Ok(vec![RabbitNode::start(&root.join("rabbitmq"), node).await?]);
+            }
+            let cookie = format!("WEFT{}", uuid::Uuid::new_v4().simple());
+            let starts = (0..rabbit_nodes).map(|i| {
+                let (dir, name) = (root.join(format!("rabbitmq-{i}")), format!("{node}-{i}"));
+                let cookie = cookie.clone();
+                async move { RabbitNode::start_with_cookie(&dir, &name, &cookie).await }
+            });
+            let nodes = futures_util::future::try_join_all(starts).await?;
+            for joining in &nodes[1..] {
+                joining.join(&nodes[0]).await?;
+            }
+            anyhow::Ok(nodes)
+        };
+        let (pg, redis, rabbits) = tokio::try_join!(
             PgServer::start(&pg_dir),
             RedisServer::start(&redis_dir),
-            RabbitNode::start(&rabbit_dir, node),
+            rabbits,
         )?;
-        Ok(Self { pg, redis, rabbit })
+        Ok(Self { pg, redis, rabbits })
+    }
+
+    /// The AMQP URLs of every RabbitMQ node, comma-separated (`WEFT_AMQP_URL`'s list).
+    pub fn amqp_urls(&self) -> String {
+        self.rabbits
+            .iter()
+            .map(RabbitNode::url)
+            .collect::<Vec<_>>()
+            .join(",")
     }
 
     /// A test environment on them: a fresh database and namespace, every process told
-    /// where Redis is (and `extra_env` besides).
+    /// where Redis is and every RabbitMQ node (and `extra_env` besides).
     pub async fn env(&self, mut options: crate::EnvOptions) -> anyhow::Result<crate::TestEnv> {
         options
             .extra_env
             .push(("WEFT_REDIS_URL".into(), self.redis.url()));
-        crate::TestEnv::create_on(options, &self.pg.url("postgres"), &self.rabbit.url()).await
+        crate::TestEnv::create_on(options, &self.pg.url("postgres"), &self.amqp_urls()).await
     }
 }
 

@@ -937,3 +937,45 @@ async fn a_client_waits_for_the_services_and_declares_only_its_own_queues() {
     );
     service.teardown(&[mine]).await.unwrap();
 }
+
+/// A worker configured with another `WEFT_QUEUE_TYPE` than the services declared its
+/// activity queue first (classic, with priorities) where the services run on quorum
+/// queues: the decider's declaration is refused twice (priorities, then the queue
+/// type). It must publish to the queue as it is — failing instead failed every command
+/// that schedules the task, again and again (the cluster soak's finding).
+#[tokio::test]
+async fn an_activity_queue_of_another_queue_type_is_used_as_it_is() {
+    use weft::topology::QueueType;
+    let ns = namespace();
+    let quorum = Names::new(&ns, 2).with_queue_type(QueueType::Quorum);
+    let services = Bus::connect(URL, quorum, CancellationToken::new())
+        .await
+        .unwrap();
+    let worker = Bus::connect_client(URL, Names::new(&ns, 2), CancellationToken::new())
+        .await
+        .unwrap();
+    worker.declare_activity_queue("mixed").await.unwrap();
+
+    services.declare_activity_queue("mixed").await.unwrap();
+    let names = services.names().clone();
+    services
+        .publish(
+            &names.activity_exchange(),
+            "mixed",
+            &envelope("wf-mixed", 1),
+        )
+        .await
+        .unwrap();
+    let stop = CancellationToken::new();
+    let (handler, mut rx) = forwarding();
+    let task = worker.consume(
+        &names.activity_queue("mixed"),
+        opts(8, 1),
+        handler,
+        stop.clone(),
+    );
+    assert_eq!(n_of(&recv(&mut rx).await), 1);
+    stop.cancel();
+    task.await.unwrap();
+    services.teardown(&[]).await.unwrap();
+}

@@ -15,7 +15,8 @@ use weft_e2e::{Service, Suite};
 pub enum Fault {
     /// SIGKILL of one replica of a service, restarted after a pause.
     Kill(Service),
-    /// The broker killed (SIGKILL of its VM) and started again.
+    /// The broker killed (SIGKILL of its VM) and started again; on a cluster, one node
+    /// of it.
     BrokerDown,
     /// PostgreSQL stopped as a crash (immediate) and started again (crash recovery).
     DatabaseCrash,
@@ -110,10 +111,13 @@ pub async fn inject(
             suite.restart(id).await?;
         }
         Fault::BrokerDown => {
+            // One node of a cluster (any: the clients of the others stay put, its own
+            // reconnect to another node of their list), or the only one.
             let mut infra = infra.lock().await;
-            infra.rabbit.kill().await?;
+            let i = rng.random_range(0..infra.rabbits.len());
+            infra.rabbits[i].kill().await?;
             tokio::time::sleep(pause).await;
-            infra.rabbit.up().await?;
+            infra.rabbits[i].up().await?;
         }
         Fault::DatabaseCrash => {
             let infra = infra.lock().await;

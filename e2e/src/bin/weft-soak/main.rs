@@ -11,8 +11,11 @@
 //! servers on ports and directories of their own, see `weft_e2e::infra`), so its faults
 //! never touch the machine's shared servers.
 //!
-//! `weft-soak [--minutes M] [--in-flight N] [--replicas R] [--fault-gap S] [--seed X]
-//! [--no-faults] [--report FILE]`; exits 1 when an invariant is broken.
+//! `weft-soak [--minutes M] [--in-flight N] [--replicas R] [--rabbit-nodes K]
+//! [--fault-gap S] [--seed X] [--no-faults] [--report FILE]`; exits 1 when an invariant
+//! is broken. With `--rabbit-nodes` above 1 the broker is a cluster of K nodes, every
+//! queue a quorum queue, every process given the K URLs, and the broker fault kills one
+//! node at a time.
 
 mod checks;
 mod effects;
@@ -40,7 +43,7 @@ use crate::faults::{Completions, Fault, Injected};
 use crate::workload::{Interaction, Kind};
 
 const USAGE: &str = "usage: weft-soak [--minutes M] [--in-flight N] [--replicas R] \
-    [--fault-gap SECONDS] [--seed X] [--no-faults] [--report FILE]";
+    [--rabbit-nodes K] [--fault-gap SECONDS] [--seed X] [--no-faults] [--report FILE]";
 
 /// How long runs may take to end once the soak stops starting them.
 const DRAIN: Duration = Duration::from_secs(180);
@@ -52,6 +55,8 @@ struct Args {
     minutes: f64,
     in_flight: usize,
     replicas: usize,
+    /// RabbitMQ nodes: 1, or a cluster of K on quorum queues.
+    rabbit_nodes: usize,
     fault_gap: f64,
     seed: u64,
     faults: bool,
@@ -63,6 +68,7 @@ fn parse_args() -> anyhow::Result<Args> {
         minutes: 2.0,
         in_flight: 24,
         replicas: 2,
+        rabbit_nodes: 1,
         fault_gap: 10.0,
         seed: rand::random(),
         faults: true,
@@ -78,6 +84,9 @@ fn parse_args() -> anyhow::Result<Args> {
             "--minutes" => args.minutes = value("--minutes")?.parse()?,
             "--in-flight" => args.in_flight = value("--in-flight")?.parse::<usize>()?.max(1),
             "--replicas" => args.replicas = value("--replicas")?.parse::<usize>()?.max(1),
+            "--rabbit-nodes" => {
+                args.rabbit_nodes = value("--rabbit-nodes")?.parse::<usize>()?.max(1)
+            }
             "--fault-gap" => args.fault_gap = value("--fault-gap")?.parse()?,
             "--seed" => args.seed = value("--seed")?.parse()?,
             "--no-faults" => args.faults = false,
@@ -108,11 +117,26 @@ async fn main() -> anyhow::Result<()> {
     let args = parse_args()?;
     let root = std::env::temp_dir().join(format!("weft-soak-{}", std::process::id()));
     eprintln!("soak: seed {}, data under {}", args.seed, root.display());
-    eprintln!("soak: starting PostgreSQL, Redis and RabbitMQ of its own");
-    let servers = Servers::start(&root, &format!("weftsoak{}", std::process::id())).await?;
+    eprintln!(
+        "soak: starting PostgreSQL, Redis and RabbitMQ ({} node{}) of its own",
+        args.rabbit_nodes,
+        if args.rabbit_nodes == 1 {
+            ""
+        } else {
+            "s, clustered"
+        }
+    );
+    let node = format!("weftsoak{}", std::process::id());
+    let servers = Servers::start_with(&root, &node, args.rabbit_nodes).await?;
     let options = EnvOptions {
         // Every lifecycle event, which the soak listens to and checks.
         extra_env: vec![("WEFT_EVENTS".into(), "#".into())],
+        // On a cluster, the production setting: queues replicated over the nodes
+        // (docs/bus.md, "Quorum queues"), so that a node's loss loses no message.
+        queue_type: match args.rabbit_nodes {
+            1 => weft::topology::QueueType::Classic,
+            _ => weft::topology::QueueType::Quorum,
+        },
         ..EnvOptions::default()
     };
     let mut suite = Suite::new(servers.env(options).await?)?;
@@ -565,12 +589,16 @@ fn report(
         faults.entry(i.fault.name()).or_default().push(i);
     }
     let mut out = format!(
-        "### Soak {date}: {minutes} min, {replicas} replicas, {in_flight} runs in flight, seed {seed}\n\n\
+        "### Soak {date}: {minutes} min, {replicas} replicas, {broker}, {in_flight} runs in flight, seed {seed}\n\n\
          Command: `scripts/soak{argv}`; {elapsed:.0?} in all (draining included).\n\n\
          | runs | started | ended as expected |\n|---|---|---|\n",
         date = chrono::Utc::now().format("%Y-%m-%d %H:%M UTC"),
         minutes = args.minutes,
         replicas = args.replicas,
+        broker = match args.rabbit_nodes {
+            1 => "one RabbitMQ node".to_owned(),
+            k => format!("a {k}-node RabbitMQ cluster on quorum queues"),
+        },
         in_flight = args.in_flight,
         seed = args.seed,
         argv = std::env::args()

@@ -143,12 +143,23 @@ async fn declare_kind(
             Ok(())
         }
         Err(e) if kind == QueueKind::Activity && e.to_string().contains("PRECONDITION_FAILED") => {
-            tracing::warn!(%queue, error = %e, "activity queue exists without priorities; task priorities are ignored on it until it is deleted and declared again");
             // The refusal closed that channel.
             let ch = conn.create_channel().await?;
-            declare_queue(&ch, queue, QueueKind::Work, bindings, queue_type).await?;
-            close(&ch).await;
-            Ok(())
+            match declare_queue(&ch, queue, QueueKind::Work, bindings, queue_type).await {
+                Ok(()) => {
+                    close(&ch).await;
+                    tracing::warn!(%queue, error = %e, "activity queue exists without priorities; task priorities are ignored on it until it is deleted and declared again");
+                    Ok(())
+                }
+                // Not for want of priorities: another queue type altogether, declared by
+                // a worker configured otherwise. Its tasks must still reach it: failing
+                // here would fail every command that schedules one, again and again.
+                Err(again) if again.to_string().contains("PRECONDITION_FAILED") => {
+                    tracing::error!(%queue, error = %again, "the activity queue exists with another queue type (is WEFT_QUEUE_TYPE the same in every process?); publishing to it as it is");
+                    bind_existing(conn, queue, bindings).await
+                }
+                Err(again) => Err(again),
+            }
         }
         Err(e) if role == Role::Client && is_access_refused(&e) => {
             // The refusal closed that channel. A passive declaration needs no permission.
@@ -176,6 +187,40 @@ async fn declare_kind(
             other
         }
     }
+}
+
+/// Binds `queue` to each `(exchange, routing key)`.
+async fn bind_all(ch: &Channel, queue: &str, bindings: &[(String, String)]) -> lapin::Result<()> {
+    for (exchange, key) in bindings {
+        ch.queue_bind(
+            queue.into(),
+            exchange.as_str().into(),
+            key.as_str().into(),
+            QueueBindOptions::default(),
+            FieldTable::default(),
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+/// Binds `queue`, which exists with arguments of its own, as it is (a passive declaration
+/// first: an error when it does not exist after all).
+async fn bind_existing(
+    conn: &Connection,
+    queue: &str,
+    bindings: &[(String, String)],
+) -> lapin::Result<()> {
+    let ch = conn.create_channel().await?;
+    let passive = QueueDeclareOptions {
+        passive: true,
+        ..QueueDeclareOptions::default()
+    };
+    ch.queue_declare(queue.into(), passive, FieldTable::default())
+        .await?;
+    bind_all(&ch, queue, bindings).await?;
+    close(&ch).await;
+    Ok(())
 }
 
 /// Whether the broker refused an operation for want of permission (403).
@@ -221,16 +266,7 @@ async fn declare_queue(
         queue_arguments(queue, kind, queue_type),
     )
     .await?;
-    for (exchange, key) in bindings {
-        ch.queue_bind(
-            queue.into(),
-            exchange.as_str().into(),
-            key.as_str().into(),
-            QueueBindOptions::default(),
-            FieldTable::default(),
-        )
-        .await?;
-    }
+    bind_all(ch, queue, bindings).await?;
     Ok(())
 }
 
