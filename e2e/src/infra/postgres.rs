@@ -64,6 +64,20 @@ impl PgServer {
     /// backup of it (`pg_basebackup -R`, which also writes the standby's connection to
     /// the primary) started as a hot standby that logs every statement.
     pub async fn replica_of(primary: &PgServer, dir: &Path) -> anyhow::Result<Self> {
+        // Every statement in its log: what a test reads to tell which reads went to it.
+        Self::replica_with(primary, dir, "-c log_statement=all").await
+    }
+
+    /// [`PgServer::replica_of`] logging as the primary does (for long runs).
+    pub async fn quiet_replica_of(primary: &PgServer, dir: &Path) -> anyhow::Result<Self> {
+        Self::replica_with(primary, dir, "").await
+    }
+
+    async fn replica_with(
+        primary: &PgServer,
+        dir: &Path,
+        settings: &'static str,
+    ) -> anyhow::Result<Self> {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
         give_to_postgres(dir, primary.as_postgres).await?;
         let replica = Self {
@@ -72,8 +86,7 @@ impl PgServer {
             dir: dir.to_owned(),
             port: free_port()?,
             as_postgres: primary.as_postgres,
-            // Every statement in its log: what a test reads to tell which reads went to it.
-            settings: "-c log_statement=all",
+            settings,
         };
         let (data, port) = (replica.data.display().to_string(), primary.port.to_string());
         replica

@@ -12,10 +12,12 @@
 //! never touch the machine's shared servers.
 //!
 //! `weft-soak [--minutes M] [--in-flight N] [--replicas R] [--rabbit-nodes K]
-//! [--fault-gap S] [--seed X] [--no-faults] [--report FILE]`; exits 1 when an invariant
-//! is broken. With `--rabbit-nodes` above 1 the broker is a cluster of K nodes, every
-//! queue a quorum queue, every process given the K URLs, and the broker fault kills one
-//! node at a time.
+//! [--read-replica] [--fault-gap S] [--seed X] [--no-faults] [--report FILE]`; exits 1
+//! when an invariant is broken. With `--rabbit-nodes` above 1 the broker is a cluster of
+//! K nodes, every queue a quorum queue, every process given the K URLs, and the broker
+//! fault kills one node at a time. With `--read-replica` the gateways read what may lag
+//! (search, statistics, history pages: the soak checks every run's history) from a
+//! streaming replica of the soak's PostgreSQL, which the database fault leaves running.
 
 mod checks;
 mod effects;
@@ -35,7 +37,7 @@ use serde_json::json;
 use tokio::sync::Mutex;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
-use weft_e2e::infra::{cluster_shape, Servers};
+use weft_e2e::infra::{cluster_shape, PgServer, Servers};
 use weft_e2e::{greet, Client, EnvOptions, Suite};
 
 use crate::effects::Effects;
@@ -43,7 +45,8 @@ use crate::faults::{Completions, Fault, Injected};
 use crate::workload::{Interaction, Kind};
 
 const USAGE: &str = "usage: weft-soak [--minutes M] [--in-flight N] [--replicas R] \
-    [--rabbit-nodes K] [--fault-gap SECONDS] [--seed X] [--no-faults] [--report FILE]";
+    [--rabbit-nodes K] [--read-replica] [--fault-gap SECONDS] [--seed X] [--no-faults] \
+    [--report FILE]";
 
 /// How long runs may take to end once the soak stops starting them.
 const DRAIN: Duration = Duration::from_secs(180);
@@ -57,6 +60,8 @@ struct Args {
     replicas: usize,
     /// RabbitMQ nodes: 1, or a cluster of K on quorum queues.
     rabbit_nodes: usize,
+    /// The lagging reads on a streaming replica of the soak's PostgreSQL.
+    read_replica: bool,
     fault_gap: f64,
     seed: u64,
     faults: bool,
@@ -69,6 +74,7 @@ fn parse_args() -> anyhow::Result<Args> {
         in_flight: 24,
         replicas: 2,
         rabbit_nodes: 1,
+        read_replica: false,
         fault_gap: 10.0,
         seed: rand::random(),
         faults: true,
@@ -90,6 +96,7 @@ fn parse_args() -> anyhow::Result<Args> {
             "--fault-gap" => args.fault_gap = value("--fault-gap")?.parse()?,
             "--seed" => args.seed = value("--seed")?.parse()?,
             "--no-faults" => args.faults = false,
+            "--read-replica" => args.read_replica = true,
             "--report" => args.report = Some(value("--report")?.into()),
             "-h" | "--help" => {
                 println!("{USAGE}");
@@ -139,7 +146,23 @@ async fn main() -> anyhow::Result<()> {
         },
         ..EnvOptions::default()
     };
-    let mut suite = Suite::new(servers.env(options).await?)?;
+    let mut env = servers.env(options).await?;
+    // Kept until the soak ends: the gateways read search, statistics and history pages
+    // from it (`WEFT_DATABASE_READ_URL`).
+    let _replica = match args.read_replica {
+        true => {
+            let replica = PgServer::quiet_replica_of(&servers.pg, &root.join("replica")).await?;
+            let db = env.database_url.rsplit('/').next().unwrap_or_default();
+            let url = replica.url(db);
+            env.options
+                .extra_env
+                .push(("WEFT_DATABASE_READ_URL".into(), url));
+            eprintln!("soak: lagging reads on a streaming replica");
+            Some(replica)
+        }
+        false => None,
+    };
+    let mut suite = Suite::new(env)?;
     let shape = cluster_shape(args.replicas);
     suite.spawn_all(&shape).await?;
     eprintln!(
@@ -595,9 +618,13 @@ fn report(
         date = chrono::Utc::now().format("%Y-%m-%d %H:%M UTC"),
         minutes = args.minutes,
         replicas = args.replicas,
-        broker = match args.rabbit_nodes {
-            1 => "one RabbitMQ node".to_owned(),
-            k => format!("a {k}-node RabbitMQ cluster on quorum queues"),
+        broker = match (args.rabbit_nodes, args.read_replica) {
+            (1, false) => "one RabbitMQ node".to_owned(),
+            (1, true) => "one RabbitMQ node, lagging reads on a PostgreSQL replica".to_owned(),
+            (k, replica) => format!(
+                "a {k}-node RabbitMQ cluster on quorum queues{}",
+                if replica { ", lagging reads on a PostgreSQL replica" } else { "" }
+            ),
         },
         in_flight = args.in_flight,
         seed = args.seed,
