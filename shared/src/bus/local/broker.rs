@@ -386,8 +386,9 @@ impl Core {
         let mut state = self.state();
         let mut moved = Vec::new();
         for q in state.queues.values_mut() {
-            if let Some(expiry) = q.expiry.clone() {
-                moved.extend(q.expired(now).into_iter().map(|s| (expiry.clone(), s)));
+            let expired = q.expired(now);
+            if let (Some(expiry), false) = (&q.expiry, expired.is_empty()) {
+                moved.extend(expired.into_iter().map(|s| (expiry.clone(), s)));
             }
         }
         let count = moved.len();

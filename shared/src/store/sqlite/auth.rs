@@ -179,7 +179,7 @@ impl AuthStore for SqliteStore {
         )
         .bind(cutoff)
         .bind(limit)
-        .execute(&self.writer)
+        .execute(self.writer.pool())
         .await?;
         Ok(done.rows_affected())
     }

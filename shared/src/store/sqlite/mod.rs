@@ -54,10 +54,9 @@ pub(crate) const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
 pub struct SqliteStore {
     /// Reads (and the migrations at open).
     pub(crate) pool: SqlitePool,
-    /// Every write: one connection, taken in turn.
-    pub(crate) writer: SqlitePool,
-    /// The hot writes, synchronous, in turn with the others ([`writer`]).
-    pub(crate) sync: SqliteWriter,
+    /// Every write: one sqlx connection taken in turn ([`SqliteWriter::pool`]), and the
+    /// synchronous connection of the hot writes, which takes that turn too.
+    pub(crate) writer: SqliteWriter,
     /// Deletes published outbox rows in the background, in batches.
     pub(crate) janitor: super::outbox::Janitor,
 }
@@ -110,12 +109,11 @@ impl SqliteStore {
                     .await?
             }
         };
-        let sync = SqliteWriter::open(&options, writer.clone(), memory)?;
-        let janitor = outbox::janitor(sync.clone());
+        let writer = SqliteWriter::open(&options, writer, memory)?;
+        let janitor = outbox::janitor(writer.clone());
         Ok(Self {
             pool,
             writer,
-            sync,
             janitor,
         })
     }
@@ -133,12 +131,12 @@ impl SqliteStore {
     /// The writing side (the in-process bus journals its messages through it, in turn
     /// with the store's writes).
     pub fn writer(&self) -> &SqliteWriter {
-        &self.sync
+        &self.writer
     }
 
     /// Closes both pools.
     pub async fn close(&self) {
-        self.writer.close().await;
+        self.writer.pool().close().await;
         self.pool.close().await;
     }
 
@@ -146,7 +144,7 @@ impl SqliteStore {
     /// lock at once, so the transaction never fails to upgrade a read lock half-way.
     /// Rolled back when dropped uncommitted.
     pub(crate) async fn write_tx(&self) -> Result<Transaction<'static, Sqlite>> {
-        Ok(self.writer.begin_with("BEGIN IMMEDIATE").await?)
+        Ok(self.writer.pool().begin_with("BEGIN IMMEDIATE").await?)
     }
 }
 

@@ -36,7 +36,7 @@ impl OperationStore for SqliteStore {
         )
         .bind(cutoff)
         .bind(limit)
-        .execute(&self.writer)
+        .execute(self.writer.pool())
         .await?;
         Ok(done.rows_affected())
     }

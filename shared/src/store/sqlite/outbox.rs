@@ -165,7 +165,7 @@ impl OutboxStore for SqliteStore {
                 }
             }
         }
-        delete_ids(&self.sync, Keyed::Outbox, &sent).await?;
+        delete_ids(&self.writer, Keyed::Outbox, &sent).await?;
         match failure {
             Some(e) => Err(e),
             None => Ok(sent.len()),

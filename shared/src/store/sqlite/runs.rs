@@ -52,7 +52,7 @@ impl RunStore for SqliteStore {
     /// hook deliveries — each table once for every batch. On any error the transaction is rolled back:
     /// nothing is written.
     async fn commit_all(&self, batches: &[&CommitBatch]) -> Result<()> {
-        self.sync.transaction(|tx| write_all(tx, batches)).await
+        self.writer.transaction(|tx| write_all(tx, batches)).await
     }
 }
 

@@ -25,7 +25,7 @@ impl StartStore for SqliteStore {
         messages: &mut [OutboxMessage],
         audit: Option<&AuditEntry>,
     ) -> Result<StartOutcome> {
-        self.sync
+        self.writer
             .transaction(|tx| {
                 let inserted: Option<String> = tx
                     .prepare_cached(

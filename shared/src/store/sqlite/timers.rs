@@ -68,7 +68,7 @@ impl TimerStore for SqliteStore {
             return Ok(FireReport::default());
         }
         let (report, sent) = fire(bus, &due, now, started).await;
-        delete_ids(&self.sync, Keyed::Timers, &sent).await?;
+        delete_ids(&self.writer, Keyed::Timers, &sent).await?;
         Ok(report)
     }
 
