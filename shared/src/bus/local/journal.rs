@@ -98,15 +98,16 @@ impl Journal {
     /// Creates the table if needed, reads the rows of namespace `ns` (in order) and
     /// starts the writer task.
     pub(crate) async fn open(writer: SqliteWriter, ns: &str) -> Result<(Self, Vec<Row>)> {
-        let pool = writer.pool();
-        sqlx::query(CREATE).execute(pool).await?;
-        sqlx::query(CREATE_INDEX).execute(pool).await?;
+        let mut conn = writer.sqlx().await?;
+        sqlx::query(CREATE).execute(&mut *conn).await?;
+        sqlx::query(CREATE_INDEX).execute(&mut *conn).await?;
         let rows = sqlx::query(
             "SELECT seq, queue, body, headers FROM bus_journal WHERE ns = ? ORDER BY seq",
         )
         .bind(ns)
-        .fetch_all(pool)
+        .fetch_all(&mut *conn)
         .await?;
+        drop(conn);
         let mut found = Vec::with_capacity(rows.len());
         for row in rows {
             let seq: i64 = row.try_get("seq")?;

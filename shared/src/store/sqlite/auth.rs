@@ -2,7 +2,7 @@
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use sqlx::{Sqlite, Transaction};
+use sqlx::sqlite::SqliteConnection;
 
 use super::{string_array, SqliteStore};
 use crate::store::auth::{older_than, ApiToken, AuditEntry, AuditFilter, AuditRow};
@@ -39,7 +39,7 @@ fn json_text(values: &[String]) -> Result<String> {
 }
 
 /// Appends `e` to the audit trail inside `tx`.
-pub(crate) async fn insert_audit(tx: &mut Transaction<'_, Sqlite>, e: &AuditEntry) -> Result<()> {
+pub(crate) async fn insert_audit(conn: &mut SqliteConnection, e: &AuditEntry) -> Result<()> {
     sqlx::query(
         "INSERT INTO audit_log (at, actor, action, target, workflow_id, reason, status,
              method, path)
@@ -54,7 +54,7 @@ pub(crate) async fn insert_audit(tx: &mut Transaction<'_, Sqlite>, e: &AuditEntr
     .bind(e.status)
     .bind(&e.method)
     .bind(&e.path)
-    .execute(&mut **tx)
+    .execute(conn)
     .await?;
     Ok(())
 }
@@ -179,7 +179,7 @@ impl AuthStore for SqliteStore {
         )
         .bind(cutoff)
         .bind(limit)
-        .execute(self.writer.pool())
+        .execute(&mut *self.writer.sqlx().await?)
         .await?;
         Ok(done.rows_affected())
     }

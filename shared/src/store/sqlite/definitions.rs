@@ -97,7 +97,7 @@ impl DefinitionStore for SqliteStore {
         let done = sqlx::query("DELETE FROM definitions WHERE name = ? AND version = ?")
             .bind(name)
             .bind(version)
-            .execute(self.writer.pool())
+            .execute(&mut *self.writer.sqlx().await?)
             .await?;
         Ok(done.rows_affected() > 0)
     }

@@ -28,7 +28,7 @@ impl EventHandlerStore for SqliteStore {
         .bind(definition)
         .bind(now)
         .bind(now)
-        .execute(self.writer.pool())
+        .execute(&mut *self.writer.sqlx().await?)
         .await?;
         Ok(done.rows_affected() == 1)
     }
@@ -49,7 +49,7 @@ impl EventHandlerStore for SqliteStore {
         .bind(definition)
         .bind(chrono::Utc::now())
         .bind(name)
-        .execute(self.writer.pool())
+        .execute(&mut *self.writer.sqlx().await?)
         .await?;
         Ok(done.rows_affected() == 1)
     }
@@ -66,7 +66,7 @@ impl EventHandlerStore for SqliteStore {
     async fn delete_event_handler(&self, name: &str) -> Result<bool> {
         let done = sqlx::query("DELETE FROM event_handlers WHERE name = ?")
             .bind(name)
-            .execute(self.writer.pool())
+            .execute(&mut *self.writer.sqlx().await?)
             .await?;
         Ok(done.rows_affected() == 1)
     }
@@ -125,7 +125,7 @@ impl EventHandlerStore for SqliteStore {
              )",
         )
         .bind(keep)
-        .execute(self.writer.pool())
+        .execute(&mut *self.writer.sqlx().await?)
         .await?;
         Ok(done.rows_affected())
     }

@@ -40,7 +40,7 @@ impl HookStore for SqliteStore {
             .bind(plus(now, lease))
             .bind(limit)
             // An UPDATE … RETURNING: a write.
-            .fetch_all(self.writer.pool())
+            .fetch_all(&mut *self.writer.sqlx().await?)
             .await?)
     }
 
@@ -57,7 +57,7 @@ impl HookStore for SqliteStore {
     ) -> Result<Vec<OutboxMessage>> {
         let now = Utc::now();
         let settled = Settlement::of(claimed, result, backoff, now);
-        let mut tx = self.writer.pool().begin_with("BEGIN IMMEDIATE").await?;
+        let mut tx = self.writer.begin().await?;
         // A lease that ran out while the call went on may have let another attempt settle
         // the row first: only a pending row is settled.
         let updated = sqlx::query(

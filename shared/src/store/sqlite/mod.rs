@@ -38,11 +38,10 @@ use std::time::Duration;
 use async_trait::async_trait;
 use sqlx::sqlite::SqliteSynchronous;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions};
-use sqlx::{Sqlite, Transaction};
 
 use super::backend::Health;
 use crate::{Error, Result};
-pub use writer::SqliteWriter;
+pub use writer::{SqliteWriter, SqlxWrite, WriteTx};
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations-sqlite");
 
@@ -136,15 +135,15 @@ impl SqliteStore {
 
     /// Closes both pools.
     pub async fn close(&self) {
-        self.writer.pool().close().await;
+        self.writer.close().await;
         self.pool.close().await;
     }
 
     /// A write transaction on the writing connection: `BEGIN IMMEDIATE` takes the write
     /// lock at once, so the transaction never fails to upgrade a read lock half-way.
     /// Rolled back when dropped uncommitted.
-    pub(crate) async fn write_tx(&self) -> Result<Transaction<'static, Sqlite>> {
-        Ok(self.writer.pool().begin_with("BEGIN IMMEDIATE").await?)
+    pub(crate) async fn write_tx(&self) -> Result<WriteTx> {
+        self.writer.begin().await
     }
 }
 

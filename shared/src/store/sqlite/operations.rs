@@ -36,7 +36,7 @@ impl OperationStore for SqliteStore {
         )
         .bind(cutoff)
         .bind(limit)
-        .execute(self.writer.pool())
+        .execute(&mut *self.writer.sqlx().await?)
         .await?;
         Ok(done.rows_affected())
     }

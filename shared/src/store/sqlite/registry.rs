@@ -273,7 +273,7 @@ impl RegistryStore for SqliteStore {
         if by_name.is_empty() {
             return Ok(Vec::new());
         }
-        let mut tx = self.writer.pool().begin_with("BEGIN IMMEDIATE").await?;
+        let mut tx = self.writer.begin().await?;
         let mut outcomes = Vec::with_capacity(seen.len());
         for (name, group) in by_name {
             let now = Utc::now();
@@ -400,7 +400,7 @@ impl RegistryStore for SqliteStore {
         if beats.is_empty() {
             return Ok(0);
         }
-        let mut tx = self.writer.pool().begin_with("BEGIN IMMEDIATE").await?;
+        let mut tx = self.writer.begin().await?;
         let written = write_beats(&mut tx, beats).await?;
         tx.commit().await?;
         Ok(written)
@@ -419,7 +419,7 @@ impl RegistryStore for SqliteStore {
             return Ok(Vec::new());
         }
         let now = Utc::now();
-        let mut tx = self.writer.pool().begin_with("BEGIN IMMEDIATE").await?;
+        let mut tx = self.writer.begin().await?;
         let mut rows = Vec::with_capacity(unique.len());
         for e in unique {
             sqlx::query(
@@ -531,7 +531,7 @@ impl RegistryStore for SqliteStore {
         } = judge(candidates, probe).await;
         outcome.report.deferred = deferred;
         let now = Utc::now();
-        let mut tx = self.writer.pool().begin_with("BEGIN IMMEDIATE").await?;
+        let mut tx = self.writer.begin().await?;
         write_beats(&mut tx, &alive).await?;
         outcome.report.extended = alive.len();
         if matches!(scope, ScanScope::Suspect) {
@@ -576,7 +576,7 @@ impl RegistryStore for SqliteStore {
         )
         .bind(minus(Utc::now(), retention))
         .bind(batch)
-        .execute(self.writer.pool())
+        .execute(&mut *self.writer.sqlx().await?)
         .await?;
         Ok(done.rows_affected())
     }

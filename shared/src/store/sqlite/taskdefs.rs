@@ -83,7 +83,7 @@ impl TaskDefStore for SqliteStore {
     async fn delete_task_def(&self, name: &str) -> Result<bool> {
         let done = sqlx::query("DELETE FROM task_definitions WHERE name = ?")
             .bind(name)
-            .execute(self.writer.pool())
+            .execute(&mut *self.writer.sqlx().await?)
             .await?;
         Ok(done.rows_affected() > 0)
     }

@@ -9,19 +9,26 @@
 //! the kernel's wake-up path, 5 % in SQLite itself). A [`SqliteWriter`] transaction runs
 //! start to commit on the calling thread, its statements prepared once per process.
 //!
-//! There is still one writer: the transaction first takes the store's writing sqlx
-//! connection (a pool of one) as its turn, so it never meets another write at SQLite's
-//! lock, where the busy handler would sleep. The work runs inline on the caller's
-//! thread, as CPU-bound work does: a transaction takes well under a millisecond, except
-//! when its commit also checkpoints the WAL.
+//! There is still one writer: a transaction first takes the writer's turn, an async
+//! mutex that every write takes — the synchronous ones here and the ones that still go
+//! through sqlx's writing connection ([`SqliteWriter::sqlx`], [`SqliteWriter::begin`]) —
+//! so no write ever meets another at SQLite's lock, where the busy handler would sleep.
+//! The turn is not the sqlx pool itself: sqlx returns a connection to its pool only
+//! after a spawned task has pinged it (a round trip to its thread), and the next writer
+//! waited for those wake-ups after every transaction. The work runs inline on the
+//! caller's thread, as CPU-bound work does: a transaction takes well under a
+//! millisecond, except when its commit also checkpoints the WAL.
 
-use std::sync::{Arc, Mutex, PoisonError};
+use std::ops::{Deref, DerefMut};
+use std::sync::Arc;
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use rusqlite::{OpenFlags, TransactionBehavior};
 use serde_json::Value;
-use sqlx::sqlite::SqliteConnectOptions;
-use sqlx::SqlitePool;
+use sqlx::pool::PoolConnection;
+use sqlx::sqlite::{SqliteConnectOptions, SqliteConnection};
+use sqlx::{Sqlite, SqlitePool, Transaction};
+use tokio::sync::{Mutex, OwnedMutexGuard};
 use uuid::Uuid;
 
 use super::BUSY_TIMEOUT;
@@ -30,11 +37,12 @@ use crate::Result;
 /// Prepared statements kept per process (every hot statement, with room).
 const STATEMENT_CACHE: usize = 64;
 
-/// The store's writing side: its turn (the sqlx writer pool, for the writes that still go
-/// through sqlx) and the synchronous connection of the hot writes.
+/// The store's writing side: the synchronous connection of the hot writes, whose lock is
+/// every write's turn, and the sqlx writing connection (a pool of one) for the writes
+/// that still go through sqlx.
 #[derive(Clone)]
 pub struct SqliteWriter {
-    turn: SqlitePool,
+    pool: SqlitePool,
     conn: Arc<Mutex<rusqlite::Connection>>,
 }
 
@@ -46,11 +54,11 @@ impl std::fmt::Debug for SqliteWriter {
 
 impl SqliteWriter {
     /// Opens the synchronous connection to the database of `options` (already created
-    /// and migrated through `turn`). An in-memory database is the one sqlx opened: sqlx
+    /// and migrated through `pool`). An in-memory database is the one sqlx opened: sqlx
     /// names it and opens it with a shared cache, so a second connection reaches it.
     pub(crate) fn open(
         options: &SqliteConnectOptions,
-        turn: SqlitePool,
+        pool: SqlitePool,
         memory: bool,
     ) -> Result<Self> {
         let mut flags = OpenFlags::SQLITE_OPEN_READ_WRITE
@@ -67,15 +75,31 @@ impl SqliteWriter {
         }
         conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
         Ok(Self {
-            turn,
+            pool,
             conn: Arc::new(Mutex::new(conn)),
         })
     }
 
-    /// The writing sqlx connection's pool: writes through sqlx take it in turn with
-    /// [`transaction`](Self::transaction).
-    pub fn pool(&self) -> &SqlitePool {
-        &self.turn
+    /// The sqlx writing connection, in turn with every other write: statements run on
+    /// it as on any `&mut SqliteConnection` (the turn is released when it is dropped).
+    pub async fn sqlx(&self) -> Result<SqlxWrite> {
+        let turn = self.conn.clone().lock_owned().await;
+        let conn = self.pool.acquire().await?;
+        Ok(SqlxWrite { conn, _turn: turn })
+    }
+
+    /// A sqlx write transaction, in turn with every other write: `BEGIN IMMEDIATE` takes
+    /// SQLite's write lock at once, so it never fails to upgrade a read lock half-way.
+    /// Rolled back when dropped uncommitted.
+    pub async fn begin(&self) -> Result<WriteTx> {
+        let turn = self.conn.clone().lock_owned().await;
+        let tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        Ok(WriteTx { tx, _turn: turn })
+    }
+
+    /// Closes the sqlx writing connection.
+    pub async fn close(&self) {
+        self.pool.close().await;
     }
 
     /// Runs `work` in one `BEGIN IMMEDIATE` transaction, in turn with every other write,
@@ -84,14 +108,63 @@ impl SqliteWriter {
         &self,
         work: impl FnOnce(&rusqlite::Transaction<'_>) -> Result<T>,
     ) -> Result<T> {
-        let _turn = self.turn.acquire().await?;
-        // Uncontended: only the holder of the turn locks it. A panic inside `work` rolled
-        // its transaction back while unwinding, so a poisoned lock guards nothing stale.
-        let mut conn = self.conn.lock().unwrap_or_else(PoisonError::into_inner);
+        // A panic inside `work` rolls its transaction back while unwinding and releases
+        // the turn: nothing stale is left behind it.
+        let mut conn = self.conn.lock().await;
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let out = work(&tx)?;
         tx.commit()?;
         Ok(out)
+    }
+}
+
+/// The sqlx writing connection during a turn ([`SqliteWriter::sqlx`]).
+pub struct SqlxWrite {
+    // Dropped first: the connection goes back to its pool, then the turn is released.
+    conn: PoolConnection<Sqlite>,
+    _turn: OwnedMutexGuard<rusqlite::Connection>,
+}
+
+impl Deref for SqlxWrite {
+    type Target = SqliteConnection;
+
+    fn deref(&self) -> &SqliteConnection {
+        &self.conn
+    }
+}
+
+impl DerefMut for SqlxWrite {
+    fn deref_mut(&mut self) -> &mut SqliteConnection {
+        &mut self.conn
+    }
+}
+
+/// A sqlx write transaction during a turn ([`SqliteWriter::begin`]); statements run on
+/// `&mut *tx`.
+pub struct WriteTx {
+    // Dropped first: an uncommitted transaction is rolled back, then the turn released.
+    tx: Transaction<'static, Sqlite>,
+    _turn: OwnedMutexGuard<rusqlite::Connection>,
+}
+
+impl WriteTx {
+    /// Commits the transaction, then releases the turn.
+    pub async fn commit(self) -> Result<()> {
+        Ok(self.tx.commit().await?)
+    }
+}
+
+impl Deref for WriteTx {
+    type Target = SqliteConnection;
+
+    fn deref(&self) -> &SqliteConnection {
+        &self.tx
+    }
+}
+
+impl DerefMut for WriteTx {
+    fn deref_mut(&mut self) -> &mut SqliteConnection {
+        &mut self.tx
     }
 }
 

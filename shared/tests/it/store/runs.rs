@@ -83,6 +83,58 @@ async fn an_in_memory_store_commits_through_its_writer() {
     commit_then_load_round_trips(&store).await;
     commit_then_load_round_trips(&other).await;
 }
+/// Every write of `weft dev` takes one turn: a synchronous transaction waits while a
+/// write through sqlx's connection holds it (instead of meeting SQLite's lock), and runs
+/// once it is released; so does a sqlx write while a synchronous one is pending.
+#[tokio::test]
+async fn sqlx_writes_and_synchronous_transactions_take_one_turn() {
+    use futures_util::FutureExt as _;
+    let dir = std::env::temp_dir().join(format!("weft-turn-{}", Uuid::new_v4().simple()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let sqlite = weft::store::sqlite::SqliteStore::open_file(&dir.join("weft.db"))
+        .await
+        .expect("open a database file");
+    let writer = sqlite.writer().clone();
+    let mut held = writer.sqlx().await.expect("the sqlx writing connection");
+    sqlx::query("CREATE TABLE turn_probe (who TEXT NOT NULL)")
+        .execute(&mut *held)
+        .await
+        .unwrap();
+
+    let synchronous = writer.transaction(|tx| {
+        tx.execute("INSERT INTO turn_probe (who) VALUES ('synchronous')", [])?;
+        Ok(())
+    });
+    let mut synchronous = Box::pin(synchronous);
+    assert!(
+        (&mut synchronous).now_or_never().is_none(),
+        "a synchronous transaction ran while a sqlx write held the turn"
+    );
+    let mut sqlx_write = Box::pin(writer.begin());
+    assert!(
+        (&mut sqlx_write).now_or_never().is_none(),
+        "a second sqlx write began while the first held the turn"
+    );
+    drop(held);
+    synchronous
+        .await
+        .expect("the synchronous transaction, after the turn");
+    let mut tx = sqlx_write.await.expect("the sqlx transaction, after it");
+    sqlx::query("INSERT INTO turn_probe (who) VALUES ('sqlx')")
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+
+    let rows: Vec<String> = sqlx::query_scalar("SELECT who FROM turn_probe ORDER BY rowid")
+        .fetch_all(sqlite.pool())
+        .await
+        .unwrap();
+    assert_eq!(rows, ["synchronous", "sqlx"]);
+    sqlite.close().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 async fn commit_then_load_round_trips(store: &Store) {
     let wf = "wf-round-trip";
     let run_id = Uuid::new_v4();
