@@ -1,4 +1,5 @@
-//! `weft-cluster [--replicas N] [--own-servers]`: the production shape on this machine, as
+//! `weft-cluster [--replicas N] [--own-servers] [--rabbit-nodes K] [--read-replica]`: the
+//! production shape on this machine, as
 //! processes (binaries next to this one, or `WEFT_BIN_DIR`) — `N` (default 2) replicas
 //! each of the gateway (each on its own address), the decider, history, heartbeat,
 //! example worker and HTTP worker — in a fresh database and namespace, until Ctrl-C or SIGTERM; then every process
@@ -6,20 +7,27 @@
 //!
 //! By default it runs on the local PostgreSQL, RabbitMQ and Redis (`WEFT_E2E_PG_URL`,
 //! `WEFT_AMQP_URL`, `WEFT_REDIS_URL` or their local defaults); `--own-servers` starts
-//! servers of its own, as the chaos soak does (RELIABILITY.md). The gateway listens on
+//! servers of its own, as the chaos soak does (RELIABILITY.md). With them, `--rabbit-nodes
+//! K` makes the broker a cluster of K nodes with quorum queues (`WEFT_QUEUE_TYPE=quorum`,
+//! every node's URL in `WEFT_AMQP_URL`), and `--read-replica` adds a streaming replica of
+//! the database for the gateways' lagging reads (`WEFT_DATABASE_READ_URL`); either implies
+//! `--own-servers`. The gateway listens on
 //! `WEFT_HTTP_ADDR` (default 127.0.0.1:8080); `greet` is registered.
 
 use std::net::SocketAddr;
 
 use anyhow::Context as _;
+use weft::topology::QueueType;
 use weft_e2e::infra::{cluster_shape, Servers};
 use weft_e2e::{greet, EnvOptions, Suite, TestEnv};
 
-const USAGE: &str = "usage: weft-cluster [--replicas N] [--own-servers]";
+const USAGE: &str =
+    "usage: weft-cluster [--replicas N] [--own-servers] [--rabbit-nodes K] [--read-replica]";
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let (mut replicas, mut own_servers) = (2usize, false);
+    let (mut rabbit_nodes, mut read_replica) = (1usize, false);
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         match arg.as_str() {
@@ -32,6 +40,19 @@ async fn main() -> anyhow::Result<()> {
                     .max(1)
             }
             "--own-servers" => own_servers = true,
+            "--rabbit-nodes" => {
+                rabbit_nodes = args
+                    .next()
+                    .context(USAGE)?
+                    .parse::<usize>()
+                    .context("--rabbit-nodes takes a number")?
+                    .max(1);
+                own_servers = true;
+            }
+            "--read-replica" => {
+                read_replica = true;
+                own_servers = true;
+            }
             "-h" | "--help" => {
                 println!("{USAGE}");
                 return Ok(());
@@ -47,14 +68,36 @@ async fn main() -> anyhow::Result<()> {
     let root = std::env::temp_dir().join(format!("weft-cluster-{}", std::process::id()));
     let servers = match own_servers {
         true => {
-            eprintln!("cluster: starting PostgreSQL, Redis and RabbitMQ of its own");
-            Some(Servers::start(&root, &format!("weftcluster{}", std::process::id())).await?)
+            eprintln!(
+                "cluster: starting PostgreSQL, Redis and RabbitMQ ({rabbit_nodes} node(s)) of its own"
+            );
+            let node = format!("weftcluster{}", std::process::id());
+            Some(Servers::start_with(&root, &node, rabbit_nodes).await?)
         }
         false => None,
     };
-    let env = match &servers {
-        Some(servers) => servers.env(EnvOptions::default()).await?,
-        None => TestEnv::new().await?,
+    let options = EnvOptions {
+        // A cluster's production setting: queues replicated over its nodes (docs/bus.md).
+        queue_type: match rabbit_nodes {
+            1 => QueueType::Classic,
+            _ => QueueType::Quorum,
+        },
+        ..EnvOptions::default()
+    };
+    let mut env = match &servers {
+        Some(servers) => servers.env(options).await?,
+        None => TestEnv::create(options).await?,
+    };
+    // Kept until the cluster stops.
+    let replica = match (&servers, read_replica) {
+        (Some(servers), true) => {
+            eprintln!("cluster: starting a streaming replica of its PostgreSQL");
+            let replica = servers
+                .read_replica_for(&root.join("replica"), &mut env)
+                .await?;
+            Some(replica)
+        }
+        _ => None,
     };
     let (database, namespace) = (env.database_url.clone(), env.namespace.clone());
     let mut suite = Suite::with_gateway_addr(env, addr)?;
@@ -67,6 +110,13 @@ async fn main() -> anyhow::Result<()> {
     println!("Weft cluster up: {}", suite.gateway_urls().join(", "));
     println!("  database  {database}");
     println!("  namespace {namespace}");
+    if let Some(servers) = &servers {
+        println!("  broker    {}", servers.amqp_urls());
+    }
+    if let Some(replica) = &replica {
+        let db = database.rsplit('/').next().unwrap_or_default();
+        println!("  replica   {}", replica.url(db));
+    }
     for id in procs {
         let proc = suite.proc(id);
         println!(
@@ -91,6 +141,7 @@ async fn main() -> anyhow::Result<()> {
     eprintln!("cluster: stopping");
     let stopped = suite.stop_all().await;
     drop(suite);
+    drop(replica);
     drop(servers);
     let _ = std::fs::remove_dir_all(&root);
     stopped.map(|_| ())

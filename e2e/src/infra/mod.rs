@@ -36,26 +36,10 @@ impl Servers {
     /// one cookie) clustered when more than one: the second and later join the first.
     pub async fn start_with(root: &Path, node: &str, rabbit_nodes: usize) -> anyhow::Result<Self> {
         let (pg_dir, redis_dir) = (root.join("postgres"), root.join("redis"));
-        let rabbits = async {
-            if rabbit_nodes <= 1 {
-                return Ok(vec![RabbitNode::start(&root.join("rabbitmq"), node).await?]);
-            }
-            let cookie = format!("WEFT{}", uuid::Uuid::new_v4().simple());
-            let starts = (0..rabbit_nodes).map(|i| {
-                let (dir, name) = (root.join(format!("rabbitmq-{i}")), format!("{node}-{i}"));
-                let cookie = cookie.clone();
-                async move { RabbitNode::start_with_cookie(&dir, &name, &cookie).await }
-            });
-            let nodes = futures_util::future::try_join_all(starts).await?;
-            for joining in &nodes[1..] {
-                joining.join(&nodes[0]).await?;
-            }
-            anyhow::Ok(nodes)
-        };
         let (pg, redis, rabbits) = tokio::try_join!(
             PgServer::start(&pg_dir),
             RedisServer::start(&redis_dir),
-            rabbits,
+            RabbitNode::cluster(root, node, rabbit_nodes),
         )?;
         Ok(Self { pg, redis, rabbits })
     }
@@ -67,6 +51,23 @@ impl Servers {
             .map(RabbitNode::url)
             .collect::<Vec<_>>()
             .join(",")
+    }
+
+    /// Starts a streaming replica of the PostgreSQL server under `dir` and points the
+    /// gateways of `env` at it for the reads that may lag (`WEFT_DATABASE_READ_URL`);
+    /// keep it as long as the processes run.
+    pub async fn read_replica_for(
+        &self,
+        dir: &Path,
+        env: &mut crate::TestEnv,
+    ) -> anyhow::Result<PgServer> {
+        let replica = PgServer::quiet_replica_of(&self.pg, dir).await?;
+        let db = env.database_url.rsplit('/').next().unwrap_or_default();
+        let url = replica.url(db);
+        env.options
+            .extra_env
+            .push(("WEFT_DATABASE_READ_URL".into(), url));
+        Ok(replica)
     }
 
     /// A test environment on them: a fresh database and namespace, every process told

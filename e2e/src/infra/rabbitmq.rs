@@ -61,6 +61,27 @@ impl RabbitNode {
         Ok(node)
     }
 
+    /// Starts `nodes` nodes under `root` (`<root>/rabbitmq-<i>`, named
+    /// `<name>-<i>@localhost`, one cookie) and clusters them: the second and later join
+    /// the first. One node is started as it is, under `<root>/rabbitmq`, named
+    /// `<name>@localhost`.
+    pub async fn cluster(root: &Path, name: &str, nodes: usize) -> anyhow::Result<Vec<Self>> {
+        if nodes <= 1 {
+            return Ok(vec![Self::start(&root.join("rabbitmq"), name).await?]);
+        }
+        let cookie = format!("WEFT{}", uuid::Uuid::new_v4().simple());
+        let starts = (0..nodes).map(|i| {
+            let (dir, name) = (root.join(format!("rabbitmq-{i}")), format!("{name}-{i}"));
+            let cookie = cookie.clone();
+            async move { Self::start_with_cookie(&dir, &name, &cookie).await }
+        });
+        let started = futures_util::future::try_join_all(starts).await?;
+        for joining in &started[1..] {
+            joining.join(&started[0]).await?;
+        }
+        Ok(started)
+    }
+
     /// Makes this node a member of `seed`'s cluster (`stop_app`, `join_cluster`,
     /// `start_app`); both must share their cookie. Its own queues and messages are reset.
     pub async fn join(&self, seed: &RabbitNode) -> anyhow::Result<()> {

@@ -79,22 +79,14 @@ async fn runs_complete_on_quorum_queues() {
 async fn a_three_node_cluster_loses_a_node_and_runs_go_on() {
     let root = std::env::temp_dir().join(format!("weft-cluster-{}", uuid::Uuid::new_v4().simple()));
     let suffix = uuid::Uuid::new_v4().simple().to_string()[..8].to_owned();
-    let cookie = format!("WEFT{}", uuid::Uuid::new_v4().simple());
-    let dirs: Vec<_> = ["a", "b", "c"].iter().map(|n| root.join(n)).collect();
-    let names: Vec<_> = ["a", "b", "c"]
+    let mut nodes = RabbitNode::cluster(&root, &format!("weft-{suffix}"), 3)
+        .await
+        .expect("a cluster of three private RabbitMQ nodes");
+    let urls = nodes
         .iter()
-        .map(|n| format!("weft-{n}-{suffix}"))
-        .collect();
-    let (mut a, b, c) = tokio::try_join!(
-        RabbitNode::start_with_cookie(&dirs[0], &names[0], &cookie),
-        RabbitNode::start_with_cookie(&dirs[1], &names[1], &cookie),
-        RabbitNode::start_with_cookie(&dirs[2], &names[2], &cookie),
-    )
-    .expect("three private RabbitMQ nodes");
-    b.join(&a).await.expect("the second node joins the first");
-    c.join(&a).await.expect("the third node joins the first");
-
-    let urls = format!("{},{},{}", a.url(), b.url(), c.url());
+        .map(RabbitNode::url)
+        .collect::<Vec<_>>()
+        .join(",");
     let options = EnvOptions {
         queue_type: QueueType::Quorum,
         ..EnvOptions::default()
@@ -105,12 +97,12 @@ async fn a_three_node_cluster_loses_a_node_and_runs_go_on() {
     assert_all_completed(&suite, &before).await;
 
     // Every process is connected to the first node of the list: it dies.
-    a.kill().await.unwrap();
+    nodes[0].kill().await.unwrap();
     let after = start_greets(&suite, "After", 5).await;
     assert_all_completed(&suite, &after).await;
 
     suite.stop_all().await.unwrap();
     drop(suite);
-    drop((b, c));
+    drop(nodes);
     let _ = std::fs::remove_dir_all(&root);
 }

@@ -4,7 +4,10 @@
 //!
 //! 1. Throughput: `--runs` starts (default 2,000) issued with `--concurrency` requests
 //!    in flight (default 64), from the first start to the last COMPLETED run.
-//! 2. Latency: `--latency-runs` (default 200) sequential runs, start → COMPLETED.
+//! 2. Latency: `--latency-runs` (default 200) sequential runs, start → COMPLETED as a
+//!    client polling the run every millisecond sees it, and as the engine stamped it;
+//!    then as many sequential synchronous executions (`POST /api/workflow/execute`,
+//!    answered when the run has completed: a client's view without polling).
 //!
 //! Completion is observed in the database (`runs.status`), which costs the services
 //! nothing. Prints a markdown block with the figures, the machine and the command.
@@ -15,6 +18,12 @@
 //! `--dev`: the same workload on `weft dev --example` (one process: SQLite, the
 //! in-process bus, the example worker inside; the third row of BENCHMARKS.md); runs are
 //! watched in its database file, opened read-only.
+//!
+//! `--rabbit-nodes K` (K ≥ 2): the broker is a cluster of K RabbitMQ nodes of the
+//! benchmark's own (started and clustered under a temporary directory), the namespace's
+//! queues are quorum queues (`WEFT_QUEUE_TYPE=quorum`, the production setting on a
+//! cluster) and every process is given every node's URL; PostgreSQL and Redis stay the
+//! local ones.
 
 mod runs;
 
@@ -26,6 +35,8 @@ use anyhow::Context as _;
 use futures_util::StreamExt as _;
 use tokio_util::sync::CancellationToken;
 use weft::bus::{Bus, ConsumeOptions, Disposition};
+use weft::topology::QueueType;
+use weft_e2e::infra::RabbitNode;
 use weft_e2e::{greet, Client, EnvOptions, Service, Suite, TestEnv};
 
 use runs::Runs;
@@ -37,6 +48,7 @@ struct Args {
     latency_runs: usize,
     events: bool,
     dev: bool,
+    rabbit_nodes: usize,
 }
 
 fn parse_args() -> anyhow::Result<Args> {
@@ -46,6 +58,7 @@ fn parse_args() -> anyhow::Result<Args> {
         latency_runs: 200,
         events: false,
         dev: false,
+        rabbit_nodes: 1,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -74,6 +87,7 @@ fn parse_args() -> anyhow::Result<Args> {
             "--runs" => args.runs = value("--runs")?,
             "--concurrency" => args.concurrency = value("--concurrency")?.max(1),
             "--latency-runs" => args.latency_runs = value("--latency-runs")?,
+            "--rabbit-nodes" => args.rabbit_nodes = value("--rabbit-nodes")?.max(1),
             _ => anyhow::bail!("unknown argument {flag:?}; {USAGE}"),
         }
     }
@@ -82,7 +96,7 @@ fn parse_args() -> anyhow::Result<Args> {
 
 /// What `--help` prints, and an unknown argument's error.
 const USAGE: &str = "usage: weft-bench [--runs N] [--concurrency C] [--latency-runs M] \
-    [--events | --dev] (W1, the greet benchmark; BENCHMARKS.md)";
+    [--events | --dev] [--rabbit-nodes K] (W1, the greet benchmark; BENCHMARKS.md)";
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
@@ -96,13 +110,39 @@ async fn main() -> anyhow::Result<()> {
         // The services' own default (5 s), as deployed: the suite's 500 ms (short, for
         // crash tests) re-publishes rows whose publish is merely slow under load.
         outbox_sweep_after_ms: None,
+        queue_type: match args.rabbit_nodes {
+            1 => QueueType::Classic,
+            _ => QueueType::Quorum,
+        },
         ..EnvOptions::default()
     };
     anyhow::ensure!(
         !(args.events && args.dev),
         "--events listens on RabbitMQ; weft dev has no broker to listen on"
     );
-    let env = TestEnv::create(options).await?;
+    anyhow::ensure!(
+        !(args.dev && args.rabbit_nodes > 1),
+        "--rabbit-nodes runs the services on a cluster; weft dev has no broker"
+    );
+    let root = std::env::temp_dir().join(format!("weft-bench-{}", std::process::id()));
+    let rabbits = match args.rabbit_nodes {
+        1 => Vec::new(),
+        k => {
+            eprintln!(
+                "starting a cluster of {k} RabbitMQ nodes under {}",
+                root.display()
+            );
+            let node = format!("weftbench{}", std::process::id());
+            RabbitNode::cluster(&root, &node, k).await?
+        }
+    };
+    let env = match rabbits.is_empty() {
+        true => TestEnv::create(options).await?,
+        false => {
+            let urls: Vec<String> = rabbits.iter().map(RabbitNode::url).collect();
+            TestEnv::create_with_broker(options, &urls.join(",")).await?
+        }
+    };
     let (mut suite, runs) = if args.dev {
         let mut suite = Suite::new(env)?;
         suite.spawn(Service::Dev).await?;
@@ -132,6 +172,10 @@ async fn main() -> anyhow::Result<()> {
         // The services are stopped: the namespace's topology and the listener's queue go.
         let _ = bus.teardown(&[queue]).await;
     }
+    // The namespace is torn down on the nodes before they go.
+    drop(suite);
+    drop(rabbits);
+    let _ = std::fs::remove_dir_all(&root);
     let report = result?;
     println!("{report}");
     Ok(())
@@ -233,6 +277,32 @@ async fn bench(suite: &Suite, runs: &Runs, args: &Args) -> anyhow::Result<String
             format!("| &nbsp;&nbsp;{name}, median | {median:.2}ms |\n")
         })
         .collect();
+    // The same measure as a client that waits without polling: Conductor's synchronous
+    // execution answers once the run has completed (docs/execute.md).
+    eprintln!(
+        "latency: {} sequential synchronous executions",
+        args.latency_runs
+    );
+    let version = greet::definition()["version"].as_i64().unwrap_or(1);
+    let path = format!("/api/workflow/execute/greet/{version}?waitForSeconds=60");
+    let body = serde_json::json!({ "input": greet::input("B", 3) });
+    let mut executed = Vec::with_capacity(args.latency_runs);
+    for i in 0..args.latency_runs {
+        let t = Instant::now();
+        let answer = client.post_json(&path, &body).await?;
+        executed.push(t.elapsed());
+        let completed = answer
+            .json
+            .as_ref()
+            .is_some_and(|run| run["status"] == "COMPLETED");
+        anyhow::ensure!(
+            answer.status == 200 && completed,
+            "synchronous execution {i} answered {}: {}",
+            answer.status,
+            answer.text
+        );
+    }
+    executed.sort_unstable();
     let ms = |d: Duration| d.as_secs_f64() * 1000.0;
     let (engine_p50, engine_p99) = (ms(percentile(&engine, 50.0)), ms(percentile(&engine, 99.0)));
 
@@ -247,6 +317,8 @@ async fn bench(suite: &Suite, runs: &Runs, args: &Args) -> anyhow::Result<String
          p99 {p99:.1?}, max {max:.1?} |\n\
          | engine latency (same runs, start accepted to WorkflowCompleted committed) | \
          p50 {engine_p50:.1}ms, p99 {engine_p99:.1}ms |\n\
+         | latency ({lat} sequential synchronous executions, request to the COMPLETED \
+         run's answer, no polling) | p50 {x50:.1?}, p99 {x99:.1?}, max {xmax:.1?} |\n\
          {phase_rows}\
          | machine | {machine} |\n\
          | command | `scripts/bench{argv}` |\n",
@@ -256,11 +328,15 @@ async fn bench(suite: &Suite, runs: &Runs, args: &Args) -> anyhow::Result<String
         p50 = percentile(&latencies, 50.0),
         p99 = percentile(&latencies, 99.0),
         max = latencies.last().copied().unwrap_or_default(),
+        x50 = percentile(&executed, 50.0),
+        x99 = percentile(&executed, 99.0),
+        xmax = executed.last().copied().unwrap_or_default(),
         machine = machine(),
-        shape = if args.dev {
-            "weft dev (one process: SQLite, in-process bus)"
-        } else {
-            "services as processes"
+        shape = match (args.dev, args.rabbit_nodes) {
+            (true, _) => "weft dev (one process: SQLite, in-process bus)".to_owned(),
+            (false, 1) => "services as processes".to_owned(),
+            (false, k) =>
+                format!("services as processes, a {k}-node RabbitMQ cluster on quorum queues"),
         },
         events = if args.events {
             ", every lifecycle event published and consumed"

@@ -37,7 +37,7 @@ use serde_json::json;
 use tokio::sync::Mutex;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
-use weft_e2e::infra::{cluster_shape, PgServer, Servers};
+use weft_e2e::infra::{cluster_shape, Servers};
 use weft_e2e::{greet, Client, EnvOptions, Suite};
 
 use crate::effects::Effects;
@@ -151,12 +151,9 @@ async fn main() -> anyhow::Result<()> {
     // from it (`WEFT_DATABASE_READ_URL`).
     let _replica = match args.read_replica {
         true => {
-            let replica = PgServer::quiet_replica_of(&servers.pg, &root.join("replica")).await?;
-            let db = env.database_url.rsplit('/').next().unwrap_or_default();
-            let url = replica.url(db);
-            env.options
-                .extra_env
-                .push(("WEFT_DATABASE_READ_URL".into(), url));
+            let replica = servers
+                .read_replica_for(&root.join("replica"), &mut env)
+                .await?;
             eprintln!("soak: lagging reads on a streaming replica");
             Some(replica)
         }
