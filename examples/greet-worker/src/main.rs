@@ -6,6 +6,10 @@
 
 use weft::worker::Worker;
 
+/// mimalloc, not glibc's allocator (BENCHMARKS.md).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let _telemetry = weft::telemetry::init("weft-worker-example")?;

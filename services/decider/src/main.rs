@@ -1,5 +1,9 @@
 //! `weft-decider`: configuration, telemetry and signals around [`weft_decider::run`].
 
+/// mimalloc, not glibc's allocator (BENCHMARKS.md).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
     weft::runtime::main("weft-decider", weft_decider::run).await
