@@ -242,23 +242,34 @@ async fn bench(suite: &Suite, runs: &Runs, args: &Args) -> anyhow::Result<String
     eprintln!("latency: {} sequential runs", args.latency_runs);
     let mut latencies = Vec::with_capacity(args.latency_runs);
     let mut latency_ids = Vec::with_capacity(args.latency_runs);
+    // The wall clock too (the engine's stamps are on this machine's clock): what the
+    // client's view adds to the engine's, before the start is accepted and after the run
+    // has ended.
+    let mut sent_and_seen = Vec::with_capacity(args.latency_runs);
     for i in 0..args.latency_runs {
-        let t = Instant::now();
+        let (t, sent) = (Instant::now(), chrono::Utc::now());
         let id = client.start("greet", greet::input("B", 3)).await?;
         latency_ids.push(id.clone());
         wait_one(runs, &id, Duration::from_secs(60))
             .await
             .with_context(|| format!("latency run {i}"))?;
         latencies.push(t.elapsed());
+        sent_and_seen.push((sent, chrono::Utc::now()));
     }
     latencies.sort_unstable();
     // The same runs as the engine saw them: from the gateway accepting the start to the
     // decider committing WorkflowCompleted (no client polling in the measure).
     let mut engine = Vec::with_capacity(latency_ids.len());
-    for id in &latency_ids {
-        engine.push(runs.engine_latency(id).await?);
+    let (mut before_accept, mut after_end) = (Vec::new(), Vec::new());
+    for (id, (sent, seen)) in latency_ids.iter().zip(&sent_and_seen) {
+        let (accepted, ended) = runs.accepted_and_ended(id).await?;
+        engine.push((ended - accepted).to_std().unwrap_or_default());
+        before_accept.push((accepted - *sent).to_std().unwrap_or_default());
+        after_end.push((*seen - ended).to_std().unwrap_or_default());
     }
     engine.sort_unstable();
+    before_accept.sort_unstable();
+    after_end.sort_unstable();
     // Where a sequential run's milliseconds go: each phase's median over the runs.
     let mut phases: Vec<(&str, Vec<f64>)> = Vec::new();
     for id in &latency_ids {
@@ -317,6 +328,8 @@ async fn bench(suite: &Suite, runs: &Runs, args: &Args) -> anyhow::Result<String
          p99 {p99:.1?}, max {max:.1?} |\n\
          | engine latency (same runs, start accepted to WorkflowCompleted committed) | \
          p50 {engine_p50:.1}ms, p99 {engine_p99:.1}ms |\n\
+         | &nbsp;&nbsp;start request sent → start accepted, median | {before:.2?} |\n\
+         | &nbsp;&nbsp;run ended → the polling client saw it, median | {after:.2?} |\n\
          | latency ({lat} sequential synchronous executions, request to the COMPLETED \
          run's answer, no polling) | p50 {x50:.1?}, p99 {x99:.1?}, max {xmax:.1?} |\n\
          {phase_rows}\
@@ -328,6 +341,8 @@ async fn bench(suite: &Suite, runs: &Runs, args: &Args) -> anyhow::Result<String
         p50 = percentile(&latencies, 50.0),
         p99 = percentile(&latencies, 99.0),
         max = latencies.last().copied().unwrap_or_default(),
+        before = percentile(&before_accept, 50.0),
+        after = percentile(&after_end, 50.0),
         x50 = percentile(&executed, 50.0),
         x99 = percentile(&executed, 99.0),
         xmax = executed.last().copied().unwrap_or_default(),

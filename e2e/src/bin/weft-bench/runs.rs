@@ -75,9 +75,12 @@ impl Runs {
         })
     }
 
-    /// From the gateway accepting the start of `workflow_id` to the decider committing
-    /// its end, as the engine stamped them.
-    pub async fn engine_latency(&self, workflow_id: &str) -> anyhow::Result<Duration> {
+    /// When the gateway accepted the start of `workflow_id` and when its run ended, as
+    /// the engine stamped them.
+    pub async fn accepted_and_ended(
+        &self,
+        workflow_id: &str,
+    ) -> anyhow::Result<(DateTime<Utc>, DateTime<Utc>)> {
         let (end, accepted): (DateTime<Utc>, DateTime<Utc>) = match self {
             Runs::Postgres(pool) => {
                 sqlx::query_as(
@@ -98,7 +101,7 @@ impl Runs {
                 .await?
             }
         };
-        Ok((end - accepted).to_std().unwrap_or_default())
+        Ok((accepted, end))
     }
 
     /// The moments of one run of `workflow_id`, as the engine stamped them: the start
