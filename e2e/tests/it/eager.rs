@@ -110,3 +110,83 @@ async fn a_task_sent_eagerly_to_a_worker_that_dies_moves_on_to_another_worker() 
         .unwrap();
     suite.stop_all().await.unwrap();
 }
+
+/// A batch whose commit fails is decided again when its commands come back (here: the
+/// database refuses every new history event for a while). Its eager dispatch is counted
+/// once, by the commit that makes it, not once per decision: the budget test reads this
+/// counter as what the run's path cost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_eager_dispatch_decided_again_after_a_failed_commit_is_counted_once() {
+    let mut env = TestEnv::create(EnvOptions::default()).await.unwrap();
+    env.activity_queues.push(env.names().activity_queue(TASK));
+    let mut suite = Suite::start_with(env, &Service::CORE).await.unwrap();
+    let client = suite.client();
+    client
+        .register(&json!({"name": "eager_refused", "version": 1, "tasks": [
+            {"name": TASK, "taskReferenceName": "first", "type": "SIMPLE",
+             "inputParameters": {"ms": 500}},
+            {"name": TASK, "taskReferenceName": "second", "type": "SIMPLE",
+             "inputParameters": {"ms": 0}}]}))
+        .await
+        .unwrap();
+    let mut worker = slow_worker(&suite, "worker-a");
+    let id = client.start("eager_refused", json!({})).await.unwrap();
+    poll_until(
+        RUN_TIMEOUT,
+        std::time::Duration::from_millis(10),
+        || "the first task was never claimed".into(),
+        || async {
+            Ok(attempt(&suite, &id, "first")
+                .await
+                .filter(|(status, _)| status == "RUNNING"))
+        },
+    )
+    .await
+    .unwrap();
+
+    // The first result's batch (and any other) fails to commit, and is requeued.
+    let pool = suite.env().pool().clone();
+    sqlx::query(
+        "ALTER TABLE history_events ADD CONSTRAINT e2e_refuse_events CHECK (false) NOT VALID",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    let log = suite.proc(suite.first(Service::Decider)).log_path.clone();
+    let failures = |log: &std::path::Path| {
+        std::fs::read_to_string(log)
+            .unwrap_or_default()
+            .matches("command batch failed")
+            .count()
+    };
+    // The run's batches are retried every half second: by the third failure the first
+    // task's result (half a second after its start) has been refused too.
+    poll_until(
+        RUN_TIMEOUT,
+        std::time::Duration::from_millis(50),
+        || "the decider's commits did not fail three times".into(),
+        || async { Ok((failures(&log) >= 3).then_some(())) },
+    )
+    .await
+    .unwrap();
+    sqlx::query("ALTER TABLE history_events DROP CONSTRAINT e2e_refuse_events")
+        .execute(&pool)
+        .await
+        .unwrap();
+
+    let wf = client
+        .wait_for_status(&id, &["COMPLETED"], RUN_TIMEOUT)
+        .await
+        .unwrap();
+    assert_eq!(wf["tasks"][1]["workerId"], json!("worker-a"), "{wf}");
+    assert_eq!(
+        eager_dispatches(&suite).await,
+        1,
+        "one eager dispatch committed, however often it was decided"
+    );
+    worker
+        .terminate(std::time::Duration::from_secs(20))
+        .await
+        .unwrap();
+    suite.stop_all().await.unwrap();
+}

@@ -95,6 +95,9 @@ struct Working {
     /// activity itself (docs/eager-dispatch.md); taken by the first activity it fits,
     /// dropped after the command.
     eager: Option<Eager>,
+    /// Activities dispatched eagerly in this batch: counted once committed (a batch
+    /// retried after a conflict decides them again).
+    eager_dispatched: u64,
 }
 
 /// A worker's eager offer, as the decider takes it.
@@ -139,6 +142,7 @@ impl Working {
             effects_done_for_end: false,
             lifecycle: Vec::new(),
             eager: None,
+            eager_dispatched: 0,
             deliveries: Vec::new(),
             checks: Vec::new(),
             starts: Vec::new(),
@@ -351,6 +355,12 @@ impl Shard {
         self.metrics
             .commit_seconds
             .observe(started.elapsed().as_secs_f64());
+        let eager: u64 = working
+            .values()
+            .chain(&retired)
+            .map(|w| w.eager_dispatched)
+            .sum();
+        self.metrics.eager_dispatches.inc_by(eager);
         self.settle_watches(&working, &order, new_watches).await?;
         self.remember(working, &order);
         // The effect is committed, so the commands may be acknowledged now; publishing
@@ -831,7 +841,7 @@ impl Shard {
                         worker_id: Some(worker_id),
                         started_at: Utc::now(),
                     });
-                    self.metrics.eager_dispatches.inc();
+                    w.eager_dispatched += 1;
                     events.push(started);
                 }
             }

@@ -28,7 +28,7 @@ pub struct DeciderMetrics {
     /// Commands parked because they came before their run's start was applied.
     pub parked: Counter,
     /// Activities sent to a worker's own queue, claimed for it at dispatch
-    /// (docs/eager-dispatch.md).
+    /// (docs/eager-dispatch.md); counted when the commit that dispatches them succeeds.
     pub eager_dispatches: Counter,
 }
 
