@@ -24,6 +24,15 @@ use weft_e2e::{greet, EnvOptions, Suite, TestEnv};
 const USAGE: &str =
     "usage: weft-cluster [--replicas N] [--own-servers] [--rabbit-nodes K] [--read-replica]";
 
+/// The number after `flag` (at least 1).
+fn count(args: &mut impl Iterator<Item = String>, flag: &str) -> anyhow::Result<usize> {
+    let value = args.next().context(USAGE)?;
+    let n: usize = value
+        .parse()
+        .with_context(|| format!("{flag} takes a number"))?;
+    Ok(n.max(1))
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let (mut replicas, mut own_servers) = (2usize, false);
@@ -31,22 +40,10 @@ async fn main() -> anyhow::Result<()> {
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         match arg.as_str() {
-            "--replicas" => {
-                replicas = args
-                    .next()
-                    .context(USAGE)?
-                    .parse::<usize>()
-                    .context("--replicas takes a number")?
-                    .max(1)
-            }
+            "--replicas" => replicas = count(&mut args, "--replicas")?,
             "--own-servers" => own_servers = true,
             "--rabbit-nodes" => {
-                rabbit_nodes = args
-                    .next()
-                    .context(USAGE)?
-                    .parse::<usize>()
-                    .context("--rabbit-nodes takes a number")?
-                    .max(1);
+                rabbit_nodes = count(&mut args, "--rabbit-nodes")?;
                 own_servers = true;
             }
             "--read-replica" => {

@@ -38,7 +38,7 @@ fn json_text(values: &[String]) -> Result<String> {
     serde_json::to_string(values).map_err(|e| Error::Decode(format!("JSON text array: {e}")))
 }
 
-/// Appends `e` to the audit trail inside `tx`.
+/// Appends `e` to the audit trail on `conn` (the caller's write transaction).
 pub(crate) async fn insert_audit(conn: &mut SqliteConnection, e: &AuditEntry) -> Result<()> {
     sqlx::query(
         "INSERT INTO audit_log (at, actor, action, target, workflow_id, reason, status,
@@ -83,7 +83,7 @@ pub(crate) fn insert_audit_sync(tx: &rusqlite::Transaction<'_>, e: &AuditEntry) 
 #[async_trait]
 impl AuthStore for SqliteStore {
     async fn create_token(&self, t: &ApiToken, audit: &AuditEntry) -> Result<bool> {
-        let mut tx = self.write_tx().await?;
+        let mut tx = self.writer.begin().await?;
         let inserted = sqlx::query(
             "INSERT INTO api_tokens (name, token_hash, scopes, task_types, created_at,
                  expires_at)
@@ -127,7 +127,7 @@ impl AuthStore for SqliteStore {
     }
 
     async fn revoke_token(&self, name: &str, audit: &AuditEntry) -> Result<bool> {
-        let mut tx = self.write_tx().await?;
+        let mut tx = self.writer.begin().await?;
         let deleted = sqlx::query("DELETE FROM api_tokens WHERE name = ?")
             .bind(name)
             .execute(&mut *tx)
@@ -143,7 +143,7 @@ impl AuthStore for SqliteStore {
     }
 
     async fn record_audit(&self, entry: &AuditEntry) -> Result<()> {
-        let mut tx = self.write_tx().await?;
+        let mut tx = self.writer.begin().await?;
         insert_audit(&mut tx, entry).await?;
         tx.commit().await?;
         Ok(())

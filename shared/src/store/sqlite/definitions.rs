@@ -16,7 +16,7 @@ impl DefinitionStore for SqliteStore {
     async fn put_definition(&self, def: &WorkflowDef, overwrite: bool) -> Result<PutOutcome> {
         let json = serde_json::to_value(def)?;
         let now = chrono::Utc::now();
-        let mut tx = self.write_tx().await?;
+        let mut tx = self.writer.begin().await?;
         let inserted = sqlx::query(
             "INSERT INTO definitions (name, version, definition, created_at, updated_at)
              VALUES (?, ?, ?, ?, ?)

@@ -76,7 +76,7 @@ impl EventHandlerStore for SqliteStore {
             return Ok(());
         }
         let now = chrono::Utc::now();
-        let mut tx = self.write_tx().await?;
+        let mut tx = self.writer.begin().await?;
         for e in executions {
             sqlx::query(
                 "INSERT INTO event_executions

@@ -97,7 +97,7 @@ impl ExecutionStore for SqliteStore {
         if polls.is_empty() {
             return Ok(());
         }
-        let mut tx = self.write_tx().await?;
+        let mut tx = self.writer.begin().await?;
         for p in polls {
             sqlx::query(
                 "INSERT INTO poll_data (task_name, domain, worker_id, last_poll_time)
@@ -130,7 +130,7 @@ impl ExecutionStore for SqliteStore {
 
     async fn remove_workflow(&self, workflow_id: &str) -> Result<Removal> {
         // The write lock (BEGIN IMMEDIATE) keeps the decider's commits out meanwhile.
-        let mut tx = self.write_tx().await?;
+        let mut tx = self.writer.begin().await?;
         let status: Option<String> =
             sqlx::query_scalar("SELECT status FROM runs WHERE workflow_id = ? AND is_current")
                 .bind(workflow_id)

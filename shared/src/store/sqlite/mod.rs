@@ -138,13 +138,6 @@ impl SqliteStore {
         self.writer.close().await;
         self.pool.close().await;
     }
-
-    /// A write transaction on the writing connection: `BEGIN IMMEDIATE` takes the write
-    /// lock at once, so the transaction never fails to upgrade a read lock half-way.
-    /// Rolled back when dropped uncommitted.
-    pub(crate) async fn write_tx(&self) -> Result<WriteTx> {
-        self.writer.begin().await
-    }
 }
 
 /// A JSON array stored as TEXT (PostgreSQL's `text[]`), decoded.

@@ -30,7 +30,7 @@ impl TaskApiStore for SqliteStore {
         if lines.is_empty() {
             return Ok(());
         }
-        let mut tx = self.write_tx().await?;
+        let mut tx = self.writer.begin().await?;
         for line in lines {
             sqlx::query("INSERT INTO task_logs (task_id, log, created_time) VALUES (?, ?, ?)")
                 .bind(task_id)

@@ -25,7 +25,7 @@ impl TaskDefStore for SqliteStore {
             return Ok(());
         }
         let now = chrono::Utc::now();
-        let mut tx = self.write_tx().await?;
+        let mut tx = self.writer.begin().await?;
         for def in unique {
             sqlx::query(
                 "INSERT INTO task_definitions (name, definition, created_at, updated_at)

@@ -142,7 +142,9 @@ impl DerefMut for SqlxWrite {
 /// A sqlx write transaction during a turn ([`SqliteWriter::begin`]); statements run on
 /// `&mut *tx`.
 pub struct WriteTx {
-    // Dropped first: an uncommitted transaction is rolled back, then the turn released.
+    // Dropped first: an uncommitted transaction's rollback is handed to sqlx's thread,
+    // then the turn is released (a write that meets its lock meanwhile waits in SQLite's
+    // busy handler: only on that failure path).
     tx: Transaction<'static, Sqlite>,
     _turn: OwnedMutexGuard<rusqlite::Connection>,
 }
