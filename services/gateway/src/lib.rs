@@ -16,6 +16,7 @@ mod extract;
 mod middleware;
 pub mod routes;
 pub mod secrets;
+pub mod start_definitions;
 pub mod start_events;
 pub mod state;
 pub mod views;
@@ -37,8 +38,9 @@ pub use error::{ApiError, Error};
 pub use state::AppState;
 
 /// Database connections of one gateway process: requests hold one only for a query or
-/// the start transaction, so a few serve many concurrent requests.
-const POOL_SIZE: u32 = 16;
+/// the start transaction, so a few serve many concurrent requests; one more is held by
+/// the listener of definition changes.
+const POOL_SIZE: u32 = 17;
 
 /// The gateway's routes (REST API, `/healthz`, `/readyz`, `/metrics`) over `state`.
 pub fn router(state: AppState) -> Router {
@@ -186,6 +188,9 @@ async fn connect(
     shutdown: &CancellationToken,
 ) -> weft::Result<AppState> {
     let (store, bus) = backing.store_and_bus(config, POOL_SIZE, shutdown).await?;
+    // Starts cache resolved definitions while changes are heard (one pooled connection
+    // listens for them).
+    store.watch_definitions(shutdown.clone());
     let cache = backing.cache(config)?;
     let metrics = backing.metrics();
     // HTTP polls claim here: their deferrals count on the gateway's `/metrics`.

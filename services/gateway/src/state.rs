@@ -41,6 +41,8 @@ pub struct AppState {
     pub start_permits: std::sync::Arc<tokio::sync::Semaphore>,
     /// Checks tokens (docs/security.md); disabled unless configured.
     pub auth: std::sync::Arc<crate::auth::Authenticator>,
+    /// The resolved definitions of recent starts (docs/definition-cache.md).
+    pub start_definitions: crate::start_definitions::StartDefinitions,
 }
 
 impl AppState {
@@ -61,6 +63,7 @@ impl AppState {
             auth: std::sync::Arc::new(crate::auth::Authenticator::new(
                 &weft::auth_settings::AuthSettings::default(),
             )),
+            start_definitions: Default::default(),
             store,
             bus,
             max_body_bytes,

@@ -12,10 +12,12 @@ use std::time::Duration;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use futures_util::future::BoxFuture;
+use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use super::auth::{ApiToken, AuditEntry, AuditFilter};
 use super::definitions::{PutOutcome, StoredDefinition};
+use super::definitions_epoch::DefinitionsEpoch;
 use super::event_handlers::{EventExecution, NewEventExecution, StoredEventHandler};
 use super::executions::{Removal, RunningFilter};
 use super::graph::RunVersion;
@@ -239,6 +241,15 @@ pub trait DefinitionStore {
     async fn list_definitions(&self) -> Result<Vec<StoredDefinition>>;
     /// Deletes one version; whether it existed.
     async fn delete_definition(&self, name: &str, version: i32) -> Result<bool>;
+    /// The epoch of the registered workflow and task definitions: what a cache of them
+    /// checks before using an entry (docs/definition-cache.md).
+    fn definitions_epoch(&self) -> &DefinitionsEpoch;
+    /// Watches the changes other processes make to the definitions until `shutdown`
+    /// (PostgreSQL: a listening connection of its own), so that
+    /// [`DefinitionStore::definitions_epoch`] has a current epoch. Without it only this
+    /// process's own changes are seen, and a backend that other processes write to
+    /// gives no current epoch (nothing is cached).
+    fn watch_definitions(&self, shutdown: CancellationToken);
 }
 
 /// Task definitions.

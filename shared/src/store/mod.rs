@@ -6,6 +6,7 @@
 pub mod auth;
 pub mod backend;
 pub mod definitions;
+pub mod definitions_epoch;
 pub mod event_handlers;
 pub mod executions;
 pub mod graph;

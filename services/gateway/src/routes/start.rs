@@ -427,6 +427,43 @@ async fn embed_group_child(
     Ok(())
 }
 
+/// The definition a start runs, task definitions and children frozen in: a registered
+/// one from the gateway's cache while no definition has changed since it was read
+/// (docs/definition-cache.md), else read, checked and frozen (and kept).
+async fn resolved(state: &AppState, request: &StartRequest) -> Result<WorkflowDef, ApiError> {
+    let epoch = state.store.definitions_epoch();
+    let name = request
+        .name
+        .as_deref()
+        .filter(|_| request.workflow_def.is_none());
+    if let Some(name) = name {
+        if let Some(cached) = state.start_definitions.get(epoch, name, request.version) {
+            return Ok(cached);
+        }
+    }
+    // Before the reads: a change committed while they run makes the entry stale.
+    let read_under = epoch.current();
+    let mut definition = resolve(state, request).await?;
+    freeze_task_defs(state, &mut definition).await?;
+    freeze_sub_workflows(state, &mut definition).await?;
+    // A failure workflow named outright is the same for every start; one named by an
+    // input is resolved per start, after this.
+    let input_named = definition
+        .failure_workflow
+        .as_deref()
+        .and_then(failure_workflow_input)
+        .is_some();
+    if !input_named {
+        freeze_failure_workflow(state, &mut definition, &Map::new()).await?;
+    }
+    if let Some(name) = name {
+        state
+            .start_definitions
+            .insert(read_under, name, request.version, &definition);
+    }
+    Ok(definition)
+}
+
 /// Starts a run of the resolved definition and returns its workflow id (the first start's
 /// id when the idempotency key was seen before).
 ///
@@ -460,9 +497,7 @@ pub struct Started {
 
 /// [`start`], saying whether the start was new or a repeat of an idempotency key.
 pub async fn start_run(state: &AppState, request: StartRequest) -> Result<Started, ApiError> {
-    let mut definition = resolve(state, &request).await?;
-    freeze_task_defs(state, &mut definition).await?;
-    freeze_sub_workflows(state, &mut definition).await?;
+    let mut definition = resolved(state, &request).await?;
     freeze_failure_workflow(state, &mut definition, &request.input).await?;
     let workflow_id = weft::ids::new_id().to_string();
     let traceparent = weft::telemetry::current_traceparent();

@@ -373,3 +373,108 @@ async fn a_start_beyond_the_in_flight_limit_is_refused_with_429_and_nothing_writ
     }
     assert_eq!(count_starts(&env).await, 2);
 }
+
+/// The definition (with its frozen task definitions) that the `StartWorkflow` of the
+/// next start carries.
+async fn started_definition(
+    env: &TestEnv,
+    commands: &mut tokio::sync::mpsc::UnboundedReceiver<weft::bus::Delivery>,
+    name: &str,
+) -> weft::dsl::WorkflowDef {
+    env.start(&json!({"name": name, "input": {}})).await;
+    let delivery = next_delivery(commands, 10)
+        .await
+        .expect("the StartWorkflow command arrives");
+    let Ok(Command::StartWorkflow(start)) = delivery.envelope.decode::<Command>() else {
+        panic!("not a StartWorkflow: {:?}", delivery.envelope);
+    };
+    start.definition
+}
+
+/// Starts of a registered definition are served from the gateway's cache (they read
+/// nothing: they work with the definitions table renamed away), and every change to a
+/// workflow or task definition made elsewhere — another gateway, SQL by hand — is
+/// heard and used by the next starts.
+#[tokio::test]
+async fn cached_starts_read_nothing_and_follow_changes_made_elsewhere() {
+    let env = TestEnv::new().await;
+    env.watch_definitions();
+    let mut commands = env.consume_commands();
+    let pool = env.store.pg_pool().unwrap().clone();
+    env.register(&simple_def("cached", 1)).await;
+    let r = env
+        .post(
+            "/api/metadata/taskdefs",
+            &json!([{"name": "greet", "retryCount": 3}]),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text());
+    let retries =
+        |def: &weft::dsl::WorkflowDef| def.tasks[0].extra["taskDefinition"]["retryCount"].clone();
+    // The listener may still be connecting: wait until starts are cached, which the
+    // first start after it does.
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+    while env.store.definitions_epoch().current().is_none() {
+        assert!(tokio::time::Instant::now() < deadline, "never listening");
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert_eq!(
+        retries(&started_definition(&env, &mut commands, "cached").await),
+        3
+    );
+
+    sqlx::query("ALTER TABLE definitions RENAME TO definitions_away")
+        .execute(&pool)
+        .await
+        .unwrap();
+    let cached = started_definition(&env, &mut commands, "cached").await;
+    sqlx::query("ALTER TABLE definitions_away RENAME TO definitions")
+        .execute(&pool)
+        .await
+        .unwrap();
+    assert_eq!((cached.version, retries(&cached)), (1, json!(3)));
+
+    // Another gateway registers version 2 with a second task.
+    let elsewhere = weft::store::Store::from_pool(pool.clone());
+    let mut v2 = simple_def("cached", 2);
+    v2["tasks"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"name": "wave", "taskReferenceName": "wave_ref", "type": "SIMPLE"}));
+    elsewhere
+        .put_definition(&weft::dsl::parse_definition(&v2).unwrap(), false)
+        .await
+        .unwrap();
+    let followed = started_until(&env, &mut commands, |def| def.version == 2).await;
+    assert_eq!(followed.tasks.len(), 2);
+    // Someone changes the task definition by hand.
+    sqlx::query(
+        "UPDATE task_definitions SET definition = jsonb_set(definition, '{retryCount}', '7')",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    started_until(&env, &mut commands, |def| retries(def) == json!(7)).await;
+    env.finish().await;
+}
+
+/// Starts until one carries a definition that `done` accepts (a change made elsewhere
+/// is heard within milliseconds, not at once).
+async fn started_until(
+    env: &TestEnv,
+    commands: &mut tokio::sync::mpsc::UnboundedReceiver<weft::bus::Delivery>,
+    done: impl Fn(&weft::dsl::WorkflowDef) -> bool,
+) -> weft::dsl::WorkflowDef {
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let def = started_definition(env, commands, "cached").await;
+        if done(&def) {
+            return def;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the change was never used: {def:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}

@@ -177,6 +177,12 @@ impl TestEnv {
             .await
     }
 
+    /// Caches the starts' definitions as `weft-gateway` does: changes to them are heard
+    /// from PostgreSQL until `finish`.
+    pub fn watch_definitions(&self) {
+        self.store.watch_definitions(self.shutdown.clone());
+    }
+
     /// Registers `def`, asserting success.
     pub async fn register(&self, def: &Value) {
         let r = self.post("/api/metadata/workflow", def).await;

@@ -6,7 +6,9 @@ use super::PgStore;
 use crate::dsl::WorkflowDef;
 use crate::store::backend::DefinitionStore;
 use crate::store::definitions::{PutOutcome, StoredDefinition};
+use crate::store::definitions_epoch::DefinitionsEpoch;
 use crate::Result;
+use tokio_util::sync::CancellationToken;
 
 #[async_trait]
 impl DefinitionStore for PgStore {
@@ -27,13 +29,16 @@ impl DefinitionStore for PgStore {
              ON CONFLICT (name, version) DO NOTHING
              RETURNING (xmax = 0) AS inserted"
         };
-        let inserted: Option<bool> = sqlx::query_scalar(sql)
+        let inserted: std::result::Result<Option<bool>, _> = sqlx::query_scalar(sql)
             .bind(&def.name)
             .bind(def.version)
             .bind(&json)
             .fetch_optional(&self.pool)
-            .await?;
-        Ok(match inserted {
+            .await;
+        // Also when the outcome is unknown (an error after the commit): a needless move
+        // only costs the caches a read.
+        self.definitions.changed();
+        Ok(match inserted? {
             Some(true) => PutOutcome::Created,
             Some(false) => PutOutcome::Replaced,
             None => PutOutcome::Exists,
@@ -88,7 +93,18 @@ impl DefinitionStore for PgStore {
             .bind(name)
             .bind(version)
             .execute(&self.pool)
-            .await?;
-        Ok(done.rows_affected() > 0)
+            .await;
+        self.definitions.changed();
+        Ok(done?.rows_affected() > 0)
+    }
+
+    fn definitions_epoch(&self) -> &DefinitionsEpoch {
+        &self.definitions
+    }
+
+    /// Listens to the `NOTIFY` that a trigger on both definition tables sends at each
+    /// change (migration `0016`), on a connection of its own.
+    fn watch_definitions(&self, shutdown: CancellationToken) {
+        super::definitions_watch::spawn(self.pool.clone(), self.definitions.clone(), shutdown);
     }
 }

@@ -11,6 +11,7 @@ use tokio_util::sync::CancellationToken;
 
 mod auth;
 mod definitions;
+mod definitions_watch;
 mod event_handlers;
 mod executions;
 mod graph;
@@ -29,6 +30,7 @@ mod taskdefs;
 pub(crate) mod timers;
 
 use super::backend::Health;
+use super::definitions_epoch::DefinitionsEpoch;
 use crate::{Error, Result};
 
 /// The PostgreSQL backend: a pool, and the janitor that deletes published outbox rows.
@@ -39,6 +41,9 @@ pub struct PgStore {
     pub(crate) replica: Option<PgPool>,
     /// Deletes published outbox rows in the background, in batches.
     pub(crate) janitor: crate::store::outbox::Janitor,
+    /// Moved on by every change to the definitions; current only while watched
+    /// ([`crate::store::backend::DefinitionStore::watch_definitions`]).
+    pub(crate) definitions: DefinitionsEpoch,
 }
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
@@ -89,6 +94,7 @@ impl PgStore {
             pool,
             replica: None,
             janitor: outbox::janitor(relaxed),
+            definitions: DefinitionsEpoch::default(),
         })
     }
 
@@ -105,6 +111,7 @@ impl PgStore {
         Self {
             janitor: outbox::janitor(pool.clone()),
             replica: None,
+            definitions: DefinitionsEpoch::default(),
             pool,
         }
     }

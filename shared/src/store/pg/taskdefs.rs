@@ -26,7 +26,7 @@ impl TaskDefStore for PgStore {
             return Ok(());
         }
         let json = serde_json::to_value(&unique)?;
-        sqlx::query(
+        let written = sqlx::query(
             "INSERT INTO task_definitions (name, definition)
              SELECT d->>'name', d FROM jsonb_array_elements($1) AS d
              ON CONFLICT (name)
@@ -34,7 +34,9 @@ impl TaskDefStore for PgStore {
         )
         .bind(&json)
         .execute(&self.pool)
-        .await?;
+        .await;
+        self.definitions.changed();
+        written?;
         Ok(())
     }
 
@@ -79,7 +81,8 @@ impl TaskDefStore for PgStore {
         let done = sqlx::query("DELETE FROM task_definitions WHERE name = $1")
             .bind(name)
             .execute(&self.pool)
-            .await?;
-        Ok(done.rows_affected() > 0)
+            .await;
+        self.definitions.changed();
+        Ok(done?.rows_affected() > 0)
     }
 }

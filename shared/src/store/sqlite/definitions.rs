@@ -6,7 +6,9 @@ use super::SqliteStore;
 use crate::dsl::WorkflowDef;
 use crate::store::backend::DefinitionStore;
 use crate::store::definitions::{PutOutcome, StoredDefinition};
+use crate::store::definitions_epoch::DefinitionsEpoch;
 use crate::Result;
+use tokio_util::sync::CancellationToken;
 
 #[async_trait]
 impl DefinitionStore for SqliteStore {
@@ -48,7 +50,9 @@ impl DefinitionStore for SqliteStore {
                 PutOutcome::Replaced
             }
         };
-        tx.commit().await?;
+        let committed = tx.commit().await;
+        self.definitions.changed();
+        committed?;
         Ok(outcome)
     }
 
@@ -98,7 +102,16 @@ impl DefinitionStore for SqliteStore {
             .bind(name)
             .bind(version)
             .execute(&mut *self.writer.sqlx().await?)
-            .await?;
-        Ok(done.rows_affected() > 0)
+            .await;
+        self.definitions.changed();
+        Ok(done?.rows_affected() > 0)
     }
+
+    /// Watched from the start: the embedded database is this process's alone.
+    fn definitions_epoch(&self) -> &DefinitionsEpoch {
+        &self.definitions
+    }
+
+    /// Nothing to listen to: every change is made through this store.
+    fn watch_definitions(&self, _shutdown: CancellationToken) {}
 }

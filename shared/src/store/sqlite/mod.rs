@@ -58,6 +58,8 @@ pub struct SqliteStore {
     pub(crate) writer: SqliteWriter,
     /// Deletes published outbox rows in the background, in batches.
     pub(crate) janitor: super::outbox::Janitor,
+    /// Moved on by every change to the definitions (all made through this store).
+    pub(crate) definitions: super::definitions_epoch::DefinitionsEpoch,
 }
 
 impl SqliteStore {
@@ -114,6 +116,7 @@ impl SqliteStore {
             pool,
             writer,
             janitor,
+            definitions: super::definitions_epoch::DefinitionsEpoch::watched(),
         })
     }
 

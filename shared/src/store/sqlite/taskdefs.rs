@@ -40,7 +40,9 @@ impl TaskDefStore for SqliteStore {
             .execute(&mut *tx)
             .await?;
         }
-        tx.commit().await?;
+        let committed = tx.commit().await;
+        self.definitions.changed();
+        committed?;
         Ok(())
     }
 
@@ -84,7 +86,8 @@ impl TaskDefStore for SqliteStore {
         let done = sqlx::query("DELETE FROM task_definitions WHERE name = ?")
             .bind(name)
             .execute(&mut *self.writer.sqlx().await?)
-            .await?;
-        Ok(done.rows_affected() > 0)
+            .await;
+        self.definitions.changed();
+        Ok(done?.rows_affected() > 0)
     }
 }
