@@ -411,27 +411,44 @@ async fn cached_starts_read_nothing_and_follow_changes_made_elsewhere() {
     assert_eq!(r.status, StatusCode::OK, "{}", r.text());
     let retries =
         |def: &weft::dsl::WorkflowDef| def.tasks[0].extra["taskDefinition"]["retryCount"].clone();
-    // The listener may still be connecting: wait until starts are cached, which the
-    // first start after it does.
+    // The listener may still be connecting, and the notifications of the registrations
+    // above may arrive after a start has cached its definition (dropping it, rightly):
+    // start until one is served from the cache, with the definitions table renamed away.
     let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
-    while env.store.definitions_epoch().current().is_none() {
-        assert!(tokio::time::Instant::now() < deadline, "never listening");
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
-    assert_eq!(
-        retries(&started_definition(&env, &mut commands, "cached").await),
-        3
-    );
-
-    sqlx::query("ALTER TABLE definitions RENAME TO definitions_away")
-        .execute(&pool)
-        .await
-        .unwrap();
-    let cached = started_definition(&env, &mut commands, "cached").await;
-    sqlx::query("ALTER TABLE definitions_away RENAME TO definitions")
-        .execute(&pool)
-        .await
-        .unwrap();
+    let cached = loop {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no start was served from the cache"
+        );
+        if env.store.definitions_epoch().current().is_none() {
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            continue;
+        }
+        assert_eq!(
+            retries(&started_definition(&env, &mut commands, "cached").await),
+            3
+        );
+        sqlx::query("ALTER TABLE definitions RENAME TO definitions_away")
+            .execute(&pool)
+            .await
+            .unwrap();
+        let away = env
+            .post("/api/workflow", &json!({"name": "cached", "input": {}}))
+            .await;
+        sqlx::query("ALTER TABLE definitions_away RENAME TO definitions")
+            .execute(&pool)
+            .await
+            .unwrap();
+        if away.status == StatusCode::OK {
+            let delivery = next_delivery(&mut commands, 10)
+                .await
+                .expect("the StartWorkflow command arrives");
+            let Ok(Command::StartWorkflow(start)) = delivery.envelope.decode::<Command>() else {
+                panic!("not a StartWorkflow: {:?}", delivery.envelope);
+            };
+            break start.definition;
+        }
+    };
     assert_eq!((cached.version, retries(&cached)), (1, json!(3)));
 
     // Another gateway registers version 2 with a second task.
