@@ -258,7 +258,8 @@ async fn bench(suite: &Suite, runs: &Runs, args: &Args) -> anyhow::Result<String
     }
     latencies.sort_unstable();
     // The same runs as the engine saw them: from the gateway accepting the start to the
-    // decider committing WorkflowCompleted (no client polling in the measure).
+    // decider deciding WorkflowCompleted (the run's `end_time`, stamped before the commit
+    // that makes it visible; no client polling in the measure).
     let mut engine = Vec::with_capacity(latency_ids.len());
     let (mut before_accept, mut after_end) = (Vec::new(), Vec::new());
     for (id, (sent, seen)) in latency_ids.iter().zip(&sent_and_seen) {
@@ -326,7 +327,7 @@ async fn bench(suite: &Suite, runs: &Runs, args: &Args) -> anyhow::Result<String
          ({total:.2?} first start to last COMPLETED; starts accepted in {accepted:.2?}) |\n\
          | latency ({lat} sequential runs, start to COMPLETED) | p50 {p50:.1?}, \
          p99 {p99:.1?}, max {max:.1?} |\n\
-         | engine latency (same runs, start accepted to WorkflowCompleted committed) | \
+         | engine latency (same runs, start accepted to the decider deciding WorkflowCompleted; its commit follows) | \
          p50 {engine_p50:.1}ms, p99 {engine_p99:.1}ms |\n\
          | &nbsp;&nbsp;start request sent → start accepted, median | {before:.2?} |\n\
          | &nbsp;&nbsp;run ended → the polling client saw it, median | {after:.2?} |\n\
