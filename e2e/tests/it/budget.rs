@@ -7,8 +7,9 @@
 //! - 7 persistent messages on the run's own path: its start, three activity tasks, three
 //!   results — nothing for registering, ending or reporting short activities;
 //! - one claim round trip per run: the first activity's (a transient request and its
-//!   transient answer, fewer when claims queue up and go together); the worker that
-//!   sends a result is sent the next activity already claimed for it (eager dispatch,
+//!   transient answer, fewer when claims queue up and go together, none when the first
+//!   activity takes an offer another run left unused); the worker that sends a result
+//!   is sent the next activity already claimed for it (eager dispatch,
 //!   docs/eager-dispatch.md);
 //! - 4 decider commits (the start, then one per result; group commit may share them);
 //! - no lifecycle-event message when no event is switched on, and exactly one per event
@@ -23,10 +24,11 @@ use crate::{assert_all_completed, start_greets};
 
 /// Runs measured per scenario.
 const RUNS: usize = 20;
-/// Events of one `greet` run: `workflow.started`, three `task.scheduled`, two
-/// `task.started` (the eagerly dispatched second and third activities start at their
-/// dispatch), three `task.completed`, `workflow.completed`.
-const EVENTS_PER_RUN: u64 = 10;
+/// Events of one `greet` run besides `task.started`: `workflow.started`, three
+/// `task.scheduled`, three `task.completed`, `workflow.completed`. An eagerly dispatched
+/// activity also has a `task.started` at its dispatch (the second and third always, the
+/// first when it takes a spare offer); one started by a claim reports none (it is short).
+const EVENTS_PER_RUN_BUT_STARTS: u64 = 8;
 
 /// Counters summed over every process of a suite: `(type, delivery)` → messages sent,
 /// and the decider's commits.
@@ -179,8 +181,8 @@ async fn measure(events: Option<&str>) -> Costs {
 
 /// The run's own path: one start, three activity tasks, at most seven persistent messages
 /// a run; the second and third activities go to the worker that sent the result before,
-/// claimed for it (only the first is claimed, one a request or several together when
-/// they queue up: `ClaimAttempts`).
+/// claimed for it, and the first one too when it finds an offer that a run which ended
+/// left unused (docs/eager-dispatch.md, "Spare offers").
 fn assert_run_path(costs: &Costs, runs: u64, detail: &str) {
     assert_eq!(costs.sent("StartWorkflow", "persistent"), runs, "{detail}");
     assert_eq!(
@@ -192,7 +194,23 @@ fn assert_run_path(costs: &Costs, runs: u64, detail: &str) {
         costs.total("persistent", &[]) <= 7 * runs,
         "more than 7 persistent messages a run: {detail}"
     );
-    assert_eq!(costs.eager, 2 * runs, "{detail}");
+    assert!(
+        (2 * runs..=3 * runs).contains(&costs.eager),
+        "the second and third activities of every run dispatched eagerly, the first of \
+         some: {detail}"
+    );
+}
+
+/// Claims: one round trip at most for each activity not dispatched eagerly (one request
+/// or several together when they queue up: `ClaimAttempts`), which is the first of a run
+/// at most.
+fn assert_claims(costs: &Costs, runs: u64, detail: &str) {
+    let claimed = 3 * runs - costs.eager;
+    let claims = costs.sent("ClaimAttempt", "transient") + costs.sent("ClaimAttempts", "transient");
+    assert!(
+        claims <= claimed && costs.sent("HeartbeatAnswers", "transient") <= claimed,
+        "more than one claim round trip for an activity not dispatched eagerly: {detail}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -203,11 +221,7 @@ async fn a_greet_run_stays_within_its_budget_when_no_event_is_switched_on() {
     eprintln!("{detail}");
     assert_run_path(&costs, runs, &detail);
     assert_eq!(costs.sent("LifecycleEvent", "persistent"), 0, "{detail}");
-    let claims = costs.sent("ClaimAttempt", "transient") + costs.sent("ClaimAttempts", "transient");
-    assert!(
-        claims <= runs && costs.sent("HeartbeatAnswers", "transient") <= runs,
-        "more than one claim round trip a run: {detail}"
-    );
+    assert_claims(&costs, runs, &detail);
     assert!(
         costs.total(
             "transient",
@@ -230,7 +244,7 @@ async fn with_every_event_switched_on_each_event_is_one_message() {
     eprintln!("{detail}");
     assert_eq!(
         costs.sent("LifecycleEvent", "persistent"),
-        EVENTS_PER_RUN * runs,
+        EVENTS_PER_RUN_BUT_STARTS * runs + costs.eager,
         "{detail}"
     );
     assert!(
@@ -279,5 +293,6 @@ async fn on_weft_dev_a_greet_run_keeps_the_same_budget_and_dispatches_eagerly() 
     let runs = RUNS as u64;
     let detail = format!("{runs} runs on weft dev cost {costs:#?}");
     assert_run_path(&costs, runs, &detail);
+    assert_claims(&costs, runs, &detail);
     assert!(costs.commits <= 4 * runs, "{detail}");
 }

@@ -190,3 +190,63 @@ async fn an_eager_dispatch_decided_again_after_a_failed_commit_is_counted_once()
         .unwrap();
     suite.stop_all().await.unwrap();
 }
+
+/// A run that ends leaves the offer of its last result unused; the next run's first
+/// activity takes it (docs/eager-dispatch.md, "Spare offers"): it goes to that worker
+/// already claimed for it, IN_PROGRESS from its dispatch, without a claim round trip.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_offer_a_finished_run_left_unused_takes_the_next_runs_first_activity() {
+    let mut env = TestEnv::create(EnvOptions::default()).await.unwrap();
+    env.activity_queues.push(env.names().activity_queue(TASK));
+    let mut suite = Suite::start_with(env, &Service::CORE).await.unwrap();
+    let client = suite.client();
+    client
+        .register(&json!({"name": "spare_wf", "version": 1, "tasks": [
+            {"name": TASK, "taskReferenceName": "only", "type": "SIMPLE",
+             "inputParameters": {"ms": 0}}]}))
+        .await
+        .unwrap();
+    let mut worker = slow_worker(&suite, "worker-a");
+    let first = client.start("spare_wf", json!({})).await.unwrap();
+    client
+        .wait_for_status(&first, &["COMPLETED"], RUN_TIMEOUT)
+        .await
+        .unwrap();
+    assert_eq!(
+        eager_dispatches(&suite).await,
+        0,
+        "nobody had offered anything before the first run: its task was claimed"
+    );
+
+    // An offer is kept for two seconds: a slow box may miss it once, not every time.
+    let mut taken = None;
+    for _ in 0..5 {
+        let id = client.start("spare_wf", json!({})).await.unwrap();
+        client
+            .wait_for_status(&id, &["COMPLETED"], RUN_TIMEOUT)
+            .await
+            .unwrap();
+        if eager_dispatches(&suite).await > 0 {
+            taken = Some(id);
+            break;
+        }
+    }
+    let id = taken.expect("no run's first activity took the offer left by the run before");
+    assert_eq!(
+        attempt(&suite, &id, "only").await,
+        Some(("COMPLETED".to_owned(), "worker-a".to_owned()))
+    );
+    let history = client.history(&id).await.unwrap();
+    let kinds: Vec<&str> = history.iter().map(|e| e.kind.as_str()).collect();
+    let scheduled = kinds.iter().position(|k| *k == "TaskScheduled").unwrap();
+    assert_eq!(
+        kinds.get(scheduled + 1),
+        Some(&"TaskStarted"),
+        "started by its dispatch, in the commit that scheduled it: {kinds:?}"
+    );
+    worker
+        .terminate(std::time::Duration::from_secs(20))
+        .await
+        .unwrap();
+    suite.stop_all().await.unwrap();
+}

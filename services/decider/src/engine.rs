@@ -16,7 +16,7 @@ use weft::bus::{Bus, Delivery, Disposition, ExchangeKind};
 use weft::dsl::TaskType;
 use weft::event_location::EventLocation;
 use weft::messages::{
-    ActivityMessage, ActivityTask, AttemptRef, ChildWorkflowEnded, Command, EagerOffer, Event,
+    ActivityMessage, ActivityTask, AttemptRef, ChildWorkflowEnded, Command, Event,
     HeartbeatMessage, ParentLink, StartWorkflow, StopAttempts, TaskScheduled, TaskStarted,
     TimerFired, WorkflowStarted,
 };
@@ -33,6 +33,7 @@ use crate::apply::{apply_command, Applied, ResetPlan};
 use crate::committer::Committer;
 use crate::interpreter::{decide, events_for, Decision};
 use crate::metrics::DeciderMetrics;
+use crate::spare_offers::{Eager, SpareOffers};
 use crate::state::{RunState, RunStatus};
 
 /// Runs kept in memory per shard; beyond this the cache is cleared (runs reload from
@@ -61,6 +62,12 @@ pub struct Shard {
     events: weft::events::EventKeys,
     /// Callers waiting for runs of the shard to reach a point (synchronous execution).
     watches: crate::watch::Watches,
+    /// The process's eager offers that their runs did not take.
+    spares: SpareOffers,
+    /// The current batch is a single command: the shard has no backlog, and a spare
+    /// offer saves its activity a claim's latency. Under load claims go together and
+    /// cost little, and spares are left alone (BENCHMARKS.md, seventh session).
+    quiet: std::sync::atomic::AtomicBool,
 }
 
 /// A run being changed by the current batch.
@@ -98,12 +105,6 @@ struct Working {
     /// Activities dispatched eagerly in this batch: counted once committed (a batch
     /// retried after a conflict decides them again).
     eager_dispatched: u64,
-}
-
-/// A worker's eager offer, as the decider takes it.
-struct Eager {
-    worker_id: String,
-    offer: EagerOffer,
 }
 
 /// A task that left its pending state without a result.
@@ -179,13 +180,24 @@ impl Shard {
             max_loop_iterations,
             events,
             watches: crate::watch::Watches::default(),
+            spares: SpareOffers::default(),
+            quiet: std::sync::atomic::AtomicBool::new(false),
         }
+    }
+
+    /// Keeps the offers its runs do not take in `spares`, which the other shards of the
+    /// process share (a run ends on one shard, the next starts on another).
+    pub fn sharing_offers(mut self, spares: SpareOffers) -> Self {
+        self.spares = spares;
+        self
     }
 
     /// Processes a batch; returns one disposition per delivery, in order.
     pub async fn handle_batch(&self, deliveries: Vec<Delivery>) -> Vec<Disposition> {
         self.metrics.commands.inc_by(deliveries.len() as u64);
         self.metrics.batch_size.observe(deliveries.len() as f64);
+        self.quiet
+            .store(deliveries.len() == 1, std::sync::atomic::Ordering::Relaxed);
         let commands: Vec<Result<Command, String>> = deliveries
             .iter()
             .map(|d| d.envelope.decode::<Command>().map_err(|e| e.to_string()))
@@ -439,7 +451,11 @@ impl Shard {
         };
         if let Some(w) = working.get_mut(&wf) {
             self.run_interpreter(w).await?;
-            w.eager = None;
+            // An offer the run did not take is another run's to take (a new run's first
+            // activity, typically): the worker's slot is free all the same.
+            if let Some(unused) = w.eager.take() {
+                self.spares.keep(unused);
+            }
             self.flush_effects(w)?;
         }
         if command.request_id().is_none() {
@@ -1189,34 +1205,33 @@ impl Shard {
         )?))
     }
 
-    /// The worker's eager offer of `w`'s current command, when it fits the activity
-    /// `s` (docs/eager-dispatch.md): the worker runs its task, the task has no limits (a
-    /// limit is judged at a claim), the offer is fresh (the worker was there a moment
-    /// ago) and names a queue of this namespace. Taken: one activity per offer, as the
-    /// worker freed one slot. Gives the eager queue's name with it.
+    /// The eager offer that the activity `s` takes (docs/eager-dispatch.md): that of
+    /// `w`'s current command, else one another run left unused (a spare), when it
+    /// fits: the worker runs the task, the task has no limits (a limit is judged at a
+    /// claim), the offer is fresh (the worker was there a moment ago) and names a queue
+    /// of this namespace. Taken: one activity per offer, as the worker freed one slot.
+    /// Gives the eager queue's name with it.
     fn take_eager(
         &self,
         w: &mut Working,
         s: &TaskScheduled,
         limits: &AttemptLimits,
     ) -> Option<(String, Eager)> {
-        let fits = |e: &Eager| {
-            let age = Utc::now().signed_duration_since(e.offer.offered_at);
-            limits.is_unlimited()
-                && age < EAGER_OFFER_MAX_AGE
-                && e.offer
-                    .task_names
-                    .iter()
-                    .any(|t| t == activity_queue_key(s))
-        };
-        if !w.eager.as_ref().is_some_and(fits) {
+        if !limits.is_unlimited() {
             return None;
         }
-        let eager = w.eager.take()?;
+        let key = activity_queue_key(s);
+        let eager = match w.eager.take_if(|e| e.fits(key, EAGER_OFFER_MAX_AGE)) {
+            Some(own) => own,
+            None if self.quiet.load(std::sync::atomic::Ordering::Relaxed) => {
+                self.spares.take(key, EAGER_OFFER_MAX_AGE)?
+            }
+            None => return None,
+        };
         let queue = self
             .bus
             .names()
-            .eager_queue(&eager.offer.queue_prefix, activity_queue_key(s))?;
+            .eager_queue(&eager.offer.queue_prefix, key)?;
         Some((queue, eager))
     }
 

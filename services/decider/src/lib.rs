@@ -15,6 +15,7 @@ pub mod lifecycle;
 pub mod metrics;
 pub mod reset;
 pub mod skip;
+pub mod spare_offers;
 pub mod state;
 pub mod watch;
 
@@ -63,16 +64,20 @@ pub async fn run_on(
         usize::from(config.decider_writers),
     );
     let mut consumers = Vec::new();
+    let spares = spare_offers::SpareOffers::default();
     for k in 0..names.shards() {
-        let shard = Arc::new(engine::Shard::new(
-            deps.store.clone(),
-            deps.bus.clone(),
-            committer.clone(),
-            publishers.clone(),
-            metrics.clone(),
-            config.max_loop_iterations,
-            config.events.clone(),
-        ));
+        let shard = Arc::new(
+            engine::Shard::new(
+                deps.store.clone(),
+                deps.bus.clone(),
+                committer.clone(),
+                publishers.clone(),
+                metrics.clone(),
+                config.max_loop_iterations,
+                config.events.clone(),
+            )
+            .sharing_offers(spares.clone()),
+        );
         consumers.push(deps.bus.consume_batches(
             &names.command_queue(k),
             config.prefetch,
