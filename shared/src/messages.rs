@@ -54,6 +54,10 @@ pub enum Command {
     /// execution): a transient request whose reply the decider sends once it holds. It
     /// changes nothing and is not applied like the others (docs/execute.md).
     WatchRun(WatchRun),
+    /// A worker process is shutting down: the offers of its eager queues that the
+    /// decider kept unused must not be taken any more (docs/eager-dispatch.md, "Spare
+    /// offers"). Sent to every shard; changes no run.
+    WithdrawOffer(WithdrawOffer),
 }
 
 impl Typed for Command {
@@ -75,6 +79,7 @@ impl Typed for Command {
             Command::RollbackHooksDone(_) => "RollbackHooksDone",
             Command::UpdateVariables(_) => "UpdateVariables",
             Command::WatchRun(_) => "WatchRun",
+            Command::WithdrawOffer(_) => "WithdrawOffer",
         }
     }
 }
@@ -143,6 +148,14 @@ pub struct WatchRun {
     pub until_task_refs: Vec<String>,
     /// After this the caller no longer listens.
     pub deadline: DateTime<Utc>,
+}
+
+/// A worker process's withdrawal of its eager offers ([`Command::WithdrawOffer`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WithdrawOffer {
+    /// The prefix of the process's eager queues, as its offers named it.
+    pub queue_prefix: String,
 }
 
 /// The reply to a [`WatchRun`] ([`WatchReply::RunReached`]): the run reached what the watch waited for, in a commit

@@ -244,9 +244,36 @@ async fn the_offer_a_finished_run_left_unused_takes_the_next_runs_first_activity
         Some(&"TaskStarted"),
         "started by its dispatch, in the commit that scheduled it: {kinds:?}"
     );
+
+    // A worker that stops withdraws its offers from every shard: a run started right
+    // after finds none to take (its task waits in the shared queue for a worker, instead
+    // of in the queue of one that is gone).
+    let eager_before = eager_dispatches(&suite).await;
+    let last = client.start("spare_wf", json!({})).await.unwrap();
+    client
+        .wait_for_status(&last, &["COMPLETED"], RUN_TIMEOUT)
+        .await
+        .unwrap();
     worker
         .terminate(std::time::Duration::from_secs(20))
         .await
         .unwrap();
+    let orphan = client.start("spare_wf", json!({})).await.unwrap();
+    poll_until(
+        RUN_TIMEOUT,
+        std::time::Duration::from_millis(20),
+        || "the run after the worker stopped never scheduled its task".into(),
+        || async { Ok(attempt(&suite, &orphan, "only").await) },
+    )
+    .await
+    .map(|(status, worker)| {
+        assert_eq!(
+            (status.as_str(), worker.as_str()),
+            ("SCHEDULED", ""),
+            "sent to a worker that withdrew"
+        )
+    })
+    .unwrap();
+    assert!(eager_dispatches(&suite).await <= eager_before + 1);
     suite.stop_all().await.unwrap();
 }

@@ -11,7 +11,7 @@ use weft::messages::ActivityTask;
 use weft::messages::{
     ActivityCompleted, ActivityFailed, ActivityMessage, AttemptStarted, Beat, ClaimAttempt,
     Command, EagerOffer, EventMessage, HeartbeatAction, HeartbeatAnswer, HeartbeatAnswers,
-    HeartbeatMessage, Heartbeats, LifecycleEvent,
+    HeartbeatMessage, Heartbeats, LifecycleEvent, WithdrawOffer,
 };
 use weft::Envelope;
 
@@ -176,6 +176,14 @@ fn messages() -> Vec<Envelope> {
             }),
         )
         .unwrap(),
+        Envelope::new(
+            "weft.eager.0123456789abcdef0123456789abcdef",
+            None,
+            &Command::WithdrawOffer(WithdrawOffer {
+                queue_prefix: "weft.eager.0123456789abcdef0123456789abcdef".into(),
+            }),
+        )
+        .unwrap(),
         Envelope::new(wf, run, &EventMessage::LifecycleEvent(lifecycle(true))).unwrap(),
         Envelope::new(wf, run, &EventMessage::LifecycleEvent(lifecycle(false))).unwrap(),
     ]
@@ -191,7 +199,7 @@ async fn every_message_weft_writes_matches_its_json_schema() {
         .collect();
     let kinds: std::collections::BTreeSet<&str> =
         good.iter().map(|m| m["type"].as_str().unwrap()).collect();
-    assert_eq!(kinds.len(), 7, "every enveloped message type: {kinds:?}");
+    assert_eq!(kinds.len(), 8, "every enveloped message type: {kinds:?}");
     let mut broken = Vec::new();
     for m in &good {
         let mut missing = m.clone();

@@ -263,6 +263,10 @@ impl Shard {
                 new_watches.push((delivery, watch));
                 continue;
             }
+            if let Command::WithdrawOffer(withdrawn) = command {
+                self.spares.withdraw(&withdrawn.queue_prefix);
+                continue;
+            }
             let wf = &delivery.envelope.workflow_id;
             // The first delivery of a start names a workflow id the gateway (or a parent)
             // just made: there is no run to read. Should there be one after all (a start
@@ -1221,7 +1225,10 @@ impl Shard {
             return None;
         }
         let key = activity_queue_key(s);
-        let eager = match w.eager.take_if(|e| e.fits(key, EAGER_OFFER_MAX_AGE)) {
+        let own = w.eager.take_if(|e| {
+            e.fits(key, EAGER_OFFER_MAX_AGE) && !self.spares.is_withdrawn(&e.offer.queue_prefix)
+        });
+        let eager = match own {
             Some(own) => own,
             None if self.quiet.load(std::sync::atomic::Ordering::Relaxed) => {
                 self.spares.take(key, EAGER_OFFER_MAX_AGE)?

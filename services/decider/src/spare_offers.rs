@@ -24,6 +24,10 @@ use weft::messages::EagerOffer;
 const KEEP_FOR: Duration = Duration::from_secs(2);
 /// Offers kept at most; the oldest go first.
 const CAPACITY: usize = 256;
+/// How long a withdrawal is remembered: a result the worker sent before it withdrew may
+/// be decided on another shard after the withdrawal (shards go at their own pace); its
+/// offer is not kept or taken then. Well past any result still in flight.
+const WITHDRAWN_FOR: Duration = Duration::from_secs(60);
 
 /// A worker's eager offer, with the worker it came from.
 #[derive(Debug, Clone, PartialEq)]
@@ -43,40 +47,90 @@ impl Eager {
     }
 }
 
-/// The process's unused offers, newest last.
+/// The process's unused offers, newest last, and the withdrawals of stopping workers.
 #[derive(Debug, Clone, Default)]
 pub struct SpareOffers {
-    kept: Arc<Mutex<VecDeque<(Instant, Eager)>>>,
+    inner: Arc<Mutex<Inner>>,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    kept: VecDeque<(Instant, Eager)>,
+    /// Queue prefixes of workers that withdrew, with when.
+    withdrawn: Vec<(Instant, String)>,
+}
+
+impl Inner {
+    fn forget_old_withdrawals(&mut self) {
+        self.withdrawn
+            .retain(|(at, _)| at.elapsed() < WITHDRAWN_FOR);
+    }
+
+    fn is_withdrawn(&self, queue_prefix: &str) -> bool {
+        self.withdrawn
+            .iter()
+            .any(|(at, p)| p == queue_prefix && at.elapsed() < WITHDRAWN_FOR)
+    }
 }
 
 impl SpareOffers {
     /// Keeps an offer its run did not take. The same offer again (a batch decided again
     /// after a failed commit) is kept once.
     pub fn keep(&self, eager: Eager) {
-        let mut kept = self.lock();
-        if kept.iter().any(|(_, e)| *e == eager) {
+        let mut inner = self.lock();
+        if inner.is_withdrawn(&eager.offer.queue_prefix)
+            || inner.kept.iter().any(|(_, e)| *e == eager)
+        {
             return;
         }
-        if kept.len() >= CAPACITY {
-            kept.pop_front();
+        if inner.kept.len() >= CAPACITY {
+            inner.kept.pop_front();
         }
-        kept.push_back((Instant::now(), eager));
+        inner.kept.push_back((Instant::now(), eager));
+    }
+
+    /// The worker process whose eager queues start with `queue_prefix` is stopping: its
+    /// kept offers go, and no offer of it is kept or taken from now on (a task sent to
+    /// its queue would wait out the queue's 5 s before another worker got it).
+    pub fn withdraw(&self, queue_prefix: &str) {
+        let mut inner = self.lock();
+        inner.forget_old_withdrawals();
+        inner
+            .kept
+            .retain(|(_, e)| e.offer.queue_prefix != queue_prefix);
+        if !inner.is_withdrawn(queue_prefix) {
+            inner
+                .withdrawn
+                .push((Instant::now(), queue_prefix.to_owned()));
+        }
+    }
+
+    /// Whether the worker process of `queue_prefix` withdrew its offers.
+    pub fn is_withdrawn(&self, queue_prefix: &str) -> bool {
+        self.lock().is_withdrawn(queue_prefix)
     }
 
     /// Takes the newest kept offer for `queue_key` that is still fresh (see
     /// [`Eager::fits`]); forgets those kept too long.
     pub fn take(&self, queue_key: &str, max_age: chrono::Duration) -> Option<Eager> {
-        let mut kept = self.lock();
-        while kept.front().is_some_and(|(at, _)| at.elapsed() >= KEEP_FOR) {
-            kept.pop_front();
+        let mut inner = self.lock();
+        while inner
+            .kept
+            .front()
+            .is_some_and(|(at, _)| at.elapsed() >= KEEP_FOR)
+        {
+            inner.kept.pop_front();
         }
-        let index = kept.iter().rposition(|(_, e)| e.fits(queue_key, max_age))?;
-        kept.remove(index).map(|(_, e)| e)
+        let index = inner
+            .kept
+            .iter()
+            .rposition(|(_, e)| e.fits(queue_key, max_age))?;
+        inner.kept.remove(index).map(|(_, e)| e)
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, VecDeque<(Instant, Eager)>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
         // A poisoned lock only means a panic elsewhere; the offers stay usable.
-        self.kept.lock().unwrap_or_else(|p| p.into_inner())
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
 
@@ -121,6 +175,18 @@ mod tests {
         spares.keep(a);
         assert_eq!(spares.take("greet", FRESH).unwrap().worker_id, "b");
         assert_eq!(spares.take("greet", FRESH).unwrap().worker_id, "a");
+        assert!(spares.take("greet", FRESH).is_none());
+    }
+
+    #[test]
+    fn a_withdrawn_workers_offers_are_neither_taken_nor_kept_any_more() {
+        let spares = SpareOffers::default();
+        spares.keep(offer("a", &["greet"]));
+        spares.keep(offer("b", &["greet"]));
+        spares.withdraw("ns.eager.a");
+        assert!(spares.is_withdrawn("ns.eager.a"));
+        spares.keep(offer("a", &["greet"])); // a result sent before the withdrawal
+        assert_eq!(spares.take("greet", FRESH).unwrap().worker_id, "b");
         assert!(spares.take("greet", FRESH).is_none());
     }
 

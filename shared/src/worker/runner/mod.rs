@@ -188,10 +188,48 @@ pub(super) async fn run(
     if let Some(queue) = &failed {
         tracing::error!(%queue, "consumer stopped unexpectedly; stopping the worker");
     }
+    if let Some(eager) = &shared.eager {
+        withdraw_offers(&bus, &names, &eager.prefix).await;
+    }
     drain(&shared, consumers, config.shutdown_grace).await;
     match failed {
         Some(queue) => Err(Error::Bus(format!("consumer of {queue} stopped"))),
         None => Ok(()),
+    }
+}
+
+/// How long a stopping worker tries to withdraw its offers.
+const WITHDRAW_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Tells every command shard that this process's eager offers are off (it is stopping):
+/// a decider that kept one unused would otherwise send a new run's first activity to a
+/// queue nobody consumes any more, where it waits 5 s before it moves on
+/// (docs/eager-dispatch.md, "Spare offers"). Best effort: without it the task is late,
+/// not lost.
+async fn withdraw_offers(bus: &Bus, names: &Names, prefix: &str) {
+    let command = crate::messages::Command::WithdrawOffer(crate::messages::WithdrawOffer {
+        queue_prefix: prefix.to_owned(),
+    });
+    let envelope = match crate::Envelope::new(prefix, None, &command) {
+        Ok(envelope) => envelope,
+        Err(e) => {
+            tracing::warn!(error = %e, "could not withdraw the eager offers");
+            return;
+        }
+    };
+    let exchange = names.commands_exchange();
+    let publishes = (0..names.shards()).map(|k| {
+        let key = Names::shard_key(k);
+        let (envelope, exchange) = (&envelope, &exchange);
+        async move { bus.publish(exchange, &key, envelope).await }
+    });
+    match tokio::time::timeout(WITHDRAW_TIMEOUT, join_all(publishes)).await {
+        Ok(sent) => {
+            if let Some(Err(e)) = sent.into_iter().find(Result::is_err) {
+                tracing::warn!(error = %e, "could not withdraw the eager offers from every shard");
+            }
+        }
+        Err(_) => tracing::warn!("withdrawing the eager offers timed out"),
     }
 }
 
