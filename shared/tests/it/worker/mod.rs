@@ -37,6 +37,9 @@ struct Decider {
     config: Config,
     results: mpsc::UnboundedReceiver<Delivery>,
     consumers: CancellationToken,
+    /// The shard queues a stopping worker's `WithdrawOffer` came to, passed over by
+    /// the result readers.
+    withdrawals: Vec<String>,
 }
 
 impl Decider {
@@ -85,6 +88,7 @@ impl Decider {
             config,
             results,
             consumers,
+            withdrawals: Vec::new(),
         }
     }
 
@@ -134,6 +138,9 @@ impl Decider {
                 .await
                 .expect("a result in time")
                 .expect("result consumers alive");
+            if self.withdrawn(&delivery) {
+                continue;
+            }
             assert_eq!(
                 delivery.queue,
                 self.names.command_queue(REPLY_SHARD),
@@ -148,6 +155,18 @@ impl Decider {
         }
     }
 
+    /// Whether `delivery` is a stopping worker's withdrawal of its eager offers (noted).
+    fn withdrawn(&mut self, delivery: &Delivery) -> bool {
+        let withdrawal = matches!(
+            delivery.envelope.decode::<Command>(),
+            Ok(Command::WithdrawOffer(_))
+        );
+        if withdrawal {
+            self.withdrawals.push(delivery.queue.clone());
+        }
+        withdrawal
+    }
+
     /// Results for `n` tasks, keyed by task id.
     async fn results_by_task(&mut self, n: usize) -> Vec<(Uuid, Command)> {
         let mut out = Vec::with_capacity(n);
@@ -160,6 +179,9 @@ impl Decider {
 
     async fn assert_no_result(&mut self) {
         while let Ok(got) = tokio::time::timeout(QUIET, self.results.recv()).await {
+            if got.as_ref().is_some_and(|d| self.withdrawn(d)) {
+                continue;
+            }
             let started = got.as_ref().map(|d| {
                 matches!(
                     d.envelope.decode::<Command>(),
@@ -427,6 +449,14 @@ async fn shutdown_lets_the_running_activity_finish_and_leaves_the_rest_queued() 
         started.try_recv().is_err(),
         "no activity starts after shutdown"
     );
+    // Its eager offers are withdrawn from every shard (docs/eager-dispatch.md).
+    let mut withdrawn = decider.withdrawals.clone();
+    withdrawn.sort();
+    let mut shards: Vec<String> = (0..decider.names.shards())
+        .map(|k| decider.names.command_queue(k))
+        .collect();
+    shards.sort();
+    assert_eq!(withdrawn, shards);
 
     // The second task was never acknowledged: the next worker gets it.
     let next = decider
