@@ -37,22 +37,27 @@ async fn eager_dispatches(suite: &Suite) -> u64 {
         .map_or(0, |v| v.trim().parse().expect("a counter"))
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_task_sent_eagerly_to_a_worker_that_dies_moves_on_to_another_worker() {
+/// The core services on a namespace of their own (its queue of [`TASK`] removed with
+/// it), with `definition` registered.
+async fn suite_with(definition: serde_json::Value) -> Suite {
     let mut env = TestEnv::create(EnvOptions::default()).await.unwrap();
     env.activity_queues.push(env.names().activity_queue(TASK));
-    let mut suite = Suite::start_with(env, &Service::CORE).await.unwrap();
-    let client = suite.client();
+    let suite = Suite::start_with(env, &Service::CORE).await.unwrap();
+    suite.client().register(&definition).await.unwrap();
+    suite
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_sent_eagerly_to_a_worker_that_dies_moves_on_to_another_worker() {
     // No task definition: the heartbeat timeout is the default hour, so nothing but
     // the eager queue's expiry can bring the second task to another worker in time.
-    client
-        .register(&json!({"name": "eager_wf", "version": 1, "tasks": [
-            {"name": TASK, "taskReferenceName": "first", "type": "SIMPLE",
-             "inputParameters": {"ms": 0}},
-            {"name": TASK, "taskReferenceName": "second", "type": "SIMPLE",
-             "inputParameters": {"ms": 3000}}]}))
-        .await
-        .unwrap();
+    let mut suite = suite_with(json!({"name": "eager_wf", "version": 1, "tasks": [
+        {"name": TASK, "taskReferenceName": "first", "type": "SIMPLE",
+         "inputParameters": {"ms": 0}},
+        {"name": TASK, "taskReferenceName": "second", "type": "SIMPLE",
+         "inputParameters": {"ms": 3000}}]}))
+    .await;
+    let client = suite.client();
 
     let mut first = slow_worker(&suite, "worker-a");
     let id = client.start("eager_wf", json!({})).await.unwrap();
@@ -117,18 +122,13 @@ async fn a_task_sent_eagerly_to_a_worker_that_dies_moves_on_to_another_worker() 
 /// counter as what the run's path cost.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_eager_dispatch_decided_again_after_a_failed_commit_is_counted_once() {
-    let mut env = TestEnv::create(EnvOptions::default()).await.unwrap();
-    env.activity_queues.push(env.names().activity_queue(TASK));
-    let mut suite = Suite::start_with(env, &Service::CORE).await.unwrap();
+    let mut suite = suite_with(json!({"name": "eager_refused", "version": 1, "tasks": [
+        {"name": TASK, "taskReferenceName": "first", "type": "SIMPLE",
+         "inputParameters": {"ms": 500}},
+        {"name": TASK, "taskReferenceName": "second", "type": "SIMPLE",
+         "inputParameters": {"ms": 0}}]}))
+    .await;
     let client = suite.client();
-    client
-        .register(&json!({"name": "eager_refused", "version": 1, "tasks": [
-            {"name": TASK, "taskReferenceName": "first", "type": "SIMPLE",
-             "inputParameters": {"ms": 500}},
-            {"name": TASK, "taskReferenceName": "second", "type": "SIMPLE",
-             "inputParameters": {"ms": 0}}]}))
-        .await
-        .unwrap();
     let mut worker = slow_worker(&suite, "worker-a");
     let id = client.start("eager_refused", json!({})).await.unwrap();
     poll_until(
@@ -196,16 +196,11 @@ async fn an_eager_dispatch_decided_again_after_a_failed_commit_is_counted_once()
 /// already claimed for it, IN_PROGRESS from its dispatch, without a claim round trip.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_offer_a_finished_run_left_unused_takes_the_next_runs_first_activity() {
-    let mut env = TestEnv::create(EnvOptions::default()).await.unwrap();
-    env.activity_queues.push(env.names().activity_queue(TASK));
-    let mut suite = Suite::start_with(env, &Service::CORE).await.unwrap();
+    let mut suite = suite_with(json!({"name": "spare_wf", "version": 1, "tasks": [
+        {"name": TASK, "taskReferenceName": "only", "type": "SIMPLE",
+         "inputParameters": {"ms": 0}}]}))
+    .await;
     let client = suite.client();
-    client
-        .register(&json!({"name": "spare_wf", "version": 1, "tasks": [
-            {"name": TASK, "taskReferenceName": "only", "type": "SIMPLE",
-             "inputParameters": {"ms": 0}}]}))
-        .await
-        .unwrap();
     let mut worker = slow_worker(&suite, "worker-a");
     let first = client.start("spare_wf", json!({})).await.unwrap();
     client
