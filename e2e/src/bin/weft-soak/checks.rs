@@ -2,6 +2,8 @@
 
 use std::collections::HashMap;
 
+use tokio::time::Instant;
+
 use serde_json::Value;
 use weft_e2e::{Client, HistoryEvent};
 
@@ -13,15 +15,16 @@ use crate::workload::Kind;
 const ATTEMPT_ENDS: [&str; 3] = ["TaskCompleted", "TaskFailed", "TaskTimedOut"];
 
 /// Every broken invariant of the run of `kind` number `n` with `workflow_id`: its end
-/// and output, its history, its effects and its lifecycle events.
+/// and output, its history, its effects and its lifecycle events. A hook call not yet
+/// received is waited for until `hooks_deadline`.
 pub async fn check_run(
     client: &Client,
     effects: &Effects,
     events: &Received,
-    kind: Kind,
-    n: u64,
-    workflow_id: &str,
+    run: (Kind, u64, &str),
+    hooks_deadline: Instant,
 ) -> Vec<String> {
+    let (kind, n, workflow_id) = run;
     let mut problems = Vec::new();
     let wf = match client.get(workflow_id).await {
         Ok(wf) => wf,
@@ -43,20 +46,58 @@ pub async fn check_run(
     if let Err(e) = crate::workload::check_output(kind, n, &wf) {
         problems.push(format!("{workflow_id}: {e}"));
     }
-    match client.history(workflow_id).await {
-        Ok(history) => problems.extend(
-            check_history(&history)
-                .into_iter()
-                .chain(events.missing(workflow_id, &history))
-                .map(|p| format!("{kind:?} run {n} ({workflow_id}): {p}")),
-        ),
-        Err(e) => problems.push(format!("{workflow_id}: history not readable: {e:#}")),
-    }
+    let history = match client.history(workflow_id).await {
+        Ok(history) => history,
+        Err(e) => {
+            problems.push(format!("{workflow_id}: history not readable: {e:#}"));
+            return problems;
+        }
+    };
     problems.extend(
-        check_effects(effects, kind, n, &wf)
+        check_history(&history)
             .into_iter()
+            .chain(events.missing(workflow_id, &history))
+            .chain(check_effects(effects, kind, n, &wf).into_iter())
+            .chain(check_hooks(effects, kind, &wf, &history, hooks_deadline).await)
             .map(|p| format!("{kind:?} run {n} ({workflow_id}): {p}")),
     );
+    problems
+}
+
+/// The hooks the soak declares reached its server: each timed-out attempt of a task of
+/// the soak's own definitions fired its `onTimeout` hook, each Http run its
+/// `onComplete` (each at least once; a reset's awaited rollback is checked with the
+/// effects).
+async fn check_hooks(
+    effects: &Effects,
+    kind: Kind,
+    wf: &Value,
+    history: &[HistoryEvent],
+    deadline: Instant,
+) -> Vec<String> {
+    let mut problems = Vec::new();
+    if kind.declares_timeout_hooks() {
+        for e in history.iter().filter(|e| e.kind == "TaskTimedOut") {
+            let task = task_id(&e.attributes);
+            let key = format!("timeout-hook:{task}");
+            effects.hook_checked("onTimeout");
+            if effects.executions_by(&key, deadline).await == 0 {
+                problems.push(format!(
+                    "task {task} timed out (history event {}), but its onTimeout hook \
+                     never called the server",
+                    e.event_id
+                ));
+            }
+        }
+    }
+    if kind == Kind::Http {
+        let id = wf["workflowId"].as_str().unwrap_or_default();
+        let key = format!("complete-hook:{id}");
+        effects.hook_checked("onComplete");
+        if effects.executions_by(&key, deadline).await == 0 {
+            problems.push("COMPLETED, but its onComplete hook never called the server".into());
+        }
+    }
     problems
 }
 
@@ -129,6 +170,7 @@ fn check_effects(effects: &Effects, kind: Kind, n: u64, wf: &Value) -> Vec<Strin
         }
         Kind::Reset => {
             let id = wf["workflowId"].as_str().unwrap_or_default();
+            effects.hook_checked("onRollback");
             if effects.executions(&format!("hook:{id}")) == 0 {
                 problems.push("reset, but its rollback hook never called the server".into());
             }

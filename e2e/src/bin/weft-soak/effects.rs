@@ -2,7 +2,7 @@
 //! HTTP server its HTTP tasks call. The checks read the counts (an activity that
 //! completed must have run at least once).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -21,6 +21,9 @@ const LONG_WORK: Duration = Duration::from_secs(4);
 #[derive(Debug, Clone, Default)]
 pub struct Effects {
     executions: Arc<Mutex<HashMap<String, u32>>>,
+    /// Hook calls the checks expected, by hook (`onTimeout`, ...): the report says how
+    /// many each check covered.
+    hooks_checked: Arc<Mutex<BTreeMap<&'static str, u64>>>,
 }
 
 impl Effects {
@@ -39,6 +42,34 @@ impl Effects {
             .get(key)
             .copied()
             .unwrap_or(0)
+    }
+
+    /// Counts one hook call that a check expected.
+    pub fn hook_checked(&self, hook: &'static str) {
+        *self
+            .hooks_checked
+            .lock()
+            .expect("hooks lock")
+            .entry(hook)
+            .or_default() += 1;
+    }
+
+    /// The hook calls the checks expected, by hook.
+    pub fn hooks_checked(&self) -> BTreeMap<&'static str, u64> {
+        self.hooks_checked.lock().expect("hooks lock").clone()
+    }
+
+    /// How many times `key` ran, waiting until `deadline` for it to run at least once:
+    /// hooks other than awaited rollbacks are delivered after their run moved on, so one
+    /// may still be on its way (or retried after a fault) when the run is checked.
+    pub async fn executions_by(&self, key: &str, deadline: tokio::time::Instant) -> u32 {
+        loop {
+            let n = self.executions(key);
+            if n > 0 || tokio::time::Instant::now() >= deadline {
+                return n;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
     }
 
     /// The soak's worker: `soak_flaky` fails each task's first execution here (retried
@@ -72,8 +103,8 @@ impl Effects {
     }
 
     /// Serves `GET /call/{n}` on a free port of 127.0.0.1 until `shutdown`: counts the
-    /// call under `http:{n}` and answers `{"key": n}`. `POST /hook` (a rollback hook) is
-    /// counted under `hook:{workflowId}` of its event document.
+    /// call under `http:{n}` and answers `{"key": n}`. `POST /hook` (a hook's call) is
+    /// counted by what fired it (`Effects::hook_key`).
     pub async fn serve_http(&self, shutdown: CancellationToken) -> anyhow::Result<SocketAddr> {
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
@@ -107,19 +138,19 @@ impl Effects {
     }
 
     /// Counts one request to the soak's server and answers it: `GET /call/{n}` under
-    /// `http:{n}`, a rollback hook (`POST /hook`) under `hook:{workflowId}` of its event
+    /// `http:{n}`, a hook's call (`POST /hook`) under `Effects::hook_key` of its event
     /// document.
     fn answer(&self, path: &str, body: &[u8]) -> (&'static str, String) {
         if path == "/hook" {
             let event: serde_json::Value = serde_json::from_slice(body).unwrap_or_default();
-            return match event["workflowId"].as_str() {
-                Some(wf) => {
-                    self.count(format!("hook:{wf}"));
+            return match hook_key(&event) {
+                Some(key) => {
+                    self.count(key);
                     ("200 OK", json!({"ok": true}).to_string())
                 }
                 None => (
                     "400 Bad Request",
-                    json!({"error": "no workflowId"}).to_string(),
+                    json!({"error": "not a hook the soak declares", "event": event}).to_string(),
                 ),
             };
         }
@@ -136,6 +167,22 @@ impl Effects {
                 json!({"error": "no such call"}).to_string(),
             ),
         }
+    }
+}
+
+/// The key a hook's call is counted under, from its event document: a rollback under
+/// `hook:{workflowId}`, a task's timeout under `timeout-hook:{taskId}`, a run's
+/// completion under `complete-hook:{workflowId}`; `None` for anything else.
+pub fn hook_key(event: &serde_json::Value) -> Option<String> {
+    let workflow = event["workflowId"].as_str()?;
+    match event["hook"].as_str()? {
+        "onRollback" => Some(format!("hook:{workflow}")),
+        "onTimeout" => Some(format!(
+            "timeout-hook:{}",
+            event["task"]["taskId"].as_str()?
+        )),
+        "onComplete" if event["task"].is_null() => Some(format!("complete-hook:{workflow}")),
+        _ => None,
     }
 }
 
@@ -175,4 +222,34 @@ async fn read_request(stream: &mut tokio::net::TcpStream) -> Option<(String, Vec
         }
     }
     Some((path, body))
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::hook_key;
+
+    #[test]
+    fn each_declared_hook_is_counted_under_what_fired_it() {
+        let rollback = json!({"hook": "onRollback", "workflowId": "w1",
+                              "task": {"taskId": "t0"}});
+        let timeout = json!({"hook": "onTimeout", "workflowId": "w1",
+                             "task": {"taskId": "t1"}});
+        let complete = json!({"hook": "onComplete", "workflowId": "w2"});
+        assert_eq!(hook_key(&rollback).as_deref(), Some("hook:w1"));
+        assert_eq!(hook_key(&timeout).as_deref(), Some("timeout-hook:t1"));
+        assert_eq!(hook_key(&complete).as_deref(), Some("complete-hook:w2"));
+    }
+
+    #[test]
+    fn a_call_the_soak_did_not_declare_is_not_counted() {
+        let task_complete = json!({"hook": "onComplete", "workflowId": "w",
+                                   "task": {"taskId": "t"}});
+        let no_run = json!({"hook": "onRollback"});
+        let timeout_without_task = json!({"hook": "onTimeout", "workflowId": "w"});
+        assert_eq!(hook_key(&task_complete), None);
+        assert_eq!(hook_key(&no_run), None);
+        assert_eq!(hook_key(&timeout_without_task), None);
+    }
 }

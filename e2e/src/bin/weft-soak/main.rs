@@ -266,7 +266,14 @@ async fn main() -> anyhow::Result<()> {
     // The last runs' events are published after their commits: give them a moment.
     tokio::time::sleep(Duration::from_secs(3)).await;
     let problems = check_all(&client, &effects, &events, &records).await;
-    let report = report(&args, elapsed, &records, &injected, &problems);
+    let report = report(
+        &args,
+        elapsed,
+        &records,
+        &injected,
+        &problems,
+        &effects.hooks_checked(),
+    );
     println!("{report}");
     if let Some(path) = &args.report {
         use std::io::Write as _;
@@ -559,6 +566,10 @@ async fn inject_faults(
     }
 }
 
+/// How long after the runs' end the checks wait for hook calls still being delivered:
+/// longer than the dispatcher's back-off after a few failed attempts (1, 2, 4, 8 s …).
+const HOOKS_GRACE: Duration = Duration::from_secs(60);
+
 /// Checks every run; returns every broken invariant.
 async fn check_all(
     client: &Client,
@@ -574,13 +585,16 @@ async fn check_all(
                 .map(|p| format!("{:?} run {} ({:?}): {p}", r.kind, r.n, r.workflow_id))
         })
         .collect();
+    // Hooks not awaited by their run may still be on their way (a retry after a fault
+    // waits seconds): every check waits for them until this one deadline.
+    let hooks_deadline = tokio::time::Instant::now() + HOOKS_GRACE;
     let checked: Vec<Vec<String>> = futures_util::stream::iter(
         records
             .iter()
             .filter(|r| r.problem.is_none())
             .filter_map(|r| r.workflow_id.as_ref().map(|id| (r, id))),
     )
-    .map(|(r, id)| checks::check_run(client, effects, events, r.kind, r.n, id))
+    .map(|(r, id)| checks::check_run(client, effects, events, (r.kind, r.n, id), hooks_deadline))
     .buffer_unordered(8)
     .collect()
     .await;
@@ -595,6 +609,7 @@ fn report(
     records: &[RunRecord],
     injected: &[Injected],
     problems: &[String],
+    hooks_checked: &BTreeMap<&'static str, u64>,
 ) -> String {
     let mut by_kind: BTreeMap<Kind, (usize, usize)> = BTreeMap::new();
     for r in records {
@@ -678,6 +693,17 @@ fn report(
             i.error.as_deref().unwrap_or_default()
         ));
     }
+    let hooks: Vec<String> = hooks_checked
+        .iter()
+        .map(|(hook, n)| format!("{hook} {n}"))
+        .collect();
+    out.push_str(&format!(
+        "\nHook calls checked (each expected at the soak's server): {}\n",
+        match hooks.is_empty() {
+            true => "none".to_owned(),
+            false => hooks.join(", "),
+        }
+    ));
     out.push_str(&format!("\nInvariant violations: **{}**\n", problems.len()));
     for p in problems.iter().take(30) {
         out.push_str(&format!("- {p}\n"));

@@ -21,7 +21,8 @@ pub enum Kind {
     Signal,
     /// A WAIT of a duration (a durable timer).
     Timer,
-    /// An HTTP task against the soak's own HTTP server.
+    /// An HTTP task against the soak's own HTTP server; the run's `onComplete` hook
+    /// calls that server too.
     Http,
     /// An activity that fails its first attempt; retried after a back-off.
     Retry,
@@ -69,6 +70,12 @@ impl Kind {
             Kind::Heartbeat => "soak_heartbeat",
             Kind::Reset => "soak_reset",
         }
+    }
+
+    /// Whether its run's activities are the soak's own definitions', whose `onTimeout`
+    /// hooks call the soak's server (`greet`, the example's, declares none).
+    pub fn declares_timeout_hooks(self) -> bool {
+        !matches!(self, Kind::Sequence | Kind::Child)
     }
 
     /// The status a correct run of this kind ends in.
@@ -133,8 +140,33 @@ pub fn task_definitions() -> Value {
 }
 
 /// The soak's workflow definitions (besides `greet`), the HTTP task calling
-/// `http_addr`.
+/// `http_addr`. Every SIMPLE task of them declares an `onTimeout` hook calling the
+/// soak's server (`with_timeout_hooks`).
 pub fn definitions(http_addr: std::net::SocketAddr) -> Vec<Value> {
+    let hook = json!({"url": format!("http://{http_addr}/hook")});
+    let mut definitions = plain_definitions(http_addr);
+    for definition in &mut definitions {
+        with_timeout_hooks(&mut definition["tasks"], &hook);
+    }
+    definitions
+}
+
+/// Declares `hook` as the `onTimeout` hook of every SIMPLE task in `tasks`, nested ones
+/// (fork branches, loop bodies) included, beside the hooks a task declares already.
+fn with_timeout_hooks(tasks: &mut Value, hook: &Value) {
+    for task in tasks.as_array_mut().into_iter().flatten() {
+        if task["type"] == "SIMPLE" {
+            task["hooks"]["onTimeout"] = hook.clone();
+        }
+        with_timeout_hooks(&mut task["loopOver"], hook);
+        for branch in task["forkTasks"].as_array_mut().into_iter().flatten() {
+            with_timeout_hooks(branch, hook);
+        }
+    }
+}
+
+/// The soak's definitions as written, without the timeout hooks.
+fn plain_definitions(http_addr: std::net::SocketAddr) -> Vec<Value> {
     vec![
         json!({"name": "soak_fork", "version": 1, "tasks": [
             {"name": "f", "taskReferenceName": "f", "type": "FORK_JOIN", "forkTasks": [
@@ -175,7 +207,9 @@ pub fn definitions(http_addr: std::net::SocketAddr) -> Vec<Value> {
             {"name": "make_name", "taskReferenceName": "n", "type": "SIMPLE",
              "inputParameters": {"first": "${workflow.input.first}"}}],
          "outputParameters": {"name": "${n.output.name}"}}),
-        json!({"name": "soak_http", "version": 1, "tasks": [
+        json!({"name": "soak_http", "version": 1,
+               "hooks": {"onComplete": {"url": format!("http://{http_addr}/hook")}},
+               "tasks": [
             {"name": "soak_call", "taskReferenceName": "call", "type": "HTTP",
              "inputParameters": {"http_request": {
                  "uri": format!("http://{http_addr}/call/${{workflow.input.key}}"),
@@ -219,5 +253,41 @@ pub fn check_output(kind: Kind, n: u64, wf: &Value) -> Result<(), String> {
     match ok {
         true => Ok(()),
         false => Err(format!("{kind:?} run {n}: unexpected output {output}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_simple_task_of_the_soaks_definitions_declares_a_timeout_hook() {
+        let addr: std::net::SocketAddr = "127.0.0.1:9".parse().unwrap();
+        let mut simple = 0;
+        fn visit(tasks: &Value, simple: &mut usize) {
+            for t in tasks.as_array().into_iter().flatten() {
+                if t["type"] == "SIMPLE" {
+                    assert_eq!(
+                        t["hooks"]["onTimeout"]["url"], "http://127.0.0.1:9/hook",
+                        "{t}"
+                    );
+                    *simple += 1;
+                }
+                visit(&t["loopOver"], simple);
+                for b in t["forkTasks"].as_array().into_iter().flatten() {
+                    visit(b, simple);
+                }
+            }
+        }
+        for d in definitions(addr) {
+            visit(&d["tasks"], &mut simple);
+        }
+        // fork 2, loop 1, signal 1, reset 2, timer 1, retry 1, heartbeat 1
+        assert_eq!(simple, 9);
+        let reset = definitions(addr)
+            .into_iter()
+            .find(|d| d["name"] == "soak_reset")
+            .unwrap();
+        assert_eq!(reset["tasks"][0]["hooks"]["onRollback"]["await"], true);
     }
 }
