@@ -27,6 +27,13 @@ async fn main() -> anyhow::Result<()> {
         .activity(task, move |task, ctx| {
             let worker_id = worker_id.clone();
             async move {
+                // Tests read when each activity reached the worker from this line.
+                tracing::info!(
+                    workflow_id = %task.workflow_id,
+                    task_ref = %task.task_ref,
+                    attempt = task.attempt,
+                    "activity started"
+                );
                 let ms = task.input["ms"].as_u64().unwrap_or(4_000);
                 tokio::select! {
                     _ = tokio::time::sleep(Duration::from_millis(ms)) => {}

@@ -272,3 +272,83 @@ async fn the_offer_a_finished_run_left_unused_takes_the_next_runs_first_activity
     assert!(eager_dispatches(&suite).await <= eager_before + 1);
     suite.stop_all().await.unwrap();
 }
+
+/// An eager task travels to its worker while the commit that schedules it runs, not
+/// after it (docs/eager-dispatch.md, "Dispatch while committing"): with the decider's
+/// commit held back by a lock on `history_events`, the worker already runs the second
+/// task; once the lock goes, the commit lands and the run completes with that attempt.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_eager_task_reaches_its_worker_while_its_commit_is_held_back() {
+    let mut suite = suite_with(json!({"name": "eager_early", "version": 1, "tasks": [
+        {"name": TASK, "taskReferenceName": "first", "type": "SIMPLE",
+         "inputParameters": {"ms": 1500}},
+        {"name": TASK, "taskReferenceName": "second", "type": "SIMPLE",
+         "inputParameters": {"ms": 0}}]}))
+    .await;
+    let client = suite.client();
+    let mut worker = slow_worker(&suite, "worker-a");
+    let id = client.start("eager_early", json!({})).await.unwrap();
+    poll_until(
+        RUN_TIMEOUT,
+        std::time::Duration::from_millis(10),
+        || "the first task was never claimed".into(),
+        || async {
+            Ok(attempt(&suite, &id, "first")
+                .await
+                .filter(|(status, _)| status == "RUNNING"))
+        },
+    )
+    .await
+    .unwrap();
+
+    // Every decider commit writes history events: this lock holds them all back.
+    let mut lock = suite.env().pool().begin().await.unwrap();
+    sqlx::query("LOCK TABLE history_events IN SHARE ROW EXCLUSIVE MODE")
+        .execute(&mut *lock)
+        .await
+        .unwrap();
+    assert_eq!(
+        attempt(&suite, &id, "second").await,
+        None,
+        "the first task's result was committed before the lock (it runs 1.5 s)"
+    );
+    let log = suite.log_dir().join("worker-a.log");
+    let reached = |log: &std::path::Path, id: &str| {
+        std::fs::read_to_string(log)
+            .unwrap_or_default()
+            .lines()
+            .any(|l| {
+                l.contains("activity started") && l.contains(id) && l.contains("task_ref=second")
+            })
+    };
+    poll_until(
+        RUN_TIMEOUT,
+        std::time::Duration::from_millis(20),
+        || "the second task did not reach the worker while its commit was held back".into(),
+        || async { Ok(reached(&log, &id).then_some(())) },
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        attempt(&suite, &id, "second").await,
+        None,
+        "the second task's commit landed under the lock"
+    );
+    lock.rollback().await.unwrap();
+
+    let wf = client
+        .wait_for_status(&id, &["COMPLETED"], RUN_TIMEOUT)
+        .await
+        .unwrap();
+    assert_eq!(wf["tasks"][1]["workerId"], json!("worker-a"), "{wf}");
+    assert_eq!(
+        attempt(&suite, &id, "second").await,
+        Some(("COMPLETED".to_owned(), "worker-a".to_owned()))
+    );
+    assert_eq!(eager_dispatches(&suite).await, 1);
+    worker
+        .terminate(std::time::Duration::from_secs(20))
+        .await
+        .unwrap();
+    suite.stop_all().await.unwrap();
+}

@@ -366,6 +366,7 @@ impl Shard {
         for other in traced.iter().skip(1) {
             weft::telemetry::add_link(&commit, Some(other));
         }
+        let early = self.dispatch_early(&batch.outbox);
         let (batch, committed) = self.committer.commit(batch).instrument(commit).await;
         committed?;
         self.metrics
@@ -382,15 +383,54 @@ impl Shard {
         // The effect is committed, so the commands may be acknowledged now; publishing
         // goes on beside the next batch instead of holding up the shard. Should it fail
         // (or the process die first), the rows stay for the history service's sweeper.
-        let (store, bus, outbox) = (self.store.clone(), self.bus.clone(), batch.outbox);
+        let (store, bus) = (self.store.clone(), self.bus.clone());
+        let outbox: Vec<OutboxMessage> = match &early {
+            Some(early) => batch
+                .outbox
+                .into_iter()
+                .filter(|m| !early.ids.contains(&m.id))
+                .collect(),
+            None => batch.outbox,
+        };
         let publish_seconds = self.metrics.publish_seconds.clone();
         self.publishers.spawn(async move {
-            match store.publish_outbox(&bus, &outbox).await {
+            let published = store.publish_outbox(&bus, &outbox).await;
+            let published_early = match early {
+                Some(early) => early.confirmed(&store).await,
+                None => Ok(()),
+            };
+            match published.and(published_early) {
                 Ok(()) => publish_seconds.observe(started.elapsed().as_secs_f64()),
                 Err(e) => tracing::warn!(error = %e, "outbox publish failed; left for the sweeper"),
             }
         });
         Ok(())
+    }
+
+    /// Starts publishing the eager tasks of a batch about to be committed, so that each
+    /// travels to its worker while the commit runs instead of after it
+    /// (docs/eager-dispatch.md, "Dispatch while committing"). Not when the batch has an
+    /// EVENT task's message (those go out, confirmed, before every envelope of their
+    /// commit), nor when the bus publishes through the store's writer (`weft dev`), which
+    /// the commit holds.
+    fn dispatch_early(&self, outbox: &[OutboxMessage]) -> Option<EarlyDispatch> {
+        if self.bus.publishes_through_the_store() || outbox.iter().any(|m| m.raw) {
+            return None;
+        }
+        let eager_exchange = self.bus.names().eager_exchange();
+        let tasks: Vec<OutboxMessage> = outbox
+            .iter()
+            .filter(|m| m.exchange == eager_exchange)
+            .cloned()
+            .collect();
+        if tasks.is_empty() {
+            return None;
+        }
+        let ids = tasks.iter().map(|m| m.id).collect();
+        let bus = self.bus.clone();
+        let publishing =
+            tokio::spawn(async move { weft::store::outbox::publish_messages(&bus, &tasks).await });
+        Some(EarlyDispatch { ids, publishing })
     }
 
     /// Applies one command to its run (loading or creating it), runs the interpreter and
@@ -1541,5 +1581,28 @@ fn refusal(status: i16, message: String) -> Verdict {
     Verdict {
         status,
         body: serde_json::json!({ "code": code, "message": message }),
+    }
+}
+
+/// Eager tasks published while their commit runs (`Shard::dispatch_early`).
+struct EarlyDispatch {
+    /// Their outbox rows' ids, left out of the publish after the commit.
+    ids: HashSet<Uuid>,
+    /// The publish: the confirmed ids and the first failure.
+    publishing: tokio::task::JoinHandle<(Vec<Uuid>, Result<(), Error>)>,
+}
+
+impl EarlyDispatch {
+    /// Waits for the publish of a batch whose commit succeeded and forgets the confirmed
+    /// rows; a row not confirmed stays for the sweeper. (When the commit fails, nothing
+    /// waits for it: its rows were never written, and a task a worker got anyway is an
+    /// attempt that is not the run's, whose result the run refuses.)
+    async fn confirmed(self, store: &Store) -> Result<(), Error> {
+        let (sent, published) = self.publishing.await.unwrap_or_else(|e| {
+            let ended = format!("the eager tasks' publish ended before its confirms: {e}");
+            (Vec::new(), Err(Error::Bus(ended)))
+        });
+        store.forget_outbox(sent);
+        published
     }
 }

@@ -227,6 +227,12 @@ impl Bus {
         self.transport.is_connected()
     }
 
+    /// Whether a publish waits for the same writer as the store's commits (`weft dev`'s
+    /// in-process bus, whose journal is written through the SQLite writer).
+    pub fn publishes_through_the_store(&self) -> bool {
+        self.transport.publishes_through_the_store()
+    }
+
     /// Declares `weft.activity.<task_name>` bound to the activity exchange (idempotent).
     pub async fn declare_activity_queue(&self, task_name: &str) -> Result<()> {
         let names = self.names();

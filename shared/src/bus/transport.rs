@@ -132,6 +132,12 @@ pub trait Transport: Send + Sync + Debug {
     fn connection_name(&self) -> &str;
     /// Whether the broker is reachable right now.
     fn is_connected(&self) -> bool;
+    /// Whether a publish waits for the same writer as the store's commits (the
+    /// in-process bus journals each message through the SQLite writer): then publishing
+    /// while a commit runs gains nothing, it only queues behind it.
+    fn publishes_through_the_store(&self) -> bool {
+        false
+    }
     /// Declares a work queue with its DLQ, bound to each `(exchange, routing key)`
     /// (idempotent; new bindings are added).
     async fn declare_queue(&self, queue: &str, bindings: Vec<(String, String)>) -> Result<()>;

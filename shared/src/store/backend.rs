@@ -343,6 +343,10 @@ pub trait OutboxStore {
     /// Publishes committed outbox messages (confirmed), then forgets their rows; a failed
     /// publish leaves its row for the sweeper.
     async fn publish_outbox(&self, bus: &Bus, messages: &[OutboxMessage]) -> Result<()>;
+    /// Forgets the rows of messages published (and confirmed) by other means once their
+    /// commit is known to have succeeded: they are deleted in the background, like those
+    /// `publish_outbox` published.
+    fn forget_outbox(&self, ids: Vec<Uuid>);
     /// Re-publishes rows older than `older_than`, at most `limit`; returns how many.
     async fn sweep_outbox(&self, bus: &Bus, older_than: Duration, limit: i64) -> Result<usize>;
 }

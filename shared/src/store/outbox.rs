@@ -85,13 +85,11 @@ pub(super) async fn publish_all<'a>(
     futures_util::future::join_all(publishes).await
 }
 
-/// Publishes committed outbox messages (confirmed, concurrently). Returns the ids of the
-/// confirmed ones, whose rows the backend then deletes, and the first failure: a failed
-/// message's row stays for the sweeper.
-pub(super) async fn publish_messages(
-    bus: &Bus,
-    messages: &[OutboxMessage],
-) -> (Vec<Uuid>, Result<()>) {
+/// Publishes outbox messages (confirmed, concurrently). Returns the ids of the
+/// confirmed ones, whose rows the backend then deletes once their commit succeeded
+/// (`OutboxStore::forget_outbox`), and the first failure: a failed message's row stays
+/// for the sweeper.
+pub async fn publish_messages(bus: &Bus, messages: &[OutboxMessage]) -> (Vec<Uuid>, Result<()>) {
     if messages.is_empty() {
         return (Vec::new(), Ok(()));
     }

@@ -57,7 +57,7 @@ pub async fn check_run(
         check_history(&history)
             .into_iter()
             .chain(events.missing(workflow_id, &history))
-            .chain(check_effects(effects, kind, n, &wf).into_iter())
+            .chain(check_effects(effects, kind, n, &wf))
             .chain(check_hooks(effects, kind, &wf, &history, hooks_deadline).await)
             .map(|p| format!("{kind:?} run {n} ({workflow_id}): {p}")),
     );

@@ -98,6 +98,10 @@ impl Transport for Local {
         true
     }
 
+    fn publishes_through_the_store(&self) -> bool {
+        true
+    }
+
     async fn declare_queue(&self, queue: &str, bindings: Vec<(String, String)>) -> Result<()> {
         self.core.declare(queue, &bindings)
     }

@@ -72,6 +72,10 @@ impl OutboxStore for PgStore {
         published
     }
 
+    fn forget_outbox(&self, ids: Vec<Uuid>) {
+        self.janitor.forget(ids);
+    }
+
     /// Re-publishes rows older than `older_than` (left by a crash between commit and
     /// publish), at most `limit` per call; returns how many were published.
     /// `SKIP LOCKED` lets several sweepers run without publishing a row twice at once.

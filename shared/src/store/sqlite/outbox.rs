@@ -134,6 +134,10 @@ impl OutboxStore for SqliteStore {
         published
     }
 
+    fn forget_outbox(&self, ids: Vec<Uuid>) {
+        self.janitor.forget(ids);
+    }
+
     /// Re-publishes rows older than `older_than` (left by a crash between commit and
     /// publish), at most `limit` per call, oldest id first; returns how many were
     /// published. The rows published before a failed publish are deleted, then the
