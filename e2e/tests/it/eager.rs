@@ -37,6 +37,16 @@ async fn eager_dispatches(suite: &Suite) -> u64 {
         .map_or(0, |v| v.trim().parse().expect("a counter"))
 }
 
+/// A definition `name` of two [`TASK`] activities in sequence, `first` then `second`,
+/// working `first_ms` and `second_ms`.
+fn two_tasks(name: &str, first_ms: u64, second_ms: u64) -> serde_json::Value {
+    json!({"name": name, "version": 1, "tasks": [
+        {"name": TASK, "taskReferenceName": "first", "type": "SIMPLE",
+         "inputParameters": {"ms": first_ms}},
+        {"name": TASK, "taskReferenceName": "second", "type": "SIMPLE",
+         "inputParameters": {"ms": second_ms}}]})
+}
+
 /// The core services on a namespace of their own (its queue of [`TASK`] removed with
 /// it), with `definition` registered.
 async fn suite_with(definition: serde_json::Value) -> Suite {
@@ -51,12 +61,7 @@ async fn suite_with(definition: serde_json::Value) -> Suite {
 async fn a_task_sent_eagerly_to_a_worker_that_dies_moves_on_to_another_worker() {
     // No task definition: the heartbeat timeout is the default hour, so nothing but
     // the eager queue's expiry can bring the second task to another worker in time.
-    let mut suite = suite_with(json!({"name": "eager_wf", "version": 1, "tasks": [
-        {"name": TASK, "taskReferenceName": "first", "type": "SIMPLE",
-         "inputParameters": {"ms": 0}},
-        {"name": TASK, "taskReferenceName": "second", "type": "SIMPLE",
-         "inputParameters": {"ms": 3000}}]}))
-    .await;
+    let mut suite = suite_with(two_tasks("eager_wf", 0, 3000)).await;
     let client = suite.client();
 
     let mut first = slow_worker(&suite, "worker-a");
@@ -122,12 +127,7 @@ async fn a_task_sent_eagerly_to_a_worker_that_dies_moves_on_to_another_worker() 
 /// counter as what the run's path cost.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_eager_dispatch_decided_again_after_a_failed_commit_is_counted_once() {
-    let mut suite = suite_with(json!({"name": "eager_refused", "version": 1, "tasks": [
-        {"name": TASK, "taskReferenceName": "first", "type": "SIMPLE",
-         "inputParameters": {"ms": 500}},
-        {"name": TASK, "taskReferenceName": "second", "type": "SIMPLE",
-         "inputParameters": {"ms": 0}}]}))
-    .await;
+    let mut suite = suite_with(two_tasks("eager_refused", 500, 0)).await;
     let client = suite.client();
     let mut worker = slow_worker(&suite, "worker-a");
     let id = client.start("eager_refused", json!({})).await.unwrap();
@@ -279,12 +279,7 @@ async fn the_offer_a_finished_run_left_unused_takes_the_next_runs_first_activity
 /// task; once the lock goes, the commit lands and the run completes with that attempt.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_eager_task_reaches_its_worker_while_its_commit_is_held_back() {
-    let mut suite = suite_with(json!({"name": "eager_early", "version": 1, "tasks": [
-        {"name": TASK, "taskReferenceName": "first", "type": "SIMPLE",
-         "inputParameters": {"ms": 1500}},
-        {"name": TASK, "taskReferenceName": "second", "type": "SIMPLE",
-         "inputParameters": {"ms": 0}}]}))
-    .await;
+    let mut suite = suite_with(two_tasks("eager_early", 1500, 0)).await;
     let client = suite.client();
     let mut worker = slow_worker(&suite, "worker-a");
     let id = client.start("eager_early", json!({})).await.unwrap();
