@@ -12,6 +12,8 @@
 //!
 //! - `--max-priority P` declares the queue as a priority queue with P levels
 //!   (`x-max-priority`, as Weft's activity queues are; 0, the default, declares none).
+//! - `--transient 1` publishes the messages transient (delivery mode 1) instead: what
+//!   persistence costs the broker.
 //!
 //! `WEFT_AMQP_URL` (default the local broker). The queue is declared and deleted by the
 //! program.
@@ -29,12 +31,15 @@ use lapin::{BasicProperties, Connection, ConnectionProperties};
 
 /// AMQP delivery mode of a message written to disk.
 const PERSISTENT: u8 = 2;
+/// AMQP delivery mode of a message kept in memory only.
+const TRANSIENT: u8 = 1;
 
 struct Args {
     messages: usize,
     in_flight: usize,
     latency: usize,
     max_priority: u8,
+    transient: bool,
 }
 
 fn parse_args() -> anyhow::Result<Args> {
@@ -43,6 +48,7 @@ fn parse_args() -> anyhow::Result<Args> {
         in_flight: 64,
         latency: 2_000,
         max_priority: 0,
+        transient: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -52,11 +58,12 @@ fn parse_args() -> anyhow::Result<Args> {
             "--messages" => args.messages = n,
             "--in-flight" => args.in_flight = n.max(1),
             "--latency" => args.latency = n,
+            "--transient" => args.transient = n != 0,
             "--max-priority" => {
                 args.max_priority = u8::try_from(n).context("--max-priority is at most 255")?
             }
             other => anyhow::bail!(
-                "unknown argument {other:?}; usage: weft-bench-broker [--messages N] [--in-flight C] [--latency M] [--max-priority P]"
+                "unknown argument {other:?}; usage: weft-bench-broker [--messages N] [--in-flight C] [--latency M] [--max-priority P] [--transient 0|1]"
             ),
         }
     }
@@ -68,6 +75,7 @@ async fn publish(
     channel: &lapin::Channel,
     queue: &str,
     body: &[u8],
+    mode: u8,
 ) -> lapin::Result<lapin::PublisherConfirm> {
     channel
         .basic_publish(
@@ -75,7 +83,7 @@ async fn publish(
             queue.into(),
             BasicPublishOptions::default(),
             body,
-            BasicProperties::default().with_delivery_mode(PERSISTENT),
+            BasicProperties::default().with_delivery_mode(mode),
         )
         .await
 }
@@ -124,6 +132,11 @@ async fn main() -> anyhow::Result<()> {
             FieldTable::default(),
         )
         .await?;
+    let mode = if args.transient {
+        TRANSIENT
+    } else {
+        PERSISTENT
+    };
     let body = vec![b'x'; 600]; // about a Weft activity task's envelope
 
     // Rate: pipelined publishes, confirms awaited in windows of `in_flight`.
@@ -142,7 +155,7 @@ async fn main() -> anyhow::Result<()> {
     });
     let mut pending = Vec::with_capacity(args.in_flight);
     for _ in 0..args.messages {
-        pending.push(publish(&pub_ch, &queue, &body).await?);
+        pending.push(publish(&pub_ch, &queue, &body, mode).await?);
         if pending.len() >= args.in_flight {
             for c in pending.drain(..) {
                 c.await?;
@@ -161,7 +174,7 @@ async fn main() -> anyhow::Result<()> {
     let mut to_confirm = Vec::with_capacity(args.latency);
     for _ in 0..args.latency {
         let sent = Instant::now();
-        let confirm = publish(&pub_ch, &queue, &body).await?;
+        let confirm = publish(&pub_ch, &queue, &body, mode).await?;
         let (confirmed, delivered) = tokio::join!(
             async {
                 confirm.await?;
@@ -188,7 +201,8 @@ async fn main() -> anyhow::Result<()> {
         .await?;
 
     let rate = args.messages as f64 / elapsed.as_secs_f64().max(f64::EPSILON);
-    println!("### Broker floor: persistent, confirmed, durable queue, manual ack (lapin alone)");
+    let mode = if args.transient { "transient" } else { "persistent" };
+    println!("### Broker floor: {mode}, confirmed, durable queue, manual ack (lapin alone)");
     if args.max_priority > 0 {
         println!();
         println!("Priority queue: `x-max-priority` {}.", args.max_priority);

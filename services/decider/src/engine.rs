@@ -4,7 +4,7 @@
 //! transaction (group commit); their order per run is the queue's order.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tokio_util::task::TaskTracker;
@@ -30,7 +30,7 @@ use weft::store::Store;
 use weft::{Envelope, Error};
 
 use crate::apply::{apply_command, Applied, ResetPlan};
-use crate::committer::Committer;
+use crate::committer::{Committer, PublishedEarly};
 use crate::interpreter::{decide, events_for, Decision};
 use crate::metrics::DeciderMetrics;
 use crate::spare_offers::{Eager, SpareOffers};
@@ -367,7 +367,12 @@ impl Shard {
             weft::telemetry::add_link(&commit, Some(other));
         }
         let early = self.dispatch_early(&batch.outbox);
-        let (batch, committed) = self.committer.commit(batch).instrument(commit).await;
+        let published_early = early.as_ref().map(|e| e.published.clone());
+        let (batch, committed) = self
+            .committer
+            .commit(batch, published_early)
+            .instrument(commit)
+            .await;
         committed?;
         self.metrics
             .commit_seconds
@@ -384,11 +389,15 @@ impl Shard {
         // goes on beside the next batch instead of holding up the shard. Should it fail
         // (or the process die first), the rows stay for the history service's sweeper.
         let (store, bus) = (self.store.clone(), self.bus.clone());
+        let mut written_early = HashSet::new();
         let outbox: Vec<OutboxMessage> = match &early {
             Some(early) => batch
                 .outbox
                 .into_iter()
-                .filter(|m| !early.ids.contains(&m.id))
+                .filter(|m| match early.published.ids().contains(&m.id) {
+                    true => !written_early.insert(m.id),
+                    false => true,
+                })
                 .collect(),
             None => batch.outbox,
         };
@@ -396,7 +405,7 @@ impl Shard {
         self.publishers.spawn(async move {
             let published = store.publish_outbox(&bus, &outbox).await;
             let published_early = match early {
-                Some(early) => early.confirmed(&store).await,
+                Some(early) => early.confirmed(&store, &written_early).await,
                 None => Ok(()),
             };
             match published.and(published_early) {
@@ -426,11 +435,19 @@ impl Shard {
         if tasks.is_empty() {
             return None;
         }
-        let ids = tasks.iter().map(|m| m.id).collect();
-        let bus = self.bus.clone();
-        let publishing =
-            tokio::spawn(async move { weft::store::outbox::publish_messages(&bus, &tasks).await });
-        Some(EarlyDispatch { ids, publishing })
+        let published = Arc::new(PublishedEarly::new(tasks.iter().map(|m| m.id).collect()));
+        let (bus, flag) = (self.bus.clone(), published.clone());
+        let publishing = tokio::spawn(async move {
+            let (sent, outcome) = weft::store::outbox::publish_messages(&bus, &tasks).await;
+            if outcome.is_ok() && sent.len() == tasks.len() {
+                flag.mark_confirmed();
+            }
+            (sent, outcome)
+        });
+        Some(EarlyDispatch {
+            published,
+            publishing,
+        })
     }
 
     /// Applies one command to its run (loading or creating it), runs the interpreter and
@@ -1586,23 +1603,28 @@ fn refusal(status: i16, message: String) -> Verdict {
 
 /// Eager tasks published while their commit runs (`Shard::dispatch_early`).
 struct EarlyDispatch {
-    /// Their outbox rows' ids, left out of the publish after the commit.
-    ids: HashSet<Uuid>,
+    /// Their outbox rows' ids (left out of the publish after the commit), and whether
+    /// the broker confirmed them (then the committer leaves the rows out too).
+    published: Arc<PublishedEarly>,
     /// The publish: the confirmed ids and the first failure.
     publishing: tokio::task::JoinHandle<(Vec<Uuid>, Result<(), Error>)>,
 }
 
 impl EarlyDispatch {
     /// Waits for the publish of a batch whose commit succeeded and forgets the confirmed
-    /// rows; a row not confirmed stays for the sweeper. (When the commit fails, nothing
-    /// waits for it: its rows were never written, and a task a worker got anyway is an
-    /// attempt that is not the run's, whose result the run refuses.)
-    async fn confirmed(self, store: &Store) -> Result<(), Error> {
+    /// rows among those the commit wrote (`written`); a row not confirmed stays for the
+    /// sweeper. (When the commit fails, nothing waits for it: its rows were never
+    /// written, and a task a worker got anyway is an attempt that is not the run's,
+    /// whose result the run refuses.)
+    async fn confirmed(self, store: &Store, written: &HashSet<Uuid>) -> Result<(), Error> {
         let (sent, published) = self.publishing.await.unwrap_or_else(|e| {
             let ended = format!("the eager tasks' publish ended before its confirms: {e}");
             (Vec::new(), Err(Error::Bus(ended)))
         });
-        store.forget_outbox(sent);
+        let written: Vec<Uuid> = sent.into_iter().filter(|id| written.contains(id)).collect();
+        if !written.is_empty() {
+            store.forget_outbox(written);
+        }
         published
     }
 }

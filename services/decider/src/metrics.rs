@@ -30,6 +30,9 @@ pub struct DeciderMetrics {
     /// Activities sent to a worker's own queue, claimed for it at dispatch
     /// (docs/eager-dispatch.md); counted when the commit that dispatches them succeeds.
     pub eager_dispatches: Counter,
+    /// Outbox rows left out of a commit because the broker had confirmed their messages
+    /// before it (docs/eager-dispatch.md, "Dispatch while committing").
+    pub outbox_rows_skipped: Counter,
 }
 
 impl DeciderMetrics {
@@ -49,6 +52,10 @@ impl DeciderMetrics {
             eager_dispatches: registry.counter(
                 "weft_decider_eager_dispatches",
                 "Activities dispatched to the worker that offered to run them, claimed at dispatch",
+            ),
+            outbox_rows_skipped: registry.counter(
+                "weft_decider_outbox_rows_skipped",
+                "Outbox rows not written: the broker confirmed their messages before the commit",
             ),
             batch_size: registry.histogram(
                 "weft_decider_batch_size",

@@ -329,10 +329,39 @@ fn evaluate(body: &str, context: &Value, depth: usize) -> Value {
     if path_text.trim().is_empty() {
         return Value::String(String::new());
     }
+    if let Some(found) = member_path(&path_text, context) {
+        return found;
+    }
     match to_json_path(&path_text) {
         Some(path) => query(&path, context),
         None => Value::Null,
     }
+}
+
+/// The value at `path` when it is only member names joined by dots
+/// (`workflow.input.name`, `my-ref.output.result`): what the JSONPath query would find,
+/// read without parsing one (most expressions are such paths, and the decider resolves
+/// every input of every task it schedules). `None` for any other path: indices, `$`,
+/// brackets, wildcards, descendants, blanks.
+fn member_path(path: &str, context: &Value) -> Option<Value> {
+    let path = path.trim();
+    let simple = |name: &str| {
+        !name.is_empty()
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+    };
+    if !path.split('.').all(simple) {
+        return None;
+    }
+    let mut at = context;
+    for name in path.split('.') {
+        match at.get(name) {
+            Some(next) => at = next,
+            None => return Some(Value::Null),
+        }
+    }
+    Some(at.clone())
 }
 
 /// Runs a JSONPath; `null` when the path is invalid or matches nothing (definite paths),
@@ -476,6 +505,50 @@ mod tests {
 
     fn r(template: Value) -> Value {
         resolve(&template, &ctx())
+    }
+
+    /// The member-path shortcut finds what the JSONPath query finds, and declines every
+    /// path that is not plain member names.
+    #[test]
+    fn member_paths_read_what_the_json_path_query_reads() {
+        let context = ctx();
+        for path in [
+            "workflow.input.first",
+            "workflow.input.n",
+            "workflow.input.obj",
+            "workflow.input.nothing",
+            "workflow.input.absent",
+            "workflow.input.first.deeper",
+            "workflow.input.list.0",
+            "workflow.workflowId",
+            "workflow",
+            "t1.output.some-key",
+            "t1.output.0abc",
+            "t1.output.items.b",
+            "my-ref.output.deep.list",
+            "loopTask.iteration",
+            "CPEWF_TASK_ID",
+            "unknown.output",
+        ] {
+            let json_path = to_json_path(path).expect("a path");
+            assert_eq!(
+                member_path(path, &context),
+                Some(query(&json_path, &context)),
+                "{path}"
+            );
+        }
+        for path in [
+            "$.workflow.input.first",
+            "workflow.input.list[0]",
+            "t1.output.items[*].b",
+            "workflow..first",
+            "workflow.input.*",
+            "workflow.input.",
+            "[\"my-ref\"].output",
+            "workflow.input.first name",
+        ] {
+            assert_eq!(member_path(path, &context), None, "{path}");
+        }
     }
 
     #[test]
