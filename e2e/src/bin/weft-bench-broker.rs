@@ -201,7 +201,11 @@ async fn main() -> anyhow::Result<()> {
         .await?;
 
     let rate = args.messages as f64 / elapsed.as_secs_f64().max(f64::EPSILON);
-    let mode = if args.transient { "transient" } else { "persistent" };
+    let mode = if args.transient {
+        "transient"
+    } else {
+        "persistent"
+    };
     println!("### Broker floor: {mode}, confirmed, durable queue, manual ack (lapin alone)");
     if args.max_priority > 0 {
         println!();

@@ -550,7 +550,7 @@ pub async fn start_run(state: &AppState, request: StartRequest) -> Result<Starte
         }
         StartOutcome::Accepted => {}
     }
-    tracing::info!(%workflow_id, name = %start.workflow_name, version = start.workflow_version, "workflow start accepted");
+    tracing::debug!(%workflow_id, name = %start.workflow_name, version = start.workflow_version, "workflow start accepted");
 
     // The start is committed: from here on a failure only delays it (the sweeper
     // re-publishes the outbox row), so it is logged and the id is answered.

@@ -10,6 +10,7 @@ use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
 
 mod auth;
+mod commit_sql;
 mod definitions;
 mod definitions_watch;
 mod event_handlers;

@@ -6,6 +6,7 @@ use serde_json::Value;
 use sqlx::Row;
 use uuid::Uuid;
 
+use super::commit_sql::{self, Shape};
 use super::PgStore;
 use crate::store::backend::RunStore;
 use crate::store::runs::{CommitBatch, EventRow, RunRecord, StoredEvent};
@@ -70,8 +71,24 @@ impl RunStore for PgStore {
             .into_iter()
             .copied()
             .collect();
+        let shape = Shape::of([
+            !new.is_empty(),
+            !upd.is_empty(),
+            !ev.is_empty(),
+            !tk.is_empty(),
+            !ob.is_empty(),
+            !tm.is_empty(),
+            !oc.is_empty(),
+            !hooks.is_empty(),
+            !ck.is_empty(),
+            !ended.is_empty(),
+            !st.is_empty(),
+        ]);
+        if shape.is_empty() {
+            return Ok(());
+        }
         let refs = |r: &RunRecord| Value::from(r.failed_task_refs.clone());
-        let result = sqlx::query(COMMIT_SQL)
+        let result = sqlx::query(commit_sql::statement(shape))
             // new runs: $1..$17
             .bind(col!(new, |r| r.run_id))
             .bind(col!(new, |r| r.workflow_id.as_str()))
@@ -201,131 +218,3 @@ impl RunStore for PgStore {
 
 /// SQLSTATE raised by `weft_check_versions` (migration 0001).
 const VERSION_MOVED: &str = "WFT01";
-
-/// The decider's whole commit as one statement; see [`Store::commit`].
-const COMMIT_SQL: &str = r#"
-WITH new_runs AS (
-    INSERT INTO runs (run_id, workflow_id, workflow_name, workflow_version, status, sub_status,
-        input, output, variables, correlation_id, parent_workflow_id, reason, failed_task_refs,
-        start_time, end_time, update_time, version, is_current, reset_from_run_id,
-        reset_task_ref)
-    SELECT n.run_id, n.workflow_id, n.workflow_name, n.workflow_version, n.status, n.sub_status,
-        n.input, n.output, n.variables, n.correlation_id, n.parent_workflow_id, n.reason,
-        ARRAY(SELECT jsonb_array_elements_text(n.failed)), n.start_time, n.end_time,
-        n.update_time, n.version, n.is_current, n.reset_from, n.reset_ref
-    FROM UNNEST($1::uuid[], $2::text[], $3::text[], $4::int[], $5::text[], $6::text[],
-        $7::jsonb[], $8::jsonb[], $9::jsonb[], $10::text[], $11::text[], $12::text[],
-        $13::jsonb[], $14::timestamptz[], $15::timestamptz[], $16::timestamptz[], $17::bigint[],
-        $66::uuid[], $67::text[], $68::bool[])
-        AS n(run_id, workflow_id, workflow_name, workflow_version, status, sub_status, input,
-             output, variables, correlation_id, parent_workflow_id, reason, failed, start_time,
-             end_time, update_time, version, reset_from, reset_ref, is_current)
-    RETURNING 1
-), updated_runs AS (
-    UPDATE runs r SET status = u.status, sub_status = u.sub_status, output = u.output,
-        variables = u.variables, reason = u.reason,
-        failed_task_refs = ARRAY(SELECT jsonb_array_elements_text(u.failed)),
-        end_time = u.end_time, update_time = u.update_time, version = u.version,
-        is_current = u.is_current
-    FROM UNNEST($18::uuid[], $19::bigint[], $20::text[], $21::text[], $22::jsonb[],
-        $23::jsonb[], $24::text[], $25::jsonb[], $26::timestamptz[], $27::timestamptz[],
-        $28::bigint[], $69::bool[])
-        AS u(run_id, expected, status, sub_status, output, variables, reason, failed, end_time,
-             update_time, version, is_current)
-    -- `= ANY` lets the planner reach the rows by primary key; the join alone was
-    -- planned as a sequential scan of `runs` (the batch's size is unknown to it).
-    WHERE r.run_id = ANY($18::uuid[]) AND r.run_id = u.run_id AND r.version = u.expected
-    RETURNING 1
-), events AS (
-    INSERT INTO history_events (run_id, event_id, type, time, attributes)
-    SELECT * FROM UNNEST($29::uuid[], $30::bigint[], $31::text[], $32::timestamptz[],
-        $33::jsonb[])
-    RETURNING 1
-), task_rows AS (
-    INSERT INTO tasks (task_id, run_id, workflow_id, task_ref, task_type, task_name, seq,
-        iteration, attempt, status, input, output, reason, worker_id, scheduled_time,
-        start_time, end_time, update_time)
-    SELECT * FROM UNNEST($34::uuid[], $35::uuid[], $36::text[], $37::text[], $38::text[],
-        $39::text[], $40::int[], $41::int[], $42::int[], $43::text[], $44::jsonb[],
-        $45::jsonb[], $46::text[], $47::text[], $48::timestamptz[], $49::timestamptz[],
-        $50::timestamptz[], $51::timestamptz[])
-    ON CONFLICT (task_id) DO UPDATE SET status = EXCLUDED.status, output = EXCLUDED.output,
-        reason = EXCLUDED.reason, worker_id = EXCLUDED.worker_id,
-        start_time = EXCLUDED.start_time, end_time = EXCLUDED.end_time,
-        update_time = EXCLUDED.update_time, attempt = EXCLUDED.attempt
-    RETURNING 1
-), outbox_rows AS (
-    INSERT INTO outbox (id, exchange, routing_key, body, traceparent)
-    SELECT * FROM UNNEST($52::uuid[], $53::text[], $54::text[], $55::bytea[], $56::text[])
-    RETURNING 1
-), timer_rows AS (
-    INSERT INTO timers (id, workflow_id, run_id, fire_at, exchange, routing_key, body,
-        traceparent)
-    SELECT * FROM UNNEST($58::uuid[], $59::text[], $60::uuid[], $61::timestamptz[],
-        $62::text[], $63::text[], $64::bytea[], $65::text[])
-    -- A parked command's timer id is derived from the command's: a redelivered one parks once.
-    ON CONFLICT (id) DO NOTHING
-    RETURNING 1
-), outcome_rows AS (
-    INSERT INTO operation_outcomes (request_id, workflow_id, status, body)
-    SELECT * FROM UNNEST($70::uuid[], $71::text[], $72::smallint[], $73::jsonb[])
-    -- A redelivered operator command was already answered: the first verdict stands.
-    ON CONFLICT (request_id) DO NOTHING
-    RETURNING 1
-), hook_rows AS (
-    -- Only the head of a rollback sequence is due at once (store::hooks).
-    INSERT INTO hook_deliveries (id, workflow_id, run_id, hook, event, task_ref, task_id,
-        iteration, url, headers, body, signature, blocking, group_seq, next_attempt_at,
-        traceparent)
-    SELECT d.id, d.workflow_id, d.run_id, d.hook, d.event, d.task_ref, d.task_id,
-        d.iteration, d.url, d.headers, d.body, d.signature, d.blocking, d.group_seq,
-        CASE WHEN d.group_seq IS NULL OR d.group_seq = 0 THEN now() END, d.traceparent
-    FROM jsonb_to_recordset($74::jsonb) AS d(id uuid, workflow_id text, run_id uuid,
-        hook text, event text, task_ref text, task_id uuid, iteration int, url text,
-        headers jsonb, body text, signature text, blocking bool, group_seq int,
-        traceparent text)
-    ON CONFLICT (id) DO NOTHING
-    RETURNING 1
-), check_rows AS (
-    -- The attempts' registry rows (docs/heartbeats.md): scheduled ones are created; an
-    -- end applies to an attempt still open only (a scanner's timeout stays).
-    -- An attempt dispatched eagerly is created RUNNING, claimed for its worker
-    -- (docs/eager-dispatch.md).
-    INSERT INTO task_check AS c (task_id, attempt, workflow_id, run_id, task_name, task_ref,
-        reply_to, status, stop_reason, timeout_seconds, concurrency_limit, rate_limit,
-        rate_window_seconds, worker_id, started_at, expires_at)
-    SELECT x.task_id, x.attempt, x.workflow_id, x.run_id, x.task_name, x.task_ref,
-        x.reply_to, x.status, x.stop_reason, x.timeout_seconds, x.concurrency_limit,
-        x.rate_limit, x.rate_window_seconds, x.worker_id,
-        CASE WHEN x.worker_id IS NOT NULL THEN now() END,
-        CASE WHEN x.worker_id IS NOT NULL AND x.timeout_seconds > 0
-            THEN now() + make_interval(secs => x.timeout_seconds) END
-    FROM UNNEST($75::uuid[], $76::int[], $77::text[], $78::uuid[], $79::text[],
-        $80::text[], $81::text[], $82::text[], $83::text[], $84::bigint[], $86::int[],
-        $87::int[], $88::int[], $94::text[])
-        AS x(task_id, attempt, workflow_id, run_id, task_name, task_ref, reply_to, status,
-             stop_reason, timeout_seconds, concurrency_limit, rate_limit,
-             rate_window_seconds, worker_id)
-    ON CONFLICT (task_id, attempt) DO UPDATE SET status = EXCLUDED.status,
-        stop_reason = EXCLUDED.stop_reason, updated_at = now()
-    WHERE c.status IN ('SCHEDULED', 'RUNNING') AND EXCLUDED.status <> 'SCHEDULED'
-    RETURNING 1
-), cancelled_timers AS (
-    DELETE FROM timers WHERE run_id = ANY($85::uuid[])
-    RETURNING 1
-), start_rows AS (
-    -- A command published twice makes one start: the first row stands.
-    INSERT INTO workflow_starts (workflow_id, workflow_name, workflow_version, input,
-        correlation_id)
-    SELECT * FROM UNNEST($89::text[], $90::text[], $91::int[], $92::jsonb[], $93::text[])
-    ON CONFLICT (workflow_id) DO NOTHING
-    RETURNING 1
-)
-SELECT weft_check_versions((SELECT count(*) FROM updated_runs), $57),
-    (SELECT count(*) FROM check_rows), (SELECT count(*) FROM cancelled_timers),
-    (SELECT count(*) FROM outcome_rows),
-    (SELECT count(*) FROM new_runs), (SELECT count(*) FROM events),
-    (SELECT count(*) FROM task_rows), (SELECT count(*) FROM outbox_rows),
-    (SELECT count(*) FROM timer_rows), (SELECT count(*) FROM hook_rows),
-    (SELECT count(*) FROM start_rows)
-"#;
