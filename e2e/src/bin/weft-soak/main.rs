@@ -433,18 +433,28 @@ async fn interact(
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
-    let mut retry = false;
+    let mut sent = 0;
     loop {
-        if retry && already_done(gateways.pick(), id, interaction).await {
+        if sent > 0 && already_done(gateways.pick(), id, interaction).await {
             // The earlier request was applied; only its answer was lost.
             return Ok(());
         }
-        retry = true;
+        sent += 1;
         let body = body
             .as_ref()
             .map(|b| ("application/json", b.to_string().into_bytes()));
         match gateways.pick().raw(method.clone(), &path, body).await {
             Ok(resp) if (200..300).contains(&resp.status) => return Ok(()),
+            // A resend refused because the earlier request, whose answer was lost, was
+            // applied in the meantime (a signal to a run it completed): not a refusal.
+            Ok(resp)
+                if resp.status < 500
+                    && resp.status != 429
+                    && sent > 1
+                    && already_done(gateways.pick(), id, interaction).await =>
+            {
+                return Ok(())
+            }
             Ok(resp) if resp.status < 500 && resp.status != 429 => {
                 return Err(format!(
                     "{interaction:?} refused {}: {}",
@@ -480,9 +490,10 @@ impl Gateways {
     }
 }
 
-/// Whether a reset or skip of run `id` sent before took effect (its answer lost): the
-/// run's chain holds a successor, or its WAIT is SKIPPED. Sending either again would
-/// reset twice, or be refused as a skip of a finished task.
+/// Whether an interaction with run `id` sent before took effect (its answer lost): the
+/// run's chain holds a successor (reset), its WAIT is SKIPPED (skip) or COMPLETED
+/// (signal), or it is TERMINATED. Sending it again would reset twice, or be refused as a
+/// skip of a finished task or a signal to a finished run.
 async fn already_done(client: &Client, id: &str, interaction: Interaction) -> bool {
     match interaction {
         Interaction::Reset => {
@@ -504,7 +515,19 @@ async fn already_done(client: &Client, id: &str, interaction: Interaction) -> bo
                     .any(|t| t["referenceTaskName"] == "go" && t["status"] == "SKIPPED")
             })
         }),
-        Interaction::Signal | Interaction::Terminate => false,
+        Interaction::Signal => client.try_get(id).await.ok().flatten().is_some_and(|wf| {
+            wf["tasks"].as_array().is_some_and(|tasks| {
+                tasks
+                    .iter()
+                    .any(|t| t["referenceTaskName"] == "go" && t["status"] == "COMPLETED")
+            })
+        }),
+        Interaction::Terminate => client
+            .try_get(id)
+            .await
+            .ok()
+            .flatten()
+            .is_some_and(|wf| wf["status"] == "TERMINATED"),
     }
 }
 
