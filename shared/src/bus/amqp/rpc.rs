@@ -14,6 +14,7 @@
 //! broker lost is the same as a late one.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use futures_util::StreamExt;
@@ -35,16 +36,21 @@ type Waiter = oneshot::Sender<Result<Message>>;
 
 /// The calls waiting on one reply channel, by correlation id; `None` once that channel
 /// is gone, so a late registration fails instead of waiting for a reply that cannot come.
+/// `missed`: a call on it ended without its reply (a timeout).
 #[derive(Default)]
-struct Waiting(Mutex<Option<HashMap<String, Waiter>>>);
+struct Waiting(Mutex<Option<HashMap<String, Waiter>>>, AtomicBool);
 
 impl Waiting {
     fn open() -> Self {
-        Self(Mutex::new(Some(HashMap::new())))
+        Self(Mutex::new(Some(HashMap::new())), AtomicBool::new(false))
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Option<HashMap<String, Waiter>>> {
         self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn missed(&self) -> bool {
+        self.1.load(Ordering::Relaxed)
     }
 
     /// Registers a waiter; `false` when the channel is already gone.
@@ -76,7 +82,10 @@ struct Registration<'a> {
 
 impl Drop for Registration<'_> {
     fn drop(&mut self) {
-        self.waiting.remove(self.correlation_id);
+        if self.waiting.remove(self.correlation_id).is_some() {
+            // No reply came: the next call takes a new channel (see `Replies::route`).
+            self.waiting.1.store(true, Ordering::Relaxed);
+        }
     }
 }
 
@@ -102,11 +111,21 @@ impl std::fmt::Debug for Replies {
 }
 
 impl Replies {
-    /// The live reply channel, or a new one on the link's live connection.
+    /// The live reply channel, or a new one on the link's live connection. A channel on
+    /// which a call went unanswered is replaced too: on a quorum queue whose leader
+    /// changed, a channel's requests can stay pending in the broker for good (seen on
+    /// RabbitMQ 3.10: every claim after a node's loss unanswered), while a new channel's
+    /// go through. The calls still waiting on the old one fail at once and are retried.
     async fn route(&self, link: &Link) -> Result<Route> {
         let mut current = self.route.lock().await;
-        if let Some(route) = current.as_ref().filter(|r| r.channel.status().connected()) {
+        if let Some(route) = current
+            .as_ref()
+            .filter(|r| r.channel.status().connected() && !r.waiting.missed())
+        {
             return Ok(route.clone());
+        }
+        if let Some(stale) = current.take() {
+            tokio::spawn(async move { super::consume::close(&stale.channel).await });
         }
         let session = link.session().await.map_err(|f| f.into_error())?;
         let channel = session.conn.create_channel().await?;
@@ -220,5 +239,37 @@ impl Link {
             .await?;
         rx.await
             .unwrap_or_else(|_| Err(Error::Bus("reply channel dropped".into())))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A call that ends without its reply marks its channel to be replaced; one answered
+    /// does not.
+    #[test]
+    fn an_unanswered_call_marks_its_channel_missed() {
+        let waiting = Waiting::open();
+        let (tx, rx) = oneshot::channel();
+        assert!(waiting.insert("answered".into(), tx));
+        {
+            let _call = Registration {
+                waiting: &waiting,
+                correlation_id: "answered",
+            };
+            let waiter = waiting.remove("answered").expect("registered");
+            let _ = waiter.send(Err(Error::Bus("a reply".into())));
+        }
+        assert!(rx.blocking_recv().is_ok());
+        assert!(!waiting.missed(), "the reply came");
+
+        let (tx, _rx) = oneshot::channel();
+        assert!(waiting.insert("timed out".into(), tx));
+        drop(Registration {
+            waiting: &waiting,
+            correlation_id: "timed out",
+        });
+        assert!(waiting.missed(), "no reply came");
     }
 }
