@@ -435,7 +435,7 @@ async fn interact(
     }
     let mut sent = 0;
     loop {
-        if sent > 0 && already_done(gateways.pick(), id, interaction).await {
+        if sent > 0 && took_effect(gateways, id, interaction).await {
             // The earlier request was applied; only its answer was lost.
             return Ok(());
         }
@@ -451,7 +451,7 @@ async fn interact(
                 if resp.status < 500
                     && resp.status != 429
                     && sent > 1
-                    && already_done(gateways.pick(), id, interaction).await =>
+                    && took_effect(gateways, id, interaction).await =>
             {
                 return Ok(())
             }
@@ -488,6 +488,21 @@ impl Gateways {
         let i = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         &self.clients[i % self.clients.len()]
     }
+}
+
+/// [`already_done`], asked of each gateway in turn until one answers yes (at most four
+/// asks, 250 ms apart): the gateway asked first may be the one a fault just killed, whose
+/// refused connection says nothing about the run.
+async fn took_effect(gateways: &Gateways, id: &str, interaction: Interaction) -> bool {
+    for ask in 0..4 {
+        if ask > 0 {
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+        if already_done(gateways.pick(), id, interaction).await {
+            return true;
+        }
+    }
+    false
 }
 
 /// Whether an interaction with run `id` sent before took effect (its answer lost): the
