@@ -389,18 +389,16 @@ impl Shard {
         // goes on beside the next batch instead of holding up the shard. Should it fail
         // (or the process die first), the rows stay for the history service's sweeper.
         let (store, bus) = (self.store.clone(), self.bus.clone());
-        let mut written_early = HashSet::new();
-        let outbox: Vec<OutboxMessage> = match &early {
+        // The early messages' rows the commit wrote (not those it left out), apart from
+        // the rest of the outbox, which is published now.
+        let (written_early, outbox): (Vec<OutboxMessage>, Vec<OutboxMessage>) = match &early {
             Some(early) => batch
                 .outbox
                 .into_iter()
-                .filter(|m| match early.published.ids().contains(&m.id) {
-                    true => !written_early.insert(m.id),
-                    false => true,
-                })
-                .collect(),
-            None => batch.outbox,
+                .partition(|m| early.published.ids().contains(&m.id)),
+            None => (Vec::new(), batch.outbox),
         };
+        let written_early: HashSet<Uuid> = written_early.iter().map(|m| m.id).collect();
         let publish_seconds = self.metrics.publish_seconds.clone();
         self.publishers.spawn(async move {
             let published = store.publish_outbox(&bus, &outbox).await;
