@@ -894,10 +894,7 @@ impl Event {
 
     /// The event's attributes as stored.
     pub fn attributes(&self) -> Value {
-        match serde_json::to_value(self) {
-            Ok(Value::Object(mut m)) => m.remove("attributes").unwrap_or(Value::Null),
-            _ => Value::Null,
-        }
+        serde_json::to_value(AttributesOf(self)).unwrap_or(Value::Null)
     }
 
     /// Rebuilds an event from its stored `type` and `attributes`.
@@ -905,6 +902,47 @@ impl Event {
         Ok(serde_json::from_value(
             serde_json::json!({ "type": kind, "attributes": attributes }),
         )?)
+    }
+}
+
+/// An event's attributes (its payload without the `type` tag) for serializing straight
+/// from the event: what [`Event::attributes`] gives, without building a [`Value`] tree
+/// first. The decider's commit writes every event this way.
+pub struct AttributesOf<'a>(pub &'a Event);
+
+impl Serialize for AttributesOf<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        macro_rules! each_variant {
+            ($($variant:ident),* $(,)?) => {
+                match self.0 {
+                    $(Event::$variant(attributes) => attributes.serialize(serializer),)*
+                }
+            };
+        }
+        each_variant!(
+            WorkflowStarted,
+            TaskScheduled,
+            TaskStarted,
+            TaskCompleted,
+            TaskFailed,
+            WorkflowCompleted,
+            WorkflowFailed,
+            VariablesUpdated,
+            WorkflowTerminated,
+            SignalReceived,
+            TimerStarted,
+            TaskTimedOut,
+            WorkflowTimedOut,
+            TimerFired,
+            ChildWorkflowStarted,
+            TaskSkipped,
+            SkipRequested,
+            TaskCanceled,
+            WorkflowPaused,
+            WorkflowResumed,
+            WorkflowReset,
+            RollbackHooksDone,
+        )
     }
 }
 
@@ -1231,5 +1269,33 @@ mod tests {
         });
         let back = Event::from_parts(ev.kind(), ev.attributes()).unwrap();
         assert_eq!(back, ev);
+    }
+
+    #[test]
+    fn attributes_are_the_payload_of_the_tagged_form() {
+        let events = [
+            Event::WorkflowCompleted(WorkflowCompleted {
+                output: serde_json::json!({"r": "x", "n": [1, 2]}),
+            }),
+            Event::TaskCompleted(TaskCompleted {
+                task_id: Uuid::nil(),
+                task_ref: "t1".into(),
+                output: serde_json::json!({"ok": true}),
+                worker_id: Some("w".into()),
+                started_at: None,
+            }),
+            Event::WorkflowPaused(WorkflowPaused {}),
+        ];
+        for ev in events {
+            let tagged = serde_json::to_value(&ev).unwrap();
+            assert_eq!(ev.attributes(), tagged["attributes"], "{}", ev.kind());
+            let direct = serde_json::to_vec(&AttributesOf(&ev)).unwrap();
+            assert_eq!(
+                serde_json::from_slice::<Value>(&direct).unwrap(),
+                tagged["attributes"],
+                "{}",
+                ev.kind()
+            );
+        }
     }
 }

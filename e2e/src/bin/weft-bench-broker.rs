@@ -12,6 +12,8 @@
 //!
 //! - `--max-priority P` declares the queue as a priority queue with P levels
 //!   (`x-max-priority`, as Weft's activity queues are; 0, the default, declares none).
+//! - `--queue-version V` declares the queue with `x-queue-version` V (1 or 2: RabbitMQ's
+//!   classic queue storage versions; 0, the default, declares none: the broker's default).
 //! - `--transient 1` publishes the messages transient (delivery mode 1) instead: what
 //!   persistence costs the broker.
 //!
@@ -39,6 +41,7 @@ struct Args {
     in_flight: usize,
     latency: usize,
     max_priority: u8,
+    queue_version: u8,
     transient: bool,
 }
 
@@ -48,6 +51,7 @@ fn parse_args() -> anyhow::Result<Args> {
         in_flight: 64,
         latency: 2_000,
         max_priority: 0,
+        queue_version: 0,
         transient: false,
     };
     let mut it = std::env::args().skip(1);
@@ -62,8 +66,14 @@ fn parse_args() -> anyhow::Result<Args> {
             "--max-priority" => {
                 args.max_priority = u8::try_from(n).context("--max-priority is at most 255")?
             }
+            "--queue-version" => {
+                args.queue_version = match n {
+                    0..=2 => n as u8,
+                    _ => anyhow::bail!("--queue-version is 0 (the broker's default), 1 or 2"),
+                }
+            }
             other => anyhow::bail!(
-                "unknown argument {other:?}; usage: weft-bench-broker [--messages N] [--in-flight C] [--latency M] [--max-priority P] [--transient 0|1]"
+                "unknown argument {other:?}; usage: weft-bench-broker [--messages N] [--in-flight C] [--latency M] [--max-priority P] [--queue-version V] [--transient 0|1]"
             ),
         }
     }
@@ -117,6 +127,12 @@ async fn main() -> anyhow::Result<()> {
         queue_args.insert(
             "x-max-priority".into(),
             lapin::types::AMQPValue::ShortShortUInt(args.max_priority),
+        );
+    }
+    if args.queue_version > 0 {
+        queue_args.insert(
+            "x-queue-version".into(),
+            lapin::types::AMQPValue::ShortShortUInt(args.queue_version),
         );
     }
     pub_ch
@@ -210,6 +226,13 @@ async fn main() -> anyhow::Result<()> {
     if args.max_priority > 0 {
         println!();
         println!("Priority queue: `x-max-priority` {}.", args.max_priority);
+    }
+    if args.queue_version > 0 {
+        println!();
+        println!(
+            "Classic queue version: `x-queue-version` {}.",
+            args.queue_version
+        );
     }
     println!();
     println!("| measure | result |");

@@ -61,6 +61,17 @@ struct Inner {
 }
 
 impl Inner {
+    /// Drops the offers kept longer than [`KEEP_FOR`] (the oldest are at the front).
+    fn forget_expired(&mut self) {
+        while self
+            .kept
+            .front()
+            .is_some_and(|(at, _)| at.elapsed() >= KEEP_FOR)
+        {
+            self.kept.pop_front();
+        }
+    }
+
     fn forget_old_withdrawals(&mut self) {
         self.withdrawn
             .retain(|(at, _)| at.elapsed() < WITHDRAWN_FOR);
@@ -76,10 +87,19 @@ impl Inner {
 impl SpareOffers {
     /// Keeps an offer its run did not take. The same offer again (a batch decided again
     /// after a failed commit) is kept once.
+    ///
+    /// Under load every ending run keeps one and none is taken (spares go only to a
+    /// quiet shard), so the expired ones go here too, and the repeat check compares the
+    /// offer's time first: the other fields are the same for every offer of a worker.
     pub fn keep(&self, eager: Eager) {
         let mut inner = self.lock();
+        inner.forget_expired();
+        let offered_at = eager.offer.offered_at;
         if inner.is_withdrawn(&eager.offer.queue_prefix)
-            || inner.kept.iter().any(|(_, e)| *e == eager)
+            || inner
+                .kept
+                .iter()
+                .any(|(_, e)| e.offer.offered_at == offered_at && *e == eager)
         {
             return;
         }
@@ -114,13 +134,7 @@ impl SpareOffers {
     /// [`Eager::fits`]); forgets those kept too long.
     pub fn take(&self, queue_key: &str, max_age: chrono::Duration) -> Option<Eager> {
         let mut inner = self.lock();
-        while inner
-            .kept
-            .front()
-            .is_some_and(|(at, _)| at.elapsed() >= KEEP_FOR)
-        {
-            inner.kept.pop_front();
-        }
+        inner.forget_expired();
         let index = inner
             .kept
             .iter()

@@ -126,7 +126,10 @@ where
         let (queue, handler) = (queue.to_owned(), handler.clone());
         running.spawn(async move {
             let disposition = match decode(&inbound, &queue) {
-                Ok(delivery) => dispose::guarded(handler(delivery))
+                // Boxed: a handler's future can be kilobytes (a worker's runs a task and
+                // publishes its result), and inline it would make this task as large,
+                // copied whole at every spawn whatever state it is in.
+                Ok(delivery) => dispose::guarded(Box::pin(handler(delivery)))
                     .await
                     .unwrap_or_else(|panic| {
                         Disposition::DeadLetter(format!("handler panicked: {panic}"))

@@ -9,6 +9,9 @@
 //!    then as many sequential synchronous executions (`POST /api/workflow/execute`,
 //!    answered when the run has completed: a client's view without polling).
 //!
+//! With the throughput: the CPU time each process spent per run in that phase (`cpu`),
+//! the steadier measure for an A/B of a hot-path change.
+//!
 //! Completion is observed in the database (`runs.status`), which costs the services
 //! nothing. Prints a markdown block with the figures, the machine and the command.
 //!
@@ -25,6 +28,7 @@
 //! cluster) and every process is given every node's URL; PostgreSQL and Redis stay the
 //! local ones.
 
+mod cpu;
 mod runs;
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -224,11 +228,13 @@ async fn bench(suite: &Suite, runs: &Runs, args: &Args) -> anyhow::Result<String
         args.runs, args.concurrency
     );
     let before = runs.count("COMPLETED").await?;
+    let cpu_before = cpu::CpuSample::take(suite);
     let t0 = Instant::now();
     let t0_wall = chrono::Utc::now();
     let starts = start_many(client, args.runs, args.concurrency).await?;
     let accepted = t0.elapsed();
     wait_completed(runs, before + starts.len() as i64, Duration::from_secs(600)).await?;
+    let cpu_rows = cpu_before.rows_until(&cpu::CpuSample::take(suite), args.runs);
     // The last run's end as the decider stamped it (same machine, same clock): exact,
     // whatever the polling interval.
     let last_end = runs.last_end().await?;
@@ -325,6 +331,7 @@ async fn bench(suite: &Suite, runs: &Runs, args: &Args) -> anyhow::Result<String
          |---|---|\n\
          | throughput ({runs} runs, {conc} starts in flight) | {per_sec:.1} workflows/s \
          ({total:.2?} first start to last COMPLETED; starts accepted in {accepted:.2?}) |\n\
+         {cpu_rows}\
          | latency ({lat} sequential runs, start to COMPLETED) | p50 {p50:.1?}, \
          p99 {p99:.1?}, max {max:.1?} |\n\
          | engine latency (same runs, start accepted to the decider deciding WorkflowCompleted; its commit follows) | \

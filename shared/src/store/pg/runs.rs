@@ -8,6 +8,7 @@ use uuid::Uuid;
 
 use super::commit_sql::{self, Shape};
 use super::PgStore;
+use crate::messages::AttributesOf;
 use crate::store::backend::RunStore;
 use crate::store::runs::{CommitBatch, EventRow, RunRecord, StoredEvent};
 use crate::{Error, Result};
@@ -96,9 +97,9 @@ impl RunStore for PgStore {
             .bind(col!(new, |r| r.workflow_version))
             .bind(col!(new, |r| r.status.as_str()))
             .bind(col!(new, |r| r.sub_status.as_str()))
-            .bind(col!(new, |r| r.input.clone()))
-            .bind(col!(new, |r| r.output.clone()))
-            .bind(col!(new, |r| r.variables.clone()))
+            .bind(col!(new, |r| &r.input))
+            .bind(col!(new, |r| r.output.as_ref()))
+            .bind(col!(new, |r| &r.variables))
             .bind(col!(new, |r| r.correlation_id.as_deref()))
             .bind(col!(new, |r| r.parent_workflow_id.as_deref()))
             .bind(col!(new, |r| r.reason.as_deref()))
@@ -112,8 +113,8 @@ impl RunStore for PgStore {
             .bind(col!(upd, |(_, expected)| *expected))
             .bind(col!(upd, |(r, _)| r.status.as_str()))
             .bind(col!(upd, |(r, _)| r.sub_status.as_str()))
-            .bind(col!(upd, |(r, _)| r.output.clone()))
-            .bind(col!(upd, |(r, _)| r.variables.clone()))
+            .bind(col!(upd, |(r, _)| r.output.as_ref()))
+            .bind(col!(upd, |(r, _)| &r.variables))
             .bind(col!(upd, |(r, _)| r.reason.as_deref()))
             .bind(col!(upd, |(r, _)| refs(r)))
             .bind(col!(upd, |(r, _)| r.end_time))
@@ -124,7 +125,7 @@ impl RunStore for PgStore {
             .bind(col!(ev, |e| e.event_id))
             .bind(col!(ev, |e| e.event.kind()))
             .bind(col!(ev, |e| e.time))
-            .bind(col!(ev, |e| e.event.attributes()))
+            .bind(col!(ev, |e| sqlx::types::Json(AttributesOf(&e.event))))
             // tasks: $34..$51
             .bind(col!(tk, |t| t.task_id))
             .bind(col!(tk, |t| t.run_id))
@@ -136,8 +137,8 @@ impl RunStore for PgStore {
             .bind(col!(tk, |t| t.iteration))
             .bind(col!(tk, |t| t.attempt))
             .bind(col!(tk, |t| t.status.as_str()))
-            .bind(col!(tk, |t| t.input.clone()))
-            .bind(col!(tk, |t| t.output.clone()))
+            .bind(col!(tk, |t| &t.input))
+            .bind(col!(tk, |t| t.output.as_ref()))
             .bind(col!(tk, |t| t.reason.as_deref()))
             .bind(col!(tk, |t| t.worker_id.as_deref()))
             .bind(col!(tk, |t| t.scheduled_time))
