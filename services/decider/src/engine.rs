@@ -746,6 +746,10 @@ impl Shard {
                 Some(w) => Some(&w.state),
                 None => {
                     loaded = self.load(wf, false).await?;
+                    if let Some(w) = &loaded {
+                        // Only read here: back into the cache for the run's next command.
+                        self.cache_lock().insert(wf.clone(), w.state.clone());
+                    }
                     loaded.as_ref().map(|w| &w.state)
                 }
             };
@@ -778,7 +782,11 @@ impl Shard {
     /// The run of `workflow_id` from the cache, or the store on a miss — unless the
     /// command is a first start (`new_start`), whose run cannot be stored yet.
     async fn load(&self, workflow_id: &str, new_start: bool) -> Result<Option<Working>, Error> {
-        let cached = self.cache_lock().get(workflow_id).cloned();
+        // Taken out of the cache, not copied (a copy is the whole definition and every
+        // task's data, per command): the batch puts the state back after its commit
+        // (`remember`), and a batch that fails or changes nothing leaves it out, so the
+        // next command reads the run from the store, as after an eviction.
+        let cached = self.cache_lock().remove(workflow_id);
         let state = match cached {
             Some(s) => s,
             None if new_start => return Ok(None),
