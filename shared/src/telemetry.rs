@@ -254,10 +254,47 @@ pub fn now_micros() -> i64 {
 
 /// The context named by a `traceparent` value, if it is well formed.
 fn extract(traceparent: Option<&str>) -> Option<Context> {
-    let traceparent = traceparent.map(str::trim).filter(|s| !s.is_empty())?;
-    let carrier = HashMap::from([(TRACEPARENT.to_owned(), traceparent.to_owned())]);
-    let cx = TraceContextPropagator::new().extract(&carrier);
-    cx.span().span_context().is_valid().then_some(cx)
+    let span_context = remote_span_context(traceparent?)?;
+    Some(Context::current().with_remote_span_context(span_context))
+}
+
+/// The remote span a W3C `traceparent` value names, by the rules of OpenTelemetry's
+/// `TraceContextPropagator` (which a test holds this to), without its carrier: every
+/// message a service consumes is read this way several times, and the propagator's
+/// path costs a map and two strings each time.
+fn remote_span_context(traceparent: &str) -> Option<opentelemetry::trace::SpanContext> {
+    use opentelemetry::trace::{SpanContext, SpanId, TraceFlags, TraceId, TraceState};
+    /// The highest version the W3C format allows (255 is invalid).
+    const MAX_VERSION: u8 = 254;
+    let mut parts = traceparent.trim().split_terminator('-');
+    let (Some(version), Some(trace_id), Some(span_id), Some(flags)) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return None;
+    };
+    let version = u8::from_str_radix(version, 16).ok()?;
+    // Version 0 has exactly four parts; later versions may add more.
+    if version > MAX_VERSION || (version == 0 && parts.next().is_some()) {
+        return None;
+    }
+    let lower_hex = |s: &str| !s.bytes().any(|b| b.is_ascii_uppercase());
+    if !lower_hex(trace_id) || !lower_hex(span_id) {
+        return None;
+    }
+    let trace_id = TraceId::from_hex(trace_id).ok()?;
+    let span_id = SpanId::from_hex(span_id).ok()?;
+    let flags = u8::from_str_radix(flags, 16).ok()?;
+    if version == 0 && flags > 2 {
+        return None;
+    }
+    let span_context = SpanContext::new(
+        trace_id,
+        span_id,
+        TraceFlags::new(flags) & TraceFlags::SAMPLED,
+        true,
+        TraceState::default(),
+    );
+    span_context.is_valid().then_some(span_context)
 }
 
 /// Records the time a message spent in `queue` as a span `queue.wait` (from its publish
@@ -331,6 +368,45 @@ mod tests {
         let provider = SdkTracerProvider::builder().build();
         let layer = tracing_opentelemetry::layer().with_tracer(provider.tracer("test"));
         (Registry::default().with(layer), provider)
+    }
+
+    #[test]
+    fn traceparents_are_read_as_opentelemetrys_propagator_reads_them() {
+        let propagator = TraceContextPropagator::new();
+        let cases = [
+            PARENT,
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-02",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-03",
+            "  00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01  ",
+            "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00F067AA0BA902B7-01",
+            "00-00000000000000000000000000000000-00f067aa0ba902b7-01",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-extra",
+            "01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-09-extra",
+            "fe-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+            "ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7",
+            "00-abc-def-01",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-zz",
+            "0x-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-",
+            "00--00f067aa0ba902b7-01",
+            "",
+            "-",
+            "garbage",
+        ];
+        for case in cases {
+            let carrier = HashMap::from([(TRACEPARENT.to_owned(), case.to_owned())]);
+            let theirs = propagator.extract(&carrier);
+            let theirs = theirs.span().span_context().clone();
+            let ours = remote_span_context(case);
+            match ours {
+                Some(ours) => assert_eq!(ours, theirs, "{case:?}"),
+                None => assert!(!theirs.is_valid(), "{case:?}: the propagator reads it"),
+            }
+        }
     }
 
     /// Splits a `traceparent` into (version, trace id, span id, flags).
