@@ -456,12 +456,26 @@ impl RunState {
 
     /// The document `${...}` expressions are resolved against.
     pub fn expression_context(&self) -> Value {
+        self.expression_context_of(None)
+    }
+
+    /// [`Self::expression_context`] with only the members named in `roots` (from
+    /// `weft::dsl::expr::known_roots`), or all of them with `None`: what a template
+    /// reads, without copying every task's input and output for each one resolved.
+    pub fn expression_context_of(&self, roots: Option<&[String]>) -> Value {
+        let wanted = |name: &str| roots.is_none_or(|roots| roots.iter().any(|r| r == name));
         let mut ctx = Map::new();
         for t in &self.tasks {
+            if !wanted(&t.task_ref) {
+                continue;
+            }
             ctx.insert(
                 t.task_ref.clone(),
                 json!({ "input": t.input, "output": t.output.clone().unwrap_or(Value::Null) }),
             );
+        }
+        if !wanted("workflow") {
+            return Value::Object(ctx);
         }
         ctx.insert(
             "workflow".into(),
@@ -580,4 +594,67 @@ pub fn find_task<'a>(
 /// Whether tasks of this type are run by workers (as opposed to the decider).
 pub(crate) fn is_activity(task_type: &str) -> bool {
     weft::dsl::TaskType::parse(task_type).is_some_and(|k| k.is_activity())
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{json, Value};
+    use weft::dsl::expr;
+
+    use crate::history_builder::HistoryBuilder;
+
+    /// Resolving a template against the members its expressions name gives what the
+    /// whole context gives, and templates whose roots are unknown get the whole one.
+    #[test]
+    fn a_context_of_the_known_roots_resolves_as_the_whole_one() {
+        let definition = json!({
+            "name": "ctx", "version": 1,
+            "tasks": [
+                {"name": "a", "taskReferenceName": "t1", "type": "SIMPLE"},
+                {"name": "b", "taskReferenceName": "t2", "type": "SIMPLE"}
+            ]
+        });
+        let state = HistoryBuilder::started(definition, json!({"k": "x", "n": [1, 2], "key": "a"}))
+            .scheduled("t1", "a", json!({"in": 1}))
+            .completed("t1", json!({"a": {"x": 7}, "list": [{"v": 1}, {"v": 2}]}))
+            .scheduled("t2", "b", json!({"in": 2}))
+            .failed("t2", "boom")
+            .scheduled("t2", "b", json!({"in": 3}))
+            .completed("t2", json!({"second": true}))
+            .state();
+        let templates = [
+            json!({"x": "${workflow.input.k}", "y": "${t1.output.a.x}"}),
+            json!({"whole": "${t1.output}", "input": "${t2.input}", "latest": "${t2.output.second}"}),
+            json!({"bracket": "${$['t1'].output.list[1].v}", "dollar": "${$.workflow.input.n[0]}"}),
+            json!({"nested": "${t1.output.${workflow.input.key}}", "text": "id ${workflow.workflowId}!"}),
+            json!({"missing": "${nope.output}", "plain": 3, "list": ["${t1.input.in}", {"d": "${t2.input}"}]}),
+            json!({"wild": "${*.output}"}),
+            json!({"deep": "${$..x}"}),
+            json!({"filter": "${$.t1.output.list[?(@.v > 1)].v}"}),
+            json!({"var": "${workflow.variables}", "name": "${workflow.workflowType}"}),
+        ];
+        let whole = state.expression_context();
+        for template in templates {
+            let Value::Object(map) = &template else {
+                unreachable!()
+            };
+            let roots = expr::known_roots(map.values());
+            let part = state.expression_context_of(roots.as_deref());
+            assert_eq!(
+                expr::resolve(&template, &part),
+                expr::resolve(&template, &whole),
+                "{template} with roots {roots:?}"
+            );
+        }
+        assert_eq!(
+            expr::known_roots([&json!("${t1.output} ${workflow.input.${t2.output.k}}")]),
+            Some(vec![
+                "t1".to_owned(),
+                "workflow".to_owned(),
+                "t2".to_owned()
+            ])
+        );
+        assert_eq!(expr::known_roots([&json!("${*.output}")]), None);
+        assert_eq!(expr::known_roots([&json!("${$..x}")]), None);
+    }
 }

@@ -113,6 +113,48 @@ fn collect_roots(template: &Value, roots: &mut Vec<String>) {
     }
 }
 
+/// The roots (first path segments) every expression inside `values` reads, nested
+/// ones included, each once; `None` when the root of one of them cannot be known
+/// before run time (blank, a descendant path `$..x`, a wildcard or filter at the top,
+/// a root computed by a nested expression). With `Some`, resolving against a context
+/// holding only those roots gives what the whole context gives: the decider builds
+/// only that much of a run for each task's input instead of copying every task's data.
+pub fn known_roots<'a>(values: impl IntoIterator<Item = &'a Value>) -> Option<Vec<String>> {
+    fn walk(value: &Value, roots: &mut Vec<String>) -> Option<()> {
+        match value {
+            Value::String(s) => in_str(s, 0, roots),
+            Value::Array(items) => items.iter().try_for_each(|v| walk(v, roots)),
+            Value::Object(map) => map.values().try_for_each(|v| walk(v, roots)),
+            _ => Some(()),
+        }
+    }
+    fn in_str(s: &str, depth: usize, roots: &mut Vec<String>) -> Option<()> {
+        if depth > MAX_NESTING {
+            return None;
+        }
+        for piece in split(s) {
+            if let Piece::Expr(body) = piece {
+                let root = root(&body)?;
+                // Only a plain name selects one member of the context; anything else
+                // (`*`, a filter, a slice) may read several.
+                if root.contains(['*', '?', '(', ')', '@', ':', ',', '$', '[', ']']) {
+                    return None;
+                }
+                if !roots.contains(&root) {
+                    roots.push(root);
+                }
+                in_str(&body, depth + 1, roots)?;
+            }
+        }
+        Some(())
+    }
+    let mut roots = Vec::new();
+    for value in values {
+        walk(value, &mut roots)?;
+    }
+    Some(roots)
+}
+
 /// Every expression inside one string with its root, nested ones included (an outer
 /// expression first, then the ones inside it). Expressions whose root cannot be known
 /// before run time (blank, or itself computed by a nested expression) are left out.

@@ -311,9 +311,10 @@ pub(crate) fn workflow_output(state: &RunState) -> Value {
             .and_then(|t| t.output.clone())
             .unwrap_or_else(|| Value::Object(Map::new()));
     }
+    let roots = weft::dsl::expr::known_roots(def.output_parameters.values());
     weft::dsl::expr::resolve(
         &Value::Object(def.output_parameters.clone()),
-        &state.expression_context(),
+        &state.expression_context_of(roots.as_deref()),
     )
 }
 

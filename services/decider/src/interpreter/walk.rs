@@ -644,13 +644,20 @@ impl<'a> Walker<'a> {
 
     /// The task's input, resolved against the run (with `CPEWF_TASK_ID`).
     pub(super) fn input(&self, task: &WorkflowTask, attempt: i32) -> Value {
-        let context = self.context(task, attempt);
+        let roots = expr::known_roots(task.input_parameters.values());
+        let context = self.context_of(task, attempt, roots.as_deref());
         expr::resolve(&Value::Object(task.input_parameters.clone()), &context)
     }
 
     /// What the task's expressions read: the run, `CPEWF_TASK_ID`, and the loop it is in.
     pub(super) fn context(&self, task: &WorkflowTask, attempt: i32) -> Value {
-        let mut context = self.state.expression_context();
+        self.context_of(task, attempt, None)
+    }
+
+    /// [`Self::context`] with the run's members limited to `roots` (see
+    /// `RunState::expression_context_of`); the task id and the loop are always there.
+    fn context_of(&self, task: &WorkflowTask, attempt: i32, roots: Option<&[String]>) -> Value {
+        let mut context = self.state.expression_context_of(roots);
         if let Value::Object(map) = &mut context {
             map.insert(
                 expr::TASK_ID_VARIABLE.to_owned(),
