@@ -897,6 +897,13 @@ impl Event {
         serde_json::to_value(AttributesOf(self)).unwrap_or(Value::Null)
     }
 
+    /// [`Self::attributes`] as JSON text, serialized straight from the event.
+    pub fn attributes_text(&self) -> String {
+        // Only string-keyed maps are serialized, which cannot fail; `null` is what
+        // `attributes` gives in that case too.
+        serde_json::to_string(&AttributesOf(self)).unwrap_or_else(|_| "null".to_owned())
+    }
+
     /// Rebuilds an event from its stored `type` and `attributes`.
     pub fn from_parts(kind: &str, attributes: Value) -> crate::Result<Self> {
         Ok(serde_json::from_value(
@@ -1292,6 +1299,12 @@ mod tests {
             let direct = serde_json::to_vec(&AttributesOf(&ev)).unwrap();
             assert_eq!(
                 serde_json::from_slice::<Value>(&direct).unwrap(),
+                tagged["attributes"],
+                "{}",
+                ev.kind()
+            );
+            assert_eq!(
+                serde_json::from_str::<Value>(&ev.attributes_text()).unwrap(),
                 tagged["attributes"],
                 "{}",
                 ev.kind()

@@ -94,21 +94,22 @@ pub fn has_expression(s: &str) -> bool {
 /// task references of the definition.
 pub fn references(template: &Value) -> Vec<String> {
     let mut roots: Vec<String> = Vec::new();
-    collect_roots(template, &mut roots);
+    each_string(template, &mut |s| {
+        for r in references_in_str(s) {
+            if !roots.contains(&r.root) {
+                roots.push(r.root);
+            }
+        }
+    });
     roots
 }
 
-fn collect_roots(template: &Value, roots: &mut Vec<String>) {
+/// Calls `visit` with every string inside `template`, in the order it is walked.
+fn each_string(template: &Value, visit: &mut dyn FnMut(&str)) {
     match template {
-        Value::String(s) => {
-            for r in references_in_str(s) {
-                if !roots.contains(&r.root) {
-                    roots.push(r.root);
-                }
-            }
-        }
-        Value::Array(items) => items.iter().for_each(|v| collect_roots(v, roots)),
-        Value::Object(map) => map.values().for_each(|v| collect_roots(v, roots)),
+        Value::String(s) => visit(s),
+        Value::Array(items) => items.iter().for_each(|v| each_string(v, visit)),
+        Value::Object(map) => map.values().for_each(|v| each_string(v, visit)),
         _ => {}
     }
 }
@@ -120,39 +121,26 @@ fn collect_roots(template: &Value, roots: &mut Vec<String>) {
 /// holding only those roots gives what the whole context gives: the decider builds
 /// only that much of a run for each task's input instead of copying every task's data.
 pub fn known_roots<'a>(values: impl IntoIterator<Item = &'a Value>) -> Option<Vec<String>> {
-    fn walk(value: &Value, roots: &mut Vec<String>) -> Option<()> {
-        match value {
-            Value::String(s) => in_str(s, 0, roots),
-            Value::Array(items) => items.iter().try_for_each(|v| walk(v, roots)),
-            Value::Object(map) => map.values().try_for_each(|v| walk(v, roots)),
-            _ => Some(()),
-        }
-    }
-    fn in_str(s: &str, depth: usize, roots: &mut Vec<String>) -> Option<()> {
-        if depth > MAX_NESTING {
-            return None;
-        }
-        for piece in split(s) {
-            if let Piece::Expr(body) = piece {
-                let root = root(&body)?;
+    let mut roots: Vec<String> = Vec::new();
+    let mut all_known = true;
+    for value in values {
+        each_string(value, &mut |s| {
+            let mut found = Vec::new();
+            all_known &= references_rec(s, 0, &mut found);
+            for r in found {
                 // Only a plain name selects one member of the context; anything else
                 // (`*`, a filter, a slice) may read several.
-                if root.contains(['*', '?', '(', ')', '@', ':', ',', '$', '[', ']']) {
-                    return None;
+                if r.root
+                    .contains(['*', '?', '(', ')', '@', ':', ',', '$', '[', ']'])
+                {
+                    all_known = false;
+                } else if !roots.contains(&r.root) {
+                    roots.push(r.root);
                 }
-                if !roots.contains(&root) {
-                    roots.push(root);
-                }
-                in_str(&body, depth + 1, roots)?;
             }
-        }
-        Some(())
+        });
     }
-    let mut roots = Vec::new();
-    for value in values {
-        walk(value, &mut roots)?;
-    }
-    Some(roots)
+    all_known.then_some(roots)
 }
 
 /// Every expression inside one string with its root, nested ones included (an outer
@@ -164,21 +152,26 @@ pub fn references_in_str(s: &str) -> Vec<Reference> {
     out
 }
 
-fn references_rec(s: &str, depth: usize, out: &mut Vec<Reference>) {
+/// [`references_in_str`] from nesting `depth`; `false` when an expression was left out
+/// (its root unknown, or nested too deep to be read).
+fn references_rec(s: &str, depth: usize, out: &mut Vec<Reference>) -> bool {
     if depth > MAX_NESTING {
-        return;
+        return false;
     }
+    let mut all_known = true;
     for piece in split(s) {
         if let Piece::Expr(body) = piece {
-            if let Some(root) = root(&body) {
-                out.push(Reference {
+            match root(&body) {
+                Some(root) => out.push(Reference {
                     expression: format!("${{{body}}}"),
                     root,
-                });
+                }),
+                None => all_known = false,
             }
-            references_rec(&body, depth + 1, out);
+            all_known &= references_rec(&body, depth + 1, out);
         }
     }
+    all_known
 }
 
 /// The first segment of one expression body (the text between `${` and `}`):

@@ -53,6 +53,11 @@ impl Waiting {
         self.1.load(Ordering::Relaxed)
     }
 
+    /// A call on this channel ended without its reply.
+    fn mark_missed(&self) {
+        self.1.store(true, Ordering::Relaxed);
+    }
+
     /// Registers a waiter; `false` when the channel is already gone.
     fn insert(&self, correlation_id: String, waiter: Waiter) -> bool {
         match self.lock().as_mut() {
@@ -84,7 +89,7 @@ impl Drop for Registration<'_> {
     fn drop(&mut self) {
         if self.waiting.remove(self.correlation_id).is_some() {
             // No reply came: the next call takes a new channel (see `Replies::route`).
-            self.waiting.1.store(true, Ordering::Relaxed);
+            self.waiting.mark_missed();
         }
     }
 }

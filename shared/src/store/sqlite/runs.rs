@@ -149,7 +149,7 @@ fn write_all(tx: &rusqlite::Transaction<'_>, batches: &[&CommitBatch]) -> Result
                 e.event_id,
                 e.event.kind(),
                 ts(e.time),
-                attributes_text(&e.event)
+                e.event.attributes_text()
             ])?;
         }
     }
@@ -317,13 +317,4 @@ fn write_all(tx: &rusqlite::Transaction<'_>, batches: &[&CommitBatch]) -> Result
         }
     }
     Ok(())
-}
-
-/// An event's attributes as JSON text, serialized straight from the event (as
-/// [`Event::attributes`] would give them, without the `Value` in between).
-fn attributes_text(event: &crate::messages::Event) -> String {
-    // Only string-keyed maps are serialized here, which cannot fail; `null` is what
-    // `Event::attributes` stores in that case too.
-    serde_json::to_string(&crate::messages::AttributesOf(event))
-        .unwrap_or_else(|_| "null".to_owned())
 }
