@@ -113,6 +113,19 @@ pub(crate) fn map_or_empty(v: Option<Value>) -> Value {
     }
 }
 
+/// Conductor's `taskType` and `taskDefName` of a stored task's type and name. A worker
+/// task's type is its name (SimpleTaskMapper), as the poll answer says; a fork, static
+/// or dynamic, is a `FORK` task, and forks and joins are named after their type
+/// (ForkJoinTaskMapper, ForkJoinDynamicTaskMapper, JoinTaskMapper).
+pub(crate) fn conductor_type(task_type: String, task_name: String) -> (String, String) {
+    match task_type.as_str() {
+        "SIMPLE" => (task_name.clone(), task_name),
+        "FORK_JOIN" | "FORK_JOIN_DYNAMIC" => ("FORK".to_owned(), "FORK".to_owned()),
+        "JOIN" => (task_type.clone(), task_type),
+        _ => (task_type, task_name),
+    }
+}
+
 impl Task {
     /// A task row of a run of `workflow_name`.
     pub fn from_row(row: TaskView, workflow_name: &str) -> Self {
@@ -123,16 +136,11 @@ impl Task {
             .and_then(|o| o.get("subWorkflowId"))
             .and_then(Value::as_str)
             .map(str::to_owned);
-        // Conductor's `taskType` of a worker task is its name (SimpleTaskMapper), as
-        // the poll answer already says.
-        let task_type = match row.task_type.as_str() {
-            "SIMPLE" => row.task_name.clone(),
-            _ => row.task_type,
-        };
+        let (task_type, task_def_name) = conductor_type(row.task_type, row.task_name);
         Self {
             task_id: row.task_id,
             task_type,
-            task_def_name: row.task_name,
+            task_def_name,
             reference_task_name: row.task_ref,
             status: row.status,
             input_data: map_or_empty(Some(row.input)),

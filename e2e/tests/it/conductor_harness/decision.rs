@@ -10,8 +10,7 @@ use super::{
 
 const DECISION_WF: &str = "DecisionWorkflow";
 const COND_TASK_WF: &str = "ConditionalTaskWF";
-// As the spec's setup, which also registers its fork feature's definition (not
-// ported: docs/conductor-harness.md).
+// As the spec's setup.
 const FILES: [&str; 3] = [
     "simple_decision_task_integration_test.json",
     "decision_and_fork_join_integration_test.json",
@@ -122,4 +121,9 @@ async fn test_three_case_condition_execution_of_a_conditional_workflow() {
     task_is(&wf, 2, "DECISION", "COMPLETED");
     assert_eq!(tasks(&wf)[2]["outputData"]["caseOutput"], json!(["notify"]));
     task_is(&wf, 3, "integration_task_4", "COMPLETED");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn test_a_workflow_that_has_a_decision_task_that_leads_to_a_fork_join() {
+    super::switch_leading_to_a_fork_join(&FILES, "DECISION").await;
 }

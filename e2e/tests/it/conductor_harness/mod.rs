@@ -138,3 +138,41 @@ pub(crate) async fn poll_and_complete(
     );
     task
 }
+
+/// SwitchTaskSpec's and DecisionTaskSpec's "a workflow that has a `switch_type` task that
+/// leads to a fork join" (`ForkConditionalTest`): the same steps, with the fork's first
+/// branch opening with a SWITCH or a DECISION.
+pub(crate) async fn switch_leading_to_a_fork_join(files: &[&str], switch_type: &str) {
+    let suite = setup(files).await;
+    let input = json!({"param1": "p1", "param2": "p2", "case": "c"});
+    let correlation_id = format!("{}_forkjoin", switch_type.to_lowercase());
+    let id = start_correlated(&suite, "ForkConditionalTest", &correlation_id, input).await;
+    let wf = wait_for_state(&suite, &id, "RUNNING", 5).await;
+    task_is(&wf, 0, "FORK", "COMPLETED");
+    task_is(&wf, 1, switch_type, "COMPLETED");
+    task_is(&wf, 2, "integration_task_1", "SCHEDULED");
+    task_is(&wf, 3, "integration_task_10", "SCHEDULED");
+    task_is(&wf, 4, "JOIN", "IN_PROGRESS");
+
+    complete_as_task1_worker(&suite, "integration_task_1").await;
+    complete_as_task1_worker(&suite, "integration_task_10").await;
+    let wf = wait_for_state(&suite, &id, "RUNNING", 6).await;
+    task_is(&wf, 2, "integration_task_1", "COMPLETED");
+    task_is(&wf, 3, "integration_task_10", "COMPLETED");
+    task_is(&wf, 4, "JOIN", "IN_PROGRESS");
+    assert_eq!(tasks(&wf)[4]["inputData"]["joinOn"], json!(["t20", "t10"]));
+    task_is(&wf, 5, "integration_task_2", "SCHEDULED");
+
+    complete_as_task1_worker(&suite, "integration_task_2").await;
+    let wf = wait_for_state(&suite, &id, "RUNNING", 7).await;
+    task_is(&wf, 4, "JOIN", "IN_PROGRESS");
+    assert_eq!(tasks(&wf)[4]["inputData"]["joinOn"], json!(["t20", "t10"]));
+    task_is(&wf, 5, "integration_task_2", "COMPLETED");
+    task_is(&wf, 6, "integration_task_20", "SCHEDULED");
+
+    complete_as_task1_worker(&suite, "integration_task_20").await;
+    let wf = wait_for_state(&suite, &id, "COMPLETED", 7).await;
+    task_is(&wf, 4, "JOIN", "COMPLETED");
+    assert_eq!(tasks(&wf)[4]["inputData"]["joinOn"], json!(["t20", "t10"]));
+    task_is(&wf, 6, "integration_task_20", "COMPLETED");
+}

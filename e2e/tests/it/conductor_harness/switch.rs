@@ -11,8 +11,7 @@ use super::{
 const SWITCH_WF: &str = "SwitchWorkflow";
 const COND_TASK_WF: &str = "ConditionalTaskWF";
 const SWITCH_NODEFAULT_WF: &str = "SwitchWithNoDefaultCaseWF";
-// As the spec's setup, which also registers its fork feature's definition (not
-// ported: docs/conductor-harness.md).
+// As the spec's setup.
 const FILES: [&str; 4] = [
     "simple_switch_task_integration_test.json",
     "switch_and_fork_join_integration_test.json",
@@ -166,4 +165,9 @@ async fn test_switch_with_no_default_case_workflow() {
     let wf = wait_for_state(&suite, &id, "COMPLETED", 2).await;
     task_is(&wf, 0, "SWITCH", "COMPLETED");
     task_is(&wf, 1, "integration_task_2", "COMPLETED");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn test_a_workflow_that_has_a_switch_task_that_leads_to_a_fork_join() {
+    super::switch_leading_to_a_fork_join(&FILES, "SWITCH").await;
 }

@@ -3,10 +3,18 @@
 use serde_json::json;
 
 use crate::sim::Sim;
-use crate::state::RunStatus;
+use crate::state::{RunStatus, TaskStatus};
 
 fn simple(r: &str) -> serde_json::Value {
     json!({"name": r, "taskReferenceName": r, "type": "SIMPLE"})
+}
+
+/// The status the newest task of `task_ref` shows in its `tasks` row (a task the decider
+/// works on is IN_PROGRESS there).
+fn row_status(sim: &Sim, task_ref: &str) -> String {
+    sim.state
+        .task_record(sim.state.latest(task_ref).unwrap())
+        .status
 }
 
 #[test]
@@ -82,6 +90,21 @@ fn fork_runs_branches_side_by_side_and_join_waits_for_all() {
         simple("after")]});
     let mut sim = Sim::start(def, json!({}));
     assert_eq!(sim.pending(), vec!["a", "b"]);
+    // As Conductor lists them: the fork, each branch's first task, the JOIN waiting.
+    assert_eq!(
+        sim.trail(),
+        vec![
+            ("f".into(), "FORK_JOIN".into(), "COMPLETED"),
+            ("a".into(), "SIMPLE".into(), "SCHEDULED"),
+            ("b".into(), "SIMPLE".into(), "SCHEDULED"),
+            ("j".into(), "JOIN".into(), "SCHEDULED"),
+        ]
+    );
+    assert_eq!(row_status(&sim, "j"), "IN_PROGRESS");
+    assert_eq!(
+        sim.state.latest("j").unwrap().input,
+        json!({"joinOn": ["a2", "b"]})
+    );
     sim.complete("b", json!({"b": 1}));
     assert_eq!(sim.pending(), vec!["a"]);
     sim.complete("a", json!({}));
@@ -90,13 +113,68 @@ fn fork_runs_branches_side_by_side_and_join_waits_for_all() {
         vec!["a2"],
         "a branch goes on while the other is done"
     );
-    assert!(sim.state.latest("j").is_none(), "the join waits");
+    assert_eq!(row_status(&sim, "j"), "IN_PROGRESS", "the join waits");
     sim.complete("a2", json!({"a2": 2}));
-    assert_eq!(
-        sim.state.latest("j").unwrap().output,
-        Some(json!({"a2": {"a2": 2}, "b": {"b": 1}}))
-    );
+    let join = sim.state.latest("j").unwrap();
+    assert_eq!(join.status, TaskStatus::Completed);
+    assert_eq!(join.output, Some(json!({"a2": {"a2": 2}, "b": {"b": 1}})));
     assert_eq!(sim.pending(), vec!["after"]);
+    assert_eq!(
+        sim.state.tasks.iter().filter(|t| t.task_ref == "j").count(),
+        1,
+        "the join started is the join completed"
+    );
+}
+
+#[test]
+fn a_forks_branches_are_listed_in_branch_order_after_the_tasks_the_decider_runs() {
+    // SwitchTaskSpec's "switch task that leads to a fork join": the first branch opens
+    // with a SWITCH, the second with a worker task.
+    let def = json!({"name": "w", "tasks": [
+        {"name": "f", "taskReferenceName": "f", "type": "FORK_JOIN", "forkTasks": [
+            [{"name": "sw", "taskReferenceName": "sw", "type": "SWITCH",
+              "evaluatorType": "value-param", "expression": "k",
+              "inputParameters": {"k": "c"},
+              "decisionCases": {"c": [simple("t1")]}}],
+            [simple("t10")]]},
+        {"name": "j", "taskReferenceName": "j", "type": "JOIN", "joinOn": ["sw", "t10"]}]});
+    let sim = Sim::start(def, json!({}));
+    let refs: Vec<String> = sim.trail().into_iter().map(|(r, _, _)| r).collect();
+    assert_eq!(refs, vec!["f", "sw", "t1", "t10", "j"]);
+}
+
+#[test]
+fn a_join_canceled_with_its_run_starts_again_when_the_run_is_retried() {
+    let def = json!({"name": "w", "tasks": [
+        {"name": "f", "taskReferenceName": "f", "type": "FORK_JOIN",
+         "forkTasks": [[simple("a")], [simple("b")]]},
+        {"name": "j", "taskReferenceName": "j", "type": "JOIN", "joinOn": ["a", "b"]}]});
+    let mut sim = Sim::start(def, json!({}));
+    sim.complete("b", json!({}));
+    sim.fail("a", "boom");
+    assert_eq!(sim.state.status, RunStatus::Failed);
+    assert_eq!(sim.state.latest("j").unwrap().status, TaskStatus::Canceled);
+    // Conductor's retry: a reset to the failed task.
+    let mut retried = sim.reset(&weft::messages::Reset {
+        op: weft::messages::Operation::default(),
+        target: weft::messages::ResetTarget::Ref {
+            task_ref: "a".into(),
+            iteration: None,
+        },
+        new_run_id: uuid::Uuid::from_u128(7),
+        reason: None,
+        workflow_input: None,
+    });
+    // The reset goes back to where `a` was scheduled: `b`, scheduled after it, runs again.
+    assert_eq!(retried.pending(), vec!["a", "b"]);
+    assert_eq!(row_status(&retried, "j"), "IN_PROGRESS");
+    retried
+        .complete("b", json!({}))
+        .complete("a", json!({"a": 1}));
+    assert_eq!(retried.state.status, RunStatus::Completed);
+    let join = retried.state.latest("j").unwrap();
+    assert_eq!(join.status, TaskStatus::Completed);
+    assert_eq!(join.output, Some(json!({"a": {"a": 1}, "b": {}})));
 }
 
 #[test]
@@ -113,7 +191,8 @@ fn nested_forks_work() {
     pending.sort();
     assert_eq!(pending, vec!["x", "y", "z"]);
     sim.complete("x", json!({})).complete("z", json!({}));
-    assert!(sim.state.latest("gj").is_none());
+    assert_eq!(row_status(&sim, "gj"), "IN_PROGRESS");
+    assert_eq!(row_status(&sim, "j"), "IN_PROGRESS");
     sim.complete("y", json!({}));
     assert_eq!(sim.state.status, RunStatus::Completed);
 }
@@ -625,8 +704,13 @@ fn dynamic_fork_runs_the_tasks_its_input_lists_and_the_join_waits_for_all() {
     let mut sim = Sim::start(def, input);
     assert_eq!(sim.pending(), vec!["x1", "y1"]);
     assert_eq!(sim.state.latest("y1").unwrap().input, json!({"n": 2}));
+    assert_eq!(row_status(&sim, "join"), "IN_PROGRESS");
+    assert_eq!(
+        sim.state.latest("join").unwrap().input,
+        json!({"joinOn": ["x1", "y1"]})
+    );
     sim.complete("y1", json!({"y": true}));
-    assert!(sim.state.latest("join").is_none());
+    assert_eq!(row_status(&sim, "join"), "IN_PROGRESS");
     sim.complete("x1", json!({"x": true}));
     assert_eq!(
         sim.state.latest("join").unwrap().output,

@@ -45,23 +45,19 @@ impl Walker<'_> {
                 Err(why) => fail(task, format!("task {:?}: {why}", task.task_reference_name)),
             };
         }
-        let mut decisions = Vec::new();
-        let mut all_done = true;
+        let mut branches = Vec::new();
         for branch in self.recorded_branches(task) {
             match self.task(&branch) {
                 Flow::Done => {}
-                Flow::Waiting(d) => {
-                    all_done = false;
-                    decisions.extend(d);
-                }
+                Flow::Waiting(d) => branches.push(d),
                 Flow::Stop(_) if tolerate_failures => {}
                 stop @ Flow::Stop(_) => return stop,
             }
         }
-        if all_done {
+        if branches.is_empty() {
             Flow::Done
         } else {
-            Flow::Waiting(decisions)
+            Flow::Waiting(super::walk::settle_first(branches))
         }
     }
 

@@ -77,14 +77,7 @@ impl<'a> Walker<'a> {
                     let refs = self.forked_refs(fork);
                     match super::dynamic::success_percent(task) {
                         Some(percent) => self.group_join(task, &refs, percent),
-                        None => {
-                            let latest = self
-                                .state
-                                .latest_at(&task.task_reference_name, self.iteration);
-                            self.system(task, TaskType::Join, latest, |w| {
-                                (w.outputs_of(&refs), None)
-                            })
-                        }
+                        None => self.join(task, &refs),
                     }
                 }
                 (Some(TaskType::ForkJoinDynamic), _) => {
@@ -92,17 +85,34 @@ impl<'a> Walker<'a> {
                     let latest = self
                         .state
                         .latest_at(&task.task_reference_name, self.iteration);
-                    self.dynamic_fork(task, latest, group)
-                }
-                (Some(TaskType::ForkJoin), _) => match (self.task(task), next.map(join_on)) {
-                    (Flow::Waiting(rest), Some(refs))
-                        if !refs.is_empty() && self.all_finished(&refs) =>
-                    {
-                        background.get_or_insert_with(Vec::new).extend(rest);
-                        Flow::Done
+                    match self.dynamic_fork(task, latest, group) {
+                        // A group JOIN (`successPercent`) is recorded when it judges.
+                        Flow::Waiting(branches) if !group => match next {
+                            Some(join) => {
+                                let refs = self.forked_refs(task);
+                                Flow::Waiting(self.with_join_started(branches, join, &refs))
+                            }
+                            None => Flow::Waiting(branches),
+                        },
+                        flow => flow,
                     }
-                    (flow, _) => flow,
-                },
+                }
+                (Some(TaskType::ForkJoin), _) => {
+                    let join = next.filter(|n| n.task_type() == Some(TaskType::Join));
+                    let refs = join.map(join_on).unwrap_or_default();
+                    match (self.task(task), join) {
+                        (Flow::Waiting(rest), Some(_))
+                            if !refs.is_empty() && self.all_finished(&refs) =>
+                        {
+                            background.get_or_insert_with(Vec::new).extend(rest);
+                            Flow::Done
+                        }
+                        (Flow::Waiting(branches), Some(join)) => {
+                            Flow::Waiting(self.with_join_started(branches, join, &refs))
+                        }
+                        (flow, _) => flow,
+                    }
+                }
                 _ => self.task(task),
             };
             match flow {
@@ -208,7 +218,7 @@ impl<'a> Walker<'a> {
             }
             TaskType::Decision | TaskType::Switch => self.switch(task, kind, latest),
             TaskType::ForkJoin => self.fork(task, latest),
-            TaskType::Join => self.system(task, kind, latest, |w| (w.join_output(task), None)),
+            TaskType::Join => self.join(task, &join_on(task)),
             TaskType::SetVariable => self.system(task, kind, latest, |w| {
                 let input = w.input(task, 1);
                 let vars = input.as_object().cloned().unwrap_or_default();
@@ -532,23 +542,79 @@ impl<'a> Walker<'a> {
                 None,
             )]);
         }
-        let mut decisions = Vec::new();
-        let mut all_done = true;
+        let mut branches = Vec::new();
         for branch in task.fork_tasks.iter().flatten() {
             match self.list(branch) {
                 Flow::Done => {}
-                Flow::Waiting(d) => {
-                    all_done = false;
-                    decisions.extend(d);
-                }
+                Flow::Waiting(d) => branches.push(d),
                 stop @ Flow::Stop(_) => return stop,
             }
         }
-        if all_done {
+        if branches.is_empty() {
             Flow::Done
         } else {
-            Flow::Waiting(decisions)
+            Flow::Waiting(settle_first(branches))
         }
+    }
+
+    /// A JOIN reached once the tasks it waits for are done: completes with their
+    /// outputs. It was started IN_PROGRESS when its fork's branches were scheduled (as
+    /// Conductor shows it); a fork whose branches finished within one decision has it
+    /// recorded complete at once.
+    pub(super) fn join(&self, task: &WorkflowTask, refs: &[String]) -> Flow {
+        let latest = self
+            .state
+            .latest_at(&task.task_reference_name, self.iteration)
+            .filter(|t| t.status != TaskStatus::Canceled);
+        match latest {
+            None => {
+                let input = join_input(refs);
+                let output = self.outputs_of(refs);
+                Flow::Waiting(vec![self.complete(
+                    task,
+                    TaskType::Join,
+                    input,
+                    output,
+                    None,
+                )])
+            }
+            Some(t) if t.status.is_pending() => {
+                Flow::Waiting(vec![Decision::CompleteStartedTask {
+                    task_id: t.task_id,
+                    task_ref: t.task_ref.clone(),
+                    output: self.outputs_of(refs),
+                }])
+            }
+            Some(_) => Flow::Done,
+        }
+    }
+
+    /// `branches`' decisions, followed by the start of the fork's `join` (IN_PROGRESS,
+    /// `{joinOn}` as its input) once the branches have settled on what they wait for and
+    /// the JOIN has not started yet: Conductor lists a fork's tasks as the FORK, each
+    /// branch's first tasks in branch order, then the JOIN.
+    fn with_join_started(
+        &self,
+        mut branches: Vec<Decision>,
+        join: &WorkflowTask,
+        refs: &[String],
+    ) -> Vec<Decision> {
+        let started = self
+            .state
+            .latest_at(&join.task_reference_name, self.iteration)
+            .is_some_and(|t| t.status != TaskStatus::Canceled);
+        if started || branches.iter().any(moves_on_at_once) {
+            return branches;
+        }
+        branches.push(Decision::StartSystemTask {
+            task_id: self.task_id(join, 1),
+            task_ref: join.task_reference_name.clone(),
+            task_type: TaskType::Join.as_str().to_owned(),
+            task_name: join.name.clone(),
+            input: join_input(refs),
+            iteration: self.iteration,
+        });
+        branches
     }
 
     /// TERMINATE: ends the run with `terminationStatus`, `terminationReason`, `workflowOutput`.
@@ -621,11 +687,6 @@ impl<'a> Walker<'a> {
             variables,
             iteration: self.iteration,
         }
-    }
-
-    /// JOIN's output: each joined task's output under its ref.
-    fn join_output(&self, task: &WorkflowTask) -> Value {
-        self.outputs_of(&join_on(task))
     }
 
     /// `{ref: output}` of the newest task of each ref.
@@ -705,6 +766,37 @@ fn child_definition(task: &WorkflowTask) -> Result<weft::dsl::WorkflowDef, Strin
                 .unwrap_or_default()
         )),
     }
+}
+
+/// A JOIN's input, as Conductor's: `{"joinOn": [refs]}`.
+fn join_input(refs: &[String]) -> Value {
+    json!({ "joinOn": refs })
+}
+
+/// Whether a decision records a task that the decider finishes (or starts the body of)
+/// itself, so that the next walk of its branch goes further in the same interpreter run.
+fn moves_on_at_once(d: &Decision) -> bool {
+    !matches!(
+        d,
+        Decision::ScheduleTask { .. }
+            | Decision::StartTimer { .. }
+            | Decision::StartChild { .. }
+            | Decision::PublishEvent { .. }
+    )
+}
+
+/// The decisions of a fork's branches (one list per branch, in branch order). While some
+/// branch records tasks the decider finishes at once (a SWITCH, an INLINE), only those go
+/// now and the others' wait for the next round of the same decision: so each branch's
+/// first tasks are listed in branch order, as Conductor lists them, instead of the last
+/// branch's worker task before the first branch's SWITCH and its case.
+pub(super) fn settle_first(branches: Vec<Vec<Decision>>) -> Vec<Decision> {
+    let settling = branches.iter().flatten().any(moves_on_at_once);
+    branches
+        .into_iter()
+        .flatten()
+        .filter(|d| !settling || moves_on_at_once(d))
+        .collect()
 }
 
 /// A JOIN's `joinOn` refs (empty for anything else).

@@ -106,16 +106,12 @@ impl Task {
             workflow_name,
             correlation_id,
         } = row;
-        let task_type = if t.task_type == "SIMPLE" {
-            t.task_name.clone()
-        } else {
-            t.task_type
-        };
+        let (task_type, task_def_name) = crate::views::conductor_type(t.task_type, t.task_name);
         let done = !PENDING.contains(&t.status.as_str());
         Self {
             task_id: t.task_id,
             task_type,
-            task_def_name: t.task_name,
+            task_def_name,
             reference_task_name: t.task_ref,
             status: t.status,
             input_data: map_or_empty(Some(t.input)),
