@@ -82,11 +82,16 @@ pub fn table(rows: &[Vec<String>], indent: &str) -> String {
     out
 }
 
-/// A task's reference name, with its loop iteration when it has one (`body#2`).
+/// A task's reference name, with its loop iteration when it has one (`body#2`; the
+/// gateway names a loop task as Conductor does, `body__2`).
 pub fn task_label(task: &Value) -> String {
     let reference = text(task, "referenceTaskName");
     match task["iteration"].as_i64() {
-        Some(i) if i > 0 => format!("{reference}#{i}"),
+        Some(i) if i > 0 => {
+            let suffix = format!("__{i}");
+            let plain = reference.strip_suffix(&suffix).unwrap_or(reference);
+            format!("{plain}#{i}")
+        }
         _ => reference.to_owned(),
     }
 }
@@ -606,6 +611,11 @@ mod tests {
         assert_eq!(
             progress_line(&task("body", "count", "IN_PROGRESS", 2)),
             "  IN_PROGRESS body#2 (count)"
+        );
+        assert_eq!(
+            progress_line(&task("body__2", "count", "IN_PROGRESS", 2)),
+            "  IN_PROGRESS body#2 (count)",
+            "the gateway's Conductor name of a loop task"
         );
         let mut failed = task("s", "shout", "FAILED", 0);
         failed["reasonForIncompletion"] = json!("boom");

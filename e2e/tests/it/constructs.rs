@@ -179,8 +179,13 @@ async fn do_while_loops_and_a_javascript_switch_picks_the_branch(suite: Suite) {
         .as_array()
         .unwrap()
         .iter()
-        .filter(|t| t["referenceTaskName"] == "c")
-        .map(|t| t["iteration"].as_i64().unwrap_or_default())
+        .filter(|t| t["taskDefName"] == "count")
+        .map(|t| {
+            let i = t["iteration"].as_i64().unwrap_or_default();
+            // Named as Conductor names a loop task: with its iteration.
+            assert_eq!(t["referenceTaskName"], format!("c__{i}"), "{t}");
+            i
+        })
         .collect();
     assert_eq!(iterations, vec![1, 2, 3], "one task record per iteration");
 }

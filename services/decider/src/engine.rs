@@ -1490,6 +1490,14 @@ fn append(w: &mut Working, event: Event) -> Result<(), Error> {
     if let Some(id) = task_id {
         w.touched.insert(id);
     }
+    // A loop's row shows the iteration its body is in: a body task scheduled in a loop
+    // iteration may start the next one.
+    if matches!(&stored.event, Event::TaskScheduled(s) if s.iteration > 0) {
+        let loops = w.state.tasks.iter().filter(|t| {
+            t.status.is_pending() && t.task_type == weft::dsl::TaskType::DoWhile.as_str()
+        });
+        w.touched.extend(loops.map(|t| t.task_id));
+    }
     // A run-ending event cancels what was waiting: those rows change too, and what
     // ended without its result is stopped.
     let with_result = match &stored.event {

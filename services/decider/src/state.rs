@@ -4,7 +4,7 @@
 use chrono::{DateTime, Utc};
 use serde_json::{json, Map, Value};
 use uuid::Uuid;
-use weft::dsl::WorkflowDef;
+use weft::dsl::{TaskType, WorkflowDef};
 use weft::messages::Event;
 use weft::store::runs::{RunRecord, StoredEvent, TaskRecord};
 
@@ -543,6 +543,21 @@ impl RunState {
         }
     }
 
+    /// The iteration (from 1) the body of the DO_WHILE task `t` is in: the highest of its
+    /// body's tasks scheduled since the loop started; 0 before the first.
+    pub fn loop_iteration(&self, t: &TaskState) -> i32 {
+        let Some(node) = find_task(&self.definition.tasks, &t.task_ref) else {
+            return 0;
+        };
+        let body = subtree_refs(node.loop_over.as_deref().unwrap_or_default());
+        self.tasks
+            .iter()
+            .filter(|x| x.seq > t.seq && body.contains(&x.task_ref.as_str()))
+            .map(|x| x.iteration)
+            .max()
+            .unwrap_or(0)
+    }
+
     /// The `tasks` row of `t`.
     pub fn task_record(&self, t: &TaskState) -> TaskRecord {
         TaskRecord {
@@ -563,7 +578,12 @@ impl RunState {
                 t.status.as_str().to_owned()
             },
             input: t.input.clone(),
-            output: t.output.clone(),
+            output: if t.status.is_pending() && t.task_type == TaskType::DoWhile.as_str() {
+                // Conductor's DO_WHILE shows the iteration it is in while it runs.
+                Some(json!({ "iteration": self.loop_iteration(t) }))
+            } else {
+                t.output.clone()
+            },
             reason: t.reason.clone(),
             worker_id: t.worker_id.clone(),
             scheduled_time: t.scheduled_time,
@@ -589,6 +609,18 @@ pub fn find_task<'a>(
                 .find_map(|list| find_task(list, task_ref))
         }
     })
+}
+
+/// The reference names of `tasks` and of every task nested in them.
+pub(crate) fn subtree_refs(tasks: &[weft::dsl::WorkflowTask]) -> Vec<&str> {
+    let mut refs = Vec::new();
+    for t in tasks {
+        refs.push(t.task_reference_name.as_str());
+        for list in t.children() {
+            refs.extend(subtree_refs(list));
+        }
+    }
+    refs
 }
 
 /// Whether tasks of this type are run by workers (as opposed to the decider).

@@ -3,6 +3,8 @@
 //! Times are epoch milliseconds, as Conductor's `long` fields, with 0 for "not yet".
 //! Absent maps are `{}`, as Conductor's clients expect a map, never `null`.
 
+use std::collections::HashMap;
+
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use serde_json::{Map, Value};
@@ -57,6 +59,11 @@ pub struct Task {
     workflow_instance_id: String,
     workflow_type: String,
     sub_workflow_id: Option<String>,
+    /// A later attempt of this task was scheduled.
+    retried: bool,
+    /// The attempt this one retries.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    retried_task_id: Option<Uuid>,
 }
 
 /// Conductor's `WorkflowStatus`, plus Weft's `subStatus`.
@@ -126,6 +133,48 @@ pub(crate) fn conductor_type(task_type: String, task_name: String) -> (String, S
     }
 }
 
+/// Conductor's `iteration` of a task: a DO_WHILE's own is the iteration its body is in
+/// (its output's `iteration`, written by the decider as the loop goes and when it ends);
+/// any other task's is the loop iteration it ran in (0 outside loops).
+pub(crate) fn conductor_iteration(task_type: &str, iteration: i32, output: Option<&Value>) -> i32 {
+    let looped = output
+        .and_then(|o| o.get("iteration"))
+        .and_then(Value::as_i64)
+        .and_then(|n| i32::try_from(n).ok());
+    match looped {
+        Some(n) if task_type == "DO_WHILE" => n,
+        _ => iteration,
+    }
+}
+
+/// Conductor's `referenceTaskName` of a task at loop iteration `iteration` (0 outside
+/// loops): a task of a DO_WHILE body carries its iteration as a suffix, `<ref>__<n>`
+/// (TaskUtils.appendIteration), from the first iteration on.
+pub(crate) fn conductor_ref(task_ref: String, iteration: i32) -> String {
+    if iteration > 0 {
+        format!("{task_ref}__{iteration}")
+    } else {
+        task_ref
+    }
+}
+
+/// Whether `given`, a reference a client sent, names the task `task_ref` at loop
+/// iteration `iteration`: the plain reference, or Conductor's with the iteration suffix.
+pub(crate) fn names_task(given: &str, task_ref: &str, iteration: i32) -> bool {
+    given == task_ref
+        || (iteration > 0
+            && given
+                .strip_prefix(task_ref)
+                .and_then(|rest| rest.strip_prefix("__"))
+                .is_some_and(|n| n.parse() == Ok(iteration)))
+}
+
+/// The plain reference of `given` when it carries a loop iteration suffix (`<ref>__<n>`).
+pub(crate) fn without_iteration(given: &str) -> Option<&str> {
+    let (plain, n) = given.rsplit_once("__")?;
+    (!plain.is_empty() && n.parse::<u32>().is_ok_and(|n| n > 0)).then_some(plain)
+}
+
 impl Task {
     /// A task row of a run of `workflow_name`.
     pub fn from_row(row: TaskView, workflow_name: &str) -> Self {
@@ -137,18 +186,19 @@ impl Task {
             .and_then(Value::as_str)
             .map(str::to_owned);
         let (task_type, task_def_name) = conductor_type(row.task_type, row.task_name);
+        let iteration = conductor_iteration(&task_type, row.iteration, row.output.as_ref());
         Self {
             task_id: row.task_id,
             task_type,
             task_def_name,
-            reference_task_name: row.task_ref,
+            reference_task_name: conductor_ref(row.task_ref, row.iteration),
             status: row.status,
             input_data: map_or_empty(Some(row.input)),
             output_data: map_or_empty(row.output),
             retry_count: (row.attempt - 1).max(0),
             // Conductor numbers a run's tasks from 1; the store from 0.
             seq: row.seq + 1,
-            iteration: row.iteration,
+            iteration,
             scheduled_time: ms(Some(row.scheduled_time)),
             start_time: ms(row.start_time),
             end_time: ms(row.end_time),
@@ -158,6 +208,8 @@ impl Task {
             workflow_instance_id: row.workflow_id,
             workflow_type: workflow_name.to_owned(),
             sub_workflow_id,
+            retried: false,
+            retried_task_id: None,
         }
     }
 }
@@ -165,9 +217,27 @@ impl Task {
 impl Workflow {
     /// A run and (when asked for) its tasks in schedule order.
     pub fn from_run(run: RunView, tasks: Vec<TaskView>) -> Self {
+        // Each attempt of a task (same ref, same loop iteration) names the one it
+        // retries, which shows it was retried (Conductor's `retriedTaskId`, `retried`).
+        let attempts: HashMap<(&str, i32, i32), Uuid> = tasks
+            .iter()
+            .map(|t| ((t.task_ref.as_str(), t.iteration, t.attempt), t.task_id))
+            .collect();
+        let links: Vec<(bool, Option<Uuid>)> = tasks
+            .iter()
+            .map(|t| {
+                let at = |attempt| attempts.get(&(t.task_ref.as_str(), t.iteration, attempt));
+                (at(t.attempt + 1).is_some(), at(t.attempt - 1).copied())
+            })
+            .collect();
         let tasks = tasks
             .into_iter()
-            .map(|t| Task::from_row(t, &run.workflow_name))
+            .zip(links)
+            .map(|(t, (retried, retried_task_id))| Task {
+                retried,
+                retried_task_id,
+                ..Task::from_row(t, &run.workflow_name)
+            })
             .collect();
         Self {
             workflow_id: run.workflow_id,
@@ -266,6 +336,24 @@ mod tests {
             time: DateTime::from_timestamp_millis(1_700_000_000_123).unwrap_or_default(),
             attributes: Value::Null,
         }
+    }
+
+    #[test]
+    fn a_loop_task_is_named_with_its_iteration_and_found_by_either_name() {
+        assert_eq!(conductor_ref("t".into(), 0), "t");
+        assert_eq!(conductor_ref("t".into(), 2), "t__2");
+        assert!(names_task("t", "t", 2));
+        assert!(names_task("t__2", "t", 2));
+        assert!(!names_task("t__1", "t", 2));
+        assert!(!names_task("t__2", "t", 0));
+        assert!(!names_task("t__x", "t", 2));
+        assert!(!names_task("tt__2", "t", 2));
+        assert_eq!(without_iteration("t__2"), Some("t"));
+        assert_eq!(without_iteration("a__b__12"), Some("a__b"));
+        assert_eq!(without_iteration("t__0"), None);
+        assert_eq!(without_iteration("t__x"), None);
+        assert_eq!(without_iteration("__2"), None);
+        assert_eq!(without_iteration("t"), None);
     }
 
     #[test]

@@ -24,6 +24,10 @@
 //! when it is greater than 0, and anything else (strings, objects, null) is false.
 //! [`evaluate_condition`] keeps exactly that rule.
 //!
+//! Conductor's GraalJS hands lists to a script as Java Lists, and scripts written for it call
+//! their methods; arrays here answer `get(i)`, `size()`, `isEmpty()` and `contains(x)` too
+//! (not enumerable).
+//!
 //! One leniency beyond Conductor: a script with a top-level `return` (as in Conductor's own
 //! INLINE example, `if ($.a == 1) { return {x: true} } else { return {x: false} }`) is a syntax
 //! error for a plain script, so it is run again wrapped in a function and its returned value is
@@ -268,6 +272,14 @@ const PRELUDE: &str = r#"(function (global) {
     .forEach(function (n) { pin(P, n, P.toUTCString); });
   Object.defineProperty(global, 'Date', { value: Date, writable: true, enumerable: false, configurable: true });
 
+  // Conductor's GraalJS hands a script's lists over as Java Lists, and scripts written for
+  // it call their methods (its own test harness: `$.list.get($.i - 1)`).
+  var A = Array.prototype;
+  pin(A, 'get', function get(i) { return this[i]; });
+  pin(A, 'size', function size() { return this.length; });
+  pin(A, 'isEmpty', function isEmpty() { return this.length === 0; });
+  pin(A, 'contains', function contains(x) { return this.indexOf(x) !== -1; });
+
   return function (key, value) {
     var t = typeof value;
     if (t === 'function' || t === 'symbol') {
@@ -484,6 +496,21 @@ mod tests {
             Ok(json!([2, 4, 6]))
         );
         assert_eq!(eval("$.missing === undefined", input), Ok(json!(true)));
+    }
+
+    #[test]
+    fn lists_answer_the_java_list_methods_scripts_written_for_conductor_call() {
+        let input = json!({"list": [1, 2], "none": []});
+        assert_eq!(eval("$.list.get(1)", input.clone()), Ok(json!(2)));
+        assert_eq!(eval("$.list.size()", input.clone()), Ok(json!(2)));
+        assert_eq!(eval("$.none.isEmpty()", input.clone()), Ok(json!(true)));
+        assert_eq!(eval("$.list.contains(2)", input.clone()), Ok(json!(true)));
+        assert_eq!(
+            eval("Object.keys($.list).length", input.clone()),
+            Ok(json!(2)),
+            "the methods are not enumerable"
+        );
+        assert_eq!(eval("$.list.map(x => x)", input), Ok(json!([1, 2])));
     }
 
     #[test]

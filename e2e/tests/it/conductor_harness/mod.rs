@@ -29,9 +29,56 @@ pub(crate) fn definition(file: &str) -> Value {
     serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap()
 }
 
-/// Starts the services and registers the spec's definitions, as its `setup()` does.
+/// The task definitions every spec runs with (`WorkflowTestUtil.taskDefinitions()`):
+/// Conductor's `TaskDef(name, description, ownerEmail, retryCount, timeoutSeconds,
+/// responseTimeoutSeconds)` and the named ones, with TaskDef's defaults for the rest.
+pub(crate) fn task_definitions() -> Value {
+    let def = |name: String, retry_count: i64, timeout: i64| {
+        json!({"name": name, "description": name, "ownerEmail": OWNER, "retryCount": retry_count,
+               "timeoutSeconds": timeout, "responseTimeoutSeconds": timeout})
+    };
+    let mut defs: Vec<Value> = (0..=20)
+        .map(|i| def(format!("integration_task_{i}"), 1, 120))
+        .chain((0..=4).map(|i| def(format!("integration_task_0_RT_{i}"), 0, 120)))
+        .collect();
+    defs.push(def("short_time_out".into(), 1, 5));
+    defs.extend([
+        json!({"name": "task_rt", "timeoutSeconds": 120, "retryCount": 1,
+               "retryDelaySeconds": 0, "responseTimeoutSeconds": 10}),
+        json!({"name": "task_optional", "timeoutSeconds": 5, "retryCount": 1,
+               "timeoutPolicy": "RETRY", "retryDelaySeconds": 0, "responseTimeoutSeconds": 5}),
+        json!({"name": "simple_task_in_sub_wf", "retryCount": 0}),
+        json!({"name": "sub_workflow_task", "retryCount": 1, "responseTimeoutSeconds": 5,
+               "retryDelaySeconds": 0}),
+        json!({"name": "waitTimeout", "timeoutSeconds": 2, "responseTimeoutSeconds": 2,
+               "retryCount": 1, "timeoutPolicy": "RETRY", "retryDelaySeconds": 10}),
+        json!({"name": "user_task", "timeoutSeconds": 20, "responseTimeoutSeconds": 20,
+               "retryCount": 1, "timeoutPolicy": "RETRY", "retryDelaySeconds": 10}),
+        json!({"name": "eventX", "timeoutSeconds": 10, "responseTimeoutSeconds": 10}),
+        json!({"name": "test_task_with_rateLimits", "rateLimitFrequencyInSeconds": 10,
+               "rateLimitPerFrequency": 1}),
+        json!({"name": "test_simple_task_with_rateLimits", "rateLimitFrequencyInSeconds": 10,
+               "rateLimitPerFrequency": 1}),
+        json!({"name": "test_task_with_concurrency_limit", "concurrentExecLimit": 1}),
+    ]);
+    for d in &mut defs[26..] {
+        d["ownerEmail"] = json!(OWNER);
+    }
+    Value::Array(defs)
+}
+
+/// `DEFAULT_EMAIL_ADDRESS` of the harness.
+const OWNER: &str = "test@harness.com";
+
+/// Starts the services, registers the harness's task definitions and the spec's
+/// workflow definitions, as `WorkflowTestUtil` and the spec's `setup()` do.
 pub(crate) async fn setup(files: &[&str]) -> Suite {
     let suite = Suite::start_on(weft_e2e::Backend::Services).await.unwrap();
+    suite
+        .client()
+        .register_taskdefs(&task_definitions())
+        .await
+        .unwrap();
     for f in files {
         suite.client().register(&definition(f)).await.unwrap();
     }
@@ -77,6 +124,39 @@ pub(crate) async fn wait_for_state(suite: &Suite, id: &str, status: &str, count:
     })
 }
 
+/// The run once it is `status` with exactly the tasks `expected` lists (`(taskType,
+/// status)` each, in order): where a spec checks a run right after a step that Conductor
+/// takes synchronously, Weft's tasks reach those statuses one commit after the other.
+pub(crate) async fn wait_for_tasks(
+    suite: &Suite,
+    id: &str,
+    status: &str,
+    expected: &[(&str, &str)],
+) -> Value {
+    let matches = |wf: &Value| {
+        wf["status"] == status
+            && tasks(wf).len() == expected.len()
+            && tasks(wf)
+                .iter()
+                .zip(expected)
+                .all(|(t, (ty, st))| t["taskType"] == *ty && t["status"] == *st)
+    };
+    let last = std::sync::Mutex::new(Value::Null);
+    let found = poll_until(DEADLINE, Duration::from_millis(20), String::new, || async {
+        let wf = suite.client().get(id).await?;
+        let done = matches(&wf);
+        *last.lock().unwrap() = wf.clone();
+        Ok(done.then_some(wf))
+    })
+    .await;
+    found.unwrap_or_else(|e| {
+        panic!(
+            "{id} never {status} with {expected:?} ({e}); last seen: {}",
+            weft_e2e::client::summarize_types(&last.lock().unwrap())
+        )
+    })
+}
+
 /// The run once it has reached `status` (with its tasks).
 pub(crate) async fn wait_for(suite: &Suite, id: &str, status: &str) -> Value {
     suite
@@ -116,19 +196,49 @@ pub(crate) async fn poll_and_complete(
     worker: &str,
     output: Value,
 ) -> Value {
+    poll_and_update(
+        suite,
+        task_type,
+        worker,
+        json!({"status": "COMPLETED", "outputData": output}),
+    )
+    .await
+}
+
+/// `workflowTestUtil.pollAndFailTask(type, worker, reason)`: polls one task of
+/// `task_type` and fails it with `reason`. Returns the polled task.
+pub(crate) async fn poll_and_fail(
+    suite: &Suite,
+    task_type: &str,
+    worker: &str,
+    reason: &str,
+) -> Value {
+    let result = json!({"status": "FAILED", "reasonForIncompletion": reason});
+    poll_and_update(suite, task_type, worker, result).await
+}
+
+/// Polls one task of `task_type` as `worker` and updates it with `result`'s fields.
+async fn poll_and_update(suite: &Suite, task_type: &str, worker: &str, fields: Value) -> Value {
     let task = crate::http_tasks::poll_one(suite, task_type, worker).await;
     // verifyPolledAndAcknowledgedTask: a task of that type was handed out.
     assert_eq!(task["taskType"], task_type, "{task}");
-    let result = json!({
+    let mut result = json!({
         "workflowInstanceId": task["workflowInstanceId"],
         "taskId": task["taskId"],
         "workerId": worker,
-        "status": "COMPLETED",
-        "outputData": output,
     });
+    for (k, v) in fields.as_object().into_iter().flatten() {
+        result[k] = v.clone();
+    }
+    update_task(suite, &result).await;
+    task
+}
+
+/// `POST /api/tasks` with `result` (a `TaskResult`), answered 200.
+pub(crate) async fn update_task(suite: &Suite, result: &Value) {
     let r = suite
         .client()
-        .post_json("/api/tasks", &result)
+        .post_json("/api/tasks", result)
         .await
         .unwrap();
     assert_eq!(
@@ -136,7 +246,6 @@ pub(crate) async fn poll_and_complete(
         "task update answered {}: {}",
         r.status, r.text
     );
-    task
 }
 
 /// SwitchTaskSpec's and DecisionTaskSpec's "a workflow that has a `switch_type` task that
@@ -147,32 +256,32 @@ pub(crate) async fn switch_leading_to_a_fork_join(files: &[&str], switch_type: &
     let input = json!({"param1": "p1", "param2": "p2", "case": "c"});
     let correlation_id = format!("{}_forkjoin", switch_type.to_lowercase());
     let id = start_correlated(&suite, "ForkConditionalTest", &correlation_id, input).await;
-    let wf = wait_for_state(&suite, &id, "RUNNING", 5).await;
-    task_is(&wf, 0, "FORK", "COMPLETED");
-    task_is(&wf, 1, switch_type, "COMPLETED");
-    task_is(&wf, 2, "integration_task_1", "SCHEDULED");
-    task_is(&wf, 3, "integration_task_10", "SCHEDULED");
-    task_is(&wf, 4, "JOIN", "IN_PROGRESS");
+    let mut expected = vec![
+        ("FORK", "COMPLETED"),
+        (switch_type, "COMPLETED"),
+        ("integration_task_1", "SCHEDULED"),
+        ("integration_task_10", "SCHEDULED"),
+        ("JOIN", "IN_PROGRESS"),
+    ];
+    wait_for_tasks(&suite, &id, "RUNNING", &expected).await;
 
     complete_as_task1_worker(&suite, "integration_task_1").await;
     complete_as_task1_worker(&suite, "integration_task_10").await;
-    let wf = wait_for_state(&suite, &id, "RUNNING", 6).await;
-    task_is(&wf, 2, "integration_task_1", "COMPLETED");
-    task_is(&wf, 3, "integration_task_10", "COMPLETED");
-    task_is(&wf, 4, "JOIN", "IN_PROGRESS");
+    expected[2].1 = "COMPLETED";
+    expected[3].1 = "COMPLETED";
+    expected.push(("integration_task_2", "SCHEDULED"));
+    let wf = wait_for_tasks(&suite, &id, "RUNNING", &expected).await;
     assert_eq!(tasks(&wf)[4]["inputData"]["joinOn"], json!(["t20", "t10"]));
-    task_is(&wf, 5, "integration_task_2", "SCHEDULED");
 
     complete_as_task1_worker(&suite, "integration_task_2").await;
-    let wf = wait_for_state(&suite, &id, "RUNNING", 7).await;
-    task_is(&wf, 4, "JOIN", "IN_PROGRESS");
+    expected[5].1 = "COMPLETED";
+    expected.push(("integration_task_20", "SCHEDULED"));
+    let wf = wait_for_tasks(&suite, &id, "RUNNING", &expected).await;
     assert_eq!(tasks(&wf)[4]["inputData"]["joinOn"], json!(["t20", "t10"]));
-    task_is(&wf, 5, "integration_task_2", "COMPLETED");
-    task_is(&wf, 6, "integration_task_20", "SCHEDULED");
 
     complete_as_task1_worker(&suite, "integration_task_20").await;
-    let wf = wait_for_state(&suite, &id, "COMPLETED", 7).await;
-    task_is(&wf, 4, "JOIN", "COMPLETED");
+    expected[4].1 = "COMPLETED";
+    expected[6].1 = "COMPLETED";
+    let wf = wait_for_tasks(&suite, &id, "COMPLETED", &expected).await;
     assert_eq!(tasks(&wf)[4]["inputData"]["joinOn"], json!(["t20", "t10"]));
-    task_is(&wf, 6, "integration_task_20", "COMPLETED");
 }

@@ -144,6 +144,23 @@ fn a_forks_branches_are_listed_in_branch_order_after_the_tasks_the_decider_runs(
 }
 
 #[test]
+fn a_task_that_is_not_a_switch_opens_its_branch_alone_and_what_follows_it_comes_after_the_join() {
+    // DoWhileSpec's "Do While task as subtask of a forkjoin task", and an INLINE first.
+    let def = json!({"name": "w", "tasks": [
+        {"name": "f", "taskReferenceName": "f", "type": "FORK_JOIN", "forkTasks": [
+            [{"name": "loop", "taskReferenceName": "loop", "type": "DO_WHILE",
+              "loopCondition": "false", "loopOver": [simple("t0")]}],
+            [{"name": "in", "taskReferenceName": "in", "type": "INLINE",
+              "inputParameters": {"evaluatorType": "javascript", "expression": "1"}},
+             simple("t1")],
+            [simple("t2")]]},
+        {"name": "j", "taskReferenceName": "j", "type": "JOIN", "joinOn": ["loop", "t1", "t2"]}]});
+    let sim = Sim::start(def, json!({}));
+    let refs: Vec<String> = sim.trail().into_iter().map(|(r, _, _)| r).collect();
+    assert_eq!(refs, vec!["f", "loop", "in", "t2", "j", "t0", "t1"]);
+}
+
+#[test]
 fn a_join_canceled_with_its_run_starts_again_when_the_run_is_retried() {
     let def = json!({"name": "w", "tasks": [
         {"name": "f", "taskReferenceName": "f", "type": "FORK_JOIN",
@@ -1119,4 +1136,34 @@ fn a_join_goes_on_past_an_optional_task_out_of_total_time_during_its_back_off() 
         "no retry past the total"
     );
     assert_eq!(sim.pending(), vec!["after"], "the join completed");
+}
+
+#[test]
+fn a_loop_shows_the_iteration_its_body_is_in_and_its_body_reads_it_as_conductor_does() {
+    let def = json!({"name": "w", "tasks": [
+        {"name": "loop", "taskReferenceName": "loop", "type": "DO_WHILE",
+         "loopCondition": "$.loop['iteration'] < 2",
+         "loopOver": [{"name": "b", "taskReferenceName": "b", "type": "SIMPLE",
+                       "inputParameters": {"i": "${loop['iteration']}", "j": "${loop.iteration}",
+                                           "k": "${loop.output.iteration}"}}]}]});
+    let mut sim = Sim::start(def, json!({}));
+    let record = |sim: &Sim| {
+        sim.state
+            .task_record(sim.state.latest("loop").unwrap())
+            .output
+    };
+    assert_eq!(record(&sim), Some(json!({"iteration": 1})));
+    assert_eq!(
+        sim.state.latest("b").unwrap().input,
+        json!({"i": 1, "j": 1, "k": 1})
+    );
+    sim.complete("b", json!({}));
+    assert_eq!(record(&sim), Some(json!({"iteration": 2})));
+    assert_eq!(
+        sim.state.latest("b").unwrap().input,
+        json!({"i": 2, "j": 2, "k": 2})
+    );
+    sim.complete("b", json!({}));
+    assert_eq!(sim.state.status, RunStatus::Completed);
+    assert_eq!(record(&sim).unwrap()["iteration"], 2);
 }

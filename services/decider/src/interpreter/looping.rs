@@ -9,7 +9,7 @@ use weft::dsl::{script, TaskType, WorkflowTask};
 
 use super::walk::{Flow, Walker};
 use super::Decision;
-use crate::state::{TaskState, TaskStatus};
+use crate::state::{subtree_refs, TaskState, TaskStatus};
 
 impl Walker<'_> {
     pub(super) fn do_while(&self, task: &'_ WorkflowTask, latest: Option<&'_ TaskState>) -> Flow {
@@ -189,17 +189,6 @@ impl Walker<'_> {
 }
 
 /// Every reference name in `tasks`, branches and nested bodies included.
-fn subtree_refs(tasks: &[WorkflowTask]) -> Vec<&str> {
-    let mut refs = Vec::new();
-    for t in tasks {
-        refs.push(t.task_reference_name.as_str());
-        for list in t.children() {
-            refs.extend(subtree_refs(list));
-        }
-    }
-    refs
-}
-
 /// What a loop's body sees as the loop's output during iteration `iteration`:
 /// `iteration`, and with `items`, `loopIndex` (from 0) and `loopItem`.
 pub(super) fn progress(looping: &TaskState, iteration: i32) -> Value {

@@ -590,9 +590,9 @@ impl<'a> Walker<'a> {
     }
 
     /// `branches`' decisions, followed by the start of the fork's `join` (IN_PROGRESS,
-    /// `{joinOn}` as its input) once the branches have settled on what they wait for and
-    /// the JOIN has not started yet: Conductor lists a fork's tasks as the FORK, each
-    /// branch's first tasks in branch order, then the JOIN.
+    /// `{joinOn}` as its input) once no branch opens a SWITCH or a fork any more and the
+    /// JOIN has not started yet: Conductor lists a fork's tasks as the FORK, each
+    /// branch's first task in branch order, then the JOIN.
     fn with_join_started(
         &self,
         mut branches: Vec<Decision>,
@@ -603,7 +603,7 @@ impl<'a> Walker<'a> {
             .state
             .latest_at(&join.task_reference_name, self.iteration)
             .is_some_and(|t| t.status != TaskStatus::Canceled);
-        if started || branches.iter().any(moves_on_at_once) {
+        if started || branches.iter().any(opens_branches) {
             return branches;
         }
         branches.push(Decision::StartSystemTask {
@@ -725,11 +725,14 @@ impl<'a> Walker<'a> {
                 Value::String(self.task_id(task, attempt).to_string()),
             );
             if let Some(looping) = self.looping {
+                // Conductor's task document has the loop's `iteration` beside its input
+                // and output (`${loop['iteration']}`, `${loop.iteration}`).
                 map.insert(
                     looping.task_ref.clone(),
                     json!({
                         "input": looping.input,
                         "output": super::looping::progress(looping, self.iteration),
+                        "iteration": self.iteration,
                     }),
                 );
             }
@@ -773,29 +776,33 @@ fn join_input(refs: &[String]) -> Value {
     json!({ "joinOn": refs })
 }
 
-/// Whether a decision records a task that the decider finishes (or starts the body of)
-/// itself, so that the next walk of its branch goes further in the same interpreter run.
-fn moves_on_at_once(d: &Decision) -> bool {
-    !matches!(
+/// Whether a decision records a task that Conductor schedules together with what it
+/// leads to: a SWITCH or DECISION with the first tasks of the case it chose, a fork with
+/// its branches' first tasks and its JOIN (its task mappers recurse into them). Every
+/// other task, a DO_WHILE or an INLINE too, is scheduled alone; what follows it comes
+/// after the JOIN of the fork it is in.
+fn opens_branches(d: &Decision) -> bool {
+    matches!(
         d,
-        Decision::ScheduleTask { .. }
-            | Decision::StartTimer { .. }
-            | Decision::StartChild { .. }
-            | Decision::PublishEvent { .. }
+        Decision::CompleteSystemTask { task_type, .. }
+            if matches!(
+                TaskType::parse(task_type),
+                Some(TaskType::Switch | TaskType::Decision | TaskType::ForkJoin | TaskType::ForkJoinDynamic)
+            )
     )
 }
 
 /// The decisions of a fork's branches (one list per branch, in branch order). While some
-/// branch records tasks the decider finishes at once (a SWITCH, an INLINE), only those go
-/// now and the others' wait for the next round of the same decision: so each branch's
-/// first tasks are listed in branch order, as Conductor lists them, instead of the last
-/// branch's worker task before the first branch's SWITCH and its case.
+/// branch opens a SWITCH or a nested fork, only those go now and the others wait for the
+/// next round of the same decision, so a run lists a fork's tasks as Conductor does: the
+/// fork, each branch's first task in branch order (with what a SWITCH in it chose), then
+/// the JOIN.
 pub(super) fn settle_first(branches: Vec<Vec<Decision>>) -> Vec<Decision> {
-    let settling = branches.iter().flatten().any(moves_on_at_once);
+    let opening = branches.iter().flatten().any(opens_branches);
     branches
         .into_iter()
         .flatten()
-        .filter(|d| !settling || moves_on_at_once(d))
+        .filter(|d| !opening || opens_branches(d))
         .collect()
 }
 

@@ -243,13 +243,13 @@ pub(crate) async fn wait_for(
     }
 }
 
-/// The newest task of `run` (a Workflow as JSON) with reference `task_ref`.
+/// The newest task of `run` (a Workflow as JSON) with reference `task_ref` (the plain
+/// reference: the JSON's carries a loop task's iteration).
 fn latest_task<'a>(run: &'a Value, task_ref: &str) -> Option<&'a Value> {
-    run["tasks"]
-        .as_array()?
-        .iter()
-        .rev()
-        .find(|t| t["referenceTaskName"] == task_ref)
+    run["tasks"].as_array()?.iter().rev().find(|t| {
+        let shown = t["referenceTaskName"].as_str().unwrap_or_default();
+        shown == task_ref || crate::views::without_iteration(shown) == Some(task_ref)
+    })
 }
 
 /// Conductor's `WorkflowRun` fields, from the Workflow.

@@ -54,7 +54,10 @@ async fn complete_by_ref_sync(
     let payload = payload(&body?)?;
     complete_task_by_ref(&state, &id, &task_ref, &status, q.workerid, payload, None).await?;
     let timeout = std::time::Duration::from_millis(SYNC_TIMEOUT_MS);
-    super::execute::wait_for(&state, &id, vec![task_ref], timeout).await;
+    // The decider knows a loop task by its plain reference.
+    let mut until = vec![task_ref.clone()];
+    until.extend(crate::views::without_iteration(&task_ref).map(str::to_owned));
+    super::execute::wait_for(&state, &id, until, timeout).await;
     let workflow = super::workflow::load(&state, &id, true).await?;
     Ok(Json(
         serde_json::to_value(workflow).map_err(weft::Error::from)?,

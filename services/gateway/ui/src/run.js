@@ -281,7 +281,9 @@ class RunPage {
         logs.replaceChildren(h('h3', {}, 'Log'), h('table', {}, h('tbody', {}, lines.map((l) =>
           h('tr', {}, h('td', {}, fmtTime(l.createdTime)), h('td', {}, h('code', {}, l.log)))))));
       }).catch(() => { /* no log */ });
-      const attempts = tasks.filter((x) => x.referenceTaskName === n.ref && (x.iteration || 0) === (n.iteration || 0));
+      // A loop task's referenceTaskName carries its iteration (`ref__2`), as Conductor's.
+      const shownRef = n.iteration > 0 ? `${n.ref}__${n.iteration}` : n.ref;
+      const attempts = tasks.filter((x) => x.referenceTaskName === shownRef && (x.iteration || 0) === (n.iteration || 0));
       body.replaceChildren(
         h('dl', {},
           h('dt', {}, 'task id'), h('dd', {}, t.taskId),

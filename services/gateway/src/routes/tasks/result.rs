@@ -271,7 +271,7 @@ pub async fn complete_by_ref(
         return Ok(None);
     };
     let pending = tasks.into_iter().rev().find(|t| {
-        t.task_ref == task_ref
+        crate::views::names_task(task_ref, &t.task_ref, t.iteration)
             && view::PENDING.contains(&t.status.as_str())
             && ACTIVITY_TYPES.contains(&t.task_type.as_str())
     });

@@ -107,12 +107,14 @@ impl Task {
             correlation_id,
         } = row;
         let (task_type, task_def_name) = crate::views::conductor_type(t.task_type, t.task_name);
+        let iteration =
+            crate::views::conductor_iteration(&task_type, t.iteration, t.output.as_ref());
         let done = !PENDING.contains(&t.status.as_str());
         Self {
             task_id: t.task_id,
             task_type,
             task_def_name,
-            reference_task_name: t.task_ref,
+            reference_task_name: crate::views::conductor_ref(t.task_ref, t.iteration),
             status: t.status,
             input_data: map_or_empty(Some(t.input)),
             output_data: map_or_empty(t.output),
@@ -122,7 +124,7 @@ impl Task {
             retry_count: (t.attempt - 1).max(0),
             // Conductor numbers a run's tasks from 1; the store from 0.
             seq: t.seq + 1,
-            iteration: t.iteration,
+            iteration,
             poll_count: i32::from(t.start_time.is_some()),
             callback_after_seconds: 0,
             response_timeout_seconds: 0,
