@@ -1024,6 +1024,10 @@ pub struct TaskCompleted {
     /// When the worker started it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub started_at: Option<DateTime<Utc>>,
+    /// Completed with errors (COMPLETED_WITH_ERRORS), and why: a JOIN whose optional
+    /// tasks failed, as Conductor's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub errors: Option<String>,
 }
 
 /// Attributes of [`Event::TaskFailed`].
@@ -1290,6 +1294,7 @@ mod tests {
                 output: serde_json::json!({"ok": true}),
                 worker_id: Some("w".into()),
                 started_at: None,
+                errors: None,
             }),
             Event::WorkflowPaused(WorkflowPaused {}),
         ];

@@ -288,6 +288,7 @@ fn child_ended(state: &RunState, ended: &ChildWorkflowEnded) -> Applied {
             output: Value::Object(output),
             worker_id: None,
             started_at: None,
+            errors: None,
         })
     } else {
         Event::TaskFailed(TaskFailed {
@@ -329,6 +330,7 @@ fn completed(task_ref: String, c: &ActivityCompleted) -> Event {
         output: c.output.clone(),
         worker_id: c.worker_id.clone(),
         started_at: c.started_at,
+        errors: None,
     })
 }
 

@@ -85,6 +85,7 @@ impl HistoryBuilder {
             output,
             worker_id: Some("w".into()),
             started_at: None,
+            errors: None,
         }));
         self
     }

@@ -130,6 +130,7 @@ impl Sim {
             output,
             worker_id: None,
             started_at: None,
+            errors: None,
         }));
         self.settle();
         self

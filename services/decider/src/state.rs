@@ -288,7 +288,13 @@ impl RunState {
             }
             Event::TaskCompleted(c) => {
                 let t = self.task_mut(e, c.task_id)?;
-                t.status = TaskStatus::Completed;
+                t.status = match &c.errors {
+                    None => TaskStatus::Completed,
+                    Some(why) => {
+                        t.reason = Some(why.clone());
+                        TaskStatus::CompletedWithErrors
+                    }
+                };
                 t.output = Some(c.output.clone());
                 if c.worker_id.is_some() {
                     t.worker_id.clone_from(&c.worker_id);

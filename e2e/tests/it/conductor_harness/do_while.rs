@@ -300,17 +300,8 @@ async fn test_workflow_with_multiple_do_while_tasks_with_multiple_iterations() {
 async fn test_auto_retrying_a_failed_do_while_workflow() {
     let suite = setup(&FILES).await;
     // "Update the task definition with retryCount to 1 and retryDelaySeconds to 0".
-    let mut def = super::task_definitions()[0].clone();
-    assert_eq!(def["name"], "integration_task_0");
-    def["retryCount"] = json!(1);
-    def["retryDelaySeconds"] = json!(0);
-    let body = ("application/json", def.to_string().into_bytes());
-    let r = suite
-        .client()
-        .raw(reqwest::Method::PUT, "/api/metadata/taskdefs", Some(body))
-        .await
-        .unwrap();
-    assert_eq!(r.status, 200, "{}", r.text);
+    let changes = json!({"retryCount": 1, "retryDelaySeconds": 0});
+    super::update_task_def(&suite, "integration_task_0", changes).await;
 
     let id = start_correlated(&suite, "Do_While_Workflow", "looptest", json!({"loop": 1})).await;
     let worker = "integration.test.worker";

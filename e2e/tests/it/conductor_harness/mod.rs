@@ -7,6 +7,7 @@
 
 mod decision;
 mod do_while;
+mod fork_join;
 mod json_jq_transform;
 mod lambda_and_terminate;
 mod set_variable;
@@ -65,6 +66,28 @@ pub(crate) fn task_definitions() -> Value {
         d["ownerEmail"] = json!(OWNER);
     }
     Value::Array(defs)
+}
+
+/// `metadataService.updateTaskDef(...)`: the harness's definition of `name` with
+/// `changes` (its fields) applied, written with `PUT /api/metadata/taskdefs`.
+pub(crate) async fn update_task_def(suite: &Suite, name: &str, changes: Value) {
+    let mut def = task_definitions()
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|d| d["name"] == name)
+        .cloned()
+        .unwrap_or_else(|| panic!("the harness defines no task {name}"));
+    for (k, v) in changes.as_object().into_iter().flatten() {
+        def[k] = v.clone();
+    }
+    let body = ("application/json", def.to_string().into_bytes());
+    let r = suite
+        .client()
+        .raw(reqwest::Method::PUT, "/api/metadata/taskdefs", Some(body))
+        .await
+        .unwrap();
+    assert_eq!(r.status, 200, "{}", r.text);
 }
 
 /// `DEFAULT_EMAIL_ADDRESS` of the harness.

@@ -144,6 +144,26 @@ fn a_forks_branches_are_listed_in_branch_order_after_the_tasks_the_decider_runs(
 }
 
 #[test]
+fn nested_forks_are_listed_depth_first_as_conductor_maps_them() {
+    // ForkJoinSpec's "nested fork join workflow success flow" (FanInOutNestedTest).
+    let def = json!({"name": "w", "tasks": [
+        {"name": "fork1", "taskReferenceName": "fork1", "type": "FORK_JOIN", "forkTasks": [
+            [simple("t11")],
+            [{"name": "fork2", "taskReferenceName": "fork2", "type": "FORK_JOIN",
+              "forkTasks": [[simple("t12")], [simple("t13")]]},
+             {"name": "join2", "taskReferenceName": "join2", "type": "JOIN",
+              "joinOn": ["t12", "t13"]}]]},
+        {"name": "join1", "taskReferenceName": "join1", "type": "JOIN",
+         "joinOn": ["t11", "join2"]}]});
+    let sim = Sim::start(def, json!({}));
+    let refs: Vec<String> = sim.trail().into_iter().map(|(r, _, _)| r).collect();
+    assert_eq!(
+        refs,
+        vec!["fork1", "t11", "fork2", "t12", "t13", "join2", "join1"]
+    );
+}
+
+#[test]
 fn a_task_that_is_not_a_switch_opens_its_branch_alone_and_what_follows_it_comes_after_the_join() {
     // DoWhileSpec's "Do While task as subtask of a forkjoin task", and an INLINE first.
     let def = json!({"name": "w", "tasks": [
@@ -1166,4 +1186,101 @@ fn a_loop_shows_the_iteration_its_body_is_in_and_its_body_reads_it_as_conductor_
     sim.complete("b", json!({}));
     assert_eq!(sim.state.status, RunStatus::Completed);
     assert_eq!(record(&sim).unwrap()["iteration"], 2);
+}
+
+#[test]
+fn a_join_over_optional_tasks_that_failed_completes_with_errors_naming_them() {
+    let def = json!({"name": "w", "tasks": [
+        {"name": "f", "taskReferenceName": "f", "type": "FORK_JOIN", "forkTasks": [
+            [{"name": "o", "taskReferenceName": "o", "type": "SIMPLE", "optional": true,
+              "taskDefinition": {"retryCount": 0}}],
+            [simple("b")]]},
+        {"name": "j", "taskReferenceName": "j", "type": "JOIN", "joinOn": ["o", "b"]},
+        simple("after")]});
+    let mut sim = Sim::start(def, json!({}));
+    sim.fail("o", "boom");
+    let failed = sim.state.latest("o").unwrap();
+    assert_eq!(failed.status, TaskStatus::CompletedWithErrors);
+    let why = format!("o/{} completed with errors", failed.task_id);
+    sim.complete("b", json!({}));
+    let join = sim.state.latest("j").unwrap();
+    assert_eq!(join.status, TaskStatus::CompletedWithErrors);
+    assert_eq!(join.reason.as_deref(), Some(why.as_str()));
+    assert_eq!(sim.pending(), vec!["after"], "the run goes on");
+    assert_eq!(
+        sim.state.tasks.iter().filter(|t| t.task_ref == "j").count(),
+        1
+    );
+}
+
+#[test]
+fn a_permissive_task_that_fails_lets_its_branch_go_on_and_fails_the_join() {
+    // ForkJoinSpec's "fork join permissive failure flow" (FanInOutPermissiveTest).
+    let permissive = |r: &str| {
+        json!({"name": r, "taskReferenceName": r, "type": "SIMPLE", "permissive": true,
+               "taskDefinition": {"retryCount": 0}})
+    };
+    let def = json!({"name": "w", "tasks": [
+        {"name": "f", "taskReferenceName": "f", "type": "FORK_JOIN",
+         "forkTasks": [[permissive("t1"), simple("t1b")], [permissive("t2")]]},
+        {"name": "j", "taskReferenceName": "j", "type": "JOIN", "joinOn": ["t1b", "t2"]},
+        simple("t3")]});
+    let mut sim = Sim::start(def, json!({}));
+    sim.fail("t1", "Failed...");
+    assert_eq!(sim.state.status, RunStatus::Running, "the run goes on");
+    assert_eq!(
+        sim.pending(),
+        vec!["t2", "t1b"],
+        "so does the failed task's branch"
+    );
+    sim.complete("t2", json!({})).complete("t1b", json!({}));
+    assert_eq!(row_status(&sim, "j"), "COMPLETED", "t1 is not joined on");
+    sim.complete("t3", json!({}));
+    assert_eq!(
+        sim.state.status,
+        RunStatus::Failed,
+        "the run fails at its end instead"
+    );
+
+    // Joined on: the JOIN fails once the branches are done.
+    let def = json!({"name": "w", "tasks": [
+        {"name": "f", "taskReferenceName": "f", "type": "FORK_JOIN",
+         "forkTasks": [[permissive("t1")], [permissive("t2")]]},
+        {"name": "j", "taskReferenceName": "j", "type": "JOIN", "joinOn": ["t1", "t2"]},
+        simple("t3")]});
+    let mut sim = Sim::start(def, json!({}));
+    sim.fail("t1", "Failed...");
+    assert_eq!(sim.state.status, RunStatus::Running);
+    assert_eq!(row_status(&sim, "j"), "IN_PROGRESS");
+    sim.complete("t2", json!({}));
+    assert_eq!(sim.state.status, RunStatus::Failed);
+    let join = sim.state.latest("j").unwrap();
+    assert_eq!(join.status, TaskStatus::Failed);
+    assert_eq!(join.reason.as_deref(), Some("Failed..."));
+    assert!(sim.state.latest("t3").is_none());
+}
+
+#[test]
+fn a_run_that_gets_to_its_end_past_a_permissive_failure_fails() {
+    let def = json!({"name": "w", "tasks": [
+        {"name": "p", "taskReferenceName": "p", "type": "SIMPLE", "permissive": true,
+         "taskDefinition": {"retryCount": 0}},
+        simple("after")]});
+    let mut sim = Sim::start(def, json!({}));
+    sim.fail("p", "nope");
+    assert_eq!(sim.pending(), vec!["after"]);
+    sim.complete("after", json!({}));
+    assert_eq!(sim.state.status, RunStatus::Failed);
+    let failed = sim.state.latest("p").unwrap();
+    assert_eq!(
+        sim.state.reason.as_deref(),
+        Some(
+            format!(
+                "Task {} failed with status: FAILED and reason: 'nope'",
+                failed.task_id
+            )
+            .as_str()
+        )
+    );
+    assert_eq!(sim.state.failed_task_refs, vec!["p".to_owned()]);
 }

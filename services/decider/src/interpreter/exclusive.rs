@@ -79,6 +79,7 @@ impl Walker<'_> {
                     task_id: t.task_id,
                     task_ref,
                     output,
+                    errors: None,
                 }])
             }
             (Some(Err(reason)), None) => {

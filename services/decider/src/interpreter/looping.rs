@@ -65,6 +65,7 @@ impl Walker<'_> {
                 task_id: looping.task_id,
                 task_ref: looping.task_ref.clone(),
                 output: json!({ "iteration": 0 }),
+                errors: None,
             }]);
         }
         let body = task.loop_over.as_deref().unwrap_or_default();
@@ -97,6 +98,7 @@ impl Walker<'_> {
                 task_id: looping.task_id,
                 task_ref: looping.task_ref.clone(),
                 output,
+                errors: None,
             }]);
         }
         let cap = self.state.max_loop_iterations;

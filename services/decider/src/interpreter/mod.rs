@@ -122,6 +122,8 @@ pub enum Decision {
         task_ref: String,
         /// Output.
         output: Value,
+        /// COMPLETED_WITH_ERRORS, and why (a JOIN whose optional tasks failed).
+        errors: Option<String>,
     },
     /// Fail a task started with [`Decision::StartSystemTask`] (and with it the run).
     FailStartedTask {
@@ -292,10 +294,13 @@ pub fn decide(state: &RunState) -> Vec<Decision> {
             Some(_) => {}
         }
     }
-    match walk::Walker::new(state).list(&state.definition.tasks) {
-        walk::Flow::Done => decisions.push(Decision::CompleteWorkflow {
-            output: workflow_output(state),
-        }),
+    let walker = walk::Walker::new(state);
+    match walker.list(&state.definition.tasks) {
+        walk::Flow::Done => decisions.push(walker.permissive_failure().unwrap_or_else(|| {
+            Decision::CompleteWorkflow {
+                output: workflow_output(state),
+            }
+        })),
         walk::Flow::Waiting(more) | walk::Flow::Stop(more) => decisions.extend(more),
     }
     decisions
@@ -460,12 +465,14 @@ pub fn events_for(decision: Decision, seq: i32, now: DateTime<Utc>) -> Vec<Event
             task_id,
             task_ref,
             output,
+            errors,
         } => vec![Event::TaskCompleted(TaskCompleted {
             task_id,
             task_ref,
             output,
             worker_id: None,
             started_at: None,
+            errors,
         })],
         Decision::FailStartedTask {
             task_id,
@@ -540,6 +547,7 @@ pub fn events_for(decision: Decision, seq: i32, now: DateTime<Utc>) -> Vec<Event
                     output,
                     worker_id: None,
                     started_at: None,
+                    errors: None,
                 }),
             ];
             if let Some(variables) = variables {

@@ -54,6 +54,7 @@ impl Walker<'_> {
                         task_id: t.task_id,
                         task_ref: t.task_ref.clone(),
                         output: json!({}),
+                        errors: None,
                     }])
                 }
                 Some(_) => Flow::Waiting(Vec::new()),
@@ -82,6 +83,7 @@ impl Walker<'_> {
                 task_id: t.task_id,
                 task_ref: t.task_ref.clone(),
                 output,
+                errors: None,
             }]),
             (Some(_), None) => Flow::Waiting(Vec::new()),
             (None, Some(output)) => Flow::Waiting(vec![self.complete(
@@ -310,6 +312,7 @@ impl Walker<'_> {
                 task_id: t.task_id,
                 task_ref: t.task_ref.clone(),
                 output: message.clone(),
+                errors: None,
             }]),
             None => Flow::Waiting(Vec::new()),
         }
@@ -339,6 +342,7 @@ impl Walker<'_> {
                     Value::Null => json!({}),
                     other => json!({ "payload": other }),
                 },
+                errors: None,
             }]),
             None => Flow::Waiting(Vec::new()),
         }

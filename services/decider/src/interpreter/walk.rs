@@ -141,6 +141,7 @@ impl<'a> Walker<'a> {
                     t.status,
                     TaskStatus::Completed | TaskStatus::CompletedWithErrors | TaskStatus::Skipped
                 ) || self.optional_given_up(t)
+                    || self.permissive_given_up(t)
             })
         })
     }
@@ -161,6 +162,65 @@ impl<'a> Walker<'a> {
         let policy = Policy::of(task);
         (t.status == TaskStatus::TimedOut && t.attempt > policy.retry_count)
             || self.total_deadline_passed(t, &policy)
+    }
+
+    /// Whether `t` is a permissive task (Conductor's `permissive`) that failed or timed out
+    /// for good: no retry is left, or it is out of total time. Its branch went on; the JOIN
+    /// that waits for it, or the run's end, fails.
+    pub(super) fn permissive_given_up(&self, t: &TaskState) -> bool {
+        if !matches!(
+            t.status,
+            TaskStatus::Failed | TaskStatus::FailedWithTerminalError | TaskStatus::TimedOut
+        ) {
+            return false;
+        }
+        let Some(task) = crate::state::find_task(&self.state.definition.tasks, &t.task_ref)
+            .filter(|task| permissive(task))
+        else {
+            return false;
+        };
+        let policy = Policy::of(task);
+        t.status == TaskStatus::FailedWithTerminalError
+            || t.attempt > policy.retry_count
+            || (t.status == TaskStatus::Failed && !policy.is_retryable(t.error_kind.as_deref()))
+            || self.total_deadline_passed(t, &policy)
+    }
+
+    /// The failure a run that reached its end has when permissive tasks failed for good
+    /// on the way (the newest attempt of each), with Conductor's reason: "Task <id> failed
+    /// with status: <STATUS> and reason: '<reason>'", joined by ". ".
+    pub(super) fn permissive_failure(&self) -> Option<Decision> {
+        let tasks = &self.state.tasks;
+        let failed: Vec<&TaskState> = tasks
+            .iter()
+            .enumerate()
+            .filter(|(_, t)| self.permissive_given_up(t))
+            .filter(|(i, t)| {
+                !tasks[i + 1..]
+                    .iter()
+                    .any(|later| later.task_ref == t.task_ref && later.iteration == t.iteration)
+            })
+            .map(|(_, t)| t)
+            .collect();
+        if failed.is_empty() {
+            return None;
+        }
+        let reason = failed
+            .iter()
+            .map(|t| {
+                format!(
+                    "Task {} failed with status: {} and reason: '{}'",
+                    t.task_id,
+                    t.status.as_str(),
+                    t.reason.as_deref().unwrap_or_default()
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(". ");
+        Some(Decision::FailWorkflow {
+            reason,
+            failed_task_refs: failed.iter().map(|t| t.task_ref.clone()).collect(),
+        })
     }
 
     /// An operator's skip: a skipped task is done; a task whose skip was requested
@@ -293,7 +353,7 @@ impl<'a> Walker<'a> {
                 TaskStatus::Failed | TaskStatus::TimedOut
                     if self.total_deadline_passed(t, &policy) =>
                 {
-                    if task.optional {
+                    if task.optional || permissive(task) {
                         return Flow::Done;
                     }
                     return Flow::Stop(vec![Decision::TimeOutWorkflow {
@@ -324,8 +384,12 @@ impl<'a> Walker<'a> {
                     }
                     t.attempt + 1
                 }
-                // An optional task that ran out of time and of retries: the run goes on.
-                TaskStatus::TimedOut if task.optional => return Flow::Done,
+                // An optional task that ran out of time and of retries: the run goes on;
+                // a permissive one's branch goes on, and its JOIN or the run's end fails.
+                TaskStatus::TimedOut if task.optional || permissive(task) => return Flow::Done,
+                TaskStatus::Failed | TaskStatus::FailedWithTerminalError if permissive(task) => {
+                    return Flow::Done
+                }
                 TaskStatus::TimedOut => {
                     return Flow::Stop(vec![Decision::TimeOutWorkflow {
                         reason: format!(
@@ -566,8 +630,17 @@ impl<'a> Walker<'a> {
             .state
             .latest_at(&task.task_reference_name, self.iteration)
             .filter(|t| t.status != TaskStatus::Canceled);
+        let failed: Vec<&TaskState> = refs
+            .iter()
+            .filter_map(|r| self.state.latest_at(r, self.iteration))
+            .filter(|t| self.permissive_given_up(t))
+            .collect();
+        if !failed.is_empty() {
+            return self.fail_join(task, latest, &failed, refs);
+        }
+        let errors = self.optional_failures(refs);
         match latest {
-            None => {
+            None if errors.is_none() => {
                 let input = join_input(refs);
                 let output = self.outputs_of(refs);
                 Flow::Waiting(vec![self.complete(
@@ -578,15 +651,85 @@ impl<'a> Walker<'a> {
                     None,
                 )])
             }
+            None => {
+                let task_id = self.task_id(task, 1);
+                Flow::Waiting(vec![
+                    self.start_join(task, task_id, refs),
+                    Decision::CompleteStartedTask {
+                        task_id,
+                        task_ref: task.task_reference_name.clone(),
+                        output: self.outputs_of(refs),
+                        errors,
+                    },
+                ])
+            }
             Some(t) if t.status.is_pending() => {
                 Flow::Waiting(vec![Decision::CompleteStartedTask {
                     task_id: t.task_id,
                     task_ref: t.task_ref.clone(),
                     output: self.outputs_of(refs),
+                    errors,
                 }])
             }
             Some(_) => Flow::Done,
         }
+    }
+
+    /// A JOIN whose permissive tasks failed for good: it fails with their reasons (as
+    /// Conductor's, joined by spaces), and the run with it.
+    fn fail_join(
+        &self,
+        task: &WorkflowTask,
+        latest: Option<&TaskState>,
+        failed: &[&TaskState],
+        refs: &[String],
+    ) -> Flow {
+        let reason = failed
+            .iter()
+            .filter_map(|t| t.reason.as_deref())
+            .collect::<Vec<_>>()
+            .join(" ");
+        match latest {
+            Some(t) if t.status.is_pending() => Flow::Waiting(vec![Decision::FailStartedTask {
+                task_id: t.task_id,
+                task_ref: t.task_ref.clone(),
+                reason,
+                terminal: false,
+            }]),
+            Some(t) => fail(
+                task,
+                format!(
+                    "task {:?} failed: {}",
+                    t.task_ref,
+                    t.reason.as_deref().unwrap_or("no reason given")
+                ),
+            ),
+            None => {
+                let task_id = self.task_id(task, 1);
+                Flow::Waiting(vec![
+                    self.start_join(task, task_id, refs),
+                    Decision::FailStartedTask {
+                        task_id,
+                        task_ref: task.task_reference_name.clone(),
+                        reason,
+                        terminal: false,
+                    },
+                ])
+            }
+        }
+    }
+
+    /// Why a JOIN over `refs` completes with errors, as Conductor's: each optional task
+    /// among them that ended COMPLETED_WITH_ERRORS, as `<name>/<taskId>`, then "completed
+    /// with errors"; `None` when there is none.
+    fn optional_failures(&self, refs: &[String]) -> Option<String> {
+        let failed: Vec<String> = refs
+            .iter()
+            .filter_map(|r| self.state.latest_at(r, self.iteration))
+            .filter(|t| t.status == TaskStatus::CompletedWithErrors)
+            .map(|t| format!("{}/{}", t.task_name, t.task_id))
+            .collect();
+        (!failed.is_empty()).then(|| format!("{} completed with errors", failed.join(" ")))
     }
 
     /// `branches`' decisions, followed by the start of the fork's `join` (IN_PROGRESS,
@@ -606,15 +749,20 @@ impl<'a> Walker<'a> {
         if started || branches.iter().any(opens_branches) {
             return branches;
         }
-        branches.push(Decision::StartSystemTask {
-            task_id: self.task_id(join, 1),
+        branches.push(self.start_join(join, self.task_id(join, 1), refs));
+        branches
+    }
+
+    /// Records `join` (over `refs`) started, IN_PROGRESS, as `task_id`.
+    fn start_join(&self, join: &WorkflowTask, task_id: Uuid, refs: &[String]) -> Decision {
+        Decision::StartSystemTask {
+            task_id,
             task_ref: join.task_reference_name.clone(),
             task_type: TaskType::Join.as_str().to_owned(),
             task_name: join.name.clone(),
             input: join_input(refs),
             iteration: self.iteration,
-        });
-        branches
+        }
     }
 
     /// TERMINATE: ends the run with `terminationStatus`, `terminationReason`, `workflowOutput`.
@@ -771,6 +919,18 @@ fn child_definition(task: &WorkflowTask) -> Result<weft::dsl::WorkflowDef, Strin
     }
 }
 
+/// Conductor's `permissive` (and not `optional`): when the task fails for good its branch
+/// goes on; the JOIN that waits for it fails once it is reached, and a run that gets to its
+/// end with such a failure fails.
+pub(super) fn permissive(task: &WorkflowTask) -> bool {
+    !task.optional
+        && task
+            .extra
+            .get("permissive")
+            .and_then(Value::as_bool)
+            .unwrap_or(false)
+}
+
 /// A JOIN's input, as Conductor's: `{"joinOn": [refs]}`.
 fn join_input(refs: &[String]) -> Value {
     json!({ "joinOn": refs })
@@ -792,18 +952,21 @@ fn opens_branches(d: &Decision) -> bool {
     )
 }
 
-/// The decisions of a fork's branches (one list per branch, in branch order). While some
-/// branch opens a SWITCH or a nested fork, only those go now and the others wait for the
-/// next round of the same decision, so a run lists a fork's tasks as Conductor does: the
-/// fork, each branch's first task in branch order (with what a SWITCH in it chose), then
-/// the JOIN.
+/// The decisions of a fork's branches (one list per branch, in branch order), up to and
+/// including the first branch that opens a SWITCH or a nested fork; the branches after it
+/// wait for the next round of the same decision. So a run lists a fork's tasks as
+/// Conductor maps them, depth first: the fork, each branch's first task in branch order
+/// (with what a SWITCH or a fork in it opens), then the JOIN.
 pub(super) fn settle_first(branches: Vec<Vec<Decision>>) -> Vec<Decision> {
-    let opening = branches.iter().flatten().any(opens_branches);
-    branches
-        .into_iter()
-        .flatten()
-        .filter(|d| !opening || opens_branches(d))
-        .collect()
+    let mut decisions = Vec::new();
+    for branch in branches {
+        let opens = branch.iter().any(opens_branches);
+        decisions.extend(branch);
+        if opens {
+            break;
+        }
+    }
+    decisions
 }
 
 /// A JOIN's `joinOn` refs (empty for anything else).

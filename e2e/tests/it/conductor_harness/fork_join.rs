@@ -1,0 +1,359 @@
+//! `ForkJoinSpec`: forks and their JOINs, nested, with failures and sub workflows.
+
+use serde_json::json;
+
+use super::{poll_and_complete, poll_and_fail, setup, start_correlated, wait_for_tasks};
+
+const FORK_JOIN_WF: &str = "FanInOutTest";
+// As the spec's setup.
+const FILES: [&str; 11] = [
+    "fork_join_integration_test.json",
+    "fork_join_with_no_task_retry_integration_test.json",
+    "fork_join_with_no_permissive_task_retry_integration_test.json",
+    "nested_fork_join_integration_test.json",
+    "simple_workflow_1_integration_test.json",
+    "nested_fork_join_with_sub_workflow_integration_test.json",
+    "simple_one_task_sub_workflow_integration_test.json",
+    "fork_join_with_optional_sub_workflow_forks_integration_test.json",
+    "fork_join_sub_workflow.json",
+    "fork_join_permissive_integration_test.json",
+    "fork_join_with_permissive_sub_workflow_forks_integration_test.json",
+];
+
+const WORKER: &str = "task1.worker";
+
+/// `FanInOutTest` up to its fork's first branch done: `t1` then `t3` on one side, `t2`
+/// still waiting on the other. Returns the run's tasks as expected then.
+async fn first_branch_done(suite: &weft_e2e::Suite, id: &str) -> Vec<(&'static str, &'static str)> {
+    let mut expected = vec![
+        ("FORK", "COMPLETED"),
+        ("integration_task_1", "SCHEDULED"),
+        ("integration_task_2", "SCHEDULED"),
+        ("JOIN", "IN_PROGRESS"),
+    ];
+    wait_for_tasks(suite, id, "RUNNING", &expected).await;
+
+    poll_and_complete(suite, "integration_task_1", WORKER, json!({})).await;
+    expected[1].1 = "COMPLETED";
+    expected.push(("integration_task_3", "SCHEDULED"));
+    wait_for_tasks(suite, id, "RUNNING", &expected).await;
+    expected
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn test_a_simple_workflow_with_fork_join_success_flow() {
+    let suite = setup(&FILES).await;
+    let id = start_correlated(&suite, FORK_JOIN_WF, "fanoutTest", json!({})).await;
+    let mut expected = first_branch_done(&suite, &id).await;
+
+    poll_and_complete(&suite, "integration_task_3", WORKER, json!({})).await;
+    expected[4].1 = "COMPLETED";
+    wait_for_tasks(&suite, &id, "RUNNING", &expected).await;
+
+    poll_and_complete(&suite, "integration_task_2", WORKER, json!({})).await;
+    expected[2].1 = "COMPLETED";
+    expected[3].1 = "COMPLETED";
+    expected.push(("integration_task_4", "SCHEDULED"));
+    wait_for_tasks(&suite, &id, "RUNNING", &expected).await;
+
+    poll_and_complete(&suite, "integration_task_4", WORKER, json!({})).await;
+    expected[5].1 = "COMPLETED";
+    wait_for_tasks(&suite, &id, "COMPLETED", &expected).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn test_a_simple_workflow_with_fork_join_failure_flow() {
+    let suite = setup(&FILES).await;
+    // "Ensure that 'integration_task_2' has a retry count of 0".
+    let changes = json!({"retryCount": 0, "timeoutSeconds": 0});
+    super::update_task_def(&suite, "integration_task_2", changes).await;
+    let id = start_correlated(&suite, FORK_JOIN_WF, "fanoutTest", json!({})).await;
+    let mut expected = first_branch_done(&suite, &id).await;
+
+    poll_and_fail(&suite, "integration_task_2", WORKER, "Failed....").await;
+    expected[2].1 = "FAILED";
+    expected[3].1 = "CANCELED";
+    expected[4].1 = "CANCELED";
+    wait_for_tasks(&suite, &id, "FAILED", &expected).await;
+}
+
+/// Sets the newest of `expected`'s tasks of type `ty` to `status`.
+fn mark(expected: &mut [(&str, &'static str)], ty: &str, status: &'static str) {
+    let task = expected.iter_mut().rev().find(|(t, _)| *t == ty);
+    task.unwrap_or_else(|| panic!("no {ty} expected")).1 = status;
+}
+
+/// The tasks `FanInOutNestedTest` starts with: the outer fork's first branch, the inner
+/// fork and its tasks and JOIN, the outer JOIN.
+fn nested_forks_first_tasks() -> Vec<(&'static str, &'static str)> {
+    vec![
+        ("FORK", "COMPLETED"),
+        ("integration_task_11", "SCHEDULED"),
+        ("FORK", "COMPLETED"),
+        ("integration_task_12", "SCHEDULED"),
+        ("integration_task_13", "SCHEDULED"),
+        ("JOIN", "IN_PROGRESS"),
+        ("JOIN", "IN_PROGRESS"),
+    ]
+}
+
+/// The inner JOIN (task 5) waits for `t14` and `t20`, the outer one (task `outer`) for
+/// `outer_join_on`.
+fn joins_wait_for(wf: &serde_json::Value, outer: usize, outer_join_on: serde_json::Value) {
+    let tasks = super::tasks(wf);
+    assert_eq!(tasks[5]["inputData"]["joinOn"], json!(["t14", "t20"]));
+    assert_eq!(tasks[outer]["inputData"]["joinOn"], outer_join_on);
+}
+
+/// The nested forks' tasks (`FanInOutNestedTest` and its variant with a sub workflow),
+/// from the first tasks of their branches to `integration_task_19` scheduled; `joins`
+/// checks the JOINs' `joinOn` at each step.
+async fn nested_forks_up_to_t19(
+    suite: &weft_e2e::Suite,
+    id: &str,
+    expected: &mut Vec<(&'static str, &'static str)>,
+    joins: &dyn Fn(&serde_json::Value),
+) {
+    let wf = wait_for_tasks(suite, id, "RUNNING", expected).await;
+    joins(&wf);
+    let refs: Vec<&str> = super::tasks(&wf)
+        .iter()
+        .filter_map(|t| t["referenceTaskName"].as_str())
+        .collect();
+    for r in ["t11", "t12", "t13", "fork1", "fork2"] {
+        assert!(refs.contains(&r), "{r} in {refs:?}");
+    }
+    for r in ["t1", "t2", "t16"] {
+        assert!(!refs.contains(&r), "{r} in {refs:?}");
+    }
+
+    for n in [11, 12, 13] {
+        let ty = format!("integration_task_{n}");
+        poll_and_complete(suite, &ty, &format!("task{n}.worker"), json!({})).await;
+    }
+    for ty in [
+        "integration_task_11",
+        "integration_task_12",
+        "integration_task_13",
+    ] {
+        mark(expected, ty, "COMPLETED");
+    }
+    expected.extend([
+        ("integration_task_14", "SCHEDULED"),
+        ("DECISION", "COMPLETED"),
+        ("integration_task_16", "SCHEDULED"),
+    ]);
+    joins(&wait_for_tasks(suite, id, "RUNNING", expected).await);
+
+    poll_and_complete(suite, "integration_task_16", "task16.worker", json!({})).await;
+    poll_and_complete(suite, "integration_task_14", "task14.worker", json!({})).await;
+    mark(expected, "integration_task_14", "COMPLETED");
+    mark(expected, "integration_task_16", "COMPLETED");
+    expected.push(("integration_task_19", "SCHEDULED"));
+    joins(&wait_for_tasks(suite, id, "RUNNING", expected).await);
+}
+
+/// The nested forks' last tasks, from `integration_task_19` to the run's completion.
+async fn nested_forks_from_t19(
+    suite: &weft_e2e::Suite,
+    id: &str,
+    expected: &mut Vec<(&'static str, &'static str)>,
+    joins: &dyn Fn(&serde_json::Value),
+) {
+    poll_and_complete(suite, "integration_task_19", "task19.worker", json!({})).await;
+    mark(expected, "integration_task_19", "COMPLETED");
+    expected.push(("integration_task_20", "SCHEDULED"));
+    joins(&wait_for_tasks(suite, id, "RUNNING", expected).await);
+
+    poll_and_complete(suite, "integration_task_20", "task20.worker", json!({})).await;
+    mark(expected, "integration_task_20", "COMPLETED");
+    for task in expected.iter_mut().filter(|(ty, _)| *ty == "JOIN") {
+        task.1 = "COMPLETED";
+    }
+    expected.push(("integration_task_15", "SCHEDULED"));
+    joins(&wait_for_tasks(suite, id, "RUNNING", expected).await);
+
+    poll_and_complete(suite, "integration_task_15", "task15.worker", json!({})).await;
+    mark(expected, "integration_task_15", "COMPLETED");
+    wait_for_tasks(suite, id, "COMPLETED", expected).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn test_nested_fork_join_workflow_success_flow() {
+    let suite = setup(&FILES).await;
+    let input = json!({"case": "a"});
+    let id = start_correlated(&suite, "FanInOutNestedTest", "fork_join_nested_test", input).await;
+    let mut expected = nested_forks_first_tasks();
+    let joins = |wf: &serde_json::Value| joins_wait_for(wf, 6, json!(["t11", "join2"]));
+    nested_forks_up_to_t19(&suite, &id, &mut expected, &joins).await;
+    nested_forks_from_t19(&suite, &id, &mut expected, &joins).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn test_nested_workflow_which_contains_a_sub_workflow_task() {
+    let suite = setup(&FILES).await;
+    let input = json!({"case": "a"});
+    let name = "FanInOutNestedSubWorkflowTest";
+    let id = start_correlated(&suite, name, "fork_join_nested_test", input).await;
+    let mut expected = nested_forks_first_tasks();
+    expected.insert(6, ("SUB_WORKFLOW", "IN_PROGRESS"));
+    let joins = |wf: &serde_json::Value| joins_wait_for(wf, 7, json!(["t11", "join2", "sw1"]));
+    nested_forks_up_to_t19(&suite, &id, &mut expected, &joins).await;
+
+    // The child runs `integration_test_wf`: two tasks.
+    let wf = suite.client().get(&id).await.unwrap();
+    let child = super::tasks(&wf)[6]["subWorkflowId"]
+        .as_str()
+        .expect("the child's id")
+        .to_owned();
+    wait_for_tasks(
+        &suite,
+        &child,
+        "RUNNING",
+        &[("integration_task_1", "SCHEDULED")],
+    )
+    .await;
+    poll_and_complete(&suite, "integration_task_1", "task1.worker", json!({})).await;
+    poll_and_complete(&suite, "integration_task_2", "task2.worker", json!({})).await;
+    let done = [
+        ("integration_task_1", "COMPLETED"),
+        ("integration_task_2", "COMPLETED"),
+    ];
+    wait_for_tasks(&suite, &child, "COMPLETED", &done).await;
+    mark(&mut expected, "SUB_WORKFLOW", "COMPLETED");
+    joins(&wait_for_tasks(&suite, &id, "RUNNING", &expected).await);
+
+    nested_forks_from_t19(&suite, &id, &mut expected, &joins).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn test_fork_join_with_sub_workflows_containing_optional_tasks() {
+    let suite = setup(&FILES).await;
+    let input = json!({"param1": "p1 value", "param2": "p2 value"});
+    let name = "integration_test_fork_join_optional_sw";
+    let id = super::start(&suite, name, input).await;
+    let mut expected = vec![
+        ("FORK", "COMPLETED"),
+        ("SUB_WORKFLOW", "IN_PROGRESS"),
+        ("SUB_WORKFLOW", "IN_PROGRESS"),
+        ("JOIN", "IN_PROGRESS"),
+    ];
+    let wf = wait_for_tasks(&suite, &id, "RUNNING", &expected).await;
+    assert_eq!(
+        super::tasks(&wf)[3]["inputData"]["joinOn"],
+        json!(["st1", "st2"])
+    );
+    let children: Vec<String> = [1, 2]
+        .iter()
+        .map(|&i| {
+            super::tasks(&wf)[i]["subWorkflowId"]
+                .as_str()
+                .expect("a child's id")
+                .to_owned()
+        })
+        .collect();
+    let in_child = "simple_task_in_sub_wf";
+    for child in &children {
+        wait_for_tasks(&suite, child, "RUNNING", &[(in_child, "SCHEDULED")]).await;
+    }
+
+    for _ in &children {
+        poll_and_fail(&suite, in_child, "task1.worker", "Failed....").await;
+    }
+    for child in &children {
+        wait_for_tasks(&suite, child, "FAILED", &[(in_child, "FAILED")]).await;
+    }
+    for task in &mut expected[1..=3] {
+        task.1 = "COMPLETED_WITH_ERRORS";
+    }
+    wait_for_tasks(&suite, &id, "COMPLETED", &expected).await;
+
+    // "do a rerun on the sub workflow": the child runs again; its parent stays as it is.
+    let rerun = json!({"reRunFromWorkflowId": children[0]});
+    let path = format!("/api/workflow/{}/rerun", children[0]);
+    let r = suite.client().post_json(&path, &rerun).await.unwrap();
+    assert_eq!(r.status, 200, "{}", r.text);
+    wait_for_tasks(&suite, &children[0], "RUNNING", &[(in_child, "SCHEDULED")]).await;
+    wait_for_tasks(&suite, &id, "COMPLETED", &expected).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn test_fork_join_with_sub_workflow_task_using_task_definition() {
+    let suite = setup(&FILES).await;
+    let input = json!({"param1": "p1 value", "param2": "p2 value"});
+    let id = super::start(&suite, "integration_test_fork_join_sw", input).await;
+    let mut expected = vec![
+        ("FORK", "COMPLETED"),
+        ("SUB_WORKFLOW", "IN_PROGRESS"),
+        ("integration_task_2", "SCHEDULED"),
+        ("JOIN", "IN_PROGRESS"),
+    ];
+    let child_at = |wf: &serde_json::Value, i: usize| {
+        assert_eq!(
+            super::tasks(wf)[3]["inputData"]["joinOn"],
+            json!(["st1", "t2"])
+        );
+        super::tasks(wf)[i]["subWorkflowId"]
+            .as_str()
+            .expect("the child's id")
+            .to_owned()
+    };
+    let wf = wait_for_tasks(&suite, &id, "RUNNING", &expected).await;
+    let child = child_at(&wf, 1);
+    let in_child = "simple_task_in_sub_wf";
+    wait_for_tasks(&suite, &child, "RUNNING", &[(in_child, "SCHEDULED")]).await;
+
+    // The child fails; `sub_workflow_task` is retried once (its task definition).
+    poll_and_fail(&suite, in_child, "task1.worker", "Failed....").await;
+    wait_for_tasks(&suite, &child, "FAILED", &[(in_child, "FAILED")]).await;
+    expected[1].1 = "FAILED";
+    expected.push(("SUB_WORKFLOW", "IN_PROGRESS"));
+    let wf = wait_for_tasks(&suite, &id, "RUNNING", &expected).await;
+    assert_eq!(super::tasks(&wf)[4]["retryCount"], 1);
+    let retried_child = child_at(&wf, 4);
+    assert_ne!(retried_child, child, "the retry runs a new child");
+
+    wait_for_tasks(
+        &suite,
+        &retried_child,
+        "RUNNING",
+        &[(in_child, "SCHEDULED")],
+    )
+    .await;
+    poll_and_complete(&suite, in_child, "subworkflow.task.worker", json!({})).await;
+    let done = [(in_child, "COMPLETED")];
+    wait_for_tasks(&suite, &retried_child, "COMPLETED", &done).await;
+    expected[4].1 = "COMPLETED";
+    wait_for_tasks(&suite, &id, "RUNNING", &expected).await;
+
+    poll_and_complete(&suite, "integration_task_2", "task2.worker", json!({})).await;
+    expected[2].1 = "COMPLETED";
+    expected[3].1 = "COMPLETED";
+    wait_for_tasks(&suite, &id, "COMPLETED", &expected).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn test_a_simple_workflow_with_fork_join_permissive_failure_flow() {
+    let suite = setup(&FILES).await;
+    // "Ensure that 'integration_task_1' has a retry count of 0".
+    let changes = json!({"retryCount": 0, "timeoutSeconds": 0});
+    super::update_task_def(&suite, "integration_task_1", changes).await;
+    let id = start_correlated(&suite, "FanInOutPermissiveTest", "fanoutTest", json!({})).await;
+    // Not checked: `tasks[1].workflowTask.permissive` (docs/conductor-harness.md).
+    let mut expected = vec![
+        ("FORK", "COMPLETED"),
+        ("integration_task_1", "SCHEDULED"),
+        ("integration_task_2", "SCHEDULED"),
+        ("JOIN", "IN_PROGRESS"),
+    ];
+    wait_for_tasks(&suite, &id, "RUNNING", &expected).await;
+
+    poll_and_fail(&suite, "integration_task_1", WORKER, "Failed...").await;
+    expected[1].1 = "FAILED";
+    wait_for_tasks(&suite, &id, "RUNNING", &expected).await;
+
+    poll_and_complete(&suite, "integration_task_2", WORKER, json!({})).await;
+    expected[2].1 = "COMPLETED";
+    expected[3].1 = "FAILED";
+    wait_for_tasks(&suite, &id, "FAILED", &expected).await;
+}
