@@ -1063,6 +1063,9 @@ pub struct TaskFailed {
 pub struct WorkflowCompleted {
     /// The shaped workflow output.
     pub output: Value,
+    /// Why, when a TERMINATE task completed the run (Conductor's `reasonForIncompletion`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 /// Attributes of [`Event::WorkflowFailed`].
@@ -1073,6 +1076,9 @@ pub struct WorkflowFailed {
     pub reason: String,
     /// The tasks whose failure failed the run.
     pub failed_task_refs: Vec<String>,
+    /// The output the run ends with (none in histories written before it was recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<Value>,
 }
 
 /// Attributes of [`Event::ChildWorkflowStarted`].
@@ -1277,6 +1283,7 @@ mod tests {
     fn event_parts_round_trip() {
         let ev = Event::WorkflowCompleted(WorkflowCompleted {
             output: serde_json::json!({"r": "x"}),
+            reason: None,
         });
         let back = Event::from_parts(ev.kind(), ev.attributes()).unwrap();
         assert_eq!(back, ev);
@@ -1287,6 +1294,7 @@ mod tests {
         let events = [
             Event::WorkflowCompleted(WorkflowCompleted {
                 output: serde_json::json!({"r": "x", "n": [1, 2]}),
+                reason: None,
             }),
             Event::TaskCompleted(TaskCompleted {
                 task_id: Uuid::nil(),

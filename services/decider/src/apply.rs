@@ -158,6 +158,7 @@ fn rollback_done(state: &RunState, done: &weft::messages::RollbackHooksDone) -> 
                     .unwrap_or("an awaited rollback hook failed")
             ),
             failed_task_refs: Vec::new(),
+            output: Some(crate::interpreter::failure_output(state)),
         }));
     }
     Applied::Events(events)

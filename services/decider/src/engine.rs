@@ -115,6 +115,8 @@ struct Stopped {
     /// The child run of a SUB_WORKFLOW task.
     child_workflow_id: Option<String>,
     reason: String,
+    /// Stopped because its run ended.
+    by_run_end: bool,
 }
 
 /// What one command of a batch did: for an operator command, the verdict the gateway
@@ -683,12 +685,20 @@ impl Shard {
         let mut reasons = Vec::new();
         for s in stopped {
             if let Some(child) = &s.child_workflow_id {
-                let command = Command::Terminate(weft::messages::Terminate {
-                    op: weft::messages::Operation::default(),
-                    reason: format!(
+                // Conductor's reason when the parent ended; Weft's when an operator or a
+                // timeout stopped the SUB_WORKFLOW task alone.
+                let reason = match w.state.reason.as_deref() {
+                    Some(run_reason) if s.by_run_end => {
+                        format!("Parent workflow has been terminated with reason: {run_reason}")
+                    }
+                    _ => format!(
                         "parent workflow {} task ended: {}",
                         w.state.workflow_id, s.reason
                     ),
+                };
+                let command = Command::Terminate(weft::messages::Terminate {
+                    op: weft::messages::Operation::default(),
+                    reason,
                 });
                 let envelope = Envelope::new(child, None, &command)?;
                 w.outbox.push(OutboxMessage::new(
@@ -1208,7 +1218,11 @@ impl Shard {
             Event::WorkflowTimedOut(t) => ("TIMED_OUT", t.reason.clone()),
             _ => return Ok(None),
         };
-        let Some(definition) = run.definition.extra.get("failureWorkflowDefinition") else {
+        let Some(definition) = run
+            .definition
+            .extra
+            .get(crate::interpreter::FAILURE_WORKFLOW_DEFINITION)
+        else {
             return Ok(None);
         };
         let definition: weft::dsl::WorkflowDef = serde_json::from_value(definition.clone())?;
@@ -1226,7 +1240,7 @@ impl Shard {
             "failureTaskId".into(),
             failed_task.map_or(serde_json::Value::Null, Into::into),
         );
-        let workflow_id = Uuid::new_v5(&run.run_id, b"failure-workflow").to_string();
+        let workflow_id = crate::interpreter::failure_workflow_id(run.run_id);
         let command = StartWorkflow {
             definition,
             input: serde_json::Value::Object(input),
@@ -1555,6 +1569,7 @@ fn append(w: &mut Working, event: Event) -> Result<(), Error> {
                     .and_then(serde_json::Value::as_str)
                     .map(str::to_owned),
                 reason: stop_reason(&stored.event),
+                by_run_end: run_end,
             });
         }
     }

@@ -332,11 +332,13 @@ impl RunState {
             Event::WorkflowCompleted(c) => {
                 self.status = RunStatus::Completed;
                 self.output = Some(c.output.clone());
+                self.reason.clone_from(&c.reason);
                 self.end_time = Some(at);
             }
             Event::WorkflowFailed(f) => {
                 self.status = RunStatus::Failed;
                 self.reason = Some(f.reason.clone());
+                self.output.clone_from(&f.output);
                 self.failed_task_refs.clone_from(&f.failed_task_refs);
                 self.end_time = Some(at);
             }

@@ -10,4 +10,8 @@ pub mod taskdef;
 pub mod validate;
 
 pub use model::{TaskType, WorkflowDef, WorkflowTask};
+
+/// The key of a definition's `extra` where the gateway freezes, at start, the definition
+/// its `failureWorkflow` names, for the decider to start when the run fails.
+pub const FAILURE_WORKFLOW_DEFINITION: &str = "failureWorkflowDefinition";
 pub use validate::{parse_definition, DslError};

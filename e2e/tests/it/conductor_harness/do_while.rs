@@ -403,19 +403,6 @@ async fn test_workflow_with_do_while_task_contains_loop_over_task_that_use_itera
     assert_eq!(tasks(&wf)[2]["outputData"]["result"], 1);
 }
 
-/// `workflowExecutor.updateTask(new TaskResult(task))` with the task's status set to
-/// COMPLETED: `POST /api/tasks` for task `i` of the run.
-async fn complete_task_at(suite: &weft_e2e::Suite, wf: &Value, i: usize) {
-    let task = &tasks(wf)[i];
-    let result = json!({
-        "workflowInstanceId": task["workflowInstanceId"],
-        "taskId": task["taskId"],
-        "status": "COMPLETED",
-        "outputData": task["outputData"],
-    });
-    super::update_task(suite, &result).await;
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn test_workflow_with_do_while_task_contains_decision_task() {
     let suite = setup(&FILES).await;
@@ -429,7 +416,7 @@ async fn test_workflow_with_do_while_task_contains_decision_task() {
     ];
     let wf = wait_for_tasks(&suite, &id, "RUNNING", &expected).await;
 
-    complete_task_at(&suite, &wf, 3).await;
+    super::complete_task_at(&suite, &wf, 3).await;
     expected[3].1 = "COMPLETED";
     expected.extend([
         ("INLINE", "COMPLETED"),
@@ -440,7 +427,7 @@ async fn test_workflow_with_do_while_task_contains_decision_task() {
     let wf = wait_for_tasks(&suite, &id, "RUNNING", &expected).await;
     assert_eq!(tasks(&wf)[0]["iteration"], 2);
 
-    complete_task_at(&suite, &wf, 7).await;
+    super::complete_task_at(&suite, &wf, 7).await;
     expected[0].1 = "COMPLETED";
     expected[7].1 = "COMPLETED";
     expected.push(("INLINE", "COMPLETED"));

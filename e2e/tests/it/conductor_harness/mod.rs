@@ -308,3 +308,22 @@ pub(crate) async fn switch_leading_to_a_fork_join(files: &[&str], switch_type: &
     let wf = wait_for_tasks(&suite, &id, "COMPLETED", &expected).await;
     assert_eq!(tasks(&wf)[4]["inputData"]["joinOn"], json!(["t20", "t10"]));
 }
+
+/// `workflowExecutor.updateTask(new TaskResult(task))` with the task's status set to
+/// COMPLETED: `POST /api/tasks` for task `i` of the run.
+pub(crate) async fn complete_task_at(suite: &Suite, wf: &Value, i: usize) {
+    let task = &tasks(wf)[i];
+    let result = json!({
+        "workflowInstanceId": task["workflowInstanceId"],
+        "taskId": task["taskId"],
+        "status": "COMPLETED",
+        "outputData": task["outputData"],
+    });
+    update_task(suite, &result).await;
+}
+
+/// `reasonForIncompletion.contains(text)`, as the specs check it.
+pub(crate) fn reason_contains(wf: &Value, text: &str) {
+    let reason = wf["reasonForIncompletion"].as_str().unwrap_or_default();
+    assert!(reason.contains(text), "{text:?} not in {reason:?}");
+}

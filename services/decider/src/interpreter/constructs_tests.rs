@@ -1284,3 +1284,61 @@ fn a_run_that_gets_to_its_end_past_a_permissive_failure_fails() {
     );
     assert_eq!(sim.state.failed_task_refs, vec!["p".to_owned()]);
 }
+
+#[test]
+fn a_terminate_task_ends_the_run_with_conductors_reason_and_its_workflow_output() {
+    let terminate = |status: &str, output: serde_json::Value| {
+        json!({"name": "w", "tasks": [
+            simple("a"),
+            {"name": "end", "taskReferenceName": "end", "type": "TERMINATE",
+             "inputParameters": {"terminationStatus": status, "workflowOutput": output}},
+            simple("never")]})
+    };
+    let mut sim = Sim::start(terminate("COMPLETED", json!("${a.output.v}")), json!({}));
+    sim.complete("a", json!({"v": 7}));
+    assert_eq!(sim.state.status, RunStatus::Completed);
+    assert_eq!(
+        sim.state.output,
+        Some(json!({"output": 7})),
+        "a value is wrapped"
+    );
+    let end = sim.state.latest("end").unwrap();
+    assert_eq!(end.output, Some(json!({"output": 7})));
+    assert_eq!(
+        sim.state.reason,
+        Some(format!(
+            "Workflow is COMPLETED by TERMINATE task: {}",
+            end.task_id
+        ))
+    );
+
+    let mut sim = Sim::start(
+        terminate("FAILED", json!({"k": "${a.output.v}"})),
+        json!({}),
+    );
+    sim.complete("a", json!({"v": 1}));
+    assert_eq!(sim.state.status, RunStatus::Failed);
+    assert_eq!(
+        sim.state.output,
+        Some(json!({"k": 1})),
+        "a map is the output"
+    );
+    assert!(sim.state.latest("never").is_none());
+}
+
+#[test]
+fn a_failed_run_ends_with_its_output_parameters_and_its_failure_workflows_id() {
+    let def = json!({"name": "w",
+        "outputParameters": {"o1": "${t1.output.ErrorMessage}", "o2": "${workflow.input.x}"},
+        "failureWorkflowDefinition": {"name": "cleanup", "tasks": [simple("c")]},
+        "tasks": [{"name": "t1", "taskReferenceName": "t1", "type": "SIMPLE",
+                   "taskDefinition": {"retryCount": 0}}]});
+    let mut sim = Sim::start(def, json!({"x": 2}));
+    sim.fail("t1", "boom");
+    assert_eq!(sim.state.status, RunStatus::Failed);
+    let failure_workflow = crate::interpreter::failure_workflow_id(sim.state.run_id);
+    assert_eq!(
+        sim.state.output,
+        Some(json!({"o1": null, "o2": 2, "conductor.failure_workflow": failure_workflow}))
+    );
+}

@@ -271,6 +271,7 @@ impl Walker<'_> {
             super::Decision::FailWorkflow {
                 reason: format!("task {:?}: {reason}", join.task_reference_name),
                 failed_task_refs: vec![join.task_reference_name.clone()],
+                output: None,
             },
         ])
     }

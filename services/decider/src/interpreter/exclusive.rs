@@ -107,6 +107,7 @@ impl Walker<'_> {
             Decision::FailWorkflow {
                 reason: format!("task {task_ref:?}: {reason}"),
                 failed_task_refs: vec![task_ref],
+                output: None,
             },
         ])
     }

@@ -185,6 +185,7 @@ impl Walker<'_> {
             Decision::FailWorkflow {
                 reason: format!("task {:?}: {reason}", looping.task_ref),
                 failed_task_refs: vec![looping.task_ref.clone()],
+                output: None,
             },
         ])
     }

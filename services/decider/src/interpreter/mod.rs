@@ -251,6 +251,8 @@ pub enum Decision {
     CompleteWorkflow {
         /// Shaped output.
         output: Value,
+        /// Why, when a TERMINATE task completes the run.
+        reason: Option<String>,
     },
     /// Finish the run with a failure.
     FailWorkflow {
@@ -258,6 +260,10 @@ pub enum Decision {
         reason: String,
         /// Tasks to blame.
         failed_task_refs: Vec<String>,
+        /// The output the run ends with; `None`: as Conductor's, its `outputParameters`
+        /// (or its last task's output) as the run stands, and the failure workflow's id
+        /// (`conductor.failure_workflow`) when it has one ([`decide`] fills it in).
+        output: Option<Value>,
     },
     /// End the run as TERMINATED (a TERMINATE task).
     TerminateWorkflow {
@@ -299,11 +305,53 @@ pub fn decide(state: &RunState) -> Vec<Decision> {
         walk::Flow::Done => decisions.push(walker.permissive_failure().unwrap_or_else(|| {
             Decision::CompleteWorkflow {
                 output: workflow_output(state),
+                reason: None,
             }
         })),
         walk::Flow::Waiting(more) | walk::Flow::Stop(more) => decisions.extend(more),
     }
+    for d in &mut decisions {
+        if let Decision::FailWorkflow {
+            output: o @ None, ..
+        } = d
+        {
+            *o = Some(failure_output(state));
+        }
+    }
     decisions
+}
+
+/// A failed run's output, as Conductor's: what it would have completed with as it stands
+/// (`outputParameters`, or its last task's output), and, when its definition names a
+/// failure workflow, that run's id as `conductor.failure_workflow`.
+pub(crate) fn failure_output(state: &RunState) -> Value {
+    with_failure_workflow(state, workflow_output(state))
+}
+
+/// `output` with the id of the failure workflow the failed run starts, when its
+/// definition names one (`conductor.failure_workflow`, as Conductor adds it).
+pub(crate) fn with_failure_workflow(state: &RunState, mut output: Value) -> Value {
+    if state
+        .definition
+        .extra
+        .contains_key(FAILURE_WORKFLOW_DEFINITION)
+    {
+        if let Value::Object(map) = &mut output {
+            map.insert(
+                "conductor.failure_workflow".into(),
+                Value::String(failure_workflow_id(state.run_id)),
+            );
+        }
+    }
+    output
+}
+
+pub(crate) use weft::dsl::FAILURE_WORKFLOW_DEFINITION;
+
+/// The workflow id of the failure workflow a failed run `run_id` starts (name-based, so a
+/// replay names the same).
+pub(crate) fn failure_workflow_id(run_id: Uuid) -> String {
+    Uuid::new_v5(&run_id, b"failure-workflow").to_string()
 }
 
 /// `outputParameters` resolved; without them, Conductor's rule: the last task's output.
@@ -580,15 +628,20 @@ pub fn events_for(decision: Decision, seq: i32, now: DateTime<Utc>) -> Vec<Event
                 output,
             }),
         ],
-        Decision::CompleteWorkflow { output } => {
-            vec![Event::WorkflowCompleted(WorkflowCompleted { output })]
+        Decision::CompleteWorkflow { output, reason } => {
+            vec![Event::WorkflowCompleted(WorkflowCompleted {
+                output,
+                reason,
+            })]
         }
         Decision::FailWorkflow {
             reason,
             failed_task_refs,
+            output,
         } => vec![Event::WorkflowFailed(WorkflowFailed {
             reason,
             failed_task_refs,
+            output,
         })],
         Decision::TerminateWorkflow { reason, output } => {
             vec![Event::WorkflowTerminated(WorkflowTerminated {

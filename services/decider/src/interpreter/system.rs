@@ -377,6 +377,7 @@ impl Walker<'_> {
             Decision::FailWorkflow {
                 reason: format!("task {task_ref:?}: {why}"),
                 failed_task_refs: vec![task_ref],
+                output: None,
             },
         ])
     }
@@ -440,6 +441,7 @@ impl Walker<'_> {
             Decision::FailWorkflow {
                 reason: format!("task {task_ref:?}: {why}"),
                 failed_task_refs: vec![task_ref],
+                output: None,
             },
         ])
     }

@@ -343,6 +343,7 @@ fn an_exclusive_join_whose_first_joined_task_failed_fails_with_every_failed_reas
         }, Decision::FailWorkflow {
             reason: run_reason,
             failed_task_refs,
+            ..
         }] => {
             assert_eq!(
                 (task_ref.as_str(), task_type.as_str()),

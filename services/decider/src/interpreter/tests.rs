@@ -87,7 +87,8 @@ fn last_completion_completes_the_run_with_shaped_output() {
     assert_eq!(
         decide(&h.state()),
         vec![Decision::CompleteWorkflow {
-            output: json!({"result": "ADA WEFT x3", "name": "Ada Weft"})
+            output: json!({"result": "ADA WEFT x3", "name": "Ada Weft"}),
+            reason: None,
         }]
     );
 }
@@ -101,7 +102,8 @@ fn without_output_parameters_the_last_task_output_is_the_run_output() {
     assert_eq!(
         decide(&h.state()),
         vec![Decision::CompleteWorkflow {
-            output: json!({"x": 1})
+            output: json!({"x": 1}),
+            reason: None,
         }]
     );
 }
@@ -115,6 +117,7 @@ fn failed_task_fails_the_run_naming_it() {
         [Decision::FailWorkflow {
             reason,
             failed_task_refs,
+            ..
         }] => {
             assert!(reason.contains("boom"), "{reason}");
             assert_eq!(failed_task_refs, &vec!["n".to_string()]);

@@ -6,7 +6,7 @@ use weft::dsl::{expr, TaskType, WorkflowTask};
 
 use super::policy::{Policy, TimeoutPolicy};
 use super::waiting::Due;
-use super::{branch, workflow_output, Decision};
+use super::{branch, Decision};
 use crate::state::{RunState, TaskState, TaskStatus};
 
 /// Where a task's deadline stands.
@@ -220,6 +220,7 @@ impl<'a> Walker<'a> {
         Some(Decision::FailWorkflow {
             reason,
             failed_task_refs: failed.iter().map(|t| t.task_ref.clone()).collect(),
+            output: None,
         })
     }
 
@@ -765,7 +766,10 @@ impl<'a> Walker<'a> {
         }
     }
 
-    /// TERMINATE: ends the run with `terminationStatus`, `terminationReason`, `workflowOutput`.
+    /// TERMINATE: ends the run with `terminationStatus`, `terminationReason` (by default
+    /// Conductor's "Workflow is <STATUS> by TERMINATE task: <taskId>") and
+    /// `workflowOutput`, which is the task's output and the run's, as Conductor's: a map as
+    /// it is, another value as `{"output": value}`, none as `{}`.
     fn terminate(&self, task: &WorkflowTask, latest: Option<&TaskState>) -> Flow {
         if latest.is_some() {
             return Flow::Done;
@@ -777,24 +781,29 @@ impl<'a> Walker<'a> {
             .to_owned();
         let reason = input["terminationReason"]
             .as_str()
+            .filter(|r| !r.trim().is_empty())
             .map(str::to_owned)
-            .unwrap_or_else(|| format!("terminated by task {:?}", task.task_reference_name));
+            .unwrap_or_else(|| {
+                format!(
+                    "Workflow is {status} by TERMINATE task: {}",
+                    self.task_id(task, 1)
+                )
+            });
         let output = match input.get("workflowOutput") {
-            Some(o) if !o.is_null() => o.clone(),
-            _ => workflow_output(self.state),
+            None | Some(Value::Null) => json!({}),
+            Some(map @ Value::Object(_)) => map.clone(),
+            Some(other) => json!({ "output": other }),
         };
-        let record = self.complete(
-            task,
-            TaskType::Terminate,
-            input,
-            json!({ "output": output }),
-            None,
-        );
+        let record = self.complete(task, TaskType::Terminate, input, output.clone(), None);
         let end = match status.as_str() {
-            "COMPLETED" => Decision::CompleteWorkflow { output },
+            "COMPLETED" => Decision::CompleteWorkflow {
+                output,
+                reason: Some(reason),
+            },
             "FAILED" => Decision::FailWorkflow {
                 reason,
                 failed_task_refs: vec![task.task_reference_name.clone()],
+                output: Some(super::with_failure_workflow(self.state, output)),
             },
             _ => Decision::TerminateWorkflow { reason, output },
         };
@@ -990,5 +999,6 @@ pub(super) fn fail(task: &WorkflowTask, reason: String) -> Flow {
     Flow::Stop(vec![Decision::FailWorkflow {
         reason,
         failed_task_refs: vec![task.task_reference_name.clone()],
+        output: None,
     }])
 }

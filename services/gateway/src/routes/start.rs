@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde_json::{Map, Value};
 use weft::dsl::taskdef::{self, TaskDef};
-use weft::dsl::{self, validate::check_executable, WorkflowDef};
+use weft::dsl::{self, validate::check_executable, WorkflowDef, FAILURE_WORKFLOW_DEFINITION};
 use weft::messages::{Command, StartWorkflow};
 use weft::store::outbox::OutboxMessage;
 use weft::store::starts::{NewStart, StartOutcome};
@@ -283,9 +283,6 @@ fn embed_children<'a>(
         Ok(())
     })
 }
-
-/// Where a frozen `failureWorkflow` definition travels with the run.
-const FAILURE_WORKFLOW_DEFINITION: &str = "failureWorkflowDefinition";
 
 /// Freezes the run's `failureWorkflow` (the latest registered version, with its own task
 /// and child definitions) into the definition, so that the decider can start it when the
