@@ -122,13 +122,14 @@ pub(crate) fn map_or_empty(v: Option<Value>) -> Value {
 
 /// Conductor's `taskType` and `taskDefName` of a stored task's type and name. A worker
 /// task's type is its name (SimpleTaskMapper), as the poll answer says; a fork, static
-/// or dynamic, is a `FORK` task, and forks and joins are named after their type
-/// (ForkJoinTaskMapper, ForkJoinDynamicTaskMapper, JoinTaskMapper).
+/// or dynamic, is a `FORK` task; forks, joins and branching tasks are named after their
+/// type (the task mappers of FORK_JOIN, FORK_JOIN_DYNAMIC, JOIN, EXCLUSIVE_JOIN,
+/// DECISION and SWITCH).
 pub(crate) fn conductor_type(task_type: String, task_name: String) -> (String, String) {
     match task_type.as_str() {
         "SIMPLE" => (task_name.clone(), task_name),
         "FORK_JOIN" | "FORK_JOIN_DYNAMIC" => ("FORK".to_owned(), "FORK".to_owned()),
-        "JOIN" => (task_type.clone(), task_type),
+        "JOIN" | "EXCLUSIVE_JOIN" | "DECISION" | "SWITCH" => (task_type.clone(), task_type),
         _ => (task_type, task_name),
     }
 }

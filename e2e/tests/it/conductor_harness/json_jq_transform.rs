@@ -7,8 +7,8 @@ use super::{setup, start, tasks, wait_for};
 
 const JSON_JQ_TRANSFORM_WF: &str = "test_json_jq_transform_wf";
 const SEQUENTIAL_JSON_JQ_TRANSFORM_WF: &str = "sequential_json_jq_transform_wf";
-// As the spec's setup, which also registers the definition of a feature that is not
-// ported (docs/conductor-harness.md).
+const JSON_JQ_TRANSFORM_RESULT_WF: &str = "json_jq_transform_result_wf";
+// As the spec's setup.
 const FILES: [&str; 3] = [
     "simple_json_jq_transform_integration_test.json",
     "sequential_json_jq_transform_integration_test.json",
@@ -64,4 +64,29 @@ async fn test_json_jq_transform_task_with_nested_json_object_succeeds() {
         t[1]["outputData"]["result"]["name"],
         "Beary Beariston you are the Brown Bear"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn test_json_jq_transform_task_with_different_json_object_results_succeeds() {
+    let suite = setup(&FILES).await;
+    let input = json!({"requestedAction": "redeliver"});
+    let id = start(&suite, JSON_JQ_TRANSFORM_RESULT_WF, input).await;
+    let expected = [
+        ("JSON_JQ_TRANSFORM", "COMPLETED"),
+        ("DECISION", "COMPLETED"),
+        ("JSON_JQ_TRANSFORM", "COMPLETED"),
+        ("DECISION", "COMPLETED"),
+    ];
+    let wf = super::wait_for_tasks(&suite, &id, "COMPLETED", &expected).await;
+    let all = tasks(&wf);
+    has_result_and_list(&all[0]);
+    assert_eq!(all[0]["outputData"]["result"], "CREATE");
+    assert_eq!(all[1]["inputData"]["case"], "CREATE");
+    has_result_and_list(&all[2]);
+    let result = all[2]["outputData"]["result"]
+        .as_array()
+        .expect("a list result");
+    assert_eq!(result.len(), 3, "{result:?}");
+    assert!(result.contains(&json!("redeliver")), "{result:?}");
+    assert_eq!(all[3]["inputData"]["case"], "true");
 }

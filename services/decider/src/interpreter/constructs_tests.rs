@@ -79,6 +79,11 @@ fn decision_with_case_value_param_records_case_output() {
         sim.state.latest("d").unwrap().output,
         Some(json!({"caseOutput": ["2"]}))
     );
+    assert_eq!(
+        sim.state.latest("d").unwrap().input,
+        json!({"n": 2, "case": "2", "hasChildren": "true"}),
+        "as Conductor's DecisionTaskMapper records it"
+    );
 }
 
 #[test]

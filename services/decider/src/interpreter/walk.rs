@@ -580,8 +580,19 @@ impl<'a> Walker<'a> {
                     return fail(task, format!("task {:?}: {why}", task.task_reference_name))
                 }
             };
+            let mut input = input;
             let output = match kind {
-                TaskType::Decision => json!({ "caseOutput": [case] }),
+                TaskType::Decision => {
+                    // Conductor's DecisionTaskMapper records the case in the task's input,
+                    // and whether it leads anywhere.
+                    if let Value::Object(map) = &mut input {
+                        map.insert("case".into(), json!(case));
+                        if !branch::case_tasks(task, &case).is_empty() {
+                            map.insert("hasChildren".into(), json!("true"));
+                        }
+                    }
+                    json!({ "caseOutput": [case] })
+                }
                 _ => json!({ "evaluationResult": [case], "selectedCase": case }),
             };
             return Flow::Waiting(vec![self.complete(task, kind, input, output, None)]);
