@@ -11,7 +11,9 @@ mod fork_join;
 mod json_jq_transform;
 mod lambda_and_terminate;
 mod set_variable;
+mod signal;
 mod switch;
+mod wait;
 
 use std::time::Duration;
 

@@ -64,24 +64,50 @@ async fn complete_by_ref_sync(
     ))
 }
 
-/// The pending WAIT task (without a timer) of the workflow's current run, which
-/// Conductor's signal endpoints complete: its ref.
-async fn blocking_wait(state: &AppState, id: &str) -> Result<String, ApiError> {
-    let Some((_, tasks)) = state.store.current_run_with_tasks(id).await? else {
-        return Err(ApiError::NotFound(format!("workflow {id} not found")));
-    };
-    tasks
-        .into_iter()
-        .find(|t| {
+/// The most runs a signal looks through for its WAIT: the workflow's and its children's.
+const MAX_RUNS_SEARCHED: usize = 100;
+
+/// The pending WAIT task (without a timer) that Conductor's signal endpoints complete:
+/// the first of the workflow's current run, else, as Conductor's `signalTask` descends
+/// into running sub-workflows (depth first, in task order), the first of its child runs'.
+/// Its workflow id and ref.
+async fn blocking_wait(state: &AppState, id: &str) -> Result<(String, String), ApiError> {
+    let mut pending = vec![id.to_owned()];
+    let mut searched = 0;
+    while let Some(workflow_id) = pending.pop() {
+        searched += 1;
+        if searched > MAX_RUNS_SEARCHED {
+            break;
+        }
+        let Some((_, tasks)) = state.store.current_run_with_tasks(&workflow_id).await? else {
+            if workflow_id == id {
+                return Err(ApiError::NotFound(format!("workflow {id} not found")));
+            }
+            continue;
+        };
+        let is_pending = |t: &weft::store::reads::TaskView| {
+            matches!(t.status.as_str(), "SCHEDULED" | "IN_PROGRESS")
+        };
+        let wait = tasks.iter().find(|t| {
             t.task_type == "WAIT"
-                && matches!(t.status.as_str(), "SCHEDULED" | "IN_PROGRESS")
+                && is_pending(t)
                 && t.input.get("duration").is_none()
                 && t.input.get("until").is_none()
-        })
-        .map(|t| t.task_ref)
-        .ok_or_else(|| {
-            ApiError::NotFound(format!("workflow {id} has no pending WAIT task to signal"))
-        })
+        });
+        if let Some(t) = wait {
+            return Ok((workflow_id, t.task_ref.clone()));
+        }
+        let children = tasks
+            .iter()
+            .filter(|t| t.task_type == "SUB_WORKFLOW" && is_pending(t))
+            .filter_map(|t| t.output.as_ref()?.get("subWorkflowId")?.as_str())
+            .map(str::to_owned)
+            .collect::<Vec<_>>();
+        pending.extend(children.into_iter().rev());
+    }
+    Err(ApiError::NotFound(format!(
+        "workflow {id} has no pending WAIT task to signal, nor has any of its running child workflows"
+    )))
 }
 
 /// Only COMPLETED completes a WAIT (a signal); the status names the field otherwise.
@@ -97,7 +123,8 @@ fn check_signal_status(status: &str) -> Result<(), ApiError> {
 }
 
 /// `POST /api/tasks/{workflowId}/{status}/signal`: completes the run's pending WAIT task
-/// with the body as its output; 200, or 404 when nothing waits.
+/// (or one of its running child runs', as Conductor looks for it) with the body as its
+/// output; 200, or 404 when nothing waits.
 async fn signal_blocking(
     State(state): State<AppState>,
     Path((id, status)): Path<(String, String)>,
@@ -105,8 +132,8 @@ async fn signal_blocking(
 ) -> Result<(), ApiError> {
     check_signal_status(&status)?;
     let payload = payload(&body?)?;
-    let task_ref = blocking_wait(&state, &id).await?;
-    send(&state, &id, task_ref, payload).await
+    let (waiting, task_ref) = blocking_wait(&state, &id).await?;
+    send(&state, &waiting, task_ref, payload).await
 }
 
 #[derive(Debug, serde::Deserialize)]
@@ -128,8 +155,8 @@ async fn signal_blocking_sync(
     check_signal_status(&status)?;
     let strategy = super::execute::ReturnStrategy::parse(q.return_strategy.as_deref())?;
     let payload = payload(&body?)?;
-    let task_ref = blocking_wait(&state, &id).await?;
-    send(&state, &id, task_ref, payload).await?;
+    let (waiting, task_ref) = blocking_wait(&state, &id).await?;
+    send(&state, &waiting, task_ref, payload).await?;
     let timeout = std::time::Duration::from_millis(
         q.timeout_millis
             .unwrap_or(SYNC_TIMEOUT_MS)
