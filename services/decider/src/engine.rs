@@ -1099,7 +1099,7 @@ impl Shard {
                     task_id,
                     task_ref,
                     reason: why,
-                    terminal: true,
+                    terminal: false,
                 };
                 let mut events = events_for(started, seq, Utc::now());
                 events.extend(events_for(failed, seq, Utc::now()));

@@ -7,11 +7,13 @@
 
 mod decision;
 mod do_while;
+mod exclusive_join;
 mod fork_join;
 mod json_jq_transform;
 mod lambda_and_terminate;
 mod set_variable;
 mod signal;
+mod start_workflow;
 mod switch;
 mod wait;
 

@@ -185,10 +185,13 @@ impl Walker<'_> {
             .filter(|v| v.is_object())
             .cloned()
             .unwrap_or_else(|| json!({}));
+        // Without one of its own, the new run shares the starter's (Conductor's
+        // StartWorkflow).
         let correlation_id = params
             .get("correlationId")
             .and_then(Value::as_str)
-            .map(str::to_owned);
+            .map(str::to_owned)
+            .or_else(|| self.state.correlation_id.clone());
         let task_id = self.task_id(task, 1);
         Flow::Waiting(vec![Decision::StartRun {
             task_id,
@@ -372,7 +375,9 @@ impl Walker<'_> {
                 task_id,
                 task_ref: task_ref.clone(),
                 reason: why.clone(),
-                terminal: true,
+                // As Conductor's: an INLINE script that fails would fail again
+                // (FAILED_WITH_TERMINAL_ERROR); LAMBDA, START_WORKFLOW and EVENT end FAILED.
+                terminal: kind == TaskType::Inline,
             },
             Decision::FailWorkflow {
                 reason: format!("task {task_ref:?}: {why}"),
