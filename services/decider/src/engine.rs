@@ -1226,19 +1226,42 @@ impl Shard {
             return Ok(None);
         };
         let definition: weft::dsl::WorkflowDef = serde_json::from_value(definition.clone())?;
+        // The task the run's failure names (a failed task, a TERMINATE task), else the
+        // newest that ended with a reason.
         let failed_task = run
-            .tasks
-            .iter()
-            .rev()
-            .find(|t| !t.status.is_pending() && t.reason.is_some())
+            .failed_task_refs
+            .first()
+            .and_then(|r| run.latest(r))
+            .or_else(|| {
+                run.tasks
+                    .iter()
+                    .rev()
+                    .find(|t| !t.status.is_pending() && t.reason.is_some())
+            })
             .map(|t| t.task_id.to_string());
         let mut input = run.input.as_object().cloned().unwrap_or_default();
         input.insert("workflowId".into(), run.workflow_id.clone().into());
-        input.insert("reason".into(), reason.into());
+        input.insert("reason".into(), reason.clone().into());
         input.insert("failureStatus".into(), status.into());
         input.insert(
             "failureTaskId".into(),
             failed_task.map_or(serde_json::Value::Null, Into::into),
+        );
+        // Conductor passes the failed workflow itself; its summary here (not its tasks).
+        input.insert(
+            "failedWorkflow".into(),
+            serde_json::json!({
+                "workflowId": run.workflow_id,
+                "runId": run.run_id,
+                "workflowName": run.definition.name,
+                "workflowVersion": run.definition.version,
+                "status": status,
+                "correlationId": run.correlation_id,
+                "input": run.input,
+                "output": run.output,
+                "reasonForIncompletion": reason,
+                "failedReferenceTaskNames": run.failed_task_refs,
+            }),
         );
         let workflow_id = crate::interpreter::failure_workflow_id(run.run_id);
         let command = StartWorkflow {

@@ -8,6 +8,7 @@
 mod decision;
 mod do_while;
 mod exclusive_join;
+mod failure_workflow;
 mod fork_join;
 mod json_jq_transform;
 mod lambda_and_terminate;
