@@ -16,6 +16,7 @@ mod set_variable;
 mod signal;
 mod start_workflow;
 mod switch;
+mod task_limits;
 mod wait;
 
 use std::time::Duration;
@@ -247,7 +248,7 @@ pub(crate) async fn poll_and_fail(
 
 /// Polls one task of `task_type` as `worker` and updates it with `result`'s fields.
 async fn poll_and_update(suite: &Suite, task_type: &str, worker: &str, fields: Value) -> Value {
-    let task = crate::http_tasks::poll_one(suite, task_type, worker).await;
+    let task = poll_one(suite, task_type, worker).await;
     // verifyPolledAndAcknowledgedTask: a task of that type was handed out.
     assert_eq!(task["taskType"], task_type, "{task}");
     let mut result = json!({
@@ -260,6 +261,11 @@ async fn poll_and_update(suite: &Suite, task_type: &str, worker: &str, fields: V
     }
     update_task(suite, &result).await;
     task
+}
+
+/// Polls `task_type` as `worker` until a task comes (long polls, with a deadline).
+pub(crate) async fn poll_one(suite: &Suite, task_type: &str, worker: &str) -> Value {
+    crate::http_tasks::poll_one(suite, task_type, worker).await
 }
 
 /// `POST /api/tasks` with `result` (a `TaskResult`), answered 200.
