@@ -78,9 +78,7 @@ fork = ForkTask("fork", [
 http = HttpTask("http", HttpInput(uri=f"{server}/version", method="GET"))
 start_req = StartWorkflowRequest(name="py_child", input={"n": 5})
 starter = StartWorkflowTask("starter", "py_child", start_req, version=1)
-done = TerminateTask("done", WorkflowStatus.COMPLETED, "all steps ran")
-tour.add(vars_task).add(jq).add(size).add(loop).add(fork).add(http).add(starter).add(done)
-tour.output_parameters({
+tour_output = {
     "greeting": "${workflow.variables.greeting}",
     "total": "${jq.output.result.total}",
     "size": "${big.output.result}",
@@ -89,7 +87,13 @@ tour.output_parameters({
     "left": "${left.output.result}",
     "version": "${http.output.response.body}",
     "started": "${starter.output.workflowId}",
-})
+}
+# A run a TERMINATE task ends has that task's workflowOutput as its output (Conductor's
+# DeciderService.updateWorkflowOutput), whatever the definition's outputParameters say.
+done = TerminateTask("done", WorkflowStatus.COMPLETED, "all steps ran")
+done.input_parameter("workflowOutput", tour_output)
+tour.add(vars_task).add(jq).add(size).add(loop).add(fork).add(http).add(starter).add(done)
+tour.output_parameters(tour_output)
 tour.register(overwrite=True)
 
 run = tour.execute(

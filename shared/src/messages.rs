@@ -1002,6 +1002,9 @@ pub struct TaskScheduled {
     /// Loop iteration (from 1) of a task inside a DO_WHILE body; 0 elsewhere.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub iteration: i32,
+    /// Output it shows while it runs (an EVENT task's message, as Conductor's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<Value>,
 }
 
 fn is_zero(n: &i32) -> bool {

@@ -217,7 +217,11 @@ const OUTCOMES: [(&str, &str, &str); 39] = [
         "TERMINATED",
         "Early exit with TERMINATED status",
     ),
-    ("test_task_failed_sub_workflow.json", "FAILED", "terminate0"),
+    (
+        "test_task_failed_sub_workflow.json",
+        "FAILED",
+        "Workflow is FAILED by TERMINATE task",
+    ),
     // Its input names the workflow to start; an empty one names none.
     (
         "workflow_that_starts_another_workflow.json",

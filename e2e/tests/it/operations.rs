@@ -397,7 +397,7 @@ async fn skip_terminate_pause_and_resume(suite: Suite) {
         child_wf["reasonForIncompletion"]
             .as_str()
             .unwrap_or_default()
-            .contains("parent"),
+            .contains("Parent workflow has been terminated with reason: "),
         "{child_wf}"
     );
     let reason = steps.stopped("child_a", 1).await;

@@ -63,6 +63,7 @@ impl HistoryBuilder {
             attempt: 1,
             input,
             iteration: 0,
+            output: None,
         }));
         self
     }

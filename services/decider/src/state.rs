@@ -268,7 +268,7 @@ impl RunState {
                 iteration: s.iteration,
                 status: TaskStatus::Scheduled,
                 input: s.input.clone(),
-                output: None,
+                output: s.output.clone(),
                 reason: None,
                 error_kind: None,
                 worker_id: None,

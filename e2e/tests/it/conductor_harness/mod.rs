@@ -7,6 +7,7 @@
 
 mod decision;
 mod do_while;
+mod event;
 mod exclusive_join;
 mod failure_workflow;
 mod fork_join;

@@ -401,6 +401,7 @@ pub fn events_for(decision: Decision, seq: i32, now: DateTime<Utc>) -> Vec<Event
                 attempt,
                 input,
                 iteration,
+                output: None,
             }),
             Event::ChildWorkflowStarted(ChildWorkflowStarted {
                 task_id,
@@ -445,6 +446,7 @@ pub fn events_for(decision: Decision, seq: i32, now: DateTime<Utc>) -> Vec<Event
             attempt,
             input,
             iteration,
+            output: None,
         })],
         Decision::StartSystemTask {
             task_id,
@@ -462,6 +464,7 @@ pub fn events_for(decision: Decision, seq: i32, now: DateTime<Utc>) -> Vec<Event
             attempt: 1,
             input,
             iteration,
+            output: None,
         })],
         Decision::PublishEvent {
             task_id,
@@ -473,9 +476,10 @@ pub fn events_for(decision: Decision, seq: i32, now: DateTime<Utc>) -> Vec<Event
             iteration,
             location: _,
         } => {
-            // IN_PROGRESS: it completes once its message is confirmed (see
-            // `event_published`), or, asynchronous, when completed by reference.
-            let _ = (output, async_complete);
+            // IN_PROGRESS, showing its message as Conductor's does: it completes once
+            // the message is confirmed (see `event_published`), or, asynchronous, when
+            // completed by reference.
+            let _ = async_complete;
             vec![Event::TaskScheduled(TaskScheduled {
                 task_id,
                 task_ref,
@@ -485,6 +489,7 @@ pub fn events_for(decision: Decision, seq: i32, now: DateTime<Utc>) -> Vec<Event
                 attempt: 1,
                 input,
                 iteration,
+                output: Some(output),
             })]
         }
         Decision::StartRun {
@@ -556,6 +561,7 @@ pub fn events_for(decision: Decision, seq: i32, now: DateTime<Utc>) -> Vec<Event
                 attempt: 1,
                 input,
                 iteration,
+                output: None,
             }),
             Event::TaskFailed(TaskFailed {
                 error_kind: None,
@@ -588,6 +594,7 @@ pub fn events_for(decision: Decision, seq: i32, now: DateTime<Utc>) -> Vec<Event
                     attempt: 1,
                     input,
                     iteration,
+                    output: None,
                 }),
                 Event::TaskCompleted(TaskCompleted {
                     task_id,
@@ -621,6 +628,7 @@ pub fn events_for(decision: Decision, seq: i32, now: DateTime<Utc>) -> Vec<Event
                 attempt: 1,
                 input,
                 iteration,
+                output: None,
             }),
             Event::TaskSkipped(TaskSkipped {
                 task_id,
