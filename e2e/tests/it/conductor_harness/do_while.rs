@@ -1,6 +1,7 @@
 //! `DoWhileSpec`: DO_WHILE loops over system tasks, and a loop ending on a variable.
 
 use serde_json::{json, Value};
+use weft_e2e::Backend;
 
 use super::{
     poll_and_complete, setup, start_correlated, task_is, tasks, wait_for_state, wait_for_tasks,
@@ -40,9 +41,8 @@ fn task_at(wf: &Value, i: usize, ty: &str, status: &str, iteration: Option<i64>)
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn test_workflow_with_2_iterations_of_five_tasks() {
-    let suite = setup(&FILES).await;
+async fn test_workflow_with_2_iterations_of_five_tasks(backend: Backend) {
+    let suite = setup(backend, &FILES).await;
     let id = start_correlated(
         &suite,
         "do_while_five_loop_over_integration_test",
@@ -107,9 +107,8 @@ async fn test_workflow_with_2_iterations_of_five_tasks() {
     assert_eq!(tasks(&wf)[11]["iteration"], 0);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn test_workflow_with_2_iterations_of_3_system_tasks() {
-    let suite = setup(&FILES).await;
+async fn test_workflow_with_2_iterations_of_3_system_tasks(backend: Backend) {
+    let suite = setup(backend, &FILES).await;
     let id = start_correlated(
         &suite,
         "do_while_system_tasks",
@@ -147,9 +146,8 @@ async fn test_workflow_with_2_iterations_of_3_system_tasks() {
     assert_eq!(tasks(&wf)[7]["iteration"], 0);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn test_workflow_with_do_while_task_contains_set_variable_task() {
-    let suite = setup(&FILES).await;
+async fn test_workflow_with_do_while_task_contains_set_variable_task(backend: Backend) {
+    let suite = setup(backend, &FILES).await;
     let id = start_correlated(
         &suite,
         "do_while_Set_variable_fix",
@@ -231,18 +229,16 @@ async fn single_iteration_through_the_fork(
     expected
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn test_workflow_with_a_single_iteration_do_while_task() {
-    let suite = setup(&FILES).await;
+async fn test_workflow_with_a_single_iteration_do_while_task(backend: Backend) {
+    let suite = setup(backend, &FILES).await;
     let id = start_correlated(&suite, "Do_While_Workflow", "looptest", json!({"loop": 1})).await;
     let mut expected = single_iteration_through_the_fork(&suite, &id).await;
     expected[0].1 = "COMPLETED";
     wait_for_tasks(&suite, &id, "COMPLETED", &expected).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn test_workflow_with_a_single_iteration_do_while_task_with_sub_workflow() {
-    let suite = setup(&FILES).await;
+async fn test_workflow_with_a_single_iteration_do_while_task_with_sub_workflow(backend: Backend) {
+    let suite = setup(backend, &FILES).await;
     let name = "Do_While_Sub_Workflow";
     let id = start_correlated(&suite, name, "looptest", json!({"loop": 1})).await;
     let mut expected = single_iteration_through_the_fork(&suite, &id).await;
@@ -263,9 +259,8 @@ async fn test_workflow_with_a_single_iteration_do_while_task_with_sub_workflow()
     wait_for_tasks(&suite, &id, "COMPLETED", &expected).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn test_workflow_with_multiple_do_while_tasks_with_multiple_iterations() {
-    let suite = setup(&FILES).await;
+async fn test_workflow_with_multiple_do_while_tasks_with_multiple_iterations(backend: Backend) {
+    let suite = setup(backend, &FILES).await;
     let input = json!({"loop": 2, "loop2": 1});
     let id = start_correlated(&suite, "Do_While_Multiple", "looptest", input).await;
     let worker = "integration.test.worker";
@@ -296,9 +291,8 @@ async fn test_workflow_with_multiple_do_while_tasks_with_multiple_iterations() {
     wait_for_tasks(&suite, &id, "COMPLETED", &expected).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn test_auto_retrying_a_failed_do_while_workflow() {
-    let suite = setup(&FILES).await;
+async fn test_auto_retrying_a_failed_do_while_workflow(backend: Backend) {
+    let suite = setup(backend, &FILES).await;
     // "Update the task definition with retryCount to 1 and retryDelaySeconds to 0".
     let changes = json!({"retryCount": 1, "retryDelaySeconds": 0});
     super::update_task_def(&suite, "integration_task_0", changes).await;
@@ -348,9 +342,10 @@ async fn test_auto_retrying_a_failed_do_while_workflow() {
     wait_for_tasks(&suite, &id, "COMPLETED", &expected).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn test_workflow_with_a_iteration_do_while_task_as_subtask_of_a_forkjoin_task() {
-    let suite = setup(&FILES).await;
+async fn test_workflow_with_a_iteration_do_while_task_as_subtask_of_a_forkjoin_task(
+    backend: Backend,
+) {
+    let suite = setup(backend, &FILES).await;
     let id = start_correlated(&suite, "Do_While_SubTask", "looptest", json!({"loop": 1})).await;
     let worker = "integration.test.worker";
     let mut expected = vec![
@@ -382,10 +377,10 @@ async fn test_workflow_with_a_iteration_do_while_task_as_subtask_of_a_forkjoin_t
     wait_for_tasks(&suite, &id, "COMPLETED", &expected).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn test_workflow_with_do_while_task_contains_loop_over_task_that_use_iteration_in_script_expression(
+    backend: Backend,
 ) {
-    let suite = setup(&FILES).await;
+    let suite = setup(backend, &FILES).await;
     let name = "Do_While_Workflow_Iteration_Fix";
     let id = start_correlated(&suite, name, "looptest", json!({"loop": 2})).await;
     let wf = wait_for_tasks(
@@ -403,9 +398,8 @@ async fn test_workflow_with_do_while_task_contains_loop_over_task_that_use_itera
     assert_eq!(tasks(&wf)[2]["outputData"]["result"], 1);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn test_workflow_with_do_while_task_contains_decision_task() {
-    let suite = setup(&FILES).await;
+async fn test_workflow_with_do_while_task_contains_decision_task(backend: Backend) {
+    let suite = setup(backend, &FILES).await;
     let name = "DO_While_with_Decision_task";
     let id = start_correlated(&suite, name, "looptest", json!({"list": [1, 2]})).await;
     let mut expected = vec![
@@ -435,9 +429,10 @@ async fn test_workflow_with_do_while_task_contains_decision_task() {
     assert_eq!(tasks(&wf)[0]["iteration"], 2);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn test_do_while_with_500_lambda_iterations_completes_without_stack_overflow_error() {
-    let suite = setup(&FILES).await;
+async fn test_do_while_with_500_lambda_iterations_completes_without_stack_overflow_error(
+    backend: Backend,
+) {
+    let suite = setup(backend, &FILES).await;
     let name = "do_while_high_iteration_test";
     let id = start_correlated(&suite, name, "overflow-regression", json!({"loop": 500})).await;
     let wf = wait_for_state(&suite, &id, "COMPLETED", 501).await;
@@ -446,9 +441,8 @@ async fn test_do_while_with_500_lambda_iterations_completes_without_stack_overfl
     task_at(&wf, 500, "LAMBDA", "COMPLETED", Some(500));
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn test_do_while_iteration_counter_is_correct_at_500_iterations_issue_799() {
-    let suite = setup(&FILES).await;
+async fn test_do_while_iteration_counter_is_correct_at_500_iterations_issue_799(backend: Backend) {
+    let suite = setup(backend, &FILES).await;
     let name = "Do_While_Workflow_Iteration_Fix";
     let input = json!({"loop": 500});
     let id = start_correlated(&suite, name, "iteration-count-regression", input).await;
@@ -459,3 +453,18 @@ async fn test_do_while_iteration_counter_is_correct_at_500_iterations_issue_799(
     task_at(&wf, 500, "LAMBDA", "COMPLETED", None);
     assert_eq!(tasks(&wf)[500]["outputData"]["result"], 499);
 }
+
+super::harness_features!(
+    test_workflow_with_do_while_task_contains_loop_over_task_that_use_iteration_in_script_expression,
+    test_workflow_with_2_iterations_of_five_tasks,
+    test_workflow_with_2_iterations_of_3_system_tasks,
+    test_workflow_with_do_while_task_contains_set_variable_task,
+    test_workflow_with_a_single_iteration_do_while_task,
+    test_workflow_with_a_single_iteration_do_while_task_with_sub_workflow,
+    test_workflow_with_multiple_do_while_tasks_with_multiple_iterations,
+    test_auto_retrying_a_failed_do_while_workflow,
+    test_workflow_with_a_iteration_do_while_task_as_subtask_of_a_forkjoin_task,
+    test_workflow_with_do_while_task_contains_decision_task,
+    test_do_while_with_500_lambda_iterations_completes_without_stack_overflow_error,
+    test_do_while_iteration_counter_is_correct_at_500_iterations_issue_799,
+);

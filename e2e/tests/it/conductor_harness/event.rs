@@ -2,6 +2,7 @@
 //! `asyncComplete`, waits IN_PROGRESS until the task API completes it.
 
 use serde_json::json;
+use weft_e2e::Backend;
 
 use super::{complete_task_at, poll_and_complete, setup, start, tasks, wait_for_tasks};
 
@@ -30,16 +31,14 @@ async fn runs_on_after_the_event(suite: &weft_e2e::Suite, id: &str) {
     event_produced(&wait_for_tasks(suite, id, "COMPLETED", &expected).await);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn verify_that_a_event_based_simple_workflow_is_executed() {
-    let suite = setup(&FILES).await;
+async fn verify_that_a_event_based_simple_workflow_is_executed(backend: Backend) {
+    let suite = setup(backend, &FILES).await;
     let id = start(&suite, EVENT_BASED_WORKFLOW, json!({})).await;
     runs_on_after_the_event(&suite, &id).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn test_a_workflow_with_event_task_that_is_async_complete() {
-    let suite = setup(&FILES).await;
+async fn test_a_workflow_with_event_task_that_is_async_complete(backend: Backend) {
+    let suite = setup(backend, &FILES).await;
     // "Register a workflow definition with event task as asyncComplete".
     let mut def = super::definition(FILES[0]);
     def["tasks"][0]["asyncComplete"] = json!(true);
@@ -51,3 +50,8 @@ async fn test_a_workflow_with_event_task_that_is_async_complete() {
     complete_task_at(&suite, &wf, 0).await;
     runs_on_after_the_event(&suite, &id).await;
 }
+
+super::harness_features!(
+    verify_that_a_event_based_simple_workflow_is_executed,
+    test_a_workflow_with_event_task_that_is_async_complete,
+);

@@ -2,6 +2,7 @@
 //! branch that ran (its default included).
 
 use serde_json::json;
+use weft_e2e::Backend;
 
 use super::{poll_and_complete, setup, start_correlated, tasks, wait_for_tasks};
 
@@ -31,8 +32,8 @@ fn task(n: u32, status: &'static str) -> (&'static str, &'static str) {
 /// (its worker `task<n>.integration.worker`, output `{"taskReferenceName": "task<n>"}`)
 /// and the run then shows `then` (RUNNING, or COMPLETED after the last step); the
 /// EXCLUSIVE_JOIN ends with the last task's output.
-async fn feature(input: serde_json::Value, steps: &[(u32, Vec<(&str, &str)>)]) {
-    let suite = setup(&FILES).await;
+async fn feature(backend: Backend, input: serde_json::Value, steps: &[(u32, Vec<(&str, &str)>)]) {
+    let suite = setup(backend, &FILES).await;
     let id = start_correlated(&suite, EXCLUSIVE_JOIN_WF, "exclusive_join_workflow", input).await;
     wait_for_tasks(&suite, &id, "RUNNING", &[task(1, "SCHEDULED")]).await;
     for (i, (n, then)) in steps.iter().enumerate() {
@@ -57,14 +58,12 @@ async fn feature(input: serde_json::Value, steps: &[(u32, Vec<(&str, &str)>)]) {
 
 const JOINED: (&str, &str) = ("EXCLUSIVE_JOIN", "COMPLETED");
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn test_that_the_default_decision_is_run() {
+async fn test_that_the_default_decision_is_run(backend: Backend) {
     let done = vec![task(1, "COMPLETED"), DECISION, JOINED];
-    feature(json!({"decision_1": "null"}), &[(1, done)]).await;
+    feature(backend, json!({"decision_1": "null"}), &[(1, done)]).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn test_when_the_one_decision_is_true_and_the_other_is_decision_null() {
+async fn test_when_the_one_decision_is_true_and_the_other_is_decision_null(backend: Backend) {
     let t1 = vec![task(1, "COMPLETED"), DECISION, task(2, "SCHEDULED")];
     let t2 = vec![
         task(1, "COMPLETED"),
@@ -74,11 +73,10 @@ async fn test_when_the_one_decision_is_true_and_the_other_is_decision_null() {
         JOINED,
     ];
     let input = json!({"decision_1": "true", "decision_2": "null"});
-    feature(input, &[(1, t1), (2, t2)]).await;
+    feature(backend, input, &[(1, t1), (2, t2)]).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn test_when_both_the_decisions_decision_1_and_decision_2_are_true() {
+async fn test_when_both_the_decisions_decision_1_and_decision_2_are_true(backend: Backend) {
     let t1 = vec![task(1, "COMPLETED"), DECISION, task(2, "SCHEDULED")];
     let mut t2 = vec![
         task(1, "COMPLETED"),
@@ -91,11 +89,10 @@ async fn test_when_both_the_decisions_decision_1_and_decision_2_are_true() {
     t3[4] = task(3, "COMPLETED");
     t3.push(JOINED);
     let input = json!({"decision_1": "true", "decision_2": "true"});
-    feature(input, &[(1, t1), (2, t2), (3, t3)]).await;
+    feature(backend, input, &[(1, t1), (2, t2), (3, t3)]).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn test_when_decision_1_is_false_and_decision_3_is_default() {
+async fn test_when_decision_1_is_false_and_decision_3_is_default(backend: Backend) {
     let t1 = vec![task(1, "COMPLETED"), DECISION, task(4, "SCHEDULED")];
     let t4 = vec![
         task(1, "COMPLETED"),
@@ -105,11 +102,10 @@ async fn test_when_decision_1_is_false_and_decision_3_is_default() {
         JOINED,
     ];
     let input = json!({"decision_1": "false", "decision_3": "null"});
-    feature(input, &[(1, t1), (4, t4)]).await;
+    feature(backend, input, &[(1, t1), (4, t4)]).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn test_when_decision_1_is_false_and_decision_3_is_true() {
+async fn test_when_decision_1_is_false_and_decision_3_is_true(backend: Backend) {
     let t1 = vec![task(1, "COMPLETED"), DECISION, task(4, "SCHEDULED")];
     let mut t4 = vec![
         task(1, "COMPLETED"),
@@ -122,5 +118,13 @@ async fn test_when_decision_1_is_false_and_decision_3_is_true() {
     t5[4] = task(5, "COMPLETED");
     t5.push(JOINED);
     let input = json!({"decision_1": "false", "decision_3": "true"});
-    feature(input, &[(1, t1), (4, t4), (5, t5)]).await;
+    feature(backend, input, &[(1, t1), (4, t4), (5, t5)]).await;
 }
+
+super::harness_features!(
+    test_that_the_default_decision_is_run,
+    test_when_the_one_decision_is_true_and_the_other_is_decision_null,
+    test_when_both_the_decisions_decision_1_and_decision_2_are_true,
+    test_when_decision_1_is_false_and_decision_3_is_default,
+    test_when_decision_1_is_false_and_decision_3_is_true,
+);

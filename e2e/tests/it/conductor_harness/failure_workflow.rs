@@ -2,6 +2,7 @@
 //! id, the task that failed it and the failed workflow, under the run's correlation id.
 
 use serde_json::{json, Value};
+use weft_e2e::Backend;
 
 use super::{setup, start_correlated, tasks, wait_for, wait_for_tasks};
 
@@ -35,9 +36,8 @@ async fn failure_workflow_ran(suite: &weft_e2e::Suite, wf: &Value, failure_task:
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn test_workflow_with_a_task_that_failed() {
-    let suite = setup(&FILES).await;
+async fn test_workflow_with_a_task_that_failed(backend: Backend) {
+    let suite = setup(backend, &FILES).await;
     let input = json!({"a": 1});
     let id = start_correlated(&suite, WORKFLOW_WITH_TERMINATE_TASK_FAILED, "testId", input).await;
     let expected = [("LAMBDA", "COMPLETED"), ("TERMINATE", "COMPLETED")];
@@ -46,9 +46,8 @@ async fn test_workflow_with_a_task_that_failed() {
     failure_workflow_ran(&suite, &wf, &tasks(&wf)[1]).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn test_workflow_with_a_task_failed_in_subworkflow() {
-    let suite = setup(&FILES).await;
+async fn test_workflow_with_a_task_failed_in_subworkflow(backend: Backend) {
+    let suite = setup(backend, &FILES).await;
     let id = super::start(&suite, PARENT_WORKFLOW_WITH_FAILURE_TASK, json!({"a": 1})).await;
     let expected = [("LAMBDA", "COMPLETED"), ("SUB_WORKFLOW", "FAILED")];
     let wf = wait_for_tasks(&suite, &id, "FAILED", &expected).await;
@@ -62,3 +61,8 @@ async fn test_workflow_with_a_task_failed_in_subworkflow() {
     super::reason_contains(&sub, "Workflow is FAILED by TERMINATE task");
     failure_workflow_ran(&suite, &wf, &tasks(&wf)[1]).await;
 }
+
+super::harness_features!(
+    test_workflow_with_a_task_that_failed,
+    test_workflow_with_a_task_failed_in_subworkflow,
+);

@@ -1,6 +1,7 @@
 //! `ForkJoinSpec`: forks and their JOINs, nested, with failures and sub workflows.
 
 use serde_json::json;
+use weft_e2e::Backend;
 
 use super::{poll_and_complete, poll_and_fail, setup, start_correlated, wait_for_tasks};
 
@@ -40,9 +41,8 @@ async fn first_branch_done(suite: &weft_e2e::Suite, id: &str) -> Vec<(&'static s
     expected
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn test_a_simple_workflow_with_fork_join_success_flow() {
-    let suite = setup(&FILES).await;
+async fn test_a_simple_workflow_with_fork_join_success_flow(backend: Backend) {
+    let suite = setup(backend, &FILES).await;
     let id = start_correlated(&suite, FORK_JOIN_WF, "fanoutTest", json!({})).await;
     let mut expected = first_branch_done(&suite, &id).await;
 
@@ -61,9 +61,8 @@ async fn test_a_simple_workflow_with_fork_join_success_flow() {
     wait_for_tasks(&suite, &id, "COMPLETED", &expected).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn test_a_simple_workflow_with_fork_join_failure_flow() {
-    let suite = setup(&FILES).await;
+async fn test_a_simple_workflow_with_fork_join_failure_flow(backend: Backend) {
+    let suite = setup(backend, &FILES).await;
     // "Ensure that 'integration_task_2' has a retry count of 0".
     let changes = json!({"retryCount": 0, "timeoutSeconds": 0});
     super::update_task_def(&suite, "integration_task_2", changes).await;
@@ -178,9 +177,8 @@ async fn nested_forks_from_t19(
     wait_for_tasks(suite, id, "COMPLETED", expected).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn test_nested_fork_join_workflow_success_flow() {
-    let suite = setup(&FILES).await;
+async fn test_nested_fork_join_workflow_success_flow(backend: Backend) {
+    let suite = setup(backend, &FILES).await;
     let input = json!({"case": "a"});
     let id = start_correlated(&suite, "FanInOutNestedTest", "fork_join_nested_test", input).await;
     let mut expected = nested_forks_first_tasks();
@@ -189,9 +187,8 @@ async fn test_nested_fork_join_workflow_success_flow() {
     nested_forks_from_t19(&suite, &id, &mut expected, &joins).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn test_nested_workflow_which_contains_a_sub_workflow_task() {
-    let suite = setup(&FILES).await;
+async fn test_nested_workflow_which_contains_a_sub_workflow_task(backend: Backend) {
+    let suite = setup(backend, &FILES).await;
     let input = json!({"case": "a"});
     let name = "FanInOutNestedSubWorkflowTest";
     let id = start_correlated(&suite, name, "fork_join_nested_test", input).await;
@@ -226,9 +223,8 @@ async fn test_nested_workflow_which_contains_a_sub_workflow_task() {
     nested_forks_from_t19(&suite, &id, &mut expected, &joins).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn test_fork_join_with_sub_workflows_containing_optional_tasks() {
-    let suite = setup(&FILES).await;
+async fn test_fork_join_with_sub_workflows_containing_optional_tasks(backend: Backend) {
+    let suite = setup(backend, &FILES).await;
     let input = json!({"param1": "p1 value", "param2": "p2 value"});
     let name = "integration_test_fork_join_optional_sw";
     let id = super::start(&suite, name, input).await;
@@ -277,9 +273,8 @@ async fn test_fork_join_with_sub_workflows_containing_optional_tasks() {
     wait_for_tasks(&suite, &id, "COMPLETED", &expected).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn test_fork_join_with_sub_workflow_task_using_task_definition() {
-    let suite = setup(&FILES).await;
+async fn test_fork_join_with_sub_workflow_task_using_task_definition(backend: Backend) {
+    let suite = setup(backend, &FILES).await;
     let input = json!({"param1": "p1 value", "param2": "p2 value"});
     let id = super::start(&suite, "integration_test_fork_join_sw", input).await;
     let mut expected = vec![
@@ -332,9 +327,8 @@ async fn test_fork_join_with_sub_workflow_task_using_task_definition() {
     wait_for_tasks(&suite, &id, "COMPLETED", &expected).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn test_a_simple_workflow_with_fork_join_permissive_failure_flow() {
-    let suite = setup(&FILES).await;
+async fn test_a_simple_workflow_with_fork_join_permissive_failure_flow(backend: Backend) {
+    let suite = setup(backend, &FILES).await;
     // "Ensure that 'integration_task_1' has a retry count of 0".
     let changes = json!({"retryCount": 0, "timeoutSeconds": 0});
     super::update_task_def(&suite, "integration_task_1", changes).await;
@@ -357,3 +351,13 @@ async fn test_a_simple_workflow_with_fork_join_permissive_failure_flow() {
     expected[3].1 = "FAILED";
     wait_for_tasks(&suite, &id, "FAILED", &expected).await;
 }
+
+super::harness_features!(
+    test_a_simple_workflow_with_fork_join_success_flow,
+    test_a_simple_workflow_with_fork_join_failure_flow,
+    test_nested_fork_join_workflow_success_flow,
+    test_nested_workflow_which_contains_a_sub_workflow_task,
+    test_fork_join_with_sub_workflows_containing_optional_tasks,
+    test_fork_join_with_sub_workflow_task_using_task_definition,
+    test_a_simple_workflow_with_fork_join_permissive_failure_flow,
+);

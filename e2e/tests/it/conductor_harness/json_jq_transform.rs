@@ -2,6 +2,7 @@
 //! and a failed one rerun with a fixed input.
 
 use serde_json::{json, Value};
+use weft_e2e::Backend;
 
 use super::{setup, start, tasks, wait_for};
 
@@ -24,9 +25,8 @@ fn has_result_and_list(task: &Value) {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn test_workflow_with_json_jq_transform_task_succeeds() {
-    let suite = setup(&FILES).await;
+async fn test_workflow_with_json_jq_transform_task_succeeds(backend: Backend) {
+    let suite = setup(backend, &FILES).await;
     let input = json!({"in1": {"array": ["a", "b"]}, "in2": {"array": ["c", "d"]}});
     let id = start(&suite, JSON_JQ_TRANSFORM_WF, input).await;
     let wf = wait_for(&suite, &id, "COMPLETED").await;
@@ -37,9 +37,8 @@ async fn test_workflow_with_json_jq_transform_task_succeeds() {
     has_result_and_list(&t[0]);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn test_json_jq_transform_task_with_nested_json_object_succeeds() {
-    let suite = setup(&FILES).await;
+async fn test_json_jq_transform_task_with_nested_json_object_succeeds(backend: Backend) {
+    let suite = setup(backend, &FILES).await;
     let input = json!({
         "method": "POST",
         "body": {"name": "Beary Beariston", "title": "the Brown Bear"},
@@ -66,9 +65,8 @@ async fn test_json_jq_transform_task_with_nested_json_object_succeeds() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn test_json_jq_transform_task_with_different_json_object_results_succeeds() {
-    let suite = setup(&FILES).await;
+async fn test_json_jq_transform_task_with_different_json_object_results_succeeds(backend: Backend) {
+    let suite = setup(backend, &FILES).await;
     let input = json!({"requestedAction": "redeliver"});
     let id = start(&suite, JSON_JQ_TRANSFORM_RESULT_WF, input).await;
     let expected = [
@@ -90,3 +88,9 @@ async fn test_json_jq_transform_task_with_different_json_object_results_succeeds
     assert!(result.contains(&json!("redeliver")), "{result:?}");
     assert_eq!(all[3]["inputData"]["case"], "true");
 }
+
+super::harness_features!(
+    test_workflow_with_json_jq_transform_task_succeeds,
+    test_json_jq_transform_task_with_nested_json_object_succeeds,
+    test_json_jq_transform_task_with_different_json_object_results_succeeds,
+);

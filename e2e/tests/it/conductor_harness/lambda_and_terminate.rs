@@ -2,6 +2,7 @@
 //! COMPLETED or FAILED (with its failure workflow), also from a decision branch.
 
 use serde_json::json;
+use weft_e2e::Backend;
 
 use super::{poll_and_complete, setup, start, tasks, wait_for, wait_for_tasks};
 
@@ -27,9 +28,8 @@ fn seq_counts_from_1(wf: &serde_json::Value) {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn test_workflow_with_a_terminate_task_when_the_status_is_completed() {
-    let suite = setup(&FILES).await;
+async fn test_workflow_with_a_terminate_task_when_the_status_is_completed(backend: Backend) {
+    let suite = setup(backend, &FILES).await;
     let id = start(&suite, WORKFLOW_WITH_TERMINATE_TASK, json!({"a": 1})).await;
     let expected = [("LAMBDA", "COMPLETED"), ("TERMINATE", "COMPLETED")];
     let wf = wait_for_tasks(&suite, &id, "COMPLETED", &expected).await;
@@ -39,9 +39,8 @@ async fn test_workflow_with_a_terminate_task_when_the_status_is_completed() {
     assert_eq!(wf["output"], json!({"result": {"testvalue": true}}));
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn test_workflow_with_a_terminate_task_when_the_status_is_failed() {
-    let suite = setup(&FILES).await;
+async fn test_workflow_with_a_terminate_task_when_the_status_is_failed(backend: Backend) {
+    let suite = setup(backend, &FILES).await;
     let id = start(&suite, WORKFLOW_WITH_TERMINATE_TASK_FAILED, json!({"a": 1})).await;
     let expected = [("LAMBDA", "COMPLETED"), ("TERMINATE", "COMPLETED")];
     let wf = wait_for_tasks(&suite, &id, "FAILED", &expected).await;
@@ -57,9 +56,8 @@ async fn test_workflow_with_a_terminate_task_when_the_status_is_failed() {
     assert_eq!(ran, [&json!("LAMBDA")]);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn test_workflow_with_a_terminate_task_within_a_decision_branch() {
-    let suite = setup(&FILES).await;
+async fn test_workflow_with_a_terminate_task_within_a_decision_branch(backend: Backend) {
+    let suite = setup(backend, &FILES).await;
     let input = json!({"param1": "p1", "param2": "p2", "case": "two"});
     let id = start(&suite, WORKFLOW_WITH_DECISION_AND_TERMINATE, input).await;
     let wf = wait_for_tasks(
@@ -91,9 +89,8 @@ async fn test_workflow_with_a_terminate_task_within_a_decision_branch() {
     seq_counts_from_1(&wf);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn test_workflow_with_lambda_task() {
-    let suite = setup(&FILES).await;
+async fn test_workflow_with_lambda_task(backend: Backend) {
+    let suite = setup(backend, &FILES).await;
     let id = start(&suite, WORKFLOW_WITH_LAMBDA_TASK, json!({"a": 1})).await;
 
     let wf = wait_for(&suite, &id, "COMPLETED").await;
@@ -110,9 +107,8 @@ async fn test_workflow_with_lambda_task() {
     assert_eq!(all[0]["seq"], 1);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn test_workflow_with_a_terminate_task_when_the_workflow_has_a_subworkflow() {
-    let suite = setup(&FILES).await;
+async fn test_workflow_with_a_terminate_task_when_the_workflow_has_a_subworkflow(backend: Backend) {
+    let suite = setup(backend, &FILES).await;
     let id = start(&suite, "test_terminate_task_parent_wf", json!({"a": 1})).await;
     let mut expected = vec![
         ("FORK", "COMPLETED"),
@@ -155,3 +151,11 @@ async fn test_workflow_with_a_terminate_task_when_the_workflow_has_a_subworkflow
         "Parent workflow has been terminated with reason: Workflow is COMPLETED by TERMINATE task",
     );
 }
+
+super::harness_features!(
+    test_workflow_with_a_terminate_task_when_the_status_is_completed,
+    test_workflow_with_a_terminate_task_when_the_status_is_failed,
+    test_workflow_with_a_terminate_task_within_a_decision_branch,
+    test_workflow_with_lambda_task,
+    test_workflow_with_a_terminate_task_when_the_workflow_has_a_subworkflow,
+);

@@ -5,6 +5,25 @@
 //! deadline, for Weft to get there on its own. Which features are ported and which fail
 //! on Weft: `docs/conductor-harness.md`.
 
+/// Each feature (an `async fn(Backend)`) as two tests, `<feature>::on_services` and
+/// `<feature>::on_weft_dev`: the specs pass on both shapes of Weft.
+macro_rules! harness_features {
+    ($($feature:ident),* $(,)?) => {$(
+        mod $feature {
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn on_services() {
+                super::$feature(weft_e2e::Backend::Services).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn on_weft_dev() {
+                super::$feature(weft_e2e::Backend::Dev).await;
+            }
+        }
+    )*};
+}
+use harness_features;
+
 mod decision;
 mod do_while;
 mod event;
@@ -23,7 +42,7 @@ mod wait;
 use std::time::Duration;
 
 use serde_json::{json, Value};
-use weft_e2e::{poll_until, Suite};
+use weft_e2e::{poll_until, Backend, Suite};
 
 /// How long a feature may take to reach the state its spec checks: each test is meant to
 /// finish well under 20 s.
@@ -100,10 +119,10 @@ pub(crate) async fn update_task_def(suite: &Suite, name: &str, changes: Value) {
 /// `DEFAULT_EMAIL_ADDRESS` of the harness.
 const OWNER: &str = "test@harness.com";
 
-/// Starts the services, registers the harness's task definitions and the spec's
+/// Starts Weft on `backend`, registers the harness's task definitions and the spec's
 /// workflow definitions, as `WorkflowTestUtil` and the spec's `setup()` do.
-pub(crate) async fn setup(files: &[&str]) -> Suite {
-    let suite = Suite::start_on(weft_e2e::Backend::Services).await.unwrap();
+pub(crate) async fn setup(backend: Backend, files: &[&str]) -> Suite {
+    let suite = Suite::start_on(backend).await.unwrap();
     suite
         .client()
         .register_taskdefs(&task_definitions())
@@ -286,8 +305,12 @@ pub(crate) async fn update_task(suite: &Suite, result: &Value) {
 /// SwitchTaskSpec's and DecisionTaskSpec's "a workflow that has a `switch_type` task that
 /// leads to a fork join" (`ForkConditionalTest`): the same steps, with the fork's first
 /// branch opening with a SWITCH or a DECISION.
-pub(crate) async fn switch_leading_to_a_fork_join(files: &[&str], switch_type: &str) {
-    let suite = setup(files).await;
+pub(crate) async fn switch_leading_to_a_fork_join(
+    backend: Backend,
+    files: &[&str],
+    switch_type: &str,
+) {
+    let suite = setup(backend, files).await;
     let input = json!({"param1": "p1", "param2": "p2", "case": "c"});
     let correlation_id = format!("{}_forkjoin", switch_type.to_lowercase());
     let id = start_correlated(&suite, "ForkConditionalTest", &correlation_id, input).await;

@@ -1,15 +1,15 @@
 //! `SetVariableTaskSpec`: a SET_VARIABLE task sets the run's variables.
 
 use serde_json::json;
+use weft_e2e::Backend;
 
 use super::{setup, start, tasks, wait_for};
 
 const SET_VARIABLE_WF: &str = "test_set_variable_wf";
 const FILES: [&str; 1] = ["simple_set_variable_workflow_integration_test.json"];
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn test_workflow_with_set_variable_task() {
-    let suite = setup(&FILES).await;
+async fn test_workflow_with_set_variable_task(backend: Backend) {
+    let suite = setup(backend, &FILES).await;
     // given: workflow input
     let input = json!({"var": "var_test_value"});
     // when: the workflow which has the set variable task is started
@@ -26,3 +26,5 @@ async fn test_workflow_with_set_variable_task() {
         json!({"variables": {"var": "var_test_value"}})
     );
 }
+
+super::harness_features!(test_workflow_with_set_variable_task,);

@@ -2,6 +2,7 @@
 //! run (or one of its child runs) is blocked on.
 
 use serde_json::json;
+use weft_e2e::Backend;
 
 use super::{complete_task_at, setup, start, wait_for_tasks};
 
@@ -21,9 +22,8 @@ async fn signal(suite: &weft_e2e::Suite, workflow_id: &str, output: serde_json::
     r.status
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn signal_completes_a_blocked_wait_task_and_advances_the_workflow() {
-    let suite = setup(&FILES).await;
+async fn signal_completes_a_blocked_wait_task_and_advances_the_workflow(backend: Backend) {
+    let suite = setup(backend, &FILES).await;
     let id = start(&suite, WAIT_WORKFLOW, json!({})).await;
     wait_for_tasks(&suite, &id, "RUNNING", &[("WAIT", "IN_PROGRESS")]).await;
 
@@ -39,9 +39,8 @@ async fn signal_completes_a_blocked_wait_task_and_advances_the_workflow() {
 /// Conductor answers 200 and changes nothing (`signalTask` returns null); Weft answers 404
 /// with the reason, as every state-changing endpoint that would change nothing
 /// (docs/conductor.md).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn signal_on_a_workflow_with_no_blocking_task_returns_null() {
-    let suite = setup(&FILES).await;
+async fn signal_on_a_workflow_with_no_blocking_task_returns_null(backend: Backend) {
+    let suite = setup(backend, &FILES).await;
     let id = start(&suite, WAIT_WORKFLOW, json!({})).await;
     let wf = wait_for_tasks(&suite, &id, "RUNNING", &[("WAIT", "IN_PROGRESS")]).await;
     complete_task_at(&suite, &wf, 0).await;
@@ -52,15 +51,13 @@ async fn signal_on_a_workflow_with_no_blocking_task_returns_null() {
     wait_for_tasks(&suite, &id, "RUNNING", &expected).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn signal_on_a_non_existent_workflow_throws_not_found_exception() {
-    let suite = setup(&FILES).await;
+async fn signal_on_a_non_existent_workflow_throws_not_found_exception(backend: Backend) {
+    let suite = setup(backend, &FILES).await;
     assert_eq!(signal(&suite, "non-existent-wf-id", json!({})).await, 404);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn signal_descends_into_a_sub_workflow_to_complete_its_blocked_wait_task() {
-    let suite = setup(&FILES).await;
+async fn signal_descends_into_a_sub_workflow_to_complete_its_blocked_wait_task(backend: Backend) {
+    let suite = setup(backend, &FILES).await;
     let parent = start(&suite, SIGNAL_SUB_WF_PARENT, json!({})).await;
     let wf = wait_for_tasks(
         &suite,
@@ -84,3 +81,10 @@ async fn signal_descends_into_a_sub_workflow_to_complete_its_blocked_wait_task()
     assert_eq!(super::tasks(&sub)[0]["status"], "COMPLETED");
     super::wait_for(&suite, &parent, "COMPLETED").await;
 }
+
+super::harness_features!(
+    signal_completes_a_blocked_wait_task_and_advances_the_workflow,
+    signal_on_a_workflow_with_no_blocking_task_returns_null,
+    signal_on_a_non_existent_workflow_throws_not_found_exception,
+    signal_descends_into_a_sub_workflow_to_complete_its_blocked_wait_task,
+);

@@ -2,6 +2,7 @@
 //! definition given inline, and fails the run when its input is not a start request.
 
 use serde_json::{json, Value};
+use weft_e2e::Backend;
 
 use super::{setup, start_correlated, tasks, wait_for_tasks};
 
@@ -14,8 +15,8 @@ const FILES: [&str; 2] = [
 
 /// The spec's `@Unroll` feature "start another workflow using #testCase.name", for one
 /// row of its `where:` table.
-async fn start_another_workflow(workflow_input: Value) {
-    let suite = setup(&FILES).await;
+async fn start_another_workflow(backend: Backend, workflow_input: Value) {
+    let suite = setup(backend, &FILES).await;
     let correlation_id = weft::ids::new_id().to_string();
     let id = start_correlated(
         &suite,
@@ -35,15 +36,13 @@ async fn start_another_workflow(workflow_input: Value) {
     assert!(!other["input"].is_null());
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn start_another_workflow_using_name_and_version() {
+async fn start_another_workflow_using_name_and_version(backend: Backend) {
     let start = json!({"name": "integration_test_wf",
                        "input": {"param1": "value1", "param2": "value2"}});
-    start_another_workflow(json!({"startWorkflow": start})).await;
+    start_another_workflow(backend, json!({"startWorkflow": start})).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn start_another_workflow_using_workflow_definition() {
+async fn start_another_workflow_using_workflow_definition(backend: Backend) {
     let task1 = json!({"name": "integration_task_1", "taskReferenceName": "t1", "type": "SIMPLE",
         "inputParameters": {"tp1": "${workflow.input.param1}", "tp2": "${workflow.input.param2}",
                             "tp3": "${CPEWF_TASK_ID}"}});
@@ -53,12 +52,11 @@ async fn start_another_workflow_using_workflow_definition() {
     let def = json!({"name": "dynamic_wf", "version": 1, "tasks": [task1, task2],
                      "ownerEmail": "abc@abc.com"});
     let start = json!({"name": "dynamic_wf", "workflowDef": def});
-    start_another_workflow(json!({"startWorkflow": start})).await;
+    start_another_workflow(backend, json!({"startWorkflow": start})).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn start_workflow_does_not_conform_to_start_workflow_request() {
-    let suite = setup(&FILES).await;
+async fn start_workflow_does_not_conform_to_start_workflow_request(backend: Backend) {
+    let suite = setup(backend, &FILES).await;
     let input = json!({"start_workflow": {"param1": "value1", "param2": "value2"}});
     let id = super::start(&suite, WORKFLOW_THAT_STARTS_ANOTHER_WORKFLOW, input).await;
     let wf = wait_for_tasks(&suite, &id, "FAILED", &[("START_WORKFLOW", "FAILED")]).await;
@@ -68,3 +66,9 @@ async fn start_workflow_does_not_conform_to_start_workflow_request() {
         tasks(&wf)[0]
     );
 }
+
+super::harness_features!(
+    start_another_workflow_using_name_and_version,
+    start_another_workflow_using_workflow_definition,
+    start_workflow_does_not_conform_to_start_workflow_request,
+);

@@ -2,6 +2,7 @@
 //! none, and leading to a fork.
 
 use serde_json::json;
+use weft_e2e::Backend;
 
 use super::{
     complete_as_task1_worker, poll_and_complete, setup, start_correlated, task_is, tasks,
@@ -19,9 +20,8 @@ const FILES: [&str; 4] = [
     "switch_with_no_default_case_integration_test.json",
 ];
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn test_simple_switch_workflow() {
-    let suite = setup(&FILES).await;
+async fn test_simple_switch_workflow(backend: Backend) {
+    let suite = setup(backend, &FILES).await;
     let input = json!({"param1": "p1", "param2": "p2", "case": "c"});
     let id = start_correlated(&suite, SWITCH_WF, "switch_workflow", input).await;
     let wf = wait_for_state(&suite, &id, "RUNNING", 2).await;
@@ -44,9 +44,8 @@ async fn test_simple_switch_workflow() {
     task_is(&wf, 3, "integration_task_20", "COMPLETED");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn test_default_case_condition_execution_of_a_conditional_workflow() {
-    let suite = setup(&FILES).await;
+async fn test_default_case_condition_execution_of_a_conditional_workflow(backend: Backend) {
+    let suite = setup(backend, &FILES).await;
     let input = json!({"param1": "xxx", "param2": "two"});
     let id = start_correlated(&suite, COND_TASK_WF, "conditional_default", input).await;
     let wf = wait_for_state(&suite, &id, "RUNNING", 2).await;
@@ -69,8 +68,13 @@ async fn test_default_case_condition_execution_of_a_conditional_workflow() {
 
 /// The spec's `@Unroll` feature "Test case 'nested' and '#caseValue' condition execution
 /// of a conditional workflow", for one row of its `where:` table.
-async fn nested_case(case_value: &str, expected_task_name: &str, correlation_id: &str) {
-    let suite = setup(&FILES).await;
+async fn nested_case(
+    backend: Backend,
+    case_value: &str,
+    expected_task_name: &str,
+    correlation_id: &str,
+) {
+    let suite = setup(backend, &FILES).await;
     let input = json!({"param1": "nested", "param2": case_value});
     let id = start_correlated(&suite, COND_TASK_WF, correlation_id, input).await;
     let wf = wait_for_state(&suite, &id, "RUNNING", 3).await;
@@ -102,19 +106,28 @@ async fn nested_case(case_value: &str, expected_task_name: &str, correlation_id:
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn test_case_nested_and_two_condition_execution_of_a_conditional_workflow() {
-    nested_case("two", "integration_task_2", "conditional_nested_two").await;
+async fn test_case_nested_and_two_condition_execution_of_a_conditional_workflow(backend: Backend) {
+    nested_case(
+        backend,
+        "two",
+        "integration_task_2",
+        "conditional_nested_two",
+    )
+    .await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn test_case_nested_and_one_condition_execution_of_a_conditional_workflow() {
-    nested_case("one", "integration_task_1", "conditional_nested_one").await;
+async fn test_case_nested_and_one_condition_execution_of_a_conditional_workflow(backend: Backend) {
+    nested_case(
+        backend,
+        "one",
+        "integration_task_1",
+        "conditional_nested_one",
+    )
+    .await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn test_three_case_condition_execution_of_a_conditional_workflow() {
-    let suite = setup(&FILES).await;
+async fn test_three_case_condition_execution_of_a_conditional_workflow(backend: Backend) {
+    let suite = setup(backend, &FILES).await;
     let input = json!({"param1": "three", "param2": "two", "finalCase": "notify"});
     let id = start_correlated(&suite, COND_TASK_WF, "conditional_three", input).await;
     let wf = wait_for_state(&suite, &id, "RUNNING", 2).await;
@@ -146,9 +159,8 @@ async fn test_three_case_condition_execution_of_a_conditional_workflow() {
     task_is(&wf, 3, "integration_task_4", "COMPLETED");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn test_switch_with_no_default_case_workflow() {
-    let suite = setup(&FILES).await;
+async fn test_switch_with_no_default_case_workflow(backend: Backend) {
+    let suite = setup(backend, &FILES).await;
     let input = json!({"param1": "p1", "param2": "p2"});
     let id = start_correlated(
         &suite,
@@ -167,7 +179,16 @@ async fn test_switch_with_no_default_case_workflow() {
     task_is(&wf, 1, "integration_task_2", "COMPLETED");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn test_a_workflow_that_has_a_switch_task_that_leads_to_a_fork_join() {
-    super::switch_leading_to_a_fork_join(&FILES, "SWITCH").await;
+async fn test_a_workflow_that_has_a_switch_task_that_leads_to_a_fork_join(backend: Backend) {
+    super::switch_leading_to_a_fork_join(backend, &FILES, "SWITCH").await;
 }
+
+super::harness_features!(
+    test_simple_switch_workflow,
+    test_default_case_condition_execution_of_a_conditional_workflow,
+    test_case_nested_and_two_condition_execution_of_a_conditional_workflow,
+    test_case_nested_and_one_condition_execution_of_a_conditional_workflow,
+    test_three_case_condition_execution_of_a_conditional_workflow,
+    test_switch_with_no_default_case_workflow,
+    test_a_workflow_that_has_a_switch_task_that_leads_to_a_fork_join,
+);

@@ -2,6 +2,7 @@
 //! task back from a poll until they allow it.
 
 use serde_json::{json, Value};
+use weft_e2e::Backend;
 
 use super::{poll_and_complete, setup, start, update_task, wait_for_tasks};
 
@@ -30,9 +31,8 @@ async fn poll(suite: &weft_e2e::Suite, task_type: &str, worker: &str) -> Option<
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn verify_that_the_rate_limiting_for_simple_tasks_is_honored() {
-    let suite = setup(&FILES).await;
+async fn verify_that_the_rate_limiting_for_simple_tasks_is_honored(backend: Backend) {
+    let suite = setup(backend, &FILES).await;
     let task = "test_simple_task_with_rateLimits";
     let worker = "rate.limit.test.worker";
     // Weft's rate windows are aligned on the epoch (docs/task-limits.md), Conductor's
@@ -58,9 +58,10 @@ async fn verify_that_the_rate_limiting_for_simple_tasks_is_honored() {
     wait_for_tasks(&suite, &second, "COMPLETED", &[(task, "COMPLETED")]).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn verify_that_concurrency_limited_tasks_are_honored_during_workflow_execution() {
-    let suite = setup(&FILES).await;
+async fn verify_that_concurrency_limited_tasks_are_honored_during_workflow_execution(
+    backend: Backend,
+) {
+    let suite = setup(backend, &FILES).await;
     let task = "test_task_with_concurrency_limit";
     let worker = "test_task_worker";
     let first = start(&suite, CONCURRENCY_EXECUTION_LIMITED_WORKFLOW, json!({})).await;
@@ -82,3 +83,8 @@ async fn verify_that_concurrency_limited_tasks_are_honored_during_workflow_execu
     assert_eq!(polled["taskType"], task);
     assert_eq!(polled["workflowInstanceId"], json!(second));
 }
+
+super::harness_features!(
+    verify_that_the_rate_limiting_for_simple_tasks_is_honored,
+    verify_that_concurrency_limited_tasks_are_honored_during_workflow_execution,
+);

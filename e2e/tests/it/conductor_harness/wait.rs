@@ -1,6 +1,7 @@
 //! `WaitTaskSpec`: WAIT tasks completed through the task API, after a SET_VARIABLE.
 
 use serde_json::json;
+use weft_e2e::Backend;
 
 use super::{complete_task_at, poll_and_complete, setup, start, wait_for_tasks};
 
@@ -12,9 +13,8 @@ const FILES: [&str; 2] = [
     "set_variable_workflow_integration_test.json",
 ];
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn test_workflow_with_set_variable_task() {
-    let suite = setup(&FILES).await;
+async fn test_workflow_with_set_variable_task(backend: Backend) {
+    let suite = setup(backend, &FILES).await;
     let id = start(
         &suite,
         SET_VARIABLE_WORKFLOW,
@@ -42,9 +42,8 @@ async fn test_workflow_with_set_variable_task() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn verify_that_a_wait_based_simple_workflow_is_executed() {
-    let suite = setup(&FILES).await;
+async fn verify_that_a_wait_based_simple_workflow_is_executed(backend: Backend) {
+    let suite = setup(backend, &FILES).await;
     let id = start(&suite, WAIT_BASED_WORKFLOW, json!({})).await;
     let wf = wait_for_tasks(&suite, &id, "RUNNING", &[("WAIT", "IN_PROGRESS")]).await;
 
@@ -62,3 +61,8 @@ async fn verify_that_a_wait_based_simple_workflow_is_executed() {
     expected[1].1 = "COMPLETED";
     wait_for_tasks(&suite, &id, "COMPLETED", &expected).await;
 }
+
+super::harness_features!(
+    test_workflow_with_set_variable_task,
+    verify_that_a_wait_based_simple_workflow_is_executed,
+);
