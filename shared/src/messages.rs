@@ -1146,6 +1146,11 @@ pub struct TaskCanceled {
     pub task_ref: String,
     /// Why.
     pub reason: String,
+    /// Canceled for good: a SUB_WORKFLOW task whose child run was terminated, which the
+    /// run does not run again (as Conductor's: the run is terminated unless the task is
+    /// optional or permissive). Otherwise (a reset's cut) the task runs again.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub for_good: bool,
 }
 
 /// Attributes of [`Event::WorkflowPaused`].

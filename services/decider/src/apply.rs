@@ -5,7 +5,7 @@
 
 use serde_json::{Map, Value};
 use weft::messages::{
-    ActivityCompleted, ActivityFailed, ChildWorkflowEnded, Command, Event, Operation,
+    ActivityCompleted, ActivityFailed, ChildWorkflowEnded, Command, Event, Operation, TaskCanceled,
     TaskCompleted, TaskFailed, TaskStarted, TaskTimedOut, Terminate, VariablesUpdated,
     WorkflowPaused, WorkflowResumed, WorkflowTerminated,
 };
@@ -282,6 +282,19 @@ fn child_ended(state: &RunState, ended: &ChildWorkflowEnded) -> Applied {
         "subWorkflowId".into(),
         Value::String(ended.child_workflow_id.clone()),
     );
+    // A child terminated (by an operator, or its own TERMINATE task) cancels its task, as
+    // Conductor's SubWorkflow does: the parent is terminated in turn, unless the task is
+    // optional or permissive.
+    if ended.status == "TERMINATED" {
+        return Applied::Events(vec![Event::TaskCanceled(TaskCanceled {
+            task_id: p.task_id,
+            task_ref,
+            reason: ended.reason.clone().unwrap_or_else(|| {
+                format!("child workflow {} was terminated", ended.child_workflow_id)
+            }),
+            for_good: true,
+        })]);
+    }
     let event = if ended.status == "COMPLETED" {
         Event::TaskCompleted(TaskCompleted {
             task_id: p.task_id,

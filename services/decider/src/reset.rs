@@ -228,6 +228,7 @@ pub fn successor_history(
                     "still running when run {previous_run_id} was reset to {:?}; runs again",
                     plan.task_ref
                 ),
+                for_good: false,
             }),
         )?;
     }

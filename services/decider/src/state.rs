@@ -119,6 +119,8 @@ pub struct TaskState {
     pub end_time: Option<DateTime<Utc>>,
     /// Last change.
     pub update_time: DateTime<Utc>,
+    /// CANCELED for good (its child run was terminated), not at a reset's cut.
+    pub canceled_for_good: bool,
 }
 
 /// A durable timer set by a task.
@@ -276,6 +278,7 @@ impl RunState {
                 start_time: None,
                 end_time: None,
                 update_time: at,
+                canceled_for_good: false,
             }),
             Event::TaskStarted(s) => {
                 let t = self.task_mut(e, s.task_id)?;
@@ -394,8 +397,17 @@ impl RunState {
             }
             Event::SkipRequested(request) => self.pending_skips.push(request.clone()),
             Event::TaskCanceled(canceled) => {
+                let optional = canceled.for_good
+                    && find_task(&self.definition.tasks, &canceled.task_ref)
+                        .is_some_and(|n| n.optional);
                 let task = self.task_mut(e, canceled.task_id)?;
-                task.status = TaskStatus::Canceled;
+                // An optional task canceled for good lets the run go on, as a failed one.
+                task.status = if optional {
+                    TaskStatus::CompletedWithErrors
+                } else {
+                    TaskStatus::Canceled
+                };
+                task.canceled_for_good = canceled.for_good;
                 task.reason = Some(canceled.reason.clone());
                 task.end_time = Some(at);
                 task.update_time = at;

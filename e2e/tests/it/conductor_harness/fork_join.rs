@@ -352,7 +352,63 @@ async fn test_a_simple_workflow_with_fork_join_permissive_failure_flow(backend: 
     wait_for_tasks(&suite, &id, "FAILED", &expected).await;
 }
 
+async fn test_fork_join_with_permissive_sub_workflow_forks_terminated_by_the_user(
+    backend: Backend,
+) {
+    let suite = setup(backend, &FILES).await;
+    let input = json!({"param1": "p1 value", "param2": "p2 value"});
+    let name = "integration_test_fork_join_permissive_sw";
+    let id = super::start(&suite, name, input).await;
+    let mut expected = vec![
+        ("FORK", "COMPLETED"),
+        ("SUB_WORKFLOW", "IN_PROGRESS"),
+        ("SUB_WORKFLOW", "IN_PROGRESS"),
+        ("JOIN", "IN_PROGRESS"),
+    ];
+    let wf = wait_for_tasks(&suite, &id, "RUNNING", &expected).await;
+    let children: Vec<String> = [1, 2]
+        .iter()
+        .map(|&i| {
+            super::tasks(&wf)[i]["subWorkflowId"]
+                .as_str()
+                .expect("a child's id")
+                .to_owned()
+        })
+        .collect();
+    for child in &children {
+        super::wait_for(&suite, child, "RUNNING").await;
+    }
+
+    // "both the sub workflows are terminated by the user"
+    let reason = "terminated by the user";
+    for child in &children {
+        let path = format!(
+            "/api/workflow/{child}?reason={}",
+            reason.replace(' ', "%20")
+        );
+        let r = suite
+            .client()
+            .raw(reqwest::Method::DELETE, &path, None)
+            .await
+            .unwrap();
+        assert!(
+            r.status < 300,
+            "terminate answered {}: {}",
+            r.status,
+            r.text
+        );
+    }
+    for child in &children {
+        super::wait_for(&suite, child, "TERMINATED").await;
+    }
+    for task in &mut expected[1..] {
+        task.1 = "CANCELED";
+    }
+    wait_for_tasks(&suite, &id, "TERMINATED", &expected).await;
+}
+
 super::harness_features!(
+    test_fork_join_with_permissive_sub_workflow_forks_terminated_by_the_user,
     test_a_simple_workflow_with_fork_join_success_flow,
     test_a_simple_workflow_with_fork_join_failure_flow,
     test_nested_fork_join_workflow_success_flow,

@@ -35,6 +35,7 @@ mod lambda_and_terminate;
 mod set_variable;
 mod signal;
 mod start_workflow;
+mod sub_workflow;
 mod switch;
 mod task_limits;
 mod wait;

@@ -865,6 +865,30 @@ fn failed_child_fails_its_parent_unless_retried() {
 }
 
 #[test]
+fn a_terminated_child_cancels_its_task_and_terminates_its_parent_as_conductors_does() {
+    let mut sim = Sim::start(parent_def(), json!({}));
+    sim.command(&child_ended(&sim, "child", "TERMINATED", json!(null)));
+    assert_eq!(sim.state.status, RunStatus::Terminated);
+    let child = sim.state.latest("child").unwrap();
+    assert_eq!(child.status, TaskStatus::Canceled);
+    assert_eq!(child.reason.as_deref(), Some("child broke"));
+    assert!(sim.state.reason.clone().unwrap().contains("child broke"));
+    assert!(sim.state.latest("after").is_none(), "nothing runs after it");
+
+    // Optional: the run goes on past it.
+    let mut def = parent_def();
+    def["tasks"][0]["optional"] = json!(true);
+    let mut sim = Sim::start(def, json!({}));
+    sim.command(&child_ended(&sim, "child", "TERMINATED", json!(null)));
+    assert_eq!(sim.state.status, RunStatus::Running);
+    assert_eq!(
+        sim.state.latest("child").unwrap().status,
+        TaskStatus::CompletedWithErrors
+    );
+    assert_eq!(sim.pending(), vec!["after"]);
+}
+
+#[test]
 fn sub_workflow_without_a_resolved_definition_fails_clearly() {
     let def = json!({"name": "parent", "tasks": [
         {"name": "child", "taskReferenceName": "child", "type": "SUB_WORKFLOW",

@@ -168,10 +168,13 @@ impl<'a> Walker<'a> {
     /// for good: no retry is left, or it is out of total time. Its branch went on; the JOIN
     /// that waits for it, or the run's end, fails.
     pub(super) fn permissive_given_up(&self, t: &TaskState) -> bool {
-        if !matches!(
-            t.status,
-            TaskStatus::Failed | TaskStatus::FailedWithTerminalError | TaskStatus::TimedOut
-        ) {
+        let canceled = t.status == TaskStatus::Canceled && t.canceled_for_good;
+        if !canceled
+            && !matches!(
+                t.status,
+                TaskStatus::Failed | TaskStatus::FailedWithTerminalError | TaskStatus::TimedOut
+            )
+        {
             return false;
         }
         let Some(task) = crate::state::find_task(&self.state.definition.tasks, &t.task_ref)
@@ -180,7 +183,8 @@ impl<'a> Walker<'a> {
             return false;
         };
         let policy = Policy::of(task);
-        t.status == TaskStatus::FailedWithTerminalError
+        canceled
+            || t.status == TaskStatus::FailedWithTerminalError
             || t.attempt > policy.retry_count
             || (t.status == TaskStatus::Failed && !policy.is_retryable(t.error_kind.as_deref()))
             || self.total_deadline_passed(t, &policy)
@@ -337,13 +341,26 @@ impl<'a> Walker<'a> {
     /// timer when the delay is not zero).
     fn activity(&self, task: &WorkflowTask, kind: TaskType, latest: Option<&TaskState>) -> Flow {
         let policy = Policy::of(task);
-        // A task canceled at a reset's cut runs again, from its first attempt.
-        let latest = latest.filter(|t| t.status != TaskStatus::Canceled);
+        // A task canceled at a reset's cut runs again, from its first attempt; one canceled
+        // for good (its child run was terminated) does not.
+        let latest = latest.filter(|t| t.status != TaskStatus::Canceled || t.canceled_for_good);
         let attempt = match latest {
             None => 1,
             Some(t) => match t.status {
                 TaskStatus::Scheduled | TaskStatus::InProgress => {
                     return self.running(task, t, &policy)
+                }
+                // Conductor's CANCELED task that is not retried: the run is terminated,
+                // unless the task is permissive (optional ones are COMPLETED_WITH_ERRORS).
+                TaskStatus::Canceled if t.canceled_for_good && !permissive(task) => {
+                    return Flow::Stop(vec![Decision::TerminateWorkflow {
+                        reason: format!(
+                            "Task {} failed with status: TERMINATED and reason: '{}'",
+                            t.task_id,
+                            t.reason.as_deref().unwrap_or_default()
+                        ),
+                        output: super::workflow_output(self.state),
+                    }])
                 }
                 TaskStatus::Completed
                 | TaskStatus::CompletedWithErrors
@@ -647,6 +664,19 @@ impl<'a> Walker<'a> {
             .filter_map(|r| self.state.latest_at(r, self.iteration))
             .filter(|t| self.permissive_given_up(t))
             .collect();
+        if !failed.is_empty() && failed.iter().all(|t| t.status == TaskStatus::Canceled) {
+            // As Conductor's JOIN over canceled tasks only: CANCELED, and the run
+            // TERMINATED (which cancels the JOIN with everything still pending).
+            let reason = failed
+                .iter()
+                .filter_map(|t| t.reason.as_deref())
+                .collect::<Vec<_>>()
+                .join(" ");
+            return Flow::Stop(vec![Decision::TerminateWorkflow {
+                reason,
+                output: super::workflow_output(self.state),
+            }]);
+        }
         if !failed.is_empty() {
             return self.fail_join(task, latest, &failed, refs);
         }

@@ -176,10 +176,42 @@ async fn freeze_sub_workflows(state: &AppState, def: &mut WorkflowDef) -> Result
     }
     let mut json = serde_json::to_value(&*def).map_err(weft::Error::from)?;
     if let Some(tasks) = json.get_mut("tasks") {
-        embed_children(state, tasks, 1).await?;
+        embed_children(state, tasks, 1, None).await?;
     }
     *def = serde_json::from_value(json).map_err(weft::Error::from)?;
     Ok(())
+}
+
+/// Freezes the children whose name the run's input gives (`${workflow.input.<key>}`),
+/// which the definition shared by every start of its name leaves unresolved.
+async fn freeze_input_named_children(
+    state: &AppState,
+    def: &mut WorkflowDef,
+    input: &Map<String, Value>,
+) -> Result<(), ApiError> {
+    if !has_input_named_child(&def.tasks) {
+        return Ok(());
+    }
+    let mut json = serde_json::to_value(&*def).map_err(weft::Error::from)?;
+    if let Some(tasks) = json.get_mut("tasks") {
+        embed_children(state, tasks, 1, Some(input)).await?;
+    }
+    *def = serde_json::from_value(json).map_err(weft::Error::from)?;
+    Ok(())
+}
+
+/// Whether a SUB_WORKFLOW of the tree takes its name from the run's input.
+fn has_input_named_child(tasks: &[weft::dsl::WorkflowTask]) -> bool {
+    tasks.iter().any(|t| {
+        let named = t.task_type() == Some(dsl::TaskType::SubWorkflow)
+            && t.extra
+                .get("subWorkflowParam")
+                .and_then(|p| p.get("name"))
+                .and_then(Value::as_str)
+                .and_then(input_key)
+                .is_some();
+        named || t.children().into_iter().any(has_input_named_child)
+    })
 }
 
 /// Whether any task of the tree may start child runs.
@@ -201,6 +233,7 @@ fn embed_children<'a>(
     state: &'a AppState,
     tasks: &'a mut Value,
     depth: usize,
+    input: Option<&'a Map<String, Value>>,
 ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), ApiError>> + Send + 'a>> {
     Box::pin(async move {
         let Some(list) = tasks.as_array_mut() else {
@@ -210,26 +243,30 @@ fn embed_children<'a>(
             for key in ["decisionCases"] {
                 if let Some(Value::Object(cases)) = task.get_mut(key) {
                     for branch in cases.values_mut() {
-                        embed_children(state, branch, depth).await?;
+                        embed_children(state, branch, depth, input).await?;
                     }
                 }
             }
             for key in ["defaultCase", "loopOver"] {
                 if let Some(branch) = task.get_mut(key) {
-                    embed_children(state, branch, depth).await?;
+                    embed_children(state, branch, depth, input).await?;
                 }
             }
             if let Some(Value::Array(forks)) = task.get_mut("forkTasks") {
                 for branch in forks {
-                    embed_children(state, branch, depth).await?;
+                    embed_children(state, branch, depth, input).await?;
                 }
             }
             if task.get("type").and_then(Value::as_str) == Some("FORK_JOIN_DYNAMIC") {
-                embed_group_child(state, task, depth).await?;
+                if input.is_none() {
+                    embed_group_child(state, task, depth).await?;
+                }
                 continue;
             }
             if task.get("type").and_then(Value::as_str) == Some("START_WORKFLOW") {
-                embed_started(state, task, depth).await?;
+                if input.is_none() {
+                    embed_started(state, task, depth).await?;
+                }
                 continue;
             }
             if task.get("type").and_then(Value::as_str) != Some("SUB_WORKFLOW") {
@@ -247,11 +284,30 @@ fn embed_children<'a>(
             {
                 continue;
             }
-            let name = param
+            let mut name = param
                 .get("name")
                 .and_then(Value::as_str)
                 .unwrap_or_default()
                 .to_owned();
+            // Conductor resolves a name such as `${workflow.input.subwf}` when it schedules
+            // the task; Weft freezes children at start, so one the run's input names is
+            // resolved then, per start (`freeze_input_named_children`); one named by
+            // anything else stays unresolved, and the task fails when reached, saying so.
+            if let Some(key) = input_key(&name) {
+                let Some(named) = input
+                    .filter(|_| depth == 1)
+                    .and_then(|i| i.get(key))
+                    .and_then(Value::as_str)
+                    .filter(|n| !n.is_empty())
+                else {
+                    continue;
+                };
+                name = named.to_owned();
+                param.insert("name".to_owned(), Value::String(name.clone()));
+            } else if input.is_some() {
+                // The per-start pass touches only the names the input gives.
+                continue;
+            }
             if depth > MAX_SUB_WORKFLOW_DEPTH {
                 return Err(invalid(
                     "subWorkflowParam.name",
@@ -276,7 +332,7 @@ fn embed_children<'a>(
             freeze_task_defs(state, &mut child).await?;
             let mut child_json = serde_json::to_value(&child).map_err(weft::Error::from)?;
             if let Some(tasks) = child_json.get_mut("tasks") {
-                embed_children(state, tasks, depth + 1).await?;
+                embed_children(state, tasks, depth + 1, None).await?;
             }
             param.insert("workflowDefinition".to_owned(), child_json);
         }
@@ -292,11 +348,7 @@ async fn freeze_failure_workflow(
     def: &mut WorkflowDef,
     input: &Map<String, Value>,
 ) -> Result<(), ApiError> {
-    if let Some(named) = def
-        .failure_workflow
-        .as_deref()
-        .and_then(failure_workflow_input)
-    {
+    if let Some(named) = def.failure_workflow.as_deref().and_then(input_key) {
         // Conductor's `$workflow.input.<key>`: the name comes from the run's input (no
         // failure workflow when the input has none).
         def.failure_workflow = input
@@ -328,9 +380,9 @@ async fn freeze_failure_workflow(
     Ok(())
 }
 
-/// The input key a `failureWorkflow` of the form `$workflow.input.<key>` (Conductor's) or
-/// `${workflow.input.<key>}` names.
-fn failure_workflow_input(name: &str) -> Option<&str> {
+/// The input key a name of the form `$workflow.input.<key>` (Conductor's `failureWorkflow`)
+/// or `${workflow.input.<key>}` (a sub-workflow's name) refers to.
+fn input_key(name: &str) -> Option<&str> {
     let path = name
         .strip_prefix("${")
         .and_then(|p| p.strip_suffix('}'))
@@ -375,7 +427,7 @@ async fn embed_started(state: &AppState, task: &mut Value, depth: usize) -> Resu
     freeze_task_defs(state, &mut started).await?;
     let mut json = serde_json::to_value(&started).map_err(weft::Error::from)?;
     if let Some(tasks) = json.get_mut("tasks") {
-        embed_children(state, tasks, depth + 1).await?;
+        embed_children(state, tasks, depth + 1, None).await?;
     }
     if let Some(obj) = task.as_object_mut() {
         obj.insert("startWorkflowDefinition".to_owned(), json);
@@ -416,7 +468,7 @@ async fn embed_group_child(
     freeze_task_defs(state, &mut child).await?;
     let mut child_json = serde_json::to_value(&child).map_err(weft::Error::from)?;
     if let Some(tasks) = child_json.get_mut("tasks") {
-        embed_children(state, tasks, depth + 1).await?;
+        embed_children(state, tasks, depth + 1, None).await?;
     }
     if let Some(obj) = task.as_object_mut() {
         obj.insert("forkTaskWorkflowDefinition".to_owned(), child_json);
@@ -448,7 +500,7 @@ async fn resolved(state: &AppState, request: &StartRequest) -> Result<WorkflowDe
     let input_named = definition
         .failure_workflow
         .as_deref()
-        .and_then(failure_workflow_input)
+        .and_then(input_key)
         .is_some();
     if !input_named {
         freeze_failure_workflow(state, &mut definition, &Map::new()).await?;
@@ -496,6 +548,7 @@ pub struct Started {
 pub async fn start_run(state: &AppState, request: StartRequest) -> Result<Started, ApiError> {
     let mut definition = resolved(state, &request).await?;
     freeze_failure_workflow(state, &mut definition, &request.input).await?;
+    freeze_input_named_children(state, &mut definition, &request.input).await?;
     let workflow_id = weft::ids::new_id().to_string();
     let traceparent = weft::telemetry::current_traceparent();
     let input = Value::Object(request.input);
@@ -573,17 +626,17 @@ pub async fn start_run(state: &AppState, request: StartRequest) -> Result<Starte
 
 #[cfg(test)]
 mod tests {
-    use super::failure_workflow_input;
+    use super::input_key;
 
     #[test]
     fn a_failure_workflow_may_name_an_input_key() {
         assert_eq!(
-            failure_workflow_input("$workflow.input.failureWfName"),
+            input_key("$workflow.input.failureWfName"),
             Some("failureWfName")
         );
-        assert_eq!(failure_workflow_input("${workflow.input.wf}"), Some("wf"));
-        assert_eq!(failure_workflow_input("cleanup"), None);
-        assert_eq!(failure_workflow_input("$workflow.input."), None);
-        assert_eq!(failure_workflow_input("${workflow.variables.x}"), None);
+        assert_eq!(input_key("${workflow.input.wf}"), Some("wf"));
+        assert_eq!(input_key("cleanup"), None);
+        assert_eq!(input_key("$workflow.input."), None);
+        assert_eq!(input_key("${workflow.variables.x}"), None);
     }
 }
