@@ -239,15 +239,7 @@ async fn test_fork_join_with_sub_workflows_containing_optional_tasks(backend: Ba
         super::tasks(&wf)[3]["inputData"]["joinOn"],
         json!(["st1", "st2"])
     );
-    let children: Vec<String> = [1, 2]
-        .iter()
-        .map(|&i| {
-            super::tasks(&wf)[i]["subWorkflowId"]
-                .as_str()
-                .expect("a child's id")
-                .to_owned()
-        })
-        .collect();
+    let children = super::child_ids(&wf, &[1, 2]);
     let in_child = "simple_task_in_sub_wf";
     for child in &children {
         wait_for_tasks(&suite, child, "RUNNING", &[(in_child, "SCHEDULED")]).await;
@@ -366,15 +358,7 @@ async fn test_fork_join_with_permissive_sub_workflow_forks_terminated_by_the_use
         ("JOIN", "IN_PROGRESS"),
     ];
     let wf = wait_for_tasks(&suite, &id, "RUNNING", &expected).await;
-    let children: Vec<String> = [1, 2]
-        .iter()
-        .map(|&i| {
-            super::tasks(&wf)[i]["subWorkflowId"]
-                .as_str()
-                .expect("a child's id")
-                .to_owned()
-        })
-        .collect();
+    let children = super::child_ids(&wf, &[1, 2]);
     for child in &children {
         super::wait_for(&suite, child, "RUNNING").await;
     }
@@ -382,21 +366,7 @@ async fn test_fork_join_with_permissive_sub_workflow_forks_terminated_by_the_use
     // "both the sub workflows are terminated by the user"
     let reason = "terminated by the user";
     for child in &children {
-        let path = format!(
-            "/api/workflow/{child}?reason={}",
-            reason.replace(' ', "%20")
-        );
-        let r = suite
-            .client()
-            .raw(reqwest::Method::DELETE, &path, None)
-            .await
-            .unwrap();
-        assert!(
-            r.status < 300,
-            "terminate answered {}: {}",
-            r.status,
-            r.text
-        );
+        super::terminate(&suite, child, reason).await;
     }
     for child in &children {
         super::wait_for(&suite, child, "TERMINATED").await;

@@ -363,3 +363,32 @@ pub(crate) fn reason_contains(wf: &Value, text: &str) {
     let reason = wf["reasonForIncompletion"].as_str().unwrap_or_default();
     assert!(reason.contains(text), "{text:?} not in {reason:?}");
 }
+
+/// `workflowExecutor.terminateWorkflow(id, reason)`: `DELETE /api/workflow/{id}?reason=`.
+pub(crate) async fn terminate(suite: &Suite, id: &str, reason: &str) {
+    let path = format!("/api/workflow/{id}?reason={}", reason.replace(' ', "%20"));
+    let r = suite
+        .client()
+        .raw(reqwest::Method::DELETE, &path, None)
+        .await
+        .unwrap();
+    assert!(
+        r.status < 300,
+        "terminate answered {}: {}",
+        r.status,
+        r.text
+    );
+}
+
+/// The child run ids (`subWorkflowId`) of the run's SUB_WORKFLOW tasks at `positions`.
+pub(crate) fn child_ids(wf: &Value, positions: &[usize]) -> Vec<String> {
+    positions
+        .iter()
+        .map(|&i| {
+            tasks(wf)[i]["subWorkflowId"]
+                .as_str()
+                .unwrap_or_else(|| panic!("task {i} has no child: {}", tasks(wf)[i]))
+                .to_owned()
+        })
+        .collect()
+}

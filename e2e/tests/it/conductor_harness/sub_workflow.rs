@@ -40,21 +40,7 @@ async fn test_terminating_a_subworkflow_terminates_parent_workflow(backend: Back
     wait_for_tasks(&suite, &child, "RUNNING", &in_child).await;
 
     let reason = "terminating from a test case";
-    let path = format!(
-        "/api/workflow/{child}?reason={}",
-        reason.replace(' ', "%20")
-    );
-    let r = suite
-        .client()
-        .raw(reqwest::Method::DELETE, &path, None)
-        .await
-        .unwrap();
-    assert!(
-        r.status < 300,
-        "terminate answered {}: {}",
-        r.status,
-        r.text
-    );
+    super::terminate(&suite, &child, reason).await;
     let canceled = [("simple_task_in_sub_wf", "CANCELED")];
     let sub = wait_for_tasks(&suite, &child, "TERMINATED", &canceled).await;
     assert_eq!(sub["reasonForIncompletion"], reason);
