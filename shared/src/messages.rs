@@ -222,6 +222,10 @@ pub struct Reset {
     /// Replaces the workflow input of the new run (Conductor's rerun `workflowInput`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workflow_input: Option<Value>,
+    /// The input the task execution resumes from runs with, instead of its resolved one
+    /// (Conductor's rerun `taskInput`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_input: Option<Value>,
 }
 
 /// The task a reset goes back to.
@@ -1181,6 +1185,10 @@ pub struct WorkflowReset {
     /// unsettled the run schedules nothing (docs/hooks.md).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub rollback_hooks: Vec<RollbackHookRef>,
+    /// The input the task execution resumes from runs with (Conductor's rerun
+    /// `taskInput`); its resolved input when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_input: Option<Value>,
 }
 
 /// Attributes of [`Event::TaskTimedOut`].

@@ -452,14 +452,15 @@ async fn reset_retry_and_restart(suite: Suite) {
     assert_eq!(chain[1]["resetFrom"]["taskRef"], "c");
     assert_eq!(chain[1]["current"], true);
 
-    // Conductor's rerun from a task id, with a new workflow input: d and e run again
-    // with it; c keeps its output.
+    // Conductor's rerun from a task id, with a new workflow input and a new input for
+    // that task: d runs again with the task input, e with the workflow input; c keeps its
+    // output.
     let d_id = task(&wf, "d")["taskId"].as_str().unwrap().to_owned();
     let (status, body, _) = send(
         client,
         Method::POST,
         &format!("/api/workflow/{id}/rerun"),
-        Some(json!({"reRunFromTaskId": d_id, "taskInput": {"x": 1}})),
+        Some(json!({"reRunFromTaskId": d_id, "taskInput": "x"})),
     )
     .await;
     assert_eq!(status, 400, "{body}");
@@ -468,13 +469,15 @@ async fn reset_retry_and_restart(suite: Suite) {
         client,
         Method::POST,
         &format!("/api/workflow/{id}/rerun"),
-        Some(json!({"reRunFromTaskId": d_id, "workflowInput": {"n": 9}})),
+        Some(json!({"reRunFromTaskId": d_id, "workflowInput": {"n": 9},
+                    "taskInput": {"x": 1}})),
     )
     .await;
     assert_eq!(status, 200, "{text}");
     assert_eq!(text, id, "rerun answers the workflow id");
     let rerun = crate::ended(&suite, &id, "COMPLETED").await;
     assert_eq!(rerun["input"], json!({"n": 9}));
+    assert_eq!(task(&rerun, "d")["inputData"], json!({"x": 1}));
     assert_eq!(task(&rerun, "e")["inputData"], json!({"n": 9}));
     assert_eq!(
         task(&rerun, "c")["outputData"],

@@ -32,6 +32,7 @@ fn reset_to(task_ref: &str) -> Reset {
         new_run_id: Uuid::from_u128(7),
         reason: Some("undo it".into()),
         workflow_input: None,
+        task_input: None,
     }
 }
 

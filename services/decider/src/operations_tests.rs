@@ -37,6 +37,7 @@ fn reset(target: ResetTarget) -> Reset {
         new_run_id: Uuid::from_u128(7),
         reason: None,
         workflow_input: None,
+        task_input: None,
     }
 }
 

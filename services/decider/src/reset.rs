@@ -210,6 +210,7 @@ pub fn successor_history(
             iteration: plan.iteration,
             reason: reset.reason.clone(),
             rollback_hooks,
+            task_input: reset.task_input.clone(),
         }),
     )?;
     let running: Vec<(Uuid, String)> = state

@@ -171,6 +171,9 @@ pub struct RunState {
     pub paused: bool,
     /// The run a reset continued from, and the task it went back to.
     pub reset_from: Option<(Uuid, String)>,
+    /// The input the reset's task runs with when it runs again (Conductor's rerun
+    /// `taskInput`): its ref, its loop iteration, the input.
+    pub reset_task_input: Option<(String, i32, Value)>,
     /// Waiting for the rollback hooks its reset fired: nothing is scheduled until the
     /// dispatcher reports them settled (docs/hooks.md).
     pub rolling_back: bool,
@@ -238,6 +241,7 @@ impl RunState {
             pending_skips: Vec::new(),
             paused: false,
             reset_from: None,
+            reset_task_input: None,
             rolling_back: false,
             timers: Vec::new(),
             output: None,
@@ -416,6 +420,10 @@ impl RunState {
             Event::WorkflowResumed(_) => self.paused = false,
             Event::WorkflowReset(reset) => {
                 self.reset_from = Some((reset.previous_run_id, reset.task_ref.clone()));
+                self.reset_task_input = reset
+                    .task_input
+                    .clone()
+                    .map(|input| (reset.task_ref.clone(), reset.iteration, input));
                 // The run the operator sees begins at the reset; the prefix is history.
                 self.start_time = at;
                 self.paused = false;

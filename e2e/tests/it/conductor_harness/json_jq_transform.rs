@@ -89,7 +89,55 @@ async fn test_json_jq_transform_task_with_different_json_object_results_succeeds
     assert_eq!(all[3]["inputData"]["case"], "true");
 }
 
+/// jq's error for `.in1.array` on a string, as Weft's jq (jaq) words it; Conductor's
+/// jackson-jq says `Cannot index string with string "array"` (docs/conductor.md).
+const CANNOT_INDEX: &str = "cannot index \"a\" with \"array\"";
+
+/// The run of `test_json_jq_transform_wf` on an input its program cannot index: FAILED,
+/// its one task FAILED with jq's error.
+async fn failed_on_a_string(suite: &weft_e2e::Suite) -> String {
+    let id = start(suite, JSON_JQ_TRANSFORM_WF, json!({"in1": "a", "in2": "b"})).await;
+    let wf = super::wait_for_tasks(suite, &id, "FAILED", &[("JSON_JQ_TRANSFORM", "FAILED")]).await;
+    assert_eq!(tasks(&wf)[0]["reasonForIncompletion"], CANNOT_INDEX);
+    id
+}
+
+async fn test_workflow_with_json_jq_transform_task_fails(backend: Backend) {
+    let suite = setup(backend, &FILES).await;
+    failed_on_a_string(&suite).await;
+}
+
+async fn test_rerun_workflow_with_failed_json_jq_transform_task(backend: Backend) {
+    let suite = setup(backend, &FILES).await;
+    let id = failed_on_a_string(&suite).await;
+    let wf = suite.client().get(&id).await.unwrap();
+    let rerun_task = tasks(&wf)[0]["taskId"].clone();
+    let valid = json!({
+        "input": {"in1": {"array": ["a", "b"]}, "in2": {"array": ["c", "d"]}},
+        "queryExpression": ".input as $_ | { out: ($_.in1.array + $_.in2.array) }",
+    });
+    let rerun = json!({"reRunFromWorkflowId": id, "reRunFromTaskId": rerun_task,
+                       "taskInput": valid});
+    let path = format!("/api/workflow/{id}/rerun");
+    let r = suite.client().post_json(&path, &rerun).await.unwrap();
+    assert_eq!(r.status, 200, "{}", r.text);
+    let wf = super::wait_for_tasks(
+        &suite,
+        &id,
+        "COMPLETED",
+        &[("JSON_JQ_TRANSFORM", "COMPLETED")],
+    )
+    .await;
+    has_result_and_list(&tasks(&wf)[0]);
+    assert_eq!(
+        tasks(&wf)[0]["outputData"]["result"],
+        json!({"out": ["a", "b", "c", "d"]})
+    );
+}
+
 super::harness_features!(
+    test_workflow_with_json_jq_transform_task_fails,
+    test_rerun_workflow_with_failed_json_jq_transform_task,
     test_workflow_with_json_jq_transform_task_succeeds,
     test_json_jq_transform_task_with_nested_json_object_succeeds,
     test_json_jq_transform_task_with_different_json_object_results_succeeds,

@@ -206,6 +206,7 @@ fn a_join_canceled_with_its_run_starts_again_when_the_run_is_retried() {
         new_run_id: uuid::Uuid::from_u128(7),
         reason: None,
         workflow_input: None,
+        task_input: None,
     });
     // The reset goes back to where `a` was scheduled: `b`, scheduled after it, runs again.
     assert_eq!(retried.pending(), vec!["a", "b"]);
@@ -1370,4 +1371,33 @@ fn a_failed_run_ends_with_its_output_parameters_and_its_failure_workflows_id() {
         sim.state.output,
         Some(json!({"o1": null, "o2": 2, "conductor.failure_workflow": failure_workflow}))
     );
+}
+
+#[test]
+fn a_rerun_runs_its_task_with_the_task_input_it_was_given_once() {
+    let def = json!({"name": "w", "tasks": [
+        {"name": "a", "taskReferenceName": "a", "type": "SIMPLE",
+         "inputParameters": {"v": "${workflow.input.v}"},
+         "taskDefinition": {"retryCount": 1, "retryDelaySeconds": 0}},
+        simple("b")]});
+    let mut sim = Sim::start(def, json!({"v": 1}));
+    sim.complete("a", json!({})).complete("b", json!({}));
+    let mut rerun = sim.reset(&weft::messages::Reset {
+        op: weft::messages::Operation::default(),
+        target: weft::messages::ResetTarget::Ref {
+            task_ref: "a".into(),
+            iteration: None,
+        },
+        new_run_id: uuid::Uuid::from_u128(9),
+        reason: None,
+        workflow_input: None,
+        task_input: Some(json!({"v": "given"})),
+    });
+    assert_eq!(
+        rerun.state.latest("a").unwrap().input,
+        json!({"v": "given"})
+    );
+    // Its retry resolves its input again: the rerun's input was for the rerun.
+    rerun.fail("a", "once");
+    assert_eq!(rerun.state.latest("a").unwrap().input, json!({"v": 1}));
 }

@@ -901,8 +901,20 @@ impl<'a> Walker<'a> {
         Value::Object(out)
     }
 
-    /// The task's input, resolved against the run (with `CPEWF_TASK_ID`).
+    /// The task's input, resolved against the run (with `CPEWF_TASK_ID`); a rerun's
+    /// `taskInput` instead for the task it reruns from, until that task has run again.
     pub(super) fn input(&self, task: &WorkflowTask, attempt: i32) -> Value {
+        if let Some((task_ref, iteration, input)) = &self.state.reset_task_input {
+            let rerun = *task_ref == task.task_reference_name
+                && *iteration == self.iteration
+                && self
+                    .state
+                    .latest_at(task_ref, *iteration)
+                    .is_none_or(|t| t.status == TaskStatus::Canceled);
+            if rerun {
+                return input.clone();
+            }
+        }
         let roots = expr::known_roots(task.input_parameters.values());
         let context = self.context_of(task, attempt, roots.as_deref());
         expr::resolve(&Value::Object(task.input_parameters.clone()), &context)

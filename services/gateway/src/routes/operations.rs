@@ -225,7 +225,7 @@ async fn reset(
         task_ref: request.task_ref,
         iteration: request.iteration,
     };
-    reset_to(&state, &id, target, request.reason, None, |run_id| {
+    reset_to(&state, &id, target, request.reason, None, None, |run_id| {
         run_id.to_string().into_response()
     })
     .await
@@ -243,7 +243,7 @@ struct RerunRequest {
     re_run_from_task_ref: Option<String>,
     #[serde(default)]
     workflow_input: Option<Value>,
-    /// Conductor's override of the rerun task's input: refused unless empty.
+    /// Conductor's override of the input of the task the rerun starts from.
     #[serde(default)]
     task_input: Option<Value>,
 }
@@ -276,17 +276,27 @@ async fn rerun(
             "workflowInput must be a JSON object",
         ));
     }
-    let task_input_given = match &request.task_input {
-        None | Some(Value::Null) => false,
-        Some(Value::Object(m)) => !m.is_empty(),
-        Some(_) => true,
+    let task_input = match request.task_input {
+        None | Some(Value::Null) => None,
+        Some(Value::Object(m)) if m.is_empty() => None,
+        Some(input @ Value::Object(_)) => Some(input),
+        Some(_) => {
+            return Err(ApiError::invalid(
+                "invalid_field",
+                "taskInput",
+                "taskInput must be a JSON object",
+            ))
+        }
     };
-    if task_input_given {
+    if task_input.is_some()
+        && request.re_run_from_task_id.is_none()
+        && request.re_run_from_task_ref.is_none()
+    {
         return Err(ApiError::invalid(
-            "unsupported_field",
+            "invalid_field",
             "taskInput",
-            "taskInput is not supported: a rerun task's input is resolved again from the \
-             workflow input and earlier outputs; pass workflowInput instead",
+            "taskInput needs reRunFromTaskId (or reRunFromTaskRef): the task it replaces the \
+             input of",
         ));
     }
     let target = match (request.re_run_from_task_id, request.re_run_from_task_ref) {
@@ -307,9 +317,15 @@ async fn rerun(
     };
     let workflow_input = request.workflow_input.filter(|v| !v.is_null());
     let answer_id = id.clone();
-    reset_to(&state, &id, target, None, workflow_input, move |_| {
-        answer_id.into_response()
-    })
+    reset_to(
+        &state,
+        &id,
+        target,
+        None,
+        workflow_input,
+        task_input,
+        move |_| answer_id.into_response(),
+    )
     .await
 }
 
@@ -318,9 +334,15 @@ pub(crate) async fn retry(
     State(state): State<AppState>,
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
-    reset_to(&state, &id, ResetTarget::LastFailed, None, None, |_| {
-        StatusCode::NO_CONTENT.into_response()
-    })
+    reset_to(
+        &state,
+        &id,
+        ResetTarget::LastFailed,
+        None,
+        None,
+        None,
+        |_| StatusCode::NO_CONTENT.into_response(),
+    )
     .await
 }
 
@@ -329,7 +351,7 @@ pub(crate) async fn restart(
     State(state): State<AppState>,
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
-    reset_to(&state, &id, ResetTarget::First, None, None, |_| {
+    reset_to(&state, &id, ResetTarget::First, None, None, None, |_| {
         StatusCode::NO_CONTENT.into_response()
     })
     .await
@@ -371,6 +393,7 @@ async fn reset_to(
     target: ResetTarget,
     reason: Option<String>,
     workflow_input: Option<Value>,
+    task_input: Option<Value>,
     success: impl FnOnce(Uuid) -> Response,
 ) -> Result<Response, ApiError> {
     let new_run_id = weft::ids::new_id();
@@ -381,6 +404,7 @@ async fn reset_to(
             new_run_id,
             reason,
             workflow_input,
+            task_input,
         })
     })
     .await?;
