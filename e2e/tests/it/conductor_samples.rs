@@ -142,12 +142,12 @@ const OUTCOMES: [(&str, &str, &str); 39] = [
         "https",
     ),
     ("kitchensink.json", "404", "sub_flow_1"),
-    // The sub-workflow's name is an input expression: resolved at start, so an input
-    // without it is refused (Conductor resolves it when the task is scheduled).
+    // The sub-workflow's name is an input expression, resolved from the run's input at
+    // start: this input has none, so the task fails when reached, saying so.
     (
         "nested_fork_join_swf.json",
-        "404",
-        "${workflow.input.subwf}",
+        "FAILED",
+        "\"${workflow.input.subwf}\" was not resolved when the run started",
     ),
     (
         "rate_limited_simple_task_workflow_integration_test.json",
