@@ -1221,7 +1221,7 @@ impl Shard {
         let Some(definition) = run
             .definition
             .extra
-            .get(crate::interpreter::FAILURE_WORKFLOW_DEFINITION)
+            .get(weft::dsl::FAILURE_WORKFLOW_DEFINITION)
         else {
             return Ok(None);
         };

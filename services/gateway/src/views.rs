@@ -162,12 +162,7 @@ pub(crate) fn conductor_ref(task_ref: String, iteration: i32) -> String {
 /// Whether `given`, a reference a client sent, names the task `task_ref` at loop
 /// iteration `iteration`: the plain reference, or Conductor's with the iteration suffix.
 pub(crate) fn names_task(given: &str, task_ref: &str, iteration: i32) -> bool {
-    given == task_ref
-        || (iteration > 0
-            && given
-                .strip_prefix(task_ref)
-                .and_then(|rest| rest.strip_prefix("__"))
-                .is_some_and(|n| n.parse() == Ok(iteration)))
+    given == task_ref || given == conductor_ref(task_ref.to_owned(), iteration)
 }
 
 /// The plain reference of `given` when it carries a loop iteration suffix (`<ref>__<n>`).

@@ -223,23 +223,36 @@ async fn test_nested_workflow_which_contains_a_sub_workflow_task(backend: Backen
     nested_forks_from_t19(&suite, &id, &mut expected, &joins).await;
 }
 
-async fn test_fork_join_with_sub_workflows_containing_optional_tasks(backend: Backend) {
-    let suite = setup(backend, &FILES).await;
+/// Starts `name`, a fork of two SUB_WORKFLOW tasks (`st1`, `st2`) and its JOIN, until both
+/// children run: the run's id, its tasks as expected then, the children's ids.
+async fn fork_of_two_children(
+    suite: &weft_e2e::Suite,
+    name: &str,
+) -> (String, Vec<(&'static str, &'static str)>, Vec<String>) {
     let input = json!({"param1": "p1 value", "param2": "p2 value"});
-    let name = "integration_test_fork_join_optional_sw";
-    let id = super::start(&suite, name, input).await;
-    let mut expected = vec![
+    let id = super::start(suite, name, input).await;
+    let expected = vec![
         ("FORK", "COMPLETED"),
         ("SUB_WORKFLOW", "IN_PROGRESS"),
         ("SUB_WORKFLOW", "IN_PROGRESS"),
         ("JOIN", "IN_PROGRESS"),
     ];
-    let wf = wait_for_tasks(&suite, &id, "RUNNING", &expected).await;
+    let wf = wait_for_tasks(suite, &id, "RUNNING", &expected).await;
     assert_eq!(
         super::tasks(&wf)[3]["inputData"]["joinOn"],
         json!(["st1", "st2"])
     );
     let children = super::child_ids(&wf, &[1, 2]);
+    for child in &children {
+        super::wait_for(suite, child, "RUNNING").await;
+    }
+    (id, expected, children)
+}
+
+async fn test_fork_join_with_sub_workflows_containing_optional_tasks(backend: Backend) {
+    let suite = setup(backend, &FILES).await;
+    let name = "integration_test_fork_join_optional_sw";
+    let (id, mut expected, children) = fork_of_two_children(&suite, name).await;
     let in_child = "simple_task_in_sub_wf";
     for child in &children {
         wait_for_tasks(&suite, child, "RUNNING", &[(in_child, "SCHEDULED")]).await;
@@ -348,20 +361,8 @@ async fn test_fork_join_with_permissive_sub_workflow_forks_terminated_by_the_use
     backend: Backend,
 ) {
     let suite = setup(backend, &FILES).await;
-    let input = json!({"param1": "p1 value", "param2": "p2 value"});
     let name = "integration_test_fork_join_permissive_sw";
-    let id = super::start(&suite, name, input).await;
-    let mut expected = vec![
-        ("FORK", "COMPLETED"),
-        ("SUB_WORKFLOW", "IN_PROGRESS"),
-        ("SUB_WORKFLOW", "IN_PROGRESS"),
-        ("JOIN", "IN_PROGRESS"),
-    ];
-    let wf = wait_for_tasks(&suite, &id, "RUNNING", &expected).await;
-    let children = super::child_ids(&wf, &[1, 2]);
-    for child in &children {
-        super::wait_for(&suite, child, "RUNNING").await;
-    }
+    let (id, mut expected, children) = fork_of_two_children(&suite, name).await;
 
     // "both the sub workflows are terminated by the user"
     let reason = "terminated by the user";

@@ -334,7 +334,7 @@ pub(crate) fn with_failure_workflow(state: &RunState, mut output: Value) -> Valu
     if state
         .definition
         .extra
-        .contains_key(FAILURE_WORKFLOW_DEFINITION)
+        .contains_key(weft::dsl::FAILURE_WORKFLOW_DEFINITION)
     {
         if let Value::Object(map) = &mut output {
             map.insert(
@@ -345,8 +345,6 @@ pub(crate) fn with_failure_workflow(state: &RunState, mut output: Value) -> Valu
     }
     output
 }
-
-pub(crate) use weft::dsl::FAILURE_WORKFLOW_DEFINITION;
 
 /// The workflow id of the failure workflow a failed run `run_id` starts (name-based, so a
 /// replay names the same).

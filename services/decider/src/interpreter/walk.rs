@@ -659,6 +659,10 @@ impl<'a> Walker<'a> {
             .state
             .latest_at(&task.task_reference_name, self.iteration)
             .filter(|t| t.status != TaskStatus::Canceled);
+        // Done with; a FAILED one still ends the run with its reason below.
+        if latest.is_some_and(|t| !t.status.is_pending() && t.status != TaskStatus::Failed) {
+            return Flow::Done;
+        }
         let failed: Vec<&TaskState> = refs
             .iter()
             .filter_map(|r| self.state.latest_at(r, self.iteration))
@@ -667,96 +671,67 @@ impl<'a> Walker<'a> {
         if !failed.is_empty() && failed.iter().all(|t| t.status == TaskStatus::Canceled) {
             // As Conductor's JOIN over canceled tasks only: CANCELED, and the run
             // TERMINATED (which cancels the JOIN with everything still pending).
-            let reason = failed
-                .iter()
-                .filter_map(|t| t.reason.as_deref())
-                .collect::<Vec<_>>()
-                .join(" ");
             return Flow::Stop(vec![Decision::TerminateWorkflow {
-                reason,
+                reason: reasons_of(&failed),
                 output: super::workflow_output(self.state),
             }]);
         }
         if !failed.is_empty() {
-            return self.fail_join(task, latest, &failed, refs);
-        }
-        let errors = self.optional_failures(refs);
-        match latest {
-            None if errors.is_none() => {
-                let input = join_input(refs);
-                let output = self.outputs_of(refs);
-                Flow::Waiting(vec![self.complete(
-                    task,
-                    TaskType::Join,
-                    input,
-                    output,
-                    None,
-                )])
-            }
-            None => {
-                let task_id = self.task_id(task, 1);
-                Flow::Waiting(vec![
-                    self.start_join(task, task_id, refs),
-                    Decision::CompleteStartedTask {
-                        task_id,
-                        task_ref: task.task_reference_name.clone(),
-                        output: self.outputs_of(refs),
-                        errors,
-                    },
-                ])
-            }
-            Some(t) if t.status.is_pending() => {
-                Flow::Waiting(vec![Decision::CompleteStartedTask {
-                    task_id: t.task_id,
-                    task_ref: t.task_ref.clone(),
-                    output: self.outputs_of(refs),
-                    errors,
-                }])
-            }
-            Some(_) => Flow::Done,
-        }
-    }
-
-    /// A JOIN whose permissive tasks failed for good: it fails with their reasons (as
-    /// Conductor's, joined by spaces), and the run with it.
-    fn fail_join(
-        &self,
-        task: &WorkflowTask,
-        latest: Option<&TaskState>,
-        failed: &[&TaskState],
-        refs: &[String],
-    ) -> Flow {
-        let reason = failed
-            .iter()
-            .filter_map(|t| t.reason.as_deref())
-            .collect::<Vec<_>>()
-            .join(" ");
-        match latest {
-            Some(t) if t.status.is_pending() => Flow::Waiting(vec![Decision::FailStartedTask {
-                task_id: t.task_id,
-                task_ref: t.task_ref.clone(),
-                reason,
-                terminal: false,
-            }]),
-            Some(t) => fail(
-                task,
-                format!(
-                    "task {:?} failed: {}",
-                    t.task_ref,
-                    t.reason.as_deref().unwrap_or("no reason given")
-                ),
-            ),
-            None => {
-                let task_id = self.task_id(task, 1);
-                Flow::Waiting(vec![
-                    self.start_join(task, task_id, refs),
+            // Failed with their reasons, as Conductor's, and the run with it.
+            let reason = reasons_of(&failed);
+            return self
+                .finish_join(task, latest, refs, |task_id, task_ref| {
                     Decision::FailStartedTask {
                         task_id,
-                        task_ref: task.task_reference_name.clone(),
+                        task_ref,
                         reason,
                         terminal: false,
-                    },
-                ])
+                    }
+                })
+                .unwrap_or_else(|| {
+                    let why = latest.and_then(|t| t.reason.as_deref());
+                    fail(
+                        task,
+                        format!(
+                            "task {:?} failed: {}",
+                            task.task_reference_name,
+                            why.unwrap_or("no reason given")
+                        ),
+                    )
+                });
+        }
+        self.finish_join(task, latest, refs, |task_id, task_ref| {
+            Decision::CompleteStartedTask {
+                task_id,
+                task_ref,
+                output: self.outputs_of(refs),
+                errors: self.optional_failures(refs),
+            }
+        })
+        .unwrap_or(Flow::Done)
+    }
+
+    /// `finish` (its task id and ref) for a JOIN: the one started IN_PROGRESS, or one
+    /// started now (a fork whose branches finished within one decision); `None` once it
+    /// has ended.
+    fn finish_join(
+        &self,
+        join: &WorkflowTask,
+        latest: Option<&TaskState>,
+        refs: &[String],
+        finish: impl FnOnce(Uuid, String) -> Decision,
+    ) -> Option<Flow> {
+        match latest {
+            Some(t) if t.status.is_pending() => {
+                Some(Flow::Waiting(vec![finish(t.task_id, t.task_ref.clone())]))
+            }
+            Some(_) => None,
+            None => {
+                let task_id = self.task_id(join, 1);
+                Some(Flow::Waiting(vec![
+                    self.start_join(join, task_id, refs),
+                    finish(task_id, join.task_reference_name.clone()),
+                ]))
             }
         }
     }
@@ -991,6 +966,15 @@ pub(super) fn permissive(task: &WorkflowTask) -> bool {
             .get("permissive")
             .and_then(Value::as_bool)
             .unwrap_or(false)
+}
+
+/// The reasons of `tasks`, joined by spaces, as Conductor's JOIN words its failure.
+fn reasons_of(tasks: &[&TaskState]) -> String {
+    tasks
+        .iter()
+        .filter_map(|t| t.reason.as_deref())
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// A JOIN's input, as Conductor's: `{"joinOn": [refs]}`.
