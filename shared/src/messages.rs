@@ -868,6 +868,17 @@ pub enum Event {
 }
 
 impl Event {
+    /// Whether this event ends its run (COMPLETED, FAILED, TERMINATED or TIMED_OUT).
+    pub fn ends_run(&self) -> bool {
+        matches!(
+            self,
+            Event::WorkflowCompleted(_)
+                | Event::WorkflowFailed(_)
+                | Event::WorkflowTerminated(_)
+                | Event::WorkflowTimedOut(_)
+        )
+    }
+
     /// The `type` name stored in `history_events.type`.
     pub fn kind(&self) -> &'static str {
         match self {
@@ -1189,6 +1200,23 @@ pub struct WorkflowReset {
     /// `taskInput`); its resolved input when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub task_input: Option<Value>,
+    /// A retry in place (Conductor's retry of an ended run): the run kept the old run's
+    /// whole history but its end, failed attempts included, and each task listed gets
+    /// one more attempt (a failed JOIN is waiting again). `None`: a reset cut before
+    /// `task_ref`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retried: Option<Vec<TaskAt>>,
+}
+
+/// A task of a run by reference name and loop iteration.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TaskAt {
+    /// Its reference name.
+    pub task_ref: String,
+    /// Its loop iteration (0 outside loops).
+    #[serde(default)]
+    pub iteration: i32,
 }
 
 /// Attributes of [`Event::TaskTimedOut`].

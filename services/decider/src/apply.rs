@@ -42,6 +42,9 @@ pub struct ResetPlan {
     pub task_ref: String,
     /// Its loop iteration.
     pub iteration: i32,
+    /// A retry in place: the successor keeps the whole history but the run's end, and
+    /// these tasks get one more attempt (`cut_task` is then unused).
+    pub retried: Option<Vec<weft::messages::TaskAt>>,
 }
 
 /// Applies `command` to the existing run `state`.

@@ -156,7 +156,7 @@ impl Working {
     fn ended(&self) -> bool {
         self.events[self.first_new_event..]
             .iter()
-            .any(|e| is_run_end(&e.event))
+            .any(|e| e.event.ends_run())
     }
 }
 
@@ -649,7 +649,7 @@ impl Shard {
         let ended = w.events[w.first_new_event..]
             .iter()
             .rev()
-            .find(|e| is_run_end(&e.event))
+            .find(|e| e.event.ends_run())
             .map(|e| e.event.clone());
         if let Some(end) = ended.filter(|_| !w.effects_done_for_end) {
             w.effects_done_for_end = true;
@@ -1545,7 +1545,7 @@ fn append(w: &mut Working, event: Event) -> Result<(), Error> {
     if let Some(event) = crate::lifecycle::of(&w.state, &stored) {
         w.lifecycle.push(event);
     }
-    let run_end = is_run_end(&stored.event);
+    let run_end = stored.event.ends_run();
     for id in pending_before {
         let Some(t) = w.state.task(id).filter(|t| !t.status.is_pending()) else {
             continue;
@@ -1613,17 +1613,6 @@ fn trace_command(span: &tracing::Span, delivered: Option<&str>, run_trace: Optio
         }
         _ => weft::telemetry::set_parent(span, delivered),
     }
-}
-
-/// Whether `event` ends its run.
-fn is_run_end(event: &Event) -> bool {
-    matches!(
-        event,
-        Event::WorkflowCompleted(_)
-            | Event::WorkflowFailed(_)
-            | Event::WorkflowTerminated(_)
-            | Event::WorkflowTimedOut(_)
-    )
 }
 
 /// Why a task that `event` ended without its result is stopped, as its worker is told.

@@ -29,13 +29,15 @@ use crate::state::{find_task, RunState, TaskState, TaskStatus};
 /// The lifecycle event a reset's rollback hooks report as their cause.
 pub const ROLLBACK_EVENT: &str = "workflow.reset";
 
-/// The tasks of `old` (whose whole history is `history`) that a reset cut before the
-/// first scheduling of `cut_task` rolls back and that declare `onRollback`, the most
-/// recent first, each with its hook. One per (ref, iteration): its newest attempt.
+/// The tasks of `old` (whose whole history is `history`) that a reset keeping the events
+/// before `cut` (an index in `history`) rolls back and that declare `onRollback`, the
+/// most recent first, each with its hook. One per (ref, iteration): its newest attempt.
+/// (A retry in place keeps everything that ended: it rolls back only what was still
+/// running when the run ended.)
 pub fn rolled_back<'a>(
     old: &'a RunState,
     history: &[StoredEvent],
-    cut_task: Option<Uuid>,
+    cut: Option<usize>,
 ) -> Vec<(&'a TaskState, Hook)> {
     let mut scheduled_at = HashMap::new();
     let mut ended_at = HashMap::new();
@@ -52,7 +54,7 @@ pub fn rolled_back<'a>(
             _ => {}
         }
     }
-    let Some(cut) = cut_task.and_then(|id| scheduled_at.get(&id).copied()) else {
+    let Some(cut) = cut else {
         return Vec::new();
     };
     // Kept by the successor: scheduled and finished before the cut.
@@ -94,7 +96,7 @@ pub fn rollback(
     now: DateTime<Utc>,
 ) -> Vec<NewDelivery> {
     let secret = decl::secret(&old.definition.extra);
-    rolled_back(old, history, plan.cut_task)
+    rolled_back(old, history, crate::reset::cut_index(history, plan))
         .into_iter()
         .enumerate()
         .map(|(i, (t, hook))| {

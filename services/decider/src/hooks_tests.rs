@@ -170,6 +170,38 @@ fn tasks_kept_by_the_new_run_or_never_run_are_not_rolled_back() {
 }
 
 #[test]
+fn a_retry_in_place_rolls_back_only_the_work_running_when_the_run_ended() {
+    let retry = Reset {
+        target: ResetTarget::LastFailed,
+        ..reset_to("b")
+    };
+    // b failed: it is kept (with its failed attempt) and tried once more, not undone.
+    let mut sim = Sim::start(five_with_hooks(), json!({}));
+    sim.complete("a", json!({}));
+    sim.fail("b", "boom");
+    let (deliveries, next) = reset_with_hooks(&sim, &retry);
+    assert!(deliveries.is_empty(), "{deliveries:?}");
+    assert_eq!(next.pending(), vec!["b"]);
+    // d was with a worker when the run was terminated: it runs again, so it is undone.
+    let mut sim = Sim::start(five_with_hooks(), json!({}));
+    for r in ["a", "b", "c"] {
+        sim.complete(r, json!({}));
+    }
+    sim.take("d");
+    sim.command(&Command::Terminate(weft::messages::Terminate {
+        op: Operation::default(),
+        reason: "stop".into(),
+    }));
+    let (deliveries, next) = reset_with_hooks(&sim, &retry);
+    let refs: Vec<_> = deliveries
+        .iter()
+        .map(|d| d.task_ref.clone().unwrap())
+        .collect();
+    assert_eq!(refs, vec!["d"]);
+    assert!(next.state.rolling_back);
+}
+
+#[test]
 fn a_retried_task_is_rolled_back_once_with_its_newest_attempt() {
     let def = json!({"name": "r", "tasks": [
         {"name": "flaky", "taskReferenceName": "x",

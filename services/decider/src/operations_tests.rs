@@ -299,7 +299,13 @@ fn retry_goes_back_to_the_failed_task_and_restart_to_the_first() {
     assert_eq!(sim.state.record().status, "FAILED");
     let next = sim.reset(&reset(ResetTarget::LastFailed));
     assert_eq!(next.pending(), vec!["c"]);
-    assert_eq!(next.state.latest("c").unwrap().attempt, 1);
+    // In place, as Conductor's: the failed attempt stays, the next one is added.
+    assert_eq!(next.state.latest("c").unwrap().attempt, 2);
+    let statuses: Vec<_> = next.state.tasks.iter().map(|t| t.status.as_str()).collect();
+    assert_eq!(
+        statuses,
+        vec!["COMPLETED", "COMPLETED", "FAILED", "SCHEDULED"]
+    );
 
     let mut sim = Sim::start(five(), json!({}));
     sim.complete("a", json!({}));

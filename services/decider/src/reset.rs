@@ -1,7 +1,12 @@
 //! Reset (DESIGN.md §7, docs/operations.md): a new run of the same workflow whose
 //! history is the old run's prefix up to (not including) the first scheduling of the
-//! target task; execution continues from it. Retry resets to the last failed task,
-//! restart to the first.
+//! target task; execution continues from it. Restart resets to the first task.
+//!
+//! Retry of an ended run is a reset *in place*, as Conductor's retry: the successor keeps
+//! the whole history but the run's end (failed attempts included), and each failed task
+//! gets one more attempt, a failed JOIN waits again; work still running when the run
+//! ended is canceled and runs again, as at any cut. (A RUNNING run's retry, of an
+//! optional task that failed, is a reset to that task.)
 //!
 //! The successor's copy of the prefix gets its own task ids (name-based on the new run
 //! and the old id), so each run's task rows stay its own; timers keyed by a task id
@@ -13,7 +18,9 @@
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 use weft::dsl::TaskType;
-use weft::messages::{Event, Reset, ResetTarget, RollbackHookRef, TaskCanceled, WorkflowReset};
+use weft::messages::{
+    Event, Reset, ResetTarget, RollbackHookRef, TaskAt, TaskCanceled, WorkflowReset,
+};
 use weft::store::runs::StoredEvent;
 
 use crate::apply::{conflict, Applied, ResetPlan};
@@ -77,45 +84,93 @@ pub fn plan(state: &RunState, reset: &Reset) -> Applied {
                         .map(|t| t.task_reference_name.clone())
                         .unwrap_or_default(),
                     iteration: 0,
+                    retried: None,
                 }),
             }
         }
     }
 }
 
-/// Retry: back to the newest failed (or timed-out) task. A FAILED, TIMED_OUT or
-/// TERMINATED run qualifies (a terminated run's last canceled task counts as failed), and
-/// a RUNNING one with an optional task that failed.
+/// Retry. An ended run (FAILED, TIMED_OUT or TERMINATED) is retried in place: each task
+/// whose newest attempt failed, timed out or was canceled for good gets one more attempt,
+/// and what was still running at the end runs again; Conductor's 409 when there is
+/// nothing to retry (unless the run timed out as a whole). A RUNNING run with an optional
+/// task that failed is reset to that task.
 fn retry(state: &RunState) -> Applied {
-    let failed = |t: &TaskState| {
-        matches!(
-            t.status,
-            TaskStatus::Failed
-                | TaskStatus::FailedWithTerminalError
-                | TaskStatus::TimedOut
-                | TaskStatus::CompletedWithErrors
-        ) || (state.status == RunStatus::Terminated && t.status == TaskStatus::Canceled)
-    };
-    let allowed = match state.status {
-        RunStatus::Failed | RunStatus::TimedOut | RunStatus::Terminated => true,
-        RunStatus::Running => state
-            .tasks
-            .iter()
-            .any(|t| t.status == TaskStatus::CompletedWithErrors),
-        RunStatus::Completed => false,
-    };
-    if !allowed {
-        return conflict(format!(
-            "workflow {} is {}: retry needs a FAILED, TIMED_OUT or TERMINATED run, or a \
-             RUNNING one with a failed optional task",
-            state.workflow_id,
-            state.status.as_str()
-        ));
+    match state.status {
+        RunStatus::Completed => conflict(format!(
+            "workflow {} is COMPLETED: retry needs a FAILED, TIMED_OUT or TERMINATED run, or \
+             a RUNNING one with a failed optional task",
+            state.workflow_id
+        )),
+        RunStatus::Running => retry_optional(state),
+        RunStatus::Failed | RunStatus::TimedOut | RunStatus::Terminated => retry_in_place(state),
     }
+}
+
+fn retry_in_place(state: &RunState) -> Applied {
+    let newest = |i: usize, t: &TaskState| {
+        !state.tasks[i + 1..]
+            .iter()
+            .any(|later| later.task_ref == t.task_ref && later.iteration == t.iteration)
+    };
+    let mut retried: Vec<&TaskState> = Vec::new();
+    let mut runs_again_too: Option<&TaskState> = None;
+    for (i, t) in state.tasks.iter().enumerate() {
+        if !newest(i, t) {
+            continue;
+        }
+        match t.status {
+            TaskStatus::Failed | TaskStatus::FailedWithTerminalError | TaskStatus::TimedOut => {
+                retried.push(t)
+            }
+            TaskStatus::Canceled if t.canceled_for_good => retried.push(t),
+            // Still running when the run ended (canceled with it): runs again.
+            TaskStatus::Canceled if runs_again(&t.task_type) => runs_again_too = Some(t),
+            _ => {}
+        }
+    }
+    let Some(anchor) = retried.last().copied().or(runs_again_too) else {
+        if state.status != RunStatus::TimedOut {
+            return conflict(
+                "There are no retryable tasks! Use restart if you want to attempt entire \
+                 workflow execution again."
+                    .into(),
+            );
+        }
+        return Applied::Reset(ResetPlan {
+            cut_task: None,
+            task_ref: state
+                .tasks
+                .last()
+                .map(|t| t.task_ref.clone())
+                .unwrap_or_default(),
+            iteration: state.tasks.last().map_or(0, |t| t.iteration),
+            retried: Some(Vec::new()),
+        });
+    };
+    Applied::Reset(ResetPlan {
+        cut_task: None,
+        task_ref: anchor.task_ref.clone(),
+        iteration: anchor.iteration,
+        retried: Some(
+            retried
+                .iter()
+                .map(|t| TaskAt {
+                    task_ref: t.task_ref.clone(),
+                    iteration: t.iteration,
+                })
+                .collect(),
+        ),
+    })
+}
+
+/// A RUNNING run's retry: back to the newest optional task that failed for good.
+fn retry_optional(state: &RunState) -> Applied {
     // Only the newest execution of a (ref, iteration) counts: an attempt that failed and
     // was retried successfully is not a failure of the run.
     let last_failed = state.tasks.iter().rev().find(|t| {
-        failed(t)
+        t.status == TaskStatus::CompletedWithErrors
             && state
                 .latest_at(&t.task_ref, t.iteration)
                 .is_some_and(|newest| newest.task_id == t.task_id)
@@ -123,7 +178,8 @@ fn retry(state: &RunState) -> Applied {
     match last_failed {
         Some(t) => cut_at(state, t),
         None => conflict(format!(
-            "workflow {} has no failed task to retry",
+            "workflow {} is RUNNING: retry needs a FAILED, TIMED_OUT or TERMINATED run, or a \
+             RUNNING one with a failed optional task",
             state.workflow_id
         )),
     }
@@ -140,6 +196,7 @@ fn cut_at(state: &RunState, task: &TaskState) -> Applied {
         cut_task: Some(first.task_id),
         task_ref: first.task_ref.clone(),
         iteration: first.iteration,
+        retried: None,
     })
 }
 
@@ -164,14 +221,7 @@ pub fn successor_history(
 ) -> Result<(RunState, Vec<StoredEvent>), FoldError> {
     let new_run_id = reset.new_run_id;
     let previous_run_id = old.first().map_or(Uuid::nil(), |e| e.run_id);
-    let cut = plan
-        .cut_task
-        .and_then(|cut| {
-            old.iter()
-                .position(|e| matches!(&e.event, Event::TaskScheduled(s) if s.task_id == cut))
-        })
-        .unwrap_or(1)
-        .max(1);
+    let cut = cut_index(old, plan).unwrap_or(1).max(1);
     let mut events: Vec<StoredEvent> = old[..cut.min(old.len())]
         .iter()
         .map(|e| {
@@ -211,6 +261,7 @@ pub fn successor_history(
             reason: reset.reason.clone(),
             rollback_hooks,
             task_input: reset.task_input.clone(),
+            retried: plan.retried.clone(),
         }),
     )?;
     let running: Vec<(Uuid, String)> = state
@@ -234,6 +285,23 @@ pub fn successor_history(
         )?;
     }
     Ok((state, events))
+}
+
+/// Where `plan` cuts the old run's `history`: the events before this index are kept.
+/// `None`: only the run's start (a restart of a run that never scheduled anything).
+pub fn cut_index(history: &[StoredEvent], plan: &ResetPlan) -> Option<usize> {
+    if plan.retried.is_some() {
+        return Some(
+            history
+                .iter()
+                .rposition(|e| e.event.ends_run())
+                .unwrap_or(history.len()),
+        );
+    }
+    let cut = plan.cut_task?;
+    history
+        .iter()
+        .position(|e| matches!(&e.event, Event::TaskScheduled(s) if s.task_id == cut))
 }
 
 /// Pending tasks of these types are redone after a reset; the others (a loop, a dynamic

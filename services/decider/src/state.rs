@@ -174,6 +174,15 @@ pub struct RunState {
     /// The input the reset's task runs with when it runs again (Conductor's rerun
     /// `taskInput`): its ref, its loop iteration, the input.
     pub reset_task_input: Option<(String, i32, Value)>,
+    /// Tasks a retry in place gave one more attempt, not scheduled yet (each is used by
+    /// its next scheduling).
+    pub retry_grants: Vec<weft::messages::TaskAt>,
+    /// When the run was last retried in place: a task's total time counts from its first
+    /// attempt since.
+    pub retried_at: Option<DateTime<Utc>>,
+    /// Retried in place and nothing scheduled since: the next round schedules in the
+    /// order of the attempts it replaces.
+    pub retry_round: bool,
     /// Waiting for the rollback hooks its reset fired: nothing is scheduled until the
     /// dispatcher reports them settled (docs/hooks.md).
     pub rolling_back: bool,
@@ -242,6 +251,9 @@ impl RunState {
             paused: false,
             reset_from: None,
             reset_task_input: None,
+            retry_grants: Vec::new(),
+            retried_at: None,
+            retry_round: false,
             rolling_back: false,
             timers: Vec::new(),
             output: None,
@@ -264,26 +276,31 @@ impl RunState {
         let at = e.time;
         match &e.event {
             Event::WorkflowStarted(_) => return Err(FoldError::BadStart(self.run_id)),
-            Event::TaskScheduled(s) => self.tasks.push(TaskState {
-                task_id: s.task_id,
-                task_ref: s.task_ref.clone(),
-                task_type: s.task_type.clone(),
-                task_name: s.task_name.clone(),
-                seq: s.seq,
-                attempt: s.attempt,
-                iteration: s.iteration,
-                status: TaskStatus::Scheduled,
-                input: s.input.clone(),
-                output: s.output.clone(),
-                reason: None,
-                error_kind: None,
-                worker_id: None,
-                scheduled_time: at,
-                start_time: None,
-                end_time: None,
-                update_time: at,
-                canceled_for_good: false,
-            }),
+            Event::TaskScheduled(s) => {
+                self.retry_round = false;
+                self.retry_grants
+                    .retain(|g| g.task_ref != s.task_ref || g.iteration != s.iteration);
+                self.tasks.push(TaskState {
+                    task_id: s.task_id,
+                    task_ref: s.task_ref.clone(),
+                    task_type: s.task_type.clone(),
+                    task_name: s.task_name.clone(),
+                    seq: s.seq,
+                    attempt: s.attempt,
+                    iteration: s.iteration,
+                    status: TaskStatus::Scheduled,
+                    input: s.input.clone(),
+                    output: s.output.clone(),
+                    reason: None,
+                    error_kind: None,
+                    worker_id: None,
+                    scheduled_time: at,
+                    start_time: None,
+                    end_time: None,
+                    update_time: at,
+                    canceled_for_good: false,
+                })
+            }
             Event::TaskStarted(s) => {
                 let t = self.task_mut(e, s.task_id)?;
                 if t.status == TaskStatus::Scheduled {
@@ -428,6 +445,11 @@ impl RunState {
                 self.start_time = at;
                 self.paused = false;
                 self.rolling_back = !reset.rollback_hooks.is_empty();
+                if let Some(retried) = &reset.retried {
+                    self.retried_at = Some(at);
+                    self.retry_round = true;
+                    self.grant_retries(retried, at);
+                }
             }
             Event::RollbackHooksDone(_) => self.rolling_back = false,
             Event::WorkflowTerminated(t) => {
@@ -449,6 +471,39 @@ impl RunState {
         self.version = e.event_id;
         self.update_time = at;
         Ok(())
+    }
+
+    /// A retry in place: a failed JOIN waits again (its failed tasks are retried); every
+    /// other task listed gets one more attempt.
+    fn grant_retries(&mut self, retried: &[weft::messages::TaskAt], at: DateTime<Utc>) {
+        for r in retried {
+            let newest = self
+                .tasks
+                .iter_mut()
+                .rev()
+                .find(|t| t.task_ref == r.task_ref && t.iteration == r.iteration);
+            match newest {
+                Some(join)
+                    if matches!(
+                        TaskType::parse(&join.task_type),
+                        Some(TaskType::Join | TaskType::ExclusiveJoin)
+                    ) =>
+                {
+                    join.status = TaskStatus::InProgress;
+                    join.reason = None;
+                    join.end_time = None;
+                    join.update_time = at;
+                }
+                _ => self.retry_grants.push(r.clone()),
+            }
+        }
+    }
+
+    /// Whether a retry in place gave `t`'s task one more attempt, not scheduled yet.
+    pub fn retry_granted(&self, t: &TaskState) -> bool {
+        self.retry_grants
+            .iter()
+            .any(|g| g.task_ref == t.task_ref && g.iteration == t.iteration)
     }
 
     fn task_mut(&mut self, e: &StoredEvent, task_id: Uuid) -> Result<&mut TaskState, FoldError> {

@@ -291,6 +291,41 @@ async fn test_workflow_with_multiple_do_while_tasks_with_multiple_iterations(bac
     wait_for_tasks(&suite, &id, "COMPLETED", &expected).await;
 }
 
+async fn test_retrying_a_failed_do_while_workflow(backend: Backend) {
+    let suite = setup(backend, &FILES).await;
+    // "Update the task definition with no retries".
+    let changes = json!({"retryCount": 0});
+    super::update_task_def(&suite, "integration_task_0", changes).await;
+
+    let id = start_correlated(&suite, "Do_While_Workflow", "looptest", json!({"loop": 1})).await;
+    let worker = "integration.test.worker";
+    let mut expected = vec![
+        ("DO_WHILE", "IN_PROGRESS"),
+        ("integration_task_0", "SCHEDULED"),
+    ];
+    wait_for_tasks(&suite, &id, "RUNNING", &expected).await;
+
+    let polled =
+        super::poll_and_fail(&suite, "integration_task_0", worker, "induced..failure").await;
+    verify_task_iteration(&polled, 1);
+    expected[0].1 = "CANCELED";
+    expected[1].1 = "FAILED";
+    wait_for_tasks(&suite, &id, "FAILED", &expected).await;
+
+    super::retry(&suite, &id, false).await;
+    expected[0].1 = "IN_PROGRESS";
+    expected.push(("integration_task_0", "SCHEDULED"));
+    wait_for_tasks(&suite, &id, "RUNNING", &expected).await;
+
+    let polled = poll_and_complete(&suite, "integration_task_0", worker, json!({})).await;
+    verify_task_iteration(&polled, 1);
+    expected[2].1 = "COMPLETED";
+    through_the_fork(&suite, &id, &mut expected, 1).await;
+    expected[0].1 = "COMPLETED";
+    expected[6].1 = "COMPLETED";
+    wait_for_tasks(&suite, &id, "COMPLETED", &expected).await;
+}
+
 async fn test_auto_retrying_a_failed_do_while_workflow(backend: Backend) {
     let suite = setup(backend, &FILES).await;
     // "Update the task definition with retryCount to 1 and retryDelaySeconds to 0".
@@ -463,6 +498,7 @@ super::harness_features!(
     test_workflow_with_a_single_iteration_do_while_task_with_sub_workflow,
     test_workflow_with_multiple_do_while_tasks_with_multiple_iterations,
     test_auto_retrying_a_failed_do_while_workflow,
+    test_retrying_a_failed_do_while_workflow,
     test_workflow_with_a_iteration_do_while_task_as_subtask_of_a_forkjoin_task,
     test_workflow_with_do_while_task_contains_decision_task,
     test_do_while_with_500_lambda_iterations_completes_without_stack_overflow_error,

@@ -76,6 +76,68 @@ async fn test_a_simple_workflow_with_fork_join_failure_flow(backend: Backend) {
     wait_for_tasks(&suite, &id, "FAILED", &expected).await;
 }
 
+/// The steps of "Test retrying a failed fork join workflow" and its permissive variant
+/// (`FanInOutTest_2`, `FanInOutPermissiveTest_2`, whose tasks of type `<prefix>_RT_n` have
+/// no retry): up to the failed run, the retry, and the run completed.
+async fn retry_a_failed_fork(backend: Backend, workflow: &str, prefix: &str, permissive: bool) {
+    let suite = setup(backend, &FILES).await;
+    let types: Vec<String> = (0..=4).map(|n| format!("{prefix}_RT_{n}")).collect();
+    let ty = |n: usize| types[n].as_str();
+    let id = start_correlated(&suite, workflow, "fanoutTest", json!({})).await;
+    let mut expected = vec![
+        ("FORK", "COMPLETED"),
+        (ty(1), "SCHEDULED"),
+        (ty(2), "SCHEDULED"),
+        ("JOIN", "IN_PROGRESS"),
+    ];
+    wait_for_tasks(&suite, &id, "RUNNING", &expected).await;
+
+    poll_and_complete(&suite, ty(1), WORKER, json!({})).await;
+    expected[1].1 = "COMPLETED";
+    expected.push((ty(3), "SCHEDULED"));
+    wait_for_tasks(&suite, &id, "RUNNING", &expected).await;
+
+    poll_and_fail(&suite, ty(2), WORKER, "Failed....").await;
+    expected[2].1 = "FAILED";
+    if permissive {
+        // "the workflow is not in the failed state, until the completion of the
+        // permissive forked tasks"
+        wait_for_tasks(&suite, &id, "RUNNING", &expected).await;
+        poll_and_fail(&suite, ty(3), WORKER, "Failed....").await;
+        expected[3].1 = "FAILED";
+        expected[4].1 = "FAILED";
+    } else {
+        expected[3].1 = "CANCELED";
+        expected[4].1 = "CANCELED";
+    }
+    wait_for_tasks(&suite, &id, "FAILED", &expected).await;
+
+    super::retry(&suite, &id, false).await;
+    expected[3].1 = "IN_PROGRESS";
+    expected.extend([(ty(2), "SCHEDULED"), (ty(3), "SCHEDULED")]);
+    wait_for_tasks(&suite, &id, "RUNNING", &expected).await;
+
+    poll_and_complete(&suite, ty(3), WORKER, json!({})).await;
+    poll_and_complete(&suite, ty(2), WORKER, json!({})).await;
+    expected[5].1 = "COMPLETED";
+    expected[6].1 = "COMPLETED";
+    expected[3].1 = "COMPLETED";
+    expected.push((ty(4), "SCHEDULED"));
+    wait_for_tasks(&suite, &id, "RUNNING", &expected).await;
+    poll_and_complete(&suite, ty(4), WORKER, json!({})).await;
+    expected[7].1 = "COMPLETED";
+    wait_for_tasks(&suite, &id, "COMPLETED", &expected).await;
+}
+
+async fn test_retrying_a_failed_fork_join_workflow(backend: Backend) {
+    retry_a_failed_fork(backend, "FanInOutTest_2", "integration_task_0", false).await;
+}
+
+async fn test_retrying_a_failed_permissive_fork_join_workflow(backend: Backend) {
+    let workflow = "FanInOutPermissiveTest_2";
+    retry_a_failed_fork(backend, workflow, "integration_p_task_0", true).await;
+}
+
 /// Sets the newest of `expected`'s tasks of type `ty` to `status`.
 fn mark(expected: &mut [(&str, &'static str)], ty: &str, status: &'static str) {
     let task = expected.iter_mut().rev().find(|(t, _)| *t == ty);
@@ -387,4 +449,6 @@ super::harness_features!(
     test_fork_join_with_sub_workflows_containing_optional_tasks,
     test_fork_join_with_sub_workflow_task_using_task_definition,
     test_a_simple_workflow_with_fork_join_permissive_failure_flow,
+    test_retrying_a_failed_fork_join_workflow,
+    test_retrying_a_failed_permissive_fork_join_workflow,
 );

@@ -380,6 +380,18 @@ pub(crate) async fn terminate(suite: &Suite, id: &str, reason: &str) {
     );
 }
 
+/// Conductor's `retry(workflowId, resumeSubworkflowTasks)`, over REST: 204.
+pub(crate) async fn retry(suite: &Suite, id: &str, resume_subworkflow_tasks: bool) {
+    let path =
+        format!("/api/workflow/{id}/retry?resumeSubworkflowTasks={resume_subworkflow_tasks}");
+    let r = suite
+        .client()
+        .raw(reqwest::Method::POST, &path, None)
+        .await
+        .unwrap();
+    assert_eq!(r.status, 204, "retry answered {}: {}", r.status, r.text);
+}
+
 /// The child run ids (`subWorkflowId`) of the run's SUB_WORKFLOW tasks at `positions`.
 pub(crate) fn child_ids(wf: &Value, positions: &[usize]) -> Vec<String> {
     positions

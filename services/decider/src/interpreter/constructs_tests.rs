@@ -185,39 +185,158 @@ fn a_task_that_is_not_a_switch_opens_its_branch_alone_and_what_follows_it_comes_
     assert_eq!(refs, vec!["f", "loop", "in", "t2", "j", "t0", "t1"]);
 }
 
-#[test]
-fn a_join_canceled_with_its_run_starts_again_when_the_run_is_retried() {
-    let def = json!({"name": "w", "tasks": [
-        {"name": "f", "taskReferenceName": "f", "type": "FORK_JOIN",
-         "forkTasks": [[simple("a")], [simple("b")]]},
-        {"name": "j", "taskReferenceName": "j", "type": "JOIN", "joinOn": ["a", "b"]}]});
-    let mut sim = Sim::start(def, json!({}));
-    sim.complete("b", json!({}));
-    sim.fail("a", "boom");
-    assert_eq!(sim.state.status, RunStatus::Failed);
-    assert_eq!(sim.state.latest("j").unwrap().status, TaskStatus::Canceled);
-    // Conductor's retry: a reset to the failed task.
-    let mut retried = sim.reset(&weft::messages::Reset {
+/// An operator's retry.
+fn retry_command() -> weft::messages::Reset {
+    weft::messages::Reset {
         op: weft::messages::Operation::default(),
-        target: weft::messages::ResetTarget::Ref {
-            task_ref: "a".into(),
-            iteration: None,
-        },
+        target: weft::messages::ResetTarget::LastFailed,
         new_run_id: uuid::Uuid::from_u128(7),
         reason: None,
         workflow_input: None,
         task_input: None,
-    });
-    // The reset goes back to where `a` was scheduled: `b`, scheduled after it, runs again.
-    assert_eq!(retried.pending(), vec!["a", "b"]);
-    assert_eq!(row_status(&retried, "j"), "IN_PROGRESS");
+    }
+}
+
+fn retry(sim: &mut Sim) -> Sim {
+    sim.reset(&retry_command())
+}
+
+/// `(ref, status)` of every task row, as a client reads them, in schedule order.
+fn rows(sim: &Sim) -> Vec<(String, String)> {
+    sim.state
+        .tasks
+        .iter()
+        .map(|t| (t.task_ref.clone(), sim.state.task_record(t).status))
+        .collect()
+}
+
+fn owned(rows: &[(&str, &str)]) -> Vec<(String, String)> {
+    rows.iter()
+        .map(|(r, s)| (r.to_string(), s.to_string()))
+        .collect()
+}
+
+#[test]
+fn a_retried_fork_keeps_the_failed_attempt_and_retries_it_and_the_canceled_work_in_place() {
+    // ForkJoinSpec's "retrying a failed fork join workflow".
+    let def = json!({"name": "w", "tasks": [
+        {"name": "f", "taskReferenceName": "f", "type": "FORK_JOIN",
+         "forkTasks": [[simple("a"), simple("c")], [simple("b")]]},
+        {"name": "j", "taskReferenceName": "j", "type": "JOIN", "joinOn": ["c", "b"]},
+        simple("d")]});
+    let mut sim = Sim::start(def, json!({}));
+    sim.complete("a", json!({}));
+    sim.fail("b", "boom");
+    assert_eq!(sim.state.status, RunStatus::Failed);
+    assert_eq!(
+        rows(&sim),
+        owned(&[
+            ("f", "COMPLETED"),
+            ("a", "COMPLETED"),
+            ("b", "FAILED"),
+            ("j", "CANCELED"),
+            ("c", "CANCELED"),
+        ])
+    );
+    let mut retried = retry(&mut sim);
+    assert_eq!(retried.state.status, RunStatus::Running);
+    assert_eq!(
+        rows(&retried),
+        owned(&[
+            ("f", "COMPLETED"),
+            ("a", "COMPLETED"),
+            ("b", "FAILED"),
+            ("j", "IN_PROGRESS"),
+            ("c", "CANCELED"),
+            ("b", "SCHEDULED"),
+            ("c", "SCHEDULED"),
+        ])
+    );
+    assert_eq!(retried.state.latest("b").unwrap().attempt, 2);
+    assert!(
+        retried.state.retry_grants.is_empty(),
+        "each grant is used once"
+    );
     retried
-        .complete("b", json!({}))
-        .complete("a", json!({"a": 1}));
+        .complete("c", json!({}))
+        .complete("b", json!({"b": 2}));
+    retried.complete("d", json!({}));
     assert_eq!(retried.state.status, RunStatus::Completed);
     let join = retried.state.latest("j").unwrap();
-    assert_eq!(join.status, TaskStatus::Completed);
-    assert_eq!(join.output, Some(json!({"a": {"a": 1}, "b": {}})));
+    assert_eq!(join.output, Some(json!({"b": {"b": 2}, "c": {}})));
+    assert_eq!(retried.state.tasks.len(), 8);
+}
+
+#[test]
+fn a_retried_attempt_that_fails_again_fails_the_run_again() {
+    let def = json!({"name": "w", "tasks": [simple("a")]});
+    let mut sim = Sim::start(def, json!({}));
+    sim.fail("a", "boom");
+    let mut retried = retry(&mut sim);
+    retried.fail("a", "boom again");
+    assert_eq!(retried.state.status, RunStatus::Failed);
+    let mut again = retry(&mut retried);
+    assert_eq!(again.pending(), vec!["a"]);
+    assert_eq!(again.state.latest("a").unwrap().attempt, 3);
+    again.complete("a", json!({}));
+    assert_eq!(again.state.status, RunStatus::Completed);
+}
+
+#[test]
+fn a_retried_permissive_fork_waits_at_its_failed_join_again() {
+    let permissive = json!({"name": "b", "taskReferenceName": "b", "type": "SIMPLE",
+                            "permissive": true});
+    let def = json!({"name": "w", "tasks": [
+        {"name": "f", "taskReferenceName": "f", "type": "FORK_JOIN",
+         "forkTasks": [[simple("a")], [permissive]]},
+        {"name": "j", "taskReferenceName": "j", "type": "JOIN", "joinOn": ["a", "b"]}]});
+    let mut sim = Sim::start(def, json!({}));
+    sim.fail("b", "boom");
+    sim.complete("a", json!({}));
+    assert_eq!(sim.state.status, RunStatus::Failed);
+    assert_eq!(row_status(&sim, "j"), "FAILED");
+    let mut retried = retry(&mut sim);
+    assert_eq!(row_status(&retried, "j"), "IN_PROGRESS");
+    assert_eq!(retried.pending(), vec!["b"]);
+    retried.complete("b", json!({}));
+    assert_eq!(retried.state.status, RunStatus::Completed);
+    assert_eq!(row_status(&retried, "j"), "COMPLETED");
+}
+
+#[test]
+fn a_retried_loop_goes_on_in_the_iteration_that_failed() {
+    let def = json!({"name": "w", "tasks": [
+        {"name": "loop", "taskReferenceName": "loop", "type": "DO_WHILE",
+         "loopCondition": "$.loop['iteration'] < 2",
+         "loopOver": [simple("x")]}]});
+    let mut sim = Sim::start(def, json!({}));
+    sim.complete("x", json!({}));
+    sim.fail("x", "boom");
+    assert_eq!(sim.state.status, RunStatus::Failed);
+    let mut retried = retry(&mut sim);
+    assert_eq!(row_status(&retried, "loop"), "IN_PROGRESS");
+    let x = retried.state.latest("x").unwrap();
+    assert_eq!((x.iteration, x.attempt), (2, 2));
+    retried.complete("x", json!({}));
+    assert_eq!(retried.state.status, RunStatus::Completed);
+}
+
+#[test]
+fn a_run_ended_with_nothing_to_retry_is_refused_as_conductor_does() {
+    let def = json!({"name": "w", "tasks": [
+        {"name": "t", "taskReferenceName": "t", "type": "TERMINATE",
+         "inputParameters": {"terminationStatus": "TERMINATED"}}]});
+    let sim = Sim::start(def, json!({}));
+    assert_eq!(sim.state.status, RunStatus::Terminated);
+    let verdict = sim.verdict(&weft::messages::Command::Reset(retry_command()));
+    let crate::apply::Applied::Rejected { status, message } = verdict else {
+        panic!("{verdict:?}");
+    };
+    assert_eq!(status, 409);
+    assert!(
+        message.starts_with("There are no retryable tasks!"),
+        "{message}"
+    );
 }
 
 #[test]

@@ -318,7 +318,35 @@ pub fn decide(state: &RunState) -> Vec<Decision> {
             *o = Some(failure_output(state));
         }
     }
+    if state.retry_round {
+        in_retry_order(state, &mut decisions);
+    }
     decisions
+}
+
+/// The first round after a retry in place schedules the tasks it retries in the order
+/// of the attempts they replace, as Conductor's retry does (a fork's branches would
+/// otherwise be walked in branch order), then anything new.
+fn in_retry_order(state: &RunState, decisions: &mut [Decision]) {
+    let replaced_seq = |d: &Decision| {
+        let (task_ref, iteration) = match d {
+            Decision::ScheduleTask {
+                task_ref,
+                iteration,
+                ..
+            }
+            | Decision::StartChild {
+                task_ref,
+                iteration,
+                ..
+            } => (task_ref, *iteration),
+            _ => return i32::MAX,
+        };
+        state
+            .latest_at(task_ref, iteration)
+            .map_or(i32::MAX, |t| t.seq)
+    };
+    decisions.sort_by_key(replaced_seq);
 }
 
 /// A failed run's output, as Conductor's: what it would have completed with as it stands

@@ -151,7 +151,9 @@ impl<'a> Walker<'a> {
     /// is still FAILED). The run goes on without it, so a JOIN does too. (An optional
     /// task whose last retry failed is COMPLETED_WITH_ERRORS already.)
     pub(super) fn optional_given_up(&self, t: &TaskState) -> bool {
-        if !matches!(t.status, TaskStatus::TimedOut | TaskStatus::Failed) {
+        if !matches!(t.status, TaskStatus::TimedOut | TaskStatus::Failed)
+            || self.state.retry_granted(t)
+        {
             return false;
         }
         let Some(task) = crate::state::find_task(&self.state.definition.tasks, &t.task_ref)
@@ -169,6 +171,9 @@ impl<'a> Walker<'a> {
     /// that waits for it, or the run's end, fails.
     pub(super) fn permissive_given_up(&self, t: &TaskState) -> bool {
         let canceled = t.status == TaskStatus::Canceled && t.canceled_for_good;
+        if self.state.retry_granted(t) {
+            return false;
+        }
         if !canceled
             && !matches!(
                 t.status,
@@ -277,6 +282,12 @@ impl<'a> Walker<'a> {
         let latest = self
             .state
             .latest_at(&task.task_reference_name, self.iteration);
+        // A system task a retry in place gave one more attempt runs again from scratch;
+        // an activity's next attempt is numbered on from its last.
+        let latest = match kind {
+            TaskType::Simple | TaskType::Http | TaskType::SubWorkflow | TaskType::Dynamic => latest,
+            _ => latest.filter(|t| !self.state.retry_granted(t)),
+        };
         match kind {
             TaskType::Simple | TaskType::Http | TaskType::SubWorkflow => {
                 self.activity(task, kind, latest)
@@ -346,6 +357,8 @@ impl<'a> Walker<'a> {
         let latest = latest.filter(|t| t.status != TaskStatus::Canceled || t.canceled_for_good);
         let attempt = match latest {
             None => 1,
+            // A retry in place: one more attempt, at once, whatever the policy says.
+            Some(t) if self.state.retry_granted(t) => t.attempt + 1,
             Some(t) => match t.status {
                 TaskStatus::Scheduled | TaskStatus::InProgress => {
                     return self.running(task, t, &policy)
@@ -541,7 +554,9 @@ impl<'a> Walker<'a> {
             return None;
         }
         // A copy canceled at a reset's cut is not an attempt of this run: the task ran
-        // again from attempt 1, and its budget counts from there.
+        // again from attempt 1, and its budget counts from there. After a retry in place
+        // it counts from the retried attempt.
+        let since = self.state.retried_at.filter(|at| t.scheduled_time >= *at);
         let first = self
             .state
             .tasks
@@ -550,6 +565,7 @@ impl<'a> Walker<'a> {
                 x.task_ref == t.task_ref
                     && x.iteration == t.iteration
                     && x.status != TaskStatus::Canceled
+                    && since.is_none_or(|at| x.scheduled_time >= at)
             })
             .unwrap_or(t);
         Some((
