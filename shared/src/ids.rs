@@ -35,6 +35,12 @@ pub fn derived_id(from: uuid::Uuid, purpose: &str) -> uuid::Uuid {
     uuid::Uuid::from_bytes(bytes)
 }
 
+/// The id a task of run `run_id`'s predecessor (`task_id`) has in `run_id`, when a reset
+/// kept it (name-based, so each run keeps its own task rows and a replay is the same).
+pub fn kept_task_id(run_id: uuid::Uuid, task_id: uuid::Uuid) -> uuid::Uuid {
+    uuid::Uuid::new_v5(&run_id, task_id.as_bytes())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

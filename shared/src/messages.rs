@@ -245,8 +245,20 @@ pub enum ResetTarget {
         /// The task.
         task_id: Uuid,
     },
-    /// The last failed or timed-out task (`retry`).
-    LastFailed,
+    /// Every failed task of an ended run, in place (`retry`).
+    LastFailed {
+        /// Conductor's `resumeSubworkflowTasks`: when the run's first unsuccessful task
+        /// is a SUB_WORKFLOW task, its child is retried instead (the deepest one, the
+        /// retry passed down), and each parent's task waits for its child again.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        resume_subworkflow_tasks: bool,
+    },
+    /// A child of the run was retried in place: its SUB_WORKFLOW task waits for the
+    /// child again, and the run goes on (Conductor's retry updating a child's parents).
+    ResumeChild {
+        /// The child workflow.
+        child_workflow_id: String,
+    },
     /// The first task (`restart`).
     First,
 }
@@ -1206,6 +1218,9 @@ pub struct WorkflowReset {
     /// `task_ref`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retried: Option<Vec<TaskAt>>,
+    /// With `retried`: a SUB_WORKFLOW task whose child was retried, waiting for it again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resumed: Option<TaskAt>,
 }
 
 /// A task of a run by reference name and loop iteration.

@@ -29,6 +29,15 @@ pub enum Applied {
     },
     /// A reset that applies: the engine builds the successor run from the history.
     Reset(ResetPlan),
+    /// A retry that resumes sub-workflow tasks, for a run that failed with a child:
+    /// the child is retried instead (and passes it down in turn); its retry resumes
+    /// this run.
+    PassDown {
+        /// The child to retry.
+        child_workflow_id: String,
+        /// The retry to send it.
+        reset: weft::messages::Reset,
+    },
 }
 
 /// A validated reset: where the successor run's history is cut.
@@ -45,6 +54,9 @@ pub struct ResetPlan {
     /// A retry in place: the successor keeps the whole history but the run's end, and
     /// these tasks get one more attempt (`cut_task` is then unused).
     pub retried: Option<Vec<weft::messages::TaskAt>>,
+    /// With `retried`: the SUB_WORKFLOW task whose child was retried, which waits for
+    /// it again instead of running again.
+    pub resumed: Option<weft::messages::TaskAt>,
 }
 
 /// Applies `command` to the existing run `state`.
@@ -272,9 +284,16 @@ fn check_attempt(
 /// with the child's reason (and is retried per its policy).
 fn child_ended(state: &RunState, ended: &ChildWorkflowEnded) -> Applied {
     let p = &ended.parent;
-    let task_ref = match check_attempt_of(state, p.run_id, p.task_id) {
-        Ok(task_ref) => task_ref,
-        Err(why) => return Applied::Ignored(why),
+    let (task_id, task_ref) = match check_attempt_of(state, p.run_id, p.task_id) {
+        Ok(task_ref) => (p.task_id, task_ref),
+        // The child was retried and this run (a retry in place of the one that started
+        // it) waits for it again under the task's new id: the child's id says which.
+        Err(why) => match state.tasks.iter().rev().find(|t| {
+            t.status.is_pending() && t.child_workflow_id() == Some(&ended.child_workflow_id)
+        }) {
+            Some(t) if state.status == RunStatus::Running => (t.task_id, t.task_ref.clone()),
+            _ => return Applied::Ignored(why),
+        },
     };
     let mut output = match &ended.output {
         Value::Object(map) => map.clone(),
@@ -290,7 +309,7 @@ fn child_ended(state: &RunState, ended: &ChildWorkflowEnded) -> Applied {
     // optional or permissive.
     if ended.status == "TERMINATED" {
         return Applied::Events(vec![Event::TaskCanceled(TaskCanceled {
-            task_id: p.task_id,
+            task_id,
             task_ref,
             reason: ended.reason.clone().unwrap_or_else(|| {
                 format!("child workflow {} was terminated", ended.child_workflow_id)
@@ -300,7 +319,7 @@ fn child_ended(state: &RunState, ended: &ChildWorkflowEnded) -> Applied {
     }
     let event = if ended.status == "COMPLETED" {
         Event::TaskCompleted(TaskCompleted {
-            task_id: p.task_id,
+            task_id,
             task_ref,
             output: Value::Object(output),
             worker_id: None,
@@ -310,7 +329,7 @@ fn child_ended(state: &RunState, ended: &ChildWorkflowEnded) -> Applied {
     } else {
         Event::TaskFailed(TaskFailed {
             error_kind: Some(format!("child:{}", ended.status)),
-            task_id: p.task_id,
+            task_id,
             task_ref,
             reason: format!(
                 "child workflow {} ended {}: {}",

@@ -320,6 +320,8 @@ impl Shard {
         let current = order.iter().map(|wf| &working[wf]);
         for w in retired.iter().chain(current) {
             if w.events.len() == w.first_new_event && !w.replaced {
+                // Nothing changed in the run; a command it passed on is sent all the same.
+                batch.outbox.extend(w.outbox.iter().cloned());
                 continue;
             }
             let mut record = w.state.record();
@@ -496,11 +498,24 @@ impl Shard {
                     w.eager = eager_of(command);
                     None
                 }
+                Applied::PassDown {
+                    child_workflow_id,
+                    reset,
+                } => {
+                    tracing::info!(workflow_id = %wf, child = %child_workflow_id,
+                        "retry passed down to the child the run failed with");
+                    let message = self.command_to(&child_workflow_id, &Command::Reset(reset))?;
+                    w.outbox.push(message);
+                    None
+                }
                 Applied::Reset(plan) => {
                     let Command::Reset(reset) = command else {
                         return Err(Error::Decode("a reset plan for another command".into()));
                     };
-                    let successor = self.reset(w, &plan, reset).await?;
+                    let mut successor = self.reset(w, &plan, reset).await?;
+                    if let Some(message) = self.resume_parent(&successor, &plan)? {
+                        successor.outbox.push(message);
+                    }
                     let previous = std::mem::replace(w, successor);
                     retired.push(previous);
                     if let Some(old) = retired.last_mut() {
@@ -642,6 +657,49 @@ impl Shard {
         Ok(successor)
     }
 
+    /// After a retry in place of a child run: its parent's SUB_WORKFLOW task waits for it
+    /// again (the parent decides whether that applies; see `reset::resume_child`).
+    fn resume_parent(
+        &self,
+        successor: &Working,
+        plan: &ResetPlan,
+    ) -> Result<Option<OutboxMessage>, Error> {
+        let Some(parent) = successor
+            .state
+            .parent
+            .as_ref()
+            .filter(|_| plan.retried.is_some())
+        else {
+            return Ok(None);
+        };
+        let command = Command::Reset(weft::messages::Reset {
+            op: weft::messages::Operation::default(),
+            target: weft::messages::ResetTarget::ResumeChild {
+                child_workflow_id: successor.state.workflow_id.clone(),
+            },
+            new_run_id: Uuid::new_v5(&successor.state.run_id, b"resume-parent"),
+            reason: Some(format!(
+                "child workflow {} was retried",
+                successor.state.workflow_id
+            )),
+            workflow_input: None,
+            task_input: None,
+        });
+        self.command_to(&parent.workflow_id, &command).map(Some)
+    }
+
+    /// An outbox message carrying `command` to run `workflow_id`'s shard.
+    fn command_to(&self, workflow_id: &str, command: &Command) -> Result<OutboxMessage, Error> {
+        let names = self.bus.names();
+        let envelope = Envelope::new(workflow_id, None, command)?;
+        OutboxMessage::new(
+            names.commands_exchange(),
+            names.command_key_for(workflow_id),
+            &envelope,
+            weft::telemetry::current_traceparent(),
+        )
+    }
+
     /// The outbox messages of what `w`'s new events ended: a run's end reported to its
     /// parent (and its failure workflow started), stopped attempts' workers told to stop
     /// (through the heartbeat service), stopped SUB_WORKFLOW tasks' child runs terminated.
@@ -700,13 +758,7 @@ impl Shard {
                     op: weft::messages::Operation::default(),
                     reason,
                 });
-                let envelope = Envelope::new(child, None, &command)?;
-                w.outbox.push(OutboxMessage::new(
-                    names.commands_exchange(),
-                    names.command_key_for(child),
-                    &envelope,
-                    weft::telemetry::current_traceparent(),
-                )?);
+                w.outbox.push(self.command_to(child, &command)?);
             } else if crate::state::is_activity(&s.task_type) {
                 attempts.push(AttemptRef {
                     task_id: s.task_id,
@@ -1585,12 +1637,7 @@ fn append(w: &mut Working, event: Event) -> Result<(), Error> {
                 task_id: id,
                 attempt: t.attempt,
                 task_type: t.task_type.clone(),
-                child_workflow_id: t
-                    .output
-                    .as_ref()
-                    .and_then(|o| o.get("subWorkflowId"))
-                    .and_then(serde_json::Value::as_str)
-                    .map(str::to_owned),
+                child_workflow_id: t.child_workflow_id().map(str::to_owned),
                 reason: stop_reason(&stored.event),
                 by_run_end: run_end,
             });

@@ -172,7 +172,9 @@ fn tasks_kept_by_the_new_run_or_never_run_are_not_rolled_back() {
 #[test]
 fn a_retry_in_place_rolls_back_only_the_work_running_when_the_run_ended() {
     let retry = Reset {
-        target: ResetTarget::LastFailed,
+        target: ResetTarget::LastFailed {
+            resume_subworkflow_tasks: false,
+        },
         ..reset_to("b")
     };
     // b failed: it is kept (with its failed attempt) and tried once more, not undone.

@@ -297,7 +297,9 @@ fn retry_goes_back_to_the_failed_task_and_restart_to_the_first() {
     sim.complete("a", json!({})).complete("b", json!({}));
     sim.fail("c", "boom");
     assert_eq!(sim.state.record().status, "FAILED");
-    let next = sim.reset(&reset(ResetTarget::LastFailed));
+    let next = sim.reset(&reset(ResetTarget::LastFailed {
+        resume_subworkflow_tasks: false,
+    }));
     assert_eq!(next.pending(), vec!["c"]);
     // In place, as Conductor's: the failed attempt stays, the next one is added.
     assert_eq!(next.state.latest("c").unwrap().attempt, 2);
@@ -330,7 +332,16 @@ fn reset_refusals() {
     let (status, message) = verdict(&sim, reset(ResetTarget::First));
     assert_eq!(status, 409);
     assert!(message.contains("RUNNING"), "{message}");
-    assert_eq!(verdict(&sim, reset(ResetTarget::LastFailed)).0, 409);
+    assert_eq!(
+        verdict(
+            &sim,
+            reset(ResetTarget::LastFailed {
+                resume_subworkflow_tasks: false,
+            })
+        )
+        .0,
+        409
+    );
     let mut stale = to_ref("a");
     stale.op.expected_run_id = Some(Uuid::from_u128(99));
     let (status, message) = verdict(&sim, stale);
@@ -350,7 +361,9 @@ fn retry_applies_to_timed_out_and_terminated_runs_and_a_failed_optional_task() {
     let due = sim.state.timers[0].fire_at;
     sim.fire_timers_due_by(due);
     assert_eq!(sim.state.record().status, "TIMED_OUT");
-    let next = sim.reset(&reset(ResetTarget::LastFailed));
+    let next = sim.reset(&reset(ResetTarget::LastFailed {
+        resume_subworkflow_tasks: false,
+    }));
     assert_eq!(next.pending(), vec!["b"]);
     assert_eq!(next.state.latest("a").unwrap().status.as_str(), "COMPLETED");
 
@@ -361,7 +374,9 @@ fn retry_applies_to_timed_out_and_terminated_runs_and_a_failed_optional_task() {
         op: Operation::default(),
         reason: "stop".into(),
     }));
-    let next = sim.reset(&reset(ResetTarget::LastFailed));
+    let next = sim.reset(&reset(ResetTarget::LastFailed {
+        resume_subworkflow_tasks: false,
+    }));
     assert_eq!(next.pending(), vec!["c"]);
 
     // RUNNING with an optional task that failed for good: back to it.
@@ -377,7 +392,9 @@ fn retry_applies_to_timed_out_and_terminated_runs_and_a_failed_optional_task() {
         "COMPLETED_WITH_ERRORS"
     );
     assert_eq!(sim.pending(), vec!["c"]);
-    let next = sim.reset(&reset(ResetTarget::LastFailed));
+    let next = sim.reset(&reset(ResetTarget::LastFailed {
+        resume_subworkflow_tasks: false,
+    }));
     assert_eq!(next.pending(), vec!["b"]);
     assert_eq!(next.state.record().status, "RUNNING");
 }
@@ -418,4 +435,102 @@ fn reset_to_a_sub_workflow_task_starts_a_new_child() {
     assert_ne!(first_child, second_child, "a new child run");
     assert_eq!(next.state.latest("child").unwrap().status.as_str(), running);
     assert_eq!(next.state.latest("a").unwrap().status.as_str(), "COMPLETED");
+}
+
+/// A parent whose SUB_WORKFLOW task `child` started a child run; returns the run and the
+/// child's workflow id.
+fn parent_with_a_child() -> (Sim, String) {
+    let def = json!({"name": "parent", "tasks": [
+        {"name": "child", "taskReferenceName": "child", "type": "SUB_WORKFLOW",
+         "subWorkflowParam": {"name": "kid", "workflowDefinition":
+            {"name": "kid", "version": 1, "tasks": [{"name": "t", "taskReferenceName": "k1"}]}}},
+        {"name": "t", "taskReferenceName": "after"}]});
+    let sim = Sim::start(def, json!({}));
+    let child = sim.state.latest("child").unwrap();
+    let id = child.child_workflow_id().unwrap().to_owned();
+    (sim, id)
+}
+
+/// The child's end, as the child reports it to the parent link it started with.
+fn child_ended(parent: &Sim, child_workflow_id: &str, status: &str) -> Command {
+    let task = parent.state.latest("child").unwrap();
+    Command::ChildWorkflowEnded(weft::messages::ChildWorkflowEnded {
+        parent: weft::messages::ParentLink {
+            workflow_id: parent.state.workflow_id.clone(),
+            run_id: parent.state.run_id,
+            task_id: task.task_id,
+        },
+        child_workflow_id: child_workflow_id.to_owned(),
+        status: status.into(),
+        output: json!({"k": 1}),
+        reason: None,
+    })
+}
+
+#[test]
+fn a_child_retried_in_place_resumes_its_failed_parent_which_takes_its_end() {
+    let (mut sim, child) = parent_with_a_child();
+    let started_with = sim.clone();
+    sim.command(&child_ended(&sim, &child, "FAILED"));
+    assert_eq!(sim.state.record().status, "FAILED");
+    // The child's retry tells the parent: its task waits for the same child again.
+    let mut resume = reset(ResetTarget::ResumeChild {
+        child_workflow_id: child.clone(),
+    });
+    resume.reason = Some("child retried".into());
+    let mut resumed = sim.reset(&resume);
+    assert_eq!(resumed.state.record().status, "RUNNING");
+    let statuses: Vec<_> = resumed
+        .state
+        .tasks
+        .iter()
+        .map(|t| t.status.as_str())
+        .collect();
+    assert_eq!(
+        statuses,
+        vec!["IN_PROGRESS"],
+        "the same task, no new attempt"
+    );
+    assert_eq!(
+        resumed.state.latest("child").unwrap().child_workflow_id(),
+        Some(child.as_str())
+    );
+    // The child reports to the run and task it started with; the resumed run takes it.
+    resumed.command(&child_ended(&started_with, &child, "COMPLETED"));
+    assert_eq!(resumed.pending(), vec!["after"]);
+    // A child the run does not wait for changes nothing.
+    let verdict = resumed.verdict(&Command::Reset(reset(ResetTarget::ResumeChild {
+        child_workflow_id: "another".into(),
+    })));
+    assert!(matches!(verdict, Applied::Ignored(_)), "{verdict:?}");
+}
+
+#[test]
+fn a_retry_resuming_sub_workflow_tasks_is_passed_down_to_the_failed_child() {
+    let (mut sim, child) = parent_with_a_child();
+    sim.command(&child_ended(&sim, &child, "FAILED"));
+    let verdict = sim.verdict(&Command::Reset(reset(ResetTarget::LastFailed {
+        resume_subworkflow_tasks: true,
+    })));
+    let Applied::PassDown {
+        child_workflow_id,
+        reset: passed,
+    } = verdict
+    else {
+        panic!("{verdict:?}");
+    };
+    assert_eq!(child_workflow_id, child);
+    assert_eq!(
+        passed.target,
+        ResetTarget::LastFailed {
+            resume_subworkflow_tasks: true
+        }
+    );
+    // Without the flag, the task gets a new attempt: a new child.
+    let retried = sim.reset(&reset(ResetTarget::LastFailed {
+        resume_subworkflow_tasks: false,
+    }));
+    let newest = retried.state.latest("child").unwrap();
+    assert_eq!(newest.attempt, 2);
+    assert_ne!(newest.child_workflow_id(), Some(child.as_str()));
 }

@@ -64,7 +64,23 @@ pub fn plan(state: &RunState, reset: &Reset) -> Applied {
                 ),
             },
         },
-        ResetTarget::LastFailed => retry(state),
+        ResetTarget::LastFailed {
+            resume_subworkflow_tasks,
+        } => match failed_child(state).filter(|_| *resume_subworkflow_tasks) {
+            Some(child_workflow_id) => Applied::PassDown {
+                child_workflow_id: child_workflow_id.to_owned(),
+                reset: Reset {
+                    op: weft::messages::Operation::default(),
+                    target: reset.target.clone(),
+                    new_run_id: Uuid::new_v5(&reset.new_run_id, child_workflow_id.as_bytes()),
+                    reason: reset.reason.clone(),
+                    workflow_input: None,
+                    task_input: None,
+                },
+            },
+            None => retry(state),
+        },
+        ResetTarget::ResumeChild { child_workflow_id } => resume_child(state, child_workflow_id),
         ResetTarget::First => {
             if state.status == RunStatus::Running {
                 return conflict(format!(
@@ -85,6 +101,7 @@ pub fn plan(state: &RunState, reset: &Reset) -> Applied {
                         .unwrap_or_default(),
                     iteration: 0,
                     retried: None,
+                    resumed: None,
                 }),
             }
         }
@@ -109,17 +126,9 @@ fn retry(state: &RunState) -> Applied {
 }
 
 fn retry_in_place(state: &RunState) -> Applied {
-    let newest = |i: usize, t: &TaskState| {
-        !state.tasks[i + 1..]
-            .iter()
-            .any(|later| later.task_ref == t.task_ref && later.iteration == t.iteration)
-    };
     let mut retried: Vec<&TaskState> = Vec::new();
     let mut runs_again_too: Option<&TaskState> = None;
-    for (i, t) in state.tasks.iter().enumerate() {
-        if !newest(i, t) {
-            continue;
-        }
+    for t in newest_attempts(state) {
         match t.status {
             TaskStatus::Failed | TaskStatus::FailedWithTerminalError | TaskStatus::TimedOut => {
                 retried.push(t)
@@ -147,6 +156,7 @@ fn retry_in_place(state: &RunState) -> Applied {
                 .unwrap_or_default(),
             iteration: state.tasks.last().map_or(0, |t| t.iteration),
             retried: Some(Vec::new()),
+            resumed: None,
         });
     };
     Applied::Reset(ResetPlan {
@@ -162,6 +172,88 @@ fn retry_in_place(state: &RunState) -> Applied {
                 })
                 .collect(),
         ),
+        resumed: None,
+    })
+}
+
+/// Whether `t` ended without success (Conductor's unsuccessful terminal task).
+fn unsuccessful(t: &TaskState) -> bool {
+    matches!(
+        t.status,
+        TaskStatus::Failed
+            | TaskStatus::FailedWithTerminalError
+            | TaskStatus::TimedOut
+            | TaskStatus::Canceled
+    )
+}
+
+/// The newest attempt of each (ref, iteration) of the run, in schedule order.
+fn newest_attempts(state: &RunState) -> impl Iterator<Item = &TaskState> {
+    state.tasks.iter().enumerate().filter_map(|(i, t)| {
+        let superseded = state.tasks[i + 1..]
+            .iter()
+            .any(|later| later.task_ref == t.task_ref && later.iteration == t.iteration);
+        (!superseded).then_some(t)
+    })
+}
+
+/// For a retry that resumes sub-workflow tasks: the child of the ended run's first
+/// unsuccessful task when that is a SUB_WORKFLOW task (or a loop, whose first
+/// unsuccessful SUB_WORKFLOW task then counts), as Conductor picks it.
+fn failed_child(state: &RunState) -> Option<&str> {
+    if !matches!(
+        state.status,
+        RunStatus::Failed | RunStatus::TimedOut | RunStatus::Terminated
+    ) {
+        return None;
+    }
+    let is = |t: &TaskState, kind: TaskType| TaskType::parse(&t.task_type) == Some(kind);
+    let first = newest_attempts(state).find(|t| unsuccessful(t))?;
+    let sub_workflow = if is(first, TaskType::DoWhile) {
+        newest_attempts(state).find(|t| unsuccessful(t) && is(t, TaskType::SubWorkflow))?
+    } else {
+        first
+    };
+    if !is(sub_workflow, TaskType::SubWorkflow) {
+        return None;
+    }
+    sub_workflow.child_workflow_id()
+}
+
+/// A child of the run was retried in place: when the run ended and the SUB_WORKFLOW task
+/// that started that child is its newest attempt and ended unsuccessfully, the run is
+/// retried in place with that task waiting for the child again (Conductor's retry
+/// updating the parents). Otherwise nothing changes: the run went on without the child
+/// (an optional task), or retried the task with a new child since.
+fn resume_child(state: &RunState, child_workflow_id: &str) -> Applied {
+    if !matches!(
+        state.status,
+        RunStatus::Failed | RunStatus::TimedOut | RunStatus::Terminated
+    ) {
+        return Applied::Ignored(format!(
+            "child {child_workflow_id} retried; workflow {} is {}: nothing to resume",
+            state.workflow_id,
+            state.status.as_str()
+        ));
+    }
+    let task = newest_attempts(state)
+        .find(|t| t.child_workflow_id() == Some(child_workflow_id) && unsuccessful(t));
+    let Some(task) = task else {
+        return Applied::Ignored(format!(
+            "child {child_workflow_id} retried; no task of run {} waits for it",
+            state.run_id
+        ));
+    };
+    let at = TaskAt {
+        task_ref: task.task_ref.clone(),
+        iteration: task.iteration,
+    };
+    Applied::Reset(ResetPlan {
+        cut_task: None,
+        task_ref: at.task_ref.clone(),
+        iteration: at.iteration,
+        retried: Some(Vec::new()),
+        resumed: Some(at),
     })
 }
 
@@ -197,6 +289,7 @@ fn cut_at(state: &RunState, task: &TaskState) -> Applied {
         task_ref: first.task_ref.clone(),
         iteration: first.iteration,
         retried: None,
+        resumed: None,
     })
 }
 
@@ -262,12 +355,18 @@ pub fn successor_history(
             rollback_hooks,
             task_input: reset.task_input.clone(),
             retried: plan.retried.clone(),
+            resumed: plan.resumed.clone(),
         }),
     )?;
+    let resumed = |t: &TaskState| {
+        plan.resumed
+            .as_ref()
+            .is_some_and(|r| r.task_ref == t.task_ref && r.iteration == t.iteration)
+    };
     let running: Vec<(Uuid, String)> = state
         .tasks
         .iter()
-        .filter(|t| t.status.is_pending() && runs_again(&t.task_type))
+        .filter(|t| t.status.is_pending() && runs_again(&t.task_type) && !resumed(t))
         .map(|t| (t.task_id, t.task_ref.clone()))
         .collect();
     for (task_id, task_ref) in running {
@@ -327,5 +426,5 @@ fn rekey(event: &mut Event, new_run_id: Uuid) {
         Event::TimerStarted(e) if !e.task_id.is_nil() => &mut e.task_id,
         _ => return,
     };
-    *id = Uuid::new_v5(&new_run_id, id.as_bytes());
+    *id = weft::ids::kept_task_id(new_run_id, *id);
 }

@@ -12,6 +12,7 @@ use crate::interpreter::{decide, events_for};
 use crate::state::{is_activity, RunState};
 
 /// One simulated run.
+#[derive(Clone)]
 pub struct Sim {
     pub state: RunState,
     /// The whole history, oldest first.

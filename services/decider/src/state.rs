@@ -123,6 +123,26 @@ pub struct TaskState {
     pub canceled_for_good: bool,
 }
 
+impl TaskState {
+    /// The child run a SUB_WORKFLOW task started (`subWorkflowId` of its output).
+    pub fn child_workflow_id(&self) -> Option<&str> {
+        self.output
+            .as_ref()
+            .and_then(|o| o.get("subWorkflowId"))
+            .and_then(Value::as_str)
+    }
+}
+
+/// A task that ended waits again (a JOIN or a SUB_WORKFLOW task, after a retry).
+fn reopen(t: &mut TaskState, at: DateTime<Utc>) {
+    t.status = TaskStatus::InProgress;
+    t.reason = None;
+    t.error_kind = None;
+    t.canceled_for_good = false;
+    t.end_time = None;
+    t.update_time = at;
+}
+
 /// A durable timer set by a task.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TimerState {
@@ -450,6 +470,16 @@ impl RunState {
                     self.retry_round = true;
                     self.grant_retries(retried, at);
                 }
+                if let Some(r) = &reset.resumed {
+                    let newest = self
+                        .tasks
+                        .iter_mut()
+                        .rev()
+                        .find(|t| t.task_ref == r.task_ref && t.iteration == r.iteration);
+                    if let Some(t) = newest {
+                        reopen(t, at);
+                    }
+                }
             }
             Event::RollbackHooksDone(_) => self.rolling_back = false,
             Event::WorkflowTerminated(t) => {
@@ -489,10 +519,7 @@ impl RunState {
                         Some(TaskType::Join | TaskType::ExclusiveJoin)
                     ) =>
                 {
-                    join.status = TaskStatus::InProgress;
-                    join.reason = None;
-                    join.end_time = None;
-                    join.update_time = at;
+                    reopen(join, at)
                 }
                 _ => self.retry_grants.push(r.clone()),
             }

@@ -183,6 +183,8 @@ impl CommitBatch {
             && self.updated_runs.is_empty()
             && self.events.is_empty()
             && self.outcomes.is_empty()
+            // A command passed on to another run (a retry passed down to a child).
+            && self.outbox.is_empty()
             // Parked commands: timers without a run change (docs/decider.md).
             && self.timers.is_empty()
     }

@@ -36,6 +36,7 @@ mod set_variable;
 mod signal;
 mod start_workflow;
 mod sub_workflow;
+mod sub_workflow_retry;
 mod switch;
 mod task_limits;
 mod wait;
@@ -183,6 +184,29 @@ pub(crate) async fn wait_for_tasks(
     status: &str,
     expected: &[(&str, &str)],
 ) -> Value {
+    wait_for_tasks_until(suite, id, status, expected, DEADLINE).await
+}
+
+/// [`wait_for_tasks`] for a step that takes `seconds` of its own (a timeout) on top of
+/// the usual deadline.
+pub(crate) async fn wait_for_tasks_within(
+    suite: &Suite,
+    id: &str,
+    status: &str,
+    expected: &[(&str, &str)],
+    seconds: u64,
+) -> Value {
+    let deadline = DEADLINE + Duration::from_secs(seconds);
+    wait_for_tasks_until(suite, id, status, expected, deadline).await
+}
+
+async fn wait_for_tasks_until(
+    suite: &Suite,
+    id: &str,
+    status: &str,
+    expected: &[(&str, &str)],
+    deadline: Duration,
+) -> Value {
     let matches = |wf: &Value| {
         wf["status"] == status
             && tasks(wf).len() == expected.len()
@@ -192,7 +216,7 @@ pub(crate) async fn wait_for_tasks(
                 .all(|(t, (ty, st))| t["taskType"] == *ty && t["status"] == *st)
     };
     let last = std::sync::Mutex::new(Value::Null);
-    let found = poll_until(DEADLINE, Duration::from_millis(20), String::new, || async {
+    let found = poll_until(deadline, Duration::from_millis(20), String::new, || async {
         let wf = suite.client().get(id).await?;
         let done = matches(&wf);
         *last.lock().unwrap() = wf.clone();

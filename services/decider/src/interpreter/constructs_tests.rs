@@ -189,7 +189,9 @@ fn a_task_that_is_not_a_switch_opens_its_branch_alone_and_what_follows_it_comes_
 fn retry_command() -> weft::messages::Reset {
     weft::messages::Reset {
         op: weft::messages::Operation::default(),
-        target: weft::messages::ResetTarget::LastFailed,
+        target: weft::messages::ResetTarget::LastFailed {
+            resume_subworkflow_tasks: false,
+        },
         new_run_id: uuid::Uuid::from_u128(7),
         reason: None,
         workflow_input: None,

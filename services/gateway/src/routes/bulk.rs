@@ -144,7 +144,8 @@ async fn retry(
     State(state): State<AppState>,
     JsonBody(body): JsonBody<Value>,
 ) -> Result<Json<BulkResponse>, ApiError> {
-    each_id(state, body, super::operations::retry).await
+    let ids = ids(body)?;
+    Ok(each(ids, |id| super::operations::retry_run(&state, id, false)).await)
 }
 
 /// `POST /api/workflow/bulk/terminate?reason=`.

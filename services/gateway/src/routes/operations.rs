@@ -329,15 +329,36 @@ async fn rerun(
     .await
 }
 
-/// `POST /api/workflow/{id}/retry`: reset to the last failed (or timed-out) task; 204.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct RetryQuery {
+    #[serde(default)]
+    resume_subworkflow_tasks: bool,
+}
+
+/// `POST /api/workflow/{id}/retry?resumeSubworkflowTasks=`: Conductor's retry, in place
+/// (each failed task gets one more attempt); with `resumeSubworkflowTasks`, a run that
+/// failed with a child has the child retried instead, and waits for it again; 204.
 pub(crate) async fn retry(
     State(state): State<AppState>,
     Path(id): Path<String>,
+    Query(q): Query<RetryQuery>,
+) -> Result<Response, ApiError> {
+    retry_run(&state, id, q.resume_subworkflow_tasks).await
+}
+
+/// Retries `id` (see [`retry`]).
+pub(crate) async fn retry_run(
+    state: &AppState,
+    id: String,
+    resume_subworkflow_tasks: bool,
 ) -> Result<Response, ApiError> {
     reset_to(
-        &state,
+        state,
         &id,
-        ResetTarget::LastFailed,
+        ResetTarget::LastFailed {
+            resume_subworkflow_tasks,
+        },
         None,
         None,
         None,

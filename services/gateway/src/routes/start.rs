@@ -200,18 +200,46 @@ async fn freeze_input_named_children(
     Ok(())
 }
 
-/// Whether a SUB_WORKFLOW of the tree takes its name from the run's input.
+/// Whether a SUB_WORKFLOW of the tree, or of a child definition embedded in it, takes
+/// its name from its run's input.
 fn has_input_named_child(tasks: &[weft::dsl::WorkflowTask]) -> bool {
     tasks.iter().any(|t| {
-        let named = t.task_type() == Some(dsl::TaskType::SubWorkflow)
-            && t.extra
-                .get("subWorkflowParam")
-                .and_then(|p| p.get("name"))
-                .and_then(Value::as_str)
-                .and_then(input_key)
-                .is_some();
-        named || t.children().into_iter().any(has_input_named_child)
+        let param = (t.task_type() == Some(dsl::TaskType::SubWorkflow))
+            .then(|| t.extra.get("subWorkflowParam"))
+            .flatten();
+        let named = param
+            .and_then(|p| p.get("name"))
+            .and_then(Value::as_str)
+            .and_then(input_key)
+            .is_some();
+        let nested = param
+            .and_then(|p| p.get("workflowDefinition"))
+            .and_then(|d| d.get("tasks"))
+            .and_then(|tasks| serde_json::from_value::<Vec<dsl::WorkflowTask>>(tasks.clone()).ok())
+            .is_some_and(|tasks| has_input_named_child(&tasks));
+        named || nested || t.children().into_iter().any(has_input_named_child)
     })
+}
+
+/// What a child run's input is known to be at its root's start: each of a SUB_WORKFLOW
+/// task's `inputParameters` (`params`) that is a literal string, or exactly
+/// `${workflow.input.<key>}` of a parent input known so (other values depend on the run).
+fn known_child_input(params: Option<&Value>, input: &Map<String, Value>) -> Map<String, Value> {
+    let Some(Value::Object(params)) = params else {
+        return Map::new();
+    };
+    params
+        .iter()
+        .filter_map(|(k, v)| {
+            let text = v.as_str()?;
+            let value = match input_key(text) {
+                Some(key) => input.get(key)?.clone(),
+                None if text.contains("${") => return None,
+                None => v.clone(),
+            };
+            Some((k.clone(), value))
+        })
+        .collect()
 }
 
 /// Whether any task of the tree may start child runs.
@@ -272,6 +300,7 @@ fn embed_children<'a>(
             if task.get("type").and_then(Value::as_str) != Some("SUB_WORKFLOW") {
                 continue;
             }
+            let input_params = task.get("inputParameters").cloned();
             let Some(param) = task
                 .get_mut("subWorkflowParam")
                 .and_then(Value::as_object_mut)
@@ -282,6 +311,15 @@ fn embed_children<'a>(
                 .get("workflowDefinition")
                 .is_some_and(Value::is_object)
             {
+                // Embedded already: its own children may be named by its input.
+                if let Some(input) = input {
+                    let child_input = known_child_input(input_params.as_ref(), input);
+                    if let Some(tasks) =
+                        task.pointer_mut("/subWorkflowParam/workflowDefinition/tasks")
+                    {
+                        embed_children(state, tasks, depth + 1, Some(&child_input)).await?;
+                    }
+                }
                 continue;
             }
             let mut name = param
@@ -291,11 +329,11 @@ fn embed_children<'a>(
                 .to_owned();
             // Conductor resolves a name such as `${workflow.input.subwf}` when it schedules
             // the task; Weft freezes children at start, so one the run's input names is
-            // resolved then, per start (`freeze_input_named_children`); one named by
-            // anything else stays unresolved, and the task fails when reached, saying so.
+            // resolved then, per start (`freeze_input_named_children`), at any depth where
+            // the child's input is known then (`known_child_input`); one named by anything
+            // else stays unresolved, and the task fails when reached, saying so.
             if let Some(key) = input_key(&name) {
                 let Some(named) = input
-                    .filter(|_| depth == 1)
                     .and_then(|i| i.get(key))
                     .and_then(Value::as_str)
                     .filter(|n| !n.is_empty())
@@ -333,6 +371,10 @@ fn embed_children<'a>(
             let mut child_json = serde_json::to_value(&child).map_err(weft::Error::from)?;
             if let Some(tasks) = child_json.get_mut("tasks") {
                 embed_children(state, tasks, depth + 1, None).await?;
+                if let Some(input) = input {
+                    let child_input = known_child_input(input_params.as_ref(), input);
+                    embed_children(state, tasks, depth + 1, Some(&child_input)).await?;
+                }
             }
             param.insert("workflowDefinition".to_owned(), child_json);
         }

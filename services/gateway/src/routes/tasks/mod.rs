@@ -49,6 +49,7 @@ async fn task(
     let unknown = || ApiError::NotFound(format!("task {raw} not found"));
     let id = Uuid::parse_str(&raw).map_err(|_| unknown())?;
     let row = view::load(&state.store, id).await?.ok_or_else(unknown)?;
+    let row = view::as_it_stands(&state.store, row).await?;
     let check = state.registry.get(id).await?;
     Ok(Json(view::Task::from_row(row).with_heartbeat(check)))
 }

@@ -25,6 +25,33 @@ pub async fn load(store: &Store, task_id: Uuid) -> weft::Result<Option<TaskRow>>
     store.task_with_run(task_id).await
 }
 
+/// The task `row` as it stands now: a task of a run that a reset replaced, and that the
+/// new run kept (a retry keeps every task), is read from the newest run that has it, as
+/// Conductor's retry, which keeps its task ids, would show it.
+pub async fn as_it_stands(store: &Store, mut row: TaskRow) -> weft::Result<TaskRow> {
+    let chain = store.run_chain(&row.task.workflow_id).await?;
+    if chain
+        .iter()
+        .any(|r| r.run_id == row.task.run_id && r.is_current)
+    {
+        return Ok(row);
+    }
+    loop {
+        let run = row.task.run_id;
+        let Some(next) = chain
+            .iter()
+            .find(|r| r.reset_from.as_ref().is_some_and(|(from, _)| *from == run))
+        else {
+            return Ok(row);
+        };
+        let kept = weft::ids::kept_task_id(next.run_id, row.task.task_id);
+        match store.task_with_run(kept).await? {
+            Some(newer) => row = newer,
+            None => return Ok(row),
+        }
+    }
+}
+
 /// Conductor's `Task` (common/metadata/tasks/Task.java): times in epoch milliseconds
 /// (0 for "not yet"), maps never `null`.
 #[derive(Debug, Clone, Serialize)]
