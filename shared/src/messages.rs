@@ -226,6 +226,10 @@ pub struct Reset {
     /// (Conductor's rerun `taskInput`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub task_input: Option<Value>,
+    /// A restart's new definition, frozen by the sender (Conductor's restart
+    /// `useLatestDefinitions`): the new run executes it instead of the old run's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub definition: Option<Box<WorkflowDef>>,
 }
 
 /// The task a reset goes back to.

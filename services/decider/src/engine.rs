@@ -513,7 +513,7 @@ impl Shard {
                         return Err(Error::Decode("a reset plan for another command".into()));
                     };
                     let mut successor = self.reset(w, &plan, reset).await?;
-                    if let Some(message) = self.resume_parent(&successor, &plan)? {
+                    if let Some(message) = self.resume_parent(&successor)? {
                         successor.outbox.push(message);
                     }
                     let previous = std::mem::replace(w, successor);
@@ -657,19 +657,12 @@ impl Shard {
         Ok(successor)
     }
 
-    /// After a retry in place of a child run: its parent's SUB_WORKFLOW task waits for it
-    /// again (the parent decides whether that applies; see `reset::resume_child`).
-    fn resume_parent(
-        &self,
-        successor: &Working,
-        plan: &ResetPlan,
-    ) -> Result<Option<OutboxMessage>, Error> {
-        let Some(parent) = successor
-            .state
-            .parent
-            .as_ref()
-            .filter(|_| plan.retried.is_some())
-        else {
+    /// After a reset of a child run (a retry, restart or rerun, as Conductor's
+    /// `updateAndPushParents`): its parent's SUB_WORKFLOW task waits for the child again.
+    /// The parent decides whether that applies (`reset::resume_child`): one still running
+    /// waits for the child already, and ignores it.
+    fn resume_parent(&self, successor: &Working) -> Result<Option<OutboxMessage>, Error> {
+        let Some(parent) = successor.state.parent.as_ref() else {
             return Ok(None);
         };
         let command = Command::Reset(weft::messages::Reset {
@@ -679,11 +672,12 @@ impl Shard {
             },
             new_run_id: Uuid::new_v5(&successor.state.run_id, b"resume-parent"),
             reason: Some(format!(
-                "child workflow {} was retried",
+                "child workflow {} was reset",
                 successor.state.workflow_id
             )),
             workflow_input: None,
             task_input: None,
+            definition: None,
         });
         self.command_to(&parent.workflow_id, &command).map(Some)
     }

@@ -33,6 +33,7 @@ fn reset_to(task_ref: &str) -> Reset {
         reason: Some("undo it".into()),
         workflow_input: None,
         task_input: None,
+        definition: None,
     }
 }
 

@@ -38,6 +38,7 @@ fn reset(target: ResetTarget) -> Reset {
         reason: None,
         workflow_input: None,
         task_input: None,
+        definition: None,
     }
 }
 
@@ -533,4 +534,31 @@ fn a_retry_resuming_sub_workflow_tasks_is_passed_down_to_the_failed_child() {
     let newest = retried.state.latest("child").unwrap();
     assert_eq!(newest.attempt, 2);
     assert_ne!(newest.child_workflow_id(), Some(child.as_str()));
+}
+
+#[test]
+fn a_restart_on_the_latest_definition_runs_it_and_a_non_restartable_completed_run_stays() {
+    let mut sim = Sim::start(five(), json!({}));
+    sim.fail("a", "boom");
+    let latest: weft::dsl::WorkflowDef = serde_json::from_value(json!({
+        "name": "five", "version": 2, "restartable": false, "tasks": [
+        {"name": "t", "taskReferenceName": "a"},
+        {"name": "t", "taskReferenceName": "added"}]}))
+    .unwrap();
+    let mut restart = reset(ResetTarget::First);
+    restart.definition = Some(Box::new(latest));
+    let mut next = sim.reset(&restart);
+    assert_eq!(next.state.definition.version, 2);
+    next.complete("a", json!({}));
+    assert_eq!(next.pending(), vec!["added"]);
+    next.complete("added", json!({}));
+    assert_eq!(next.state.record().status, "COMPLETED");
+    // Version 2 says restartable: false; a COMPLETED run of it is not restarted.
+    let (status, message) = refused_with(next.verdict(&Command::Reset(reset(ResetTarget::First))));
+    assert_eq!(status, 409);
+    assert!(message.contains("non-restartable"), "{message}");
+    // A definition goes with a restart only.
+    let mut odd = to_ref("a");
+    odd.definition = Some(Box::new(next.state.definition.clone()));
+    assert_eq!(refused_with(next.verdict(&Command::Reset(odd))).0, 400);
 }

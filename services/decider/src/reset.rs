@@ -28,6 +28,9 @@ use crate::state::{find_task, FoldError, RunState, RunStatus, TaskState, TaskSta
 
 /// Validates `reset` against the run and finds where to cut.
 pub fn plan(state: &RunState, reset: &Reset) -> Applied {
+    if reset.definition.is_some() && reset.target != ResetTarget::First {
+        return bad_request("definition: only a restart runs on a new definition".into());
+    }
     match &reset.target {
         ResetTarget::Ref {
             task_ref,
@@ -76,12 +79,26 @@ pub fn plan(state: &RunState, reset: &Reset) -> Applied {
                     reason: reset.reason.clone(),
                     workflow_input: None,
                     task_input: None,
+                    definition: None,
                 },
             },
             None => retry(state),
         },
         ResetTarget::ResumeChild { child_workflow_id } => resume_child(state, child_workflow_id),
         ResetTarget::First => {
+            let definition = reset.definition.as_deref().unwrap_or(&state.definition);
+            let restartable = definition
+                .extra
+                .get("restartable")
+                .and_then(serde_json::Value::as_bool)
+                .unwrap_or(true);
+            if !restartable && state.status == RunStatus::Completed {
+                return conflict(format!(
+                    "workflow {} is non-restartable: it COMPLETED and its definition says \
+                     restartable: false",
+                    state.workflow_id
+                ));
+            }
             if state.status == RunStatus::Running {
                 return conflict(format!(
                     "workflow {} is {}: restart needs an ended run (terminate it first)",
@@ -320,10 +337,13 @@ pub fn successor_history(
         .map(|e| {
             let mut event = e.event.clone();
             rekey(&mut event, new_run_id);
-            if let (Event::WorkflowStarted(started), Some(input)) =
-                (&mut event, &reset.workflow_input)
-            {
-                started.input = input.clone();
+            if let Event::WorkflowStarted(started) = &mut event {
+                if let Some(input) = &reset.workflow_input {
+                    started.input = input.clone();
+                }
+                if let Some(definition) = &reset.definition {
+                    started.definition = (**definition).clone();
+                }
             }
             StoredEvent {
                 run_id: new_run_id,

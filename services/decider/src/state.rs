@@ -643,7 +643,7 @@ impl RunState {
             correlation_id: self.correlation_id.clone(),
             parent_workflow_id: self.parent_workflow_id.clone(),
             reason: self.reason.clone(),
-            failed_task_refs: self.failed_task_refs.clone(),
+            failed_task_refs: self.failed_task_refs(),
             start_time: self.start_time,
             end_time: self.end_time,
             update_time: self.update_time,
@@ -651,6 +651,25 @@ impl RunState {
             is_current: true,
             reset_from: self.reset_from.clone(),
         }
+    }
+
+    /// Conductor's `failedReferenceTaskNames`: the tasks the run failed on, and, once it
+    /// ended, every task with a FAILED or FAILED_WITH_TERMINAL_ERROR attempt (a run that
+    /// completed after retries names them too).
+    fn failed_task_refs(&self) -> Vec<String> {
+        let mut refs = self.failed_task_refs.clone();
+        if self.status != RunStatus::Running {
+            for t in &self.tasks {
+                let failed = matches!(
+                    t.status,
+                    TaskStatus::Failed | TaskStatus::FailedWithTerminalError
+                );
+                if failed && !refs.contains(&t.task_ref) {
+                    refs.push(t.task_ref.clone());
+                }
+            }
+        }
+        refs
     }
 
     /// The iteration (from 1) the body of the DO_WHILE task `t` is in: the highest of its

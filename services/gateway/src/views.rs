@@ -31,6 +31,9 @@ pub struct Workflow {
     update_time: i64,
     reason_for_incompletion: Option<String>,
     failed_reference_task_names: Vec<String>,
+    /// The task (definition) names of `failed_reference_task_names`, read from the tasks
+    /// (empty when the tasks are not asked for).
+    failed_task_names: Vec<String>,
     correlation_id: Option<String>,
     parent_workflow_id: Option<String>,
     run_id: Option<Uuid>,
@@ -226,6 +229,14 @@ impl Workflow {
                 (at(t.attempt + 1).is_some(), at(t.attempt - 1).copied())
             })
             .collect();
+        let mut failed_task_names: Vec<String> = Vec::new();
+        for t in &tasks {
+            if run.failed_task_refs.contains(&t.task_ref)
+                && !failed_task_names.contains(&t.task_name)
+            {
+                failed_task_names.push(t.task_name.clone());
+            }
+        }
         let tasks = tasks
             .into_iter()
             .zip(links)
@@ -251,6 +262,7 @@ impl Workflow {
             update_time: ms(Some(run.update_time)),
             reason_for_incompletion: run.reason,
             failed_reference_task_names: run.failed_task_refs,
+            failed_task_names,
             correlation_id: run.correlation_id,
             parent_workflow_id: run.parent_workflow_id,
             run_id: Some(run.run_id),
@@ -276,6 +288,7 @@ impl Workflow {
             update_time: accepted,
             reason_for_incompletion: None,
             failed_reference_task_names: Vec::new(),
+            failed_task_names: Vec::new(),
             correlation_id: start.correlation_id,
             parent_workflow_id: None,
             run_id: None,

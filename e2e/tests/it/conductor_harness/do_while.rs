@@ -4,7 +4,8 @@ use serde_json::{json, Value};
 use weft_e2e::Backend;
 
 use super::{
-    poll_and_complete, setup, start_correlated, task_is, tasks, wait_for_state, wait_for_tasks,
+    poll_and_complete, setup, start_correlated, task_by_ref, task_is, tasks, wait_for_state,
+    wait_for_tasks,
 };
 
 // As the spec's setup.
@@ -161,20 +162,6 @@ async fn test_workflow_with_do_while_task_contains_set_variable_task(backend: Ba
     assert_eq!(tasks(&wf)[1]["inputData"]["value"], "0");
 }
 
-/// The id of the run's task that Conductor names `reference` (`getTaskByRefName`).
-fn task_named<'a>(wf: &'a Value, reference: &str) -> &'a Value {
-    tasks(wf)
-        .iter()
-        .rev()
-        .find(|t| t["referenceTaskName"] == reference)
-        .unwrap_or_else(|| {
-            panic!(
-                "no task {reference}: {}",
-                weft_e2e::client::summarize_types(wf)
-            )
-        })
-}
-
 /// The fork of `Do_While_Workflow`'s body in iteration `iteration`, after its first task
 /// completed: `expected` lists the run's tasks up to that one; the fork's tasks are added
 /// as the run shows them, `integration_task_1` and `integration_task_2` are polled and
@@ -196,7 +183,7 @@ async fn through_the_fork(
     ]);
     let wf = wait_for_tasks(suite, id, "RUNNING", expected).await;
     let join = format!("join__{iteration}");
-    assert_eq!(task_named(&wf, &join)["taskType"], "JOIN");
+    assert_eq!(task_by_ref(&wf, &join)["taskType"], "JOIN");
 
     let polled = poll_and_complete(suite, "integration_task_1", worker, json!({})).await;
     verify_task_iteration(&polled, iteration);
@@ -245,7 +232,7 @@ async fn test_workflow_with_a_single_iteration_do_while_task_with_sub_workflow(b
     expected.push(("SUB_WORKFLOW", "IN_PROGRESS"));
     let wf = wait_for_tasks(&suite, &id, "RUNNING", &expected).await;
 
-    let child = task_named(&wf, "st1__1")["subWorkflowId"]
+    let child = task_by_ref(&wf, "st1__1")["subWorkflowId"]
         .as_str()
         .expect("the child's id")
         .to_owned();
@@ -362,7 +349,7 @@ async fn test_auto_retrying_a_failed_do_while_workflow(backend: Backend) {
     let (failed, retry) = (&tasks(&wf)[1], &tasks(&wf)[2]);
     assert_eq!(failed["retried"], true, "{failed}");
     assert_eq!(retry["retryCount"], 1, "{retry}");
-    assert_eq!(retry["retriedTaskId"], failed["taskId"], "{retry}");
+    super::retried_by_next(&wf, 1);
 
     let polled = poll_and_complete(&suite, "integration_task_0", worker, json!({})).await;
     verify_task_iteration(&polled, 1);
@@ -391,7 +378,7 @@ async fn test_workflow_with_a_iteration_do_while_task_as_subtask_of_a_forkjoin_t
         ("integration_task_0", "SCHEDULED"),
     ];
     let wf = wait_for_tasks(&suite, &id, "RUNNING", &expected).await;
-    assert_eq!(task_named(&wf, "join")["taskType"], "JOIN");
+    assert_eq!(task_by_ref(&wf, "join")["taskType"], "JOIN");
 
     let polled = poll_and_complete(&suite, "integration_task_0", worker, json!({})).await;
     verify_task_iteration(&polled, 1);

@@ -24,16 +24,42 @@ macro_rules! harness_features {
 }
 use harness_features;
 
+/// Features that fail on Weft today, each with why (docs/conductor-harness.md has the
+/// row): compiled and kept as they are, ignored by a plain run, run with
+/// `cargo test -p weft-e2e --test it conductor_harness -- --ignored`. The work that makes
+/// one pass starts from its failing test, and moves it to [`harness_features`].
+macro_rules! failing_harness_features {
+    ($($feature:ident: $why:literal),* $(,)?) => {$(
+        mod $feature {
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            #[ignore = $why]
+            async fn on_services() {
+                super::$feature(weft_e2e::Backend::Services).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            #[ignore = $why]
+            async fn on_weft_dev() {
+                super::$feature(weft_e2e::Backend::Dev).await;
+            }
+        }
+    )*};
+}
+use failing_harness_features;
+
 mod decision;
 mod do_while;
+mod dynamic_fork_join;
 mod event;
 mod exclusive_join;
 mod failure_workflow;
 mod fork_join;
 mod json_jq_transform;
 mod lambda_and_terminate;
+mod retry_policy;
 mod set_variable;
 mod signal;
+mod simple_workflow;
 mod start_workflow;
 mod sub_workflow;
 mod sub_workflow_retry;
@@ -44,7 +70,7 @@ mod wait;
 use std::time::Duration;
 
 use serde_json::{json, Value};
-use weft_e2e::{poll_until, Backend, Suite};
+use weft_e2e::{poll_until, Backend, RawResponse, Suite};
 
 /// How long a feature may take to reach the state its spec checks: each test is meant to
 /// finish well under 20 s.
@@ -109,13 +135,58 @@ pub(crate) async fn update_task_def(suite: &Suite, name: &str, changes: Value) {
     for (k, v) in changes.as_object().into_iter().flatten() {
         def[k] = v.clone();
     }
-    let body = ("application/json", def.to_string().into_bytes());
+    put_ok(suite, "/api/metadata/taskdefs", &def).await;
+}
+
+/// `GET path`, answered 200: a spec's read through a Conductor service (`getWorkflowDef`,
+/// `getTask`), over REST.
+pub(crate) async fn get_ok(suite: &Suite, path: &str) -> RawResponse {
     let r = suite
         .client()
-        .raw(reqwest::Method::PUT, "/api/metadata/taskdefs", Some(body))
+        .raw(reqwest::Method::GET, path, None)
         .await
         .unwrap();
     assert_eq!(r.status, 200, "{}", r.text);
+    r
+}
+
+/// `PUT path` with `body`, answered 200: a spec's `metadataService.update...`, over REST.
+pub(crate) async fn put_ok(suite: &Suite, path: &str, body: &Value) -> RawResponse {
+    let body = ("application/json", body.to_string().into_bytes());
+    let r = suite
+        .client()
+        .raw(reqwest::Method::PUT, path, Some(body))
+        .await
+        .unwrap();
+    assert_eq!(r.status, 200, "{}", r.text);
+    r
+}
+
+/// `POST path` without a body, answered `status`: a spec's operation on a run (`retry`,
+/// `restart`, ...), over REST; `operation` names it in the failure message.
+pub(crate) async fn post_answered(suite: &Suite, path: &str, status: u16, operation: &str) {
+    let r = suite
+        .client()
+        .raw(reqwest::Method::POST, path, None)
+        .await
+        .unwrap();
+    assert_eq!(
+        r.status, status,
+        "{operation} answered {}: {}",
+        r.status, r.text
+    );
+}
+
+/// `workflowExecutionService.poll(type, worker)`: one `GET /api/tasks/poll/{type}`,
+/// whatever the answer, for a spec that checks what a single poll hands out (nothing,
+/// where a limit or a callback holds the task back).
+pub(crate) async fn poll_once(suite: &Suite, task_type: &str, worker: &str) -> RawResponse {
+    let path = format!("/api/tasks/poll/{task_type}?workerid={worker}");
+    suite
+        .client()
+        .raw(reqwest::Method::GET, &path, None)
+        .await
+        .unwrap()
 }
 
 /// `DEFAULT_EMAIL_ADDRESS` of the harness.
@@ -408,12 +479,29 @@ pub(crate) async fn terminate(suite: &Suite, id: &str, reason: &str) {
 pub(crate) async fn retry(suite: &Suite, id: &str, resume_subworkflow_tasks: bool) {
     let path =
         format!("/api/workflow/{id}/retry?resumeSubworkflowTasks={resume_subworkflow_tasks}");
-    let r = suite
-        .client()
-        .raw(reqwest::Method::POST, &path, None)
-        .await
-        .unwrap();
-    assert_eq!(r.status, 204, "retry answered {}: {}", r.status, r.text);
+    post_answered(suite, &path, 204, "retry").await;
+}
+
+/// `getTaskByRefName(reference)`: the run's newest task of that reference (a retried or
+/// looped task has several).
+pub(crate) fn task_by_ref<'a>(wf: &'a Value, reference: &str) -> &'a Value {
+    tasks(wf)
+        .iter()
+        .rev()
+        .find(|t| t["referenceTaskName"] == reference)
+        .unwrap_or_else(|| {
+            panic!(
+                "no task {reference}: {}",
+                weft_e2e::client::summarize_types(wf)
+            )
+        })
+}
+
+/// `tasks[i + 1].retriedTaskId == tasks[i].taskId`: a retry comes right after the task it
+/// retries.
+pub(crate) fn retried_by_next(wf: &Value, i: usize) {
+    let (failed, retry) = (&tasks(wf)[i], &tasks(wf)[i + 1]);
+    assert_eq!(retry["retriedTaskId"], failed["taskId"], "{retry}");
 }
 
 /// The child run ids (`subWorkflowId`) of the run's SUB_WORKFLOW tasks at `positions`.

@@ -93,16 +93,7 @@ async fn test_retrying_a_subworkflow_where_parent_workflow_timed_out_due_to_work
             modified[key] = v.clone();
         }
     }
-    let body = (
-        "application/json",
-        json!([modified]).to_string().into_bytes(),
-    );
-    let r = suite
-        .client()
-        .raw(reqwest::Method::PUT, "/api/metadata/workflow", Some(body))
-        .await
-        .unwrap();
-    assert_eq!(r.status, 200, "{}", r.text);
+    super::put_ok(&suite, "/api/metadata/workflow", &json!([modified])).await;
 
     let input = json!({"param1": "p1 value", "param2": "p2 value", "subwf": "sub_workflow"});
     let id = start_correlated(
@@ -137,12 +128,7 @@ async fn test_retrying_a_subworkflow_where_parent_workflow_timed_out_due_to_work
     assert_eq!(wf["output"]["op"], "simple_task_in_sub_wf.done", "{wf}");
     // The SUB_WORKFLOW task, read by the id it had before the retry, completed.
     let path = format!("/api/tasks/{sub_workflow_task_id}");
-    let r = suite
-        .client()
-        .raw(reqwest::Method::GET, &path, None)
-        .await
-        .unwrap();
-    assert_eq!(r.status, 200, "{}", r.text);
+    let r = super::get_ok(&suite, &path).await;
     let task: serde_json::Value = serde_json::from_str(&r.text).unwrap();
     assert_eq!(task["status"], "COMPLETED", "{task}");
 }

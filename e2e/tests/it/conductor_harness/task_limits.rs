@@ -18,12 +18,7 @@ const FILES: [&str; 2] = [
 
 /// `workflowExecutionService.poll(type, worker)`: one poll, the task or nothing.
 async fn poll(suite: &weft_e2e::Suite, task_type: &str, worker: &str) -> Option<Value> {
-    let path = format!("/api/tasks/poll/{task_type}?workerid={worker}");
-    let r = suite
-        .client()
-        .raw(reqwest::Method::GET, &path, None)
-        .await
-        .unwrap();
+    let r = super::poll_once(suite, task_type, worker).await;
     match r.status {
         200 => r.json,
         204 => None,

@@ -141,16 +141,29 @@ impl Walker<'_> {
                 .ok_or_else(|| {
                     format!("input {tasks_param:?} (dynamicForkTasksParam) must be a list of tasks")
                 })?;
-            let inputs = input.get(param("dynamicForkTasksInputParamName"));
+            let inputs_param = param("dynamicForkTasksInputParamName");
+            let inputs = input.get(inputs_param).filter(|m| !m.is_null());
+            if let Some(other) = inputs.filter(|m| !m.is_object()) {
+                return Err(format!(
+                    "Input to the dynamically forked tasks is not a map -> expecting a map \
+                     of K,V but found {other} (input {inputs_param:?})"
+                ));
+            }
             list.iter()
                 .enumerate()
                 .map(|(i, raw)| {
                     let mut t: WorkflowTask = serde_json::from_value(raw.clone())
                         .map_err(|e| format!("{tasks_param}[{i}]: {e}"))?;
-                    if let Some(Value::Object(own)) =
-                        inputs.and_then(|m| m.get(&t.task_reference_name))
-                    {
-                        t.input_parameters = own.clone();
+                    match inputs.and_then(|m| m.get(&t.task_reference_name)) {
+                        None | Some(Value::Null) => {}
+                        Some(Value::Object(own)) => t.input_parameters = own.clone(),
+                        Some(other) => {
+                            return Err(format!(
+                                "{inputs_param}.{}: the input of a forked task must be a map, \
+                                 found {other}",
+                                t.task_reference_name
+                            ))
+                        }
                     }
                     Ok(t)
                 })

@@ -421,12 +421,13 @@ impl<'a> Walker<'a> {
                 TaskStatus::Failed | TaskStatus::FailedWithTerminalError if permissive(task) => {
                     return Flow::Done
                 }
+                // Conductor's reasons, naming the status the run ends with.
                 TaskStatus::TimedOut => {
                     return Flow::Stop(vec![Decision::TimeOutWorkflow {
                         reason: format!(
-                            "task {:?} timed out: {}",
-                            t.task_ref,
-                            t.reason.as_deref().unwrap_or("no reason given")
+                            "Task {} failed with status: TIMED_OUT and reason: '{}'",
+                            t.task_id,
+                            t.reason.as_deref().unwrap_or_default()
                         ),
                     }])
                 }
@@ -434,9 +435,9 @@ impl<'a> Walker<'a> {
                     return fail(
                         task,
                         format!(
-                            "task {:?} failed: {}",
-                            t.task_ref,
-                            t.reason.as_deref().unwrap_or("no reason given")
+                            "Task {} failed with status: FAILED and reason: '{}'",
+                            t.task_id,
+                            t.reason.as_deref().unwrap_or_default()
                         ),
                     )
                 }
@@ -882,12 +883,16 @@ impl<'a> Walker<'a> {
     pub(super) fn outputs_of(&self, refs: &[String]) -> Value {
         let mut out = Map::new();
         for r in refs {
-            let value = self
-                .state
-                .latest(r)
-                .and_then(|t| t.output.clone())
-                .unwrap_or(Value::Null);
-            out.insert(r.clone(), value);
+            let output = self.state.latest(r).and_then(|t| t.output.clone());
+            // As Conductor's JOIN: a task with no output adds nothing.
+            let empty = match &output {
+                None | Some(Value::Null) => true,
+                Some(Value::Object(map)) => map.is_empty(),
+                Some(_) => false,
+            };
+            if let Some(value) = output.filter(|_| !empty) {
+                out.insert(r.clone(), value);
+            }
         }
         Value::Object(out)
     }

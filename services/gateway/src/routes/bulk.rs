@@ -41,6 +41,8 @@ pub fn routes() -> Router<AppState> {
 #[serde(rename_all = "camelCase")]
 struct BulkQuery {
     reason: Option<String>,
+    #[serde(default)]
+    use_latest_definitions: bool,
 }
 
 /// The ids of the body: a non-empty JSON array of at most 1,000 strings.
@@ -131,12 +133,15 @@ async fn resume(
     each_id(state, body, super::operations::resume).await
 }
 
-/// `POST /api/workflow/bulk/restart`.
+/// `POST /api/workflow/bulk/restart?useLatestDefinitions=`.
 async fn restart(
     State(state): State<AppState>,
+    Query(q): Query<BulkQuery>,
     JsonBody(body): JsonBody<Value>,
 ) -> Result<Json<BulkResponse>, ApiError> {
-    each_id(state, body, super::operations::restart).await
+    let ids = ids(body)?;
+    let latest = q.use_latest_definitions;
+    Ok(each(ids, |id| super::operations::restart_run(&state, id, latest)).await)
 }
 
 /// `POST /api/workflow/bulk/retry`.

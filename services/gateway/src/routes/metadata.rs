@@ -57,7 +57,12 @@ fn parse(json: &Value) -> Result<WorkflowDef, ApiError> {
             "a workflow definition must be a JSON object",
         ));
     }
-    dsl::parse_definition(json).map_err(|e| ApiError::definition(e, None))
+    let mut def = dsl::parse_definition(json).map_err(|e| ApiError::definition(e, None))?;
+    // Conductor's WorkflowDef default, read back by clients that check it.
+    def.extra
+        .entry("schemaVersion")
+        .or_insert_with(|| Value::from(2));
+    Ok(def)
 }
 
 /// `POST /api/metadata/workflow?overwrite=`: registers one definition; 409 when the

@@ -225,7 +225,9 @@ async fn reset(
         task_ref: request.task_ref,
         iteration: request.iteration,
     };
-    reset_to(&state, &id, target, request.reason, None, None, |run_id| {
+    let mut reset = reset_of(target);
+    reset.reason = request.reason;
+    reset_to(&state, &id, reset, |run_id| {
         run_id.to_string().into_response()
     })
     .await
@@ -317,16 +319,10 @@ async fn rerun(
     };
     let workflow_input = request.workflow_input.filter(|v| !v.is_null());
     let answer_id = id.clone();
-    reset_to(
-        &state,
-        &id,
-        target,
-        None,
-        workflow_input,
-        task_input,
-        move |_| answer_id.into_response(),
-    )
-    .await
+    let mut reset = reset_of(target);
+    reset.workflow_input = workflow_input;
+    reset.task_input = task_input;
+    reset_to(&state, &id, reset, move |_| answer_id.into_response()).await
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -353,29 +349,68 @@ pub(crate) async fn retry_run(
     id: String,
     resume_subworkflow_tasks: bool,
 ) -> Result<Response, ApiError> {
-    reset_to(
-        state,
-        &id,
-        ResetTarget::LastFailed {
-            resume_subworkflow_tasks,
-        },
-        None,
-        None,
-        None,
-        |_| StatusCode::NO_CONTENT.into_response(),
-    )
-    .await
-}
-
-/// `POST /api/workflow/{id}/restart`: reset to the first task of an ended run; 204.
-pub(crate) async fn restart(
-    State(state): State<AppState>,
-    Path(id): Path<String>,
-) -> Result<Response, ApiError> {
-    reset_to(&state, &id, ResetTarget::First, None, None, None, |_| {
+    let reset = reset_of(ResetTarget::LastFailed {
+        resume_subworkflow_tasks,
+    });
+    reset_to(state, &id, reset, |_| {
         StatusCode::NO_CONTENT.into_response()
     })
     .await
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct RestartQuery {
+    #[serde(default)]
+    use_latest_definitions: bool,
+}
+
+/// `POST /api/workflow/{id}/restart?useLatestDefinitions=`: reset to the first task of
+/// an ended run, on the run's own definition or (`useLatestDefinitions`) on the latest
+/// registered version of it with the task definitions registered now; 204.
+pub(crate) async fn restart(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    Query(q): Query<RestartQuery>,
+) -> Result<Response, ApiError> {
+    restart_run(&state, id, q.use_latest_definitions).await
+}
+
+/// Restarts `id` (see [`restart`]).
+pub(crate) async fn restart_run(
+    state: &AppState,
+    id: String,
+    use_latest_definitions: bool,
+) -> Result<Response, ApiError> {
+    let mut reset = reset_of(ResetTarget::First);
+    if use_latest_definitions {
+        let run = state
+            .store
+            .current_run(&id)
+            .await?
+            .ok_or_else(|| ApiError::NotFound(format!("workflow {id} not found")))?;
+        let input = run.input.as_object().cloned().unwrap_or_default();
+        let latest = super::start::latest_frozen(state, &run.workflow_name, &input).await?;
+        reset.definition = Some(Box::new(latest));
+    }
+    reset_to(state, &id, reset, |_| {
+        StatusCode::NO_CONTENT.into_response()
+    })
+    .await
+}
+
+/// A reset to `target`, nothing else asked (the request's bookkeeping and the new run's
+/// id are filled in by [`reset_to`]).
+fn reset_of(target: ResetTarget) -> Reset {
+    Reset {
+        op: Operation::default(),
+        target,
+        new_run_id: Uuid::nil(),
+        reason: None,
+        workflow_input: None,
+        task_input: None,
+        definition: None,
+    }
 }
 
 /// `GET /api/workflow/{id}/runs`: every run of the workflow, oldest first.
@@ -411,22 +446,14 @@ async fn runs(
 async fn reset_to(
     state: &AppState,
     id: &str,
-    target: ResetTarget,
-    reason: Option<String>,
-    workflow_input: Option<Value>,
-    task_input: Option<Value>,
+    mut reset: Reset,
     success: impl FnOnce(Uuid) -> Response,
 ) -> Result<Response, ApiError> {
     let new_run_id = weft::ids::new_id();
+    reset.new_run_id = new_run_id;
     let outcome = operate(state, id, true, |op| {
-        Command::Reset(Reset {
-            op,
-            target,
-            new_run_id,
-            reason,
-            workflow_input,
-            task_input,
-        })
+        reset.op = op;
+        Command::Reset(reset)
     })
     .await?;
     Ok(answer(outcome, |_| success(new_run_id)))

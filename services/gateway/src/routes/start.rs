@@ -555,6 +555,28 @@ async fn resolved(state: &AppState, request: &StartRequest) -> Result<WorkflowDe
     Ok(definition)
 }
 
+/// The latest registered version of `name`, frozen as a start of it with `input` would
+/// run it: what a restart with `useLatestDefinitions` runs.
+pub(crate) async fn latest_frozen(
+    state: &AppState,
+    name: &str,
+    input: &Map<String, Value>,
+) -> Result<WorkflowDef, ApiError> {
+    let request = StartRequest {
+        name: Some(name.to_owned()),
+        version: None,
+        input: Map::new(),
+        correlation_id: None,
+        workflow_def: None,
+        idempotency_key: None,
+        priority: None,
+    };
+    let mut definition = resolved(state, &request).await?;
+    freeze_failure_workflow(state, &mut definition, input).await?;
+    freeze_input_named_children(state, &mut definition, input).await?;
+    Ok(definition)
+}
+
 /// Starts a run of the resolved definition and returns its workflow id (the first start's
 /// id when the idempotency key was seen before).
 ///
