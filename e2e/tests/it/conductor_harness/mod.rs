@@ -62,9 +62,12 @@ mod signal;
 mod simple_workflow;
 mod start_workflow;
 mod sub_workflow;
+mod sub_workflow_rerun;
+mod sub_workflow_restart;
 mod sub_workflow_retry;
 mod switch;
 mod task_limits;
+mod three_levels;
 mod wait;
 
 use std::time::Duration;
