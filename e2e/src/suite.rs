@@ -99,7 +99,15 @@ impl Suite {
 
     /// The whole suite (both workers included) on `backend`, ready.
     pub async fn start_on(backend: Backend) -> anyhow::Result<Self> {
-        let env = TestEnv::new().await?;
+        Self::start_on_with(backend, crate::env::EnvOptions::default()).await
+    }
+
+    /// [`Suite::start_on`] with `options` (their `extra_env` applies to `weft dev` too).
+    pub async fn start_on_with(
+        backend: Backend,
+        options: crate::env::EnvOptions,
+    ) -> anyhow::Result<Self> {
+        let env = TestEnv::create(options).await?;
         match backend {
             Backend::Services => Self::start(env).await,
             Backend::Dev => Self::start_dev(env).await,
@@ -111,10 +119,14 @@ impl Suite {
     /// the namespace and the shard count (its database and broker stay unused).
     pub async fn start_dev(env: TestEnv) -> anyhow::Result<Self> {
         let mut suite = Self::new(env)?;
+        let extra = suite.env.options.extra_env.clone();
+        let given = weft::Config::from_lookup(|key| {
+            extra.iter().find(|(k, _)| k == key).map(|(_, v)| v.clone())
+        })?;
         let config = weft::Config {
             namespace: suite.env.namespace.clone(),
             shards: suite.env.options.shards,
-            ..weft::Config::default()
+            ..given
         };
         let options = weft_cli::dev::Options {
             database: weft_cli::dev::Database::Memory,

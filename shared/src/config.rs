@@ -47,6 +47,11 @@ pub struct Config {
     /// Iterations a DO_WHILE may run before it fails (`WEFT_MAX_LOOP_ITERATIONS`); the
     /// decider records the value in each run it starts, so replay uses the same cap.
     pub max_loop_iterations: u32,
+    /// Largest size of a run's variables, serialized as JSON, in kilobytes
+    /// (`WEFT_MAX_VARIABLES_KB`, Conductor's `maxWorkflowVariablesPayloadSizeThreshold`): a
+    /// SET_VARIABLE that would pass it fails for good and leaves them as they were; the
+    /// decider records the value in each run it starts, as the loop cap.
+    pub max_variables_kb: u32,
     /// The heartbeat registry writes an attempt's heartbeat to PostgreSQL at most once per
     /// this interval (`WEFT_HEARTBEAT_WRITE_INTERVAL_MS`); Redis holds the newer ones.
     pub heartbeat_write_interval: Duration,
@@ -98,6 +103,7 @@ impl Default for Config {
             shutdown_grace: Duration::from_secs(10),
             max_body_bytes: 4 * 1024 * 1024,
             max_loop_iterations: 1_000,
+            max_variables_kb: 256,
             heartbeat_write_interval: Duration::from_secs(60),
             heartbeat_scan_interval: Duration::from_secs(1),
             task_check_retention: Duration::from_secs(7 * 24 * 3600),
@@ -152,6 +158,7 @@ impl Config {
             max_body_bytes: parse(&get, "WEFT_MAX_BODY_BYTES")?.unwrap_or(d.max_body_bytes),
             max_loop_iterations: parse(&get, "WEFT_MAX_LOOP_ITERATIONS")?
                 .unwrap_or(d.max_loop_iterations),
+            max_variables_kb: parse(&get, "WEFT_MAX_VARIABLES_KB")?.unwrap_or(d.max_variables_kb),
             heartbeat_write_interval: parse(&get, "WEFT_HEARTBEAT_WRITE_INTERVAL_MS")?
                 .map(Duration::from_millis)
                 .unwrap_or(d.heartbeat_write_interval),
@@ -209,6 +216,11 @@ impl Config {
         if self.max_loop_iterations == 0 {
             return Err(Error::Config(
                 "WEFT_MAX_LOOP_ITERATIONS must be at least 1".into(),
+            ));
+        }
+        if self.max_variables_kb == 0 {
+            return Err(Error::Config(
+                "WEFT_MAX_VARIABLES_KB must be at least 1".into(),
             ));
         }
         if self.heartbeat_write_interval.is_zero() || self.heartbeat_scan_interval.is_zero() {

@@ -57,7 +57,7 @@ pub struct Shard {
     cache: Mutex<HashMap<String, RunState>>,
     publishers: TaskTracker,
     metrics: DeciderMetrics,
-    max_loop_iterations: u32,
+    limits: RunLimits,
     /// The lifecycle events published (`WEFT_EVENTS`); the others are never written.
     events: weft::events::EventKeys,
     /// Callers waiting for runs of the shard to reach a point (synchronous execution).
@@ -160,6 +160,15 @@ impl Working {
     }
 }
 
+/// The limits a shard records in each run it starts (so a replay applies the same).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RunLimits {
+    /// `WEFT_MAX_LOOP_ITERATIONS`.
+    pub max_loop_iterations: u32,
+    /// `WEFT_MAX_VARIABLES_KB`.
+    pub max_variables_kb: u32,
+}
+
 impl Shard {
     /// A shard with an empty cache. Outbox publishes run on `publishers`, which the
     /// caller waits for at shutdown.
@@ -169,7 +178,7 @@ impl Shard {
         committer: Committer,
         publishers: TaskTracker,
         metrics: DeciderMetrics,
-        max_loop_iterations: u32,
+        limits: RunLimits,
         events: weft::events::EventKeys,
     ) -> Self {
         Self {
@@ -179,7 +188,7 @@ impl Shard {
             cache: Mutex::new(HashMap::new()),
             publishers,
             metrics,
-            max_loop_iterations,
+            limits,
             events,
             watches: crate::watch::Watches::default(),
             spares: SpareOffers::default(),
@@ -882,7 +891,8 @@ impl Shard {
                 correlation_id: start.correlation_id.clone(),
                 parent_workflow_id: start.parent_workflow_id.clone(),
                 parent: start.parent.clone(),
-                max_loop_iterations: Some(self.max_loop_iterations),
+                max_loop_iterations: Some(self.limits.max_loop_iterations),
+                max_variables_kb: Some(self.limits.max_variables_kb),
                 traceparent: start.traceparent.clone().or(delivery_trace),
                 priority: start.priority.filter(|p| *p > 0),
             }),

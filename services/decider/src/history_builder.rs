@@ -33,6 +33,7 @@ impl HistoryBuilder {
             parent_workflow_id: None,
             parent: None,
             max_loop_iterations: None,
+            max_variables_kb: None,
             traceparent: None,
             priority: None,
         }));

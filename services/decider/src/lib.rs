@@ -73,7 +73,10 @@ pub async fn run_on(
                 committer.clone(),
                 publishers.clone(),
                 metrics.clone(),
-                config.max_loop_iterations,
+                engine::RunLimits {
+                    max_loop_iterations: config.max_loop_iterations,
+                    max_variables_kb: config.max_variables_kb,
+                },
                 config.events.clone(),
             )
             .sharing_offers(spares.clone()),

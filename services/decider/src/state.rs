@@ -175,6 +175,8 @@ pub struct RunState {
     pub parent: Option<weft::messages::ParentLink>,
     /// DO_WHILE iteration cap, recorded when the run started.
     pub max_loop_iterations: i32,
+    /// Size limit of the run's variables as JSON, in bytes, recorded when it started.
+    pub max_variables_bytes: usize,
     /// The start request's trace context.
     pub traceparent: Option<String>,
     /// Conductor's priority (0–99) its activity tasks are queued with.
@@ -262,6 +264,10 @@ impl RunState {
             max_loop_iterations: started
                 .max_loop_iterations
                 .map_or(1_000, |n| i32::try_from(n).unwrap_or(i32::MAX)),
+            max_variables_bytes: started
+                .max_variables_kb
+                .map_or(256, |kb| kb as usize)
+                .saturating_mul(1024),
             traceparent: started.traceparent.clone(),
             priority: started.priority.unwrap_or(0),
             status: RunStatus::Running,

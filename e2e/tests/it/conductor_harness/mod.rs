@@ -198,7 +198,24 @@ const OWNER: &str = "test@harness.com";
 /// Starts Weft on `backend`, registers the harness's task definitions and the spec's
 /// workflow definitions, as `WorkflowTestUtil` and the spec's `setup()` do.
 pub(crate) async fn setup(backend: Backend, files: &[&str]) -> Suite {
-    let suite = Suite::start_on(backend).await.unwrap();
+    setup_with(backend, files, &[]).await
+}
+
+/// [`setup`] with the harness's own configuration `settings` (`WEFT_*` variables) for
+/// every part of Weft, as a spec's `application-integrationtest.properties` sets it.
+pub(crate) async fn setup_with(
+    backend: Backend,
+    files: &[&str],
+    settings: &[(&str, &str)],
+) -> Suite {
+    let options = weft_e2e::env::EnvOptions {
+        extra_env: settings
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect(),
+        ..weft_e2e::env::EnvOptions::default()
+    };
+    let suite = Suite::start_on_with(backend, options).await.unwrap();
     suite
         .client()
         .register_taskdefs(&task_definitions())

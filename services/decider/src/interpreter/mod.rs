@@ -226,6 +226,8 @@ pub enum Decision {
         output: Value,
         /// Why (the task's `reasonForIncompletion`).
         reason: String,
+        /// FAILED_WITH_TERMINAL_ERROR: no retry.
+        terminal: bool,
         /// Loop iteration (0 outside DO_WHILE bodies).
         iteration: i32,
     },
@@ -576,6 +578,7 @@ pub fn events_for(decision: Decision, seq: i32, now: DateTime<Utc>) -> Vec<Event
             input,
             output,
             reason,
+            terminal,
             iteration,
         } => vec![
             Event::TaskScheduled(TaskScheduled {
@@ -594,7 +597,7 @@ pub fn events_for(decision: Decision, seq: i32, now: DateTime<Utc>) -> Vec<Event
                 task_id,
                 task_ref,
                 reason,
-                terminal: false,
+                terminal,
                 output,
                 worker_id: None,
                 started_at: None,

@@ -469,8 +469,62 @@ impl Walker<'_> {
             input,
             output,
             reason: why.to_owned(),
+            terminal: false,
             iteration: self.iteration,
         }
+    }
+
+    /// SET_VARIABLE: the run's variables take the task's input. Past the run's size limit
+    /// (`WEFT_MAX_VARIABLES_KB`, Conductor's `maxWorkflowVariablesPayloadSizeThreshold`)
+    /// the task fails for good with Conductor's reason, the variables stay as they were,
+    /// and the run fails (unless the task is optional).
+    pub(super) fn set_variable(&self, task: &WorkflowTask, latest: Option<&TaskState>) -> Flow {
+        let kind = TaskType::SetVariable;
+        match latest {
+            Some(t) if t.status == TaskStatus::FailedWithTerminalError && !task.optional => {
+                return self.failed_for_good(task, t.task_id, t.reason.as_deref());
+            }
+            Some(_) => return Flow::Done,
+            None => {}
+        }
+        let input = self.input(task, 1);
+        let set = input.as_object().cloned().unwrap_or_default();
+        let mut variables = self.state.variables.clone();
+        variables.extend(set.clone());
+        let size = serde_json::to_vec(&variables).map_or(usize::MAX, |bytes| bytes.len());
+        if size <= self.state.max_variables_bytes {
+            return Flow::Waiting(vec![self.complete(task, kind, input, json!({}), Some(set))]);
+        }
+        let why = format!(
+            "The variables payload size: {size} of workflow: {} is greater than the \
+             permissible limit: {} kilobytes",
+            self.state.workflow_id,
+            self.state.max_variables_bytes / 1024
+        );
+        let mut failed = self.fail_now(task, kind, input, json!({}), &why);
+        if let Decision::FailSystemTask { terminal, .. } = &mut failed {
+            *terminal = true;
+        }
+        if task.optional {
+            return Flow::Waiting(vec![failed]);
+        }
+        let mut flow = self.failed_for_good(task, self.task_id(task, 1), Some(&why));
+        if let Flow::Stop(decisions) = &mut flow {
+            decisions.insert(0, failed);
+        }
+        flow
+    }
+
+    /// The run fails with Conductor's reason for `task` (its attempt `task_id`), failed
+    /// for good.
+    fn failed_for_good(&self, task: &WorkflowTask, task_id: Uuid, why: Option<&str>) -> Flow {
+        fail(
+            task,
+            format!(
+                "Task {task_id} failed with status: FAILED and reason: '{}'",
+                why.unwrap_or_default()
+            ),
+        )
     }
 
     /// Records `task` as started (in progress in the decider).

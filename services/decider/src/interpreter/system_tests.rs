@@ -415,3 +415,41 @@ fn an_exclusive_join_that_nothing_decides_waits_in_progress_until_skipped() {
     }));
     assert_eq!(sim.pending(), vec!["after".to_owned()]);
 }
+
+#[test]
+fn a_set_variable_past_the_size_limit_fails_for_good_and_leaves_the_variables() {
+    let set = |name: &str| {
+        json!({"name": name, "taskReferenceName": name, "type": "SET_VARIABLE",
+               "inputParameters": {"big": "${workflow.input.big}"}})
+    };
+    let def = json!({"name": "w", "variables": {"kept": 1}, "tasks": [set("sv")]});
+    // The default limit, 256 kilobytes: `{"big":"…","kept":1}` is 19 bytes more.
+    let big = "x".repeat(256 * 1024 - 19);
+    let sim = Sim::start(def.clone(), json!({ "big": big }));
+    assert_eq!(sim.state.status, RunStatus::Completed);
+    let sim = Sim::start(def, json!({ "big": format!("{big}y") }));
+    assert_eq!(sim.state.status, RunStatus::Failed);
+    let sv = task(&sim, "sv");
+    assert_eq!(sv.status, crate::state::TaskStatus::FailedWithTerminalError);
+    let why = format!(
+        "The variables payload size: {} of workflow: {} is greater than the permissible \
+         limit: 256 kilobytes",
+        256 * 1024 + 1,
+        sim.state.workflow_id
+    );
+    assert_eq!(sv.reason.as_deref(), Some(why.as_str()));
+    assert_eq!(
+        sim.state.variables,
+        json!({"kept": 1}).as_object().cloned().unwrap()
+    );
+    assert_eq!(
+        sim.state.reason.as_deref(),
+        Some(
+            format!(
+                "Task {} failed with status: FAILED and reason: '{why}'",
+                sv.task_id
+            )
+            .as_str()
+        )
+    );
+}

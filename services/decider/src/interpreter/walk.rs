@@ -295,11 +295,7 @@ impl<'a> Walker<'a> {
             TaskType::Decision | TaskType::Switch => self.switch(task, kind, latest),
             TaskType::ForkJoin => self.fork(task, latest),
             TaskType::Join => self.join(task, &join_on(task)),
-            TaskType::SetVariable => self.system(task, kind, latest, |w| {
-                let input = w.input(task, 1);
-                let vars = input.as_object().cloned().unwrap_or_default();
-                (json!({}), Some(vars))
-            }),
+            TaskType::SetVariable => self.set_variable(task, latest),
             TaskType::Terminate => self.terminate(task, latest),
             TaskType::DoWhile => self.do_while(task, latest),
             TaskType::Inline => self.inline(task, latest),
