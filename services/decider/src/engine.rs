@@ -517,6 +517,13 @@ impl Shard {
                     w.outbox.push(message);
                     None
                 }
+                Applied::Reset(_) if self.run_exists(command).await? => {
+                    // Its run was made by an earlier delivery (since replaced): applying it
+                    // again would write that run twice.
+                    self.metrics.ignored.inc();
+                    tracing::info!(workflow_id = %wf, "reset redelivered after it was applied; ignored");
+                    return Ok(Some(refusal(409, "reset already applied".into())));
+                }
                 Applied::Reset(plan) => {
                     let Command::Reset(reset) = command else {
                         return Err(Error::Decode("a reset plan for another command".into()));
@@ -664,6 +671,14 @@ impl Shard {
             .filter_map(|e| crate::lifecycle::of(&successor.state, e))
             .collect();
         Ok(successor)
+    }
+
+    /// Whether the run a reset `command` would create exists already.
+    async fn run_exists(&self, command: &Command) -> Result<bool, Error> {
+        let Command::Reset(reset) = command else {
+            return Ok(false);
+        };
+        Ok(!self.store.run_events(reset.new_run_id).await?.is_empty())
     }
 
     /// After a reset of a child run (a retry, restart or rerun, as Conductor's

@@ -554,11 +554,42 @@ fn a_restart_on_the_latest_definition_runs_it_and_a_non_restartable_completed_ru
     next.complete("added", json!({}));
     assert_eq!(next.state.record().status, "COMPLETED");
     // Version 2 says restartable: false; a COMPLETED run of it is not restarted.
-    let (status, message) = refused_with(next.verdict(&Command::Reset(reset(ResetTarget::First))));
+    let mut again = reset(ResetTarget::First);
+    again.new_run_id = Uuid::from_u128(8);
+    let (status, message) = refused_with(next.verdict(&Command::Reset(again)));
     assert_eq!(status, 409);
     assert!(message.contains("non-restartable"), "{message}");
     // A definition goes with a restart only.
     let mut odd = to_ref("a");
+    odd.new_run_id = Uuid::from_u128(9);
     odd.definition = Some(Box::new(next.state.definition.clone()));
     assert_eq!(refused_with(next.verdict(&Command::Reset(odd))).0, 400);
+}
+
+#[test]
+fn a_terminated_run_waiting_on_a_human_task_is_retried_and_waits_again() {
+    let def = json!({"name": "h", "tasks": [
+        {"name": "t", "taskReferenceName": "a"},
+        {"name": "approve", "taskReferenceName": "approve", "type": "HUMAN"}]});
+    let mut sim = Sim::start(def, json!({}));
+    sim.complete("a", json!({}));
+    sim.command(&Command::Terminate(Terminate {
+        op: Operation::default(),
+        reason: "stop".into(),
+    }));
+    assert_eq!(sim.state.record().status, "TERMINATED");
+    let next = sim.reset(&reset(ResetTarget::LastFailed {
+        resume_subworkflow_tasks: false,
+    }));
+    assert_eq!(next.state.record().status, "RUNNING");
+    assert!(next.state.latest("approve").unwrap().status.is_pending());
+    // The same reset again, once its run exists, changes nothing.
+    let mut again = reset(ResetTarget::LastFailed {
+        resume_subworkflow_tasks: false,
+    });
+    again.new_run_id = next.state.run_id;
+    assert!(matches!(
+        next.verdict(&Command::Reset(again)),
+        Applied::Ignored(_)
+    ));
 }

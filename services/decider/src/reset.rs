@@ -15,6 +15,8 @@
 //! cut (an activity, a child run, a WAIT) is recorded as canceled right after the
 //! `WorkflowReset` marker, and runs again.
 
+use std::collections::{HashMap, HashSet};
+
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 use weft::dsl::TaskType;
@@ -28,6 +30,13 @@ use crate::state::{find_task, FoldError, RunState, RunStatus, TaskState, TaskSta
 
 /// Validates `reset` against the run and finds where to cut.
 pub fn plan(state: &RunState, reset: &Reset) -> Applied {
+    // A reset redelivered after it was applied (internal resets carry no request id).
+    if reset.new_run_id == state.run_id {
+        return Applied::Ignored(format!(
+            "reset already applied: run {} is its run",
+            state.run_id
+        ));
+    }
     if reset.definition.is_some() && reset.target != ResetTarget::First {
         return bad_request("definition: only a restart runs on a new definition".into());
     }
@@ -69,7 +78,10 @@ pub fn plan(state: &RunState, reset: &Reset) -> Applied {
         },
         ResetTarget::LastFailed {
             resume_subworkflow_tasks,
-        } => match failed_child(state).filter(|_| *resume_subworkflow_tasks) {
+        } => match resume_subworkflow_tasks
+            .then(|| failed_child(state))
+            .flatten()
+        {
             Some(child_workflow_id) => Applied::PassDown {
                 child_workflow_id: child_workflow_id.to_owned(),
                 reset: Reset {
@@ -143,16 +155,27 @@ fn retry(state: &RunState) -> Applied {
 }
 
 fn retry_in_place(state: &RunState) -> Applied {
+    // A task inside a loop is retried in the loop's newest iteration only: the walk never
+    // goes back to an earlier one (a permissive task that failed there stays failed).
+    let mut newest_iteration: HashMap<&str, i32> = HashMap::new();
+    for t in &state.tasks {
+        let i = newest_iteration
+            .entry(t.task_ref.as_str())
+            .or_insert(t.iteration);
+        *i = (*i).max(t.iteration);
+    }
+    let reachable = |t: &TaskState| newest_iteration.get(t.task_ref.as_str()) == Some(&t.iteration);
     let mut retried: Vec<&TaskState> = Vec::new();
     let mut runs_again_too: Option<&TaskState> = None;
-    for t in newest_attempts(state) {
+    for t in newest_attempts(state).into_iter().filter(|t| reachable(t)) {
         match t.status {
             TaskStatus::Failed | TaskStatus::FailedWithTerminalError | TaskStatus::TimedOut => {
                 retried.push(t)
             }
             TaskStatus::Canceled if t.canceled_for_good => retried.push(t),
-            // Still running when the run ended (canceled with it): runs again.
-            TaskStatus::Canceled if runs_again(&t.task_type) => runs_again_too = Some(t),
+            // Still pending when the run ended (canceled with it): it runs again, or (a
+            // HUMAN, an EVENT) waits again.
+            TaskStatus::Canceled => runs_again_too = Some(t),
             _ => {}
         }
     }
@@ -205,13 +228,16 @@ fn unsuccessful(t: &TaskState) -> bool {
 }
 
 /// The newest attempt of each (ref, iteration) of the run, in schedule order.
-fn newest_attempts(state: &RunState) -> impl Iterator<Item = &TaskState> {
-    state.tasks.iter().enumerate().filter_map(|(i, t)| {
-        let superseded = state.tasks[i + 1..]
-            .iter()
-            .any(|later| later.task_ref == t.task_ref && later.iteration == t.iteration);
-        (!superseded).then_some(t)
-    })
+fn newest_attempts(state: &RunState) -> Vec<&TaskState> {
+    let mut seen: HashSet<(&str, i32)> = HashSet::new();
+    let mut newest: Vec<&TaskState> = state
+        .tasks
+        .iter()
+        .rev()
+        .filter(|t| seen.insert((t.task_ref.as_str(), t.iteration)))
+        .collect();
+    newest.reverse();
+    newest
 }
 
 /// For a retry that resumes sub-workflow tasks: the child of the ended run's first
@@ -225,9 +251,12 @@ fn failed_child(state: &RunState) -> Option<&str> {
         return None;
     }
     let is = |t: &TaskState, kind: TaskType| TaskType::parse(&t.task_type) == Some(kind);
-    let first = newest_attempts(state).find(|t| unsuccessful(t))?;
+    let newest = newest_attempts(state);
+    let first = *newest.iter().find(|t| unsuccessful(t))?;
     let sub_workflow = if is(first, TaskType::DoWhile) {
-        newest_attempts(state).find(|t| unsuccessful(t) && is(t, TaskType::SubWorkflow))?
+        *newest
+            .iter()
+            .find(|t| unsuccessful(t) && is(t, TaskType::SubWorkflow))?
     } else {
         first
     };
@@ -254,6 +283,7 @@ fn resume_child(state: &RunState, child_workflow_id: &str) -> Applied {
         ));
     }
     let task = newest_attempts(state)
+        .into_iter()
         .find(|t| t.child_workflow_id() == Some(child_workflow_id) && unsuccessful(t));
     let Some(task) = task else {
         return Applied::Ignored(format!(

@@ -192,7 +192,8 @@ fn retry_command() -> weft::messages::Reset {
         target: weft::messages::ResetTarget::LastFailed {
             resume_subworkflow_tasks: false,
         },
-        new_run_id: uuid::Uuid::from_u128(7),
+        // Each retry makes a run of its own.
+        new_run_id: weft::ids::new_id(),
         reason: None,
         workflow_input: None,
         task_input: None,
@@ -1524,4 +1525,30 @@ fn a_rerun_runs_its_task_with_the_task_input_it_was_given_once() {
     // Its retry resolves its input again: the rerun's input was for the rerun.
     rerun.fail("a", "once");
     assert_eq!(rerun.state.latest("a").unwrap().input, json!({"v": 1}));
+}
+
+#[test]
+fn a_retry_does_not_grant_a_loop_iteration_the_walk_has_left() {
+    let permissive = json!({"name": "p", "taskReferenceName": "p", "type": "SIMPLE",
+                            "permissive": true});
+    let def = json!({"name": "w", "tasks": [
+        {"name": "loop", "taskReferenceName": "loop", "type": "DO_WHILE",
+         "loopCondition": "$.loop['iteration'] < 2",
+         "loopOver": [permissive, simple("x")]}]});
+    let mut sim = Sim::start(def, json!({}));
+    sim.fail("p", "first");
+    sim.complete("x", json!({}));
+    sim.complete("p", json!({}));
+    sim.fail("x", "second");
+    assert_eq!(sim.state.status, RunStatus::Failed);
+    let mut retried = retry(&mut sim);
+    // x, in the loop's iteration 2, gets one more attempt; p's failure in iteration 1,
+    // which the walk will not visit again, is not granted one (it would never be used).
+    assert_eq!(retried.pending(), vec!["x"]);
+    assert_eq!(retried.state.retry_grants.len(), 0);
+    retried.complete("x", json!({}));
+    // The run ends as a run with a permissive task that failed for good does.
+    assert_eq!(retried.state.status, RunStatus::Failed);
+    let reason = retried.state.reason.clone().unwrap_or_default();
+    assert!(reason.contains("'first'"), "{reason}");
 }

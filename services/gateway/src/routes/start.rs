@@ -215,10 +215,32 @@ fn has_input_named_child(tasks: &[weft::dsl::WorkflowTask]) -> bool {
         let nested = param
             .and_then(|p| p.get("workflowDefinition"))
             .and_then(|d| d.get("tasks"))
-            .and_then(|tasks| serde_json::from_value::<Vec<dsl::WorkflowTask>>(tasks.clone()).ok())
-            .is_some_and(|tasks| has_input_named_child(&tasks));
+            .is_some_and(names_child_by_input);
         named || nested || t.children().into_iter().any(has_input_named_child)
     })
+}
+
+/// [`has_input_named_child`] over an embedded child definition's tasks, read as they are
+/// (a walk of the JSON, not a parse: it runs on every start of such a definition).
+fn names_child_by_input(json: &Value) -> bool {
+    match json {
+        Value::Array(items) => items.iter().any(names_child_by_input),
+        Value::Object(map) => {
+            let named = map.get("type").and_then(Value::as_str) == Some("SUB_WORKFLOW")
+                && map
+                    .get("subWorkflowParam")
+                    .and_then(|p| p.get("name"))
+                    .and_then(Value::as_str)
+                    .and_then(input_key)
+                    .is_some();
+            named
+                || map
+                    .iter()
+                    .filter(|(k, _)| k.as_str() != "inputParameters")
+                    .any(|(_, v)| names_child_by_input(v))
+        }
+        _ => false,
+    }
 }
 
 /// What a child run's input is known to be at its root's start: each of a SUB_WORKFLOW
