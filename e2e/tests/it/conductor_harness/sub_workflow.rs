@@ -19,26 +19,7 @@ async fn test_terminating_a_subworkflow_terminates_parent_workflow(backend: Back
     let correlation_id = weft::ids::new_id().to_string();
     let input = json!({"param1": "p1 value", "param2": "p2 value", "subwf": "sub_workflow"});
     let id = start_correlated(&suite, WORKFLOW_WITH_SUBWORKFLOW, &correlation_id, input).await;
-    let mut expected = vec![("integration_task_1", "SCHEDULED")];
-    wait_for_tasks(&suite, &id, "RUNNING", &expected).await;
-
-    let output = json!({"op": "task1.done"});
-    poll_and_complete(
-        &suite,
-        "integration_task_1",
-        "task1.integration.worker",
-        output,
-    )
-    .await;
-    expected[0].1 = "COMPLETED";
-    expected.push(("SUB_WORKFLOW", "IN_PROGRESS"));
-    let wf = wait_for_tasks(&suite, &id, "RUNNING", &expected).await;
-    let child = tasks(&wf)[1]["subWorkflowId"]
-        .as_str()
-        .expect("the child's id")
-        .to_owned();
-    let in_child = [("simple_task_in_sub_wf", "SCHEDULED")];
-    wait_for_tasks(&suite, &child, "RUNNING", &in_child).await;
+    let (mut expected, child) = up_to_the_child(&suite, &id, "simple_task_in_sub_wf").await;
 
     let reason = "terminating from a test case";
     super::terminate(&suite, &child, reason).await;

@@ -8,7 +8,7 @@ use weft::dsl::{expr, jq, script, TaskType, WorkflowTask};
 use weft::event_location::EventLocation;
 
 use super::waiting::{self, Due};
-use super::walk::{fail, Flow, Walker};
+use super::walk::{fail, task_failure_reason, Flow, Walker};
 use super::Decision;
 use crate::state::{TaskState, TaskStatus};
 
@@ -518,13 +518,7 @@ impl Walker<'_> {
     /// The run fails with Conductor's reason for `task` (its attempt `task_id`), failed
     /// for good.
     fn failed_for_good(&self, task: &WorkflowTask, task_id: Uuid, why: Option<&str>) -> Flow {
-        fail(
-            task,
-            format!(
-                "Task {task_id} failed with status: FAILED and reason: '{}'",
-                why.unwrap_or_default()
-            ),
-        )
+        fail(task, task_failure_reason(task_id, "FAILED", why))
     }
 
     /// Records `task` as started (in progress in the decider).

@@ -216,14 +216,7 @@ impl<'a> Walker<'a> {
         }
         let reason = failed
             .iter()
-            .map(|t| {
-                format!(
-                    "Task {} failed with status: {} and reason: '{}'",
-                    t.task_id,
-                    t.status.as_str(),
-                    t.reason.as_deref().unwrap_or_default()
-                )
-            })
+            .map(|t| task_failure_reason(t.task_id, t.status.as_str(), t.reason.as_deref()))
             .collect::<Vec<_>>()
             .join(". ");
         Some(Decision::FailWorkflow {
@@ -363,11 +356,7 @@ impl<'a> Walker<'a> {
                 // unless the task is permissive (optional ones are COMPLETED_WITH_ERRORS).
                 TaskStatus::Canceled if t.canceled_for_good && !permissive(task) => {
                     return Flow::Stop(vec![Decision::TerminateWorkflow {
-                        reason: format!(
-                            "Task {} failed with status: TERMINATED and reason: '{}'",
-                            t.task_id,
-                            t.reason.as_deref().unwrap_or_default()
-                        ),
+                        reason: task_failure_reason(t.task_id, "TERMINATED", t.reason.as_deref()),
                         output: super::workflow_output(self.state),
                     }])
                 }
@@ -420,21 +409,13 @@ impl<'a> Walker<'a> {
                 // Conductor's reasons, naming the status the run ends with.
                 TaskStatus::TimedOut => {
                     return Flow::Stop(vec![Decision::TimeOutWorkflow {
-                        reason: format!(
-                            "Task {} failed with status: TIMED_OUT and reason: '{}'",
-                            t.task_id,
-                            t.reason.as_deref().unwrap_or_default()
-                        ),
+                        reason: task_failure_reason(t.task_id, "TIMED_OUT", t.reason.as_deref()),
                     }])
                 }
                 TaskStatus::Failed | TaskStatus::FailedWithTerminalError => {
                     return fail(
                         task,
-                        format!(
-                            "Task {} failed with status: FAILED and reason: '{}'",
-                            t.task_id,
-                            t.reason.as_deref().unwrap_or_default()
-                        ),
+                        task_failure_reason(t.task_id, "FAILED", t.reason.as_deref()),
                     )
                 }
             },
@@ -992,6 +973,15 @@ fn reasons_of(tasks: &[&TaskState]) -> String {
         .filter_map(|t| t.reason.as_deref())
         .collect::<Vec<_>>()
         .join(" ")
+}
+
+/// Conductor's reason for a run that ends because of task `task_id`: "Task <id> failed
+/// with status: <status> and reason: '<reason>'", `status` being the run's.
+pub(super) fn task_failure_reason(task_id: Uuid, status: &str, reason: Option<&str>) -> String {
+    format!(
+        "Task {task_id} failed with status: {status} and reason: '{}'",
+        reason.unwrap_or_default()
+    )
 }
 
 /// A JOIN's input, as Conductor's: `{"joinOn": [refs]}`.
