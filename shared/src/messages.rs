@@ -27,6 +27,9 @@ pub enum Command {
     ActivityFailed(ActivityFailed),
     /// A worker took an activity attempt (the task is IN_PROGRESS from then on).
     ActivityStarted(ActivityStarted),
+    /// A worker gave an activity attempt back, to be handed out again after a delay
+    /// (Conductor's IN_PROGRESS result with `callbackAfterSeconds`).
+    ActivityPostponed(ActivityPostponed),
     /// A named signal for a run (completes the WAIT task whose ref is the name).
     Signal(Signal),
     /// A durable timer of the run came due (published by the history service).
@@ -45,6 +48,9 @@ pub enum Command {
     Pause(Operation),
     /// An operator resumes a paused run.
     Resume(Operation),
+    /// An operator makes every task of the run that waits out a callback delay due at
+    /// once (Conductor's `resetcallbacks`).
+    ResetCallbacks(Operation),
     /// The hook dispatcher settled the rollback hooks a reset fired (docs/hooks.md): the
     /// run created by the reset may go on, or fails.
     RollbackHooksDone(RollbackHooksDone),
@@ -67,6 +73,7 @@ impl Typed for Command {
             Command::ActivityCompleted(_) => "ActivityCompleted",
             Command::ActivityFailed(_) => "ActivityFailed",
             Command::ActivityStarted(_) => "ActivityStarted",
+            Command::ActivityPostponed(_) => "ActivityPostponed",
             Command::Signal(_) => "Signal",
             Command::TimerFired(_) => "TimerFired",
             Command::ChildWorkflowEnded(_) => "ChildWorkflowEnded",
@@ -76,6 +83,7 @@ impl Typed for Command {
             Command::Reset(_) => "Reset",
             Command::Pause(_) => "Pause",
             Command::Resume(_) => "Resume",
+            Command::ResetCallbacks(_) => "ResetCallbacks",
             Command::RollbackHooksDone(_) => "RollbackHooksDone",
             Command::UpdateVariables(_) => "UpdateVariables",
             Command::WatchRun(_) => "WatchRun",
@@ -95,7 +103,8 @@ impl Command {
             | Command::Reset(Reset { op, .. })
             | Command::UpdateVariables(UpdateVariables { op, .. })
             | Command::Pause(op)
-            | Command::Resume(op) => op.request_id,
+            | Command::Resume(op)
+            | Command::ResetCallbacks(op) => op.request_id,
             _ => None,
         }
     }
@@ -430,6 +439,26 @@ pub struct ActivityStarted {
     pub worker_id: Option<String>,
     /// When the worker took it.
     pub started_at: DateTime<Utc>,
+}
+
+/// A worker gave an activity attempt back: the task is SCHEDULED again, with the
+/// output it reported, and handed out again after `callback_after_seconds`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ActivityPostponed {
+    /// The task the attempt belongs to.
+    pub task_id: Uuid,
+    /// The run that scheduled it.
+    pub run_id: Uuid,
+    /// The attempt number.
+    pub attempt: i32,
+    /// What the worker reported so far (the task's output from now on).
+    pub output: Value,
+    /// Who gave it back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worker_id: Option<String>,
+    /// How long the task stays out of its queue (0: handed out again at once).
+    pub callback_after_seconds: i64,
 }
 
 /// A failed activity attempt.
@@ -841,6 +870,10 @@ pub enum Event {
     TaskScheduled(TaskScheduled),
     /// A worker took the task (IN_PROGRESS).
     TaskStarted(TaskStarted),
+    /// Its worker gave the task back: SCHEDULED again, handed out after its callback.
+    TaskPostponed(TaskPostponed),
+    /// An operator made the task's callback due at once.
+    TaskCallbackReset(TaskCallbackReset),
     /// A task completed.
     TaskCompleted(TaskCompleted),
     /// A task attempt failed.
@@ -901,6 +934,8 @@ impl Event {
             Event::WorkflowStarted(_) => "WorkflowStarted",
             Event::TaskScheduled(_) => "TaskScheduled",
             Event::TaskStarted(_) => "TaskStarted",
+            Event::TaskPostponed(_) => "TaskPostponed",
+            Event::TaskCallbackReset(_) => "TaskCallbackReset",
             Event::TaskCompleted(_) => "TaskCompleted",
             Event::TaskFailed(_) => "TaskFailed",
             Event::WorkflowCompleted(_) => "WorkflowCompleted",
@@ -961,6 +996,8 @@ impl Serialize for AttributesOf<'_> {
             WorkflowStarted,
             TaskScheduled,
             TaskStarted,
+            TaskPostponed,
+            TaskCallbackReset,
             TaskCompleted,
             TaskFailed,
             WorkflowCompleted,
@@ -1040,10 +1077,49 @@ pub struct TaskScheduled {
     /// Output it shows while it runs (an EVENT task's message, as Conductor's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output: Option<Value>,
+    /// Conductor's `callbackAfterSeconds` of a retry waiting out its back-off: the
+    /// delay before its worker may take it, in whole seconds, without jitter.
+    #[serde(default, skip_serializing_if = "is_zero_i64")]
+    pub callback_after_seconds: i64,
+    /// How long after its scheduling its message goes to its queue, in milliseconds
+    /// (the back-off with its jitter); 0: at once.
+    #[serde(default, skip_serializing_if = "is_zero_i64")]
+    pub dispatch_delay_ms: i64,
 }
 
 fn is_zero(n: &i32) -> bool {
     *n == 0
+}
+
+fn is_zero_i64(n: &i64) -> bool {
+    *n == 0
+}
+
+/// Attributes of [`Event::TaskPostponed`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TaskPostponed {
+    /// The task.
+    pub task_id: Uuid,
+    /// Its reference name.
+    pub task_ref: String,
+    /// What its worker reported so far.
+    pub output: Value,
+    /// Who gave it back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worker_id: Option<String>,
+    /// How long it stays out of its queue (0: handed out again at once).
+    pub callback_after_seconds: i64,
+}
+
+/// Attributes of [`Event::TaskCallbackReset`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TaskCallbackReset {
+    /// The task.
+    pub task_id: Uuid,
+    /// Its reference name.
+    pub task_ref: String,
 }
 
 /// Attributes of [`Event::TaskCompleted`].

@@ -7,6 +7,7 @@ mod activities;
 mod bad_input;
 mod broker_failover;
 mod budget;
+mod callbacks;
 mod children;
 mod cli;
 mod conductor_auth;

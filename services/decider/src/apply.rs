@@ -5,9 +5,9 @@
 
 use serde_json::{Map, Value};
 use weft::messages::{
-    ActivityCompleted, ActivityFailed, ChildWorkflowEnded, Command, Event, Operation, TaskCanceled,
-    TaskCompleted, TaskFailed, TaskStarted, TaskTimedOut, Terminate, VariablesUpdated,
-    WorkflowPaused, WorkflowResumed, WorkflowTerminated,
+    ActivityCompleted, ActivityFailed, ChildWorkflowEnded, Command, Event, Operation,
+    TaskCallbackReset, TaskCanceled, TaskCompleted, TaskFailed, TaskPostponed, TaskStarted,
+    TaskTimedOut, Terminate, VariablesUpdated, WorkflowPaused, WorkflowResumed, WorkflowTerminated,
 };
 
 use crate::state::{RunState, RunStatus, TaskStatus};
@@ -89,6 +89,19 @@ pub fn apply_command(state: &RunState, command: &Command) -> Applied {
                 _ => Applied::Ignored(format!("task {task_ref} already started")),
             },
         },
+        Command::ActivityPostponed(p) => {
+            match check_attempt(state, p.run_id, p.task_id, p.attempt) {
+                Err(why) => Applied::Ignored(why),
+                Ok(task_ref) => Applied::Events(vec![Event::TaskPostponed(TaskPostponed {
+                    task_id: p.task_id,
+                    task_ref,
+                    output: p.output.clone(),
+                    worker_id: p.worker_id.clone(),
+                    callback_after_seconds: p.callback_after_seconds.max(0),
+                })]),
+            }
+        }
+        Command::ResetCallbacks(op) => operation(state, op, || reset_callbacks(state)),
         Command::ChildWorkflowEnded(ended) => child_ended(state, ended),
         Command::ActivityTimedOut(t) => {
             match check_attempt(state, t.run_id, t.task_id, t.attempt) {
@@ -218,6 +231,31 @@ fn terminate(state: &RunState, t: &Terminate) -> Applied {
         reason: t.reason.clone(),
         output: state.output.clone().unwrap_or(Value::Object(Map::new())),
     })])
+}
+
+/// Conductor's `resetcallbacks`: every worker's task that waits out a callback (a
+/// retry's back-off, a postponement) is due at once.
+fn reset_callbacks(state: &RunState) -> Applied {
+    if let Some(refused) = require_running(state, "resetting callbacks") {
+        return refused;
+    }
+    Applied::Events(
+        state
+            .tasks
+            .iter()
+            .filter(|t| {
+                t.status == TaskStatus::Scheduled
+                    && t.callback_after_seconds > 0
+                    && crate::state::is_activity(&t.task_type)
+            })
+            .map(|t| {
+                Event::TaskCallbackReset(TaskCallbackReset {
+                    task_id: t.task_id,
+                    task_ref: t.task_ref.clone(),
+                })
+            })
+            .collect(),
+    )
 }
 
 fn pause(state: &RunState) -> Applied {

@@ -502,7 +502,11 @@ impl Shard {
                 }
                 Applied::Events(events) => {
                     for e in events {
+                        let requeued = requeued_task(&e);
                         append(w, e)?;
+                        if let Some((task_id, postponed)) = requeued {
+                            self.requeue(w, task_id, postponed)?;
+                        }
                     }
                     w.eager = eager_of(command);
                     None
@@ -970,7 +974,15 @@ impl Shard {
                     .declare_activity_queue(activity_queue_key(scheduled))
                     .await?;
                 let limits = attempt_limits(&w.state, &scheduled.task_ref);
-                let eager = self.take_eager(w, scheduled, &limits);
+                // A retry waiting out its back-off goes to no worker before then. The
+                // event is appended next: its id is the run's next.
+                let held = (scheduled.dispatch_delay_ms > 0).then(|| {
+                    crate::state::dispatch_timer_id(scheduled.task_id, w.state.version + 1)
+                });
+                let eager = match held {
+                    Some(_) => None,
+                    None => self.take_eager(w, scheduled, &limits),
+                };
                 let (message, worker_id) = match &eager {
                     Some((queue, eager)) => (
                         self.eager_message(&w.state, scheduled, queue)?,
@@ -978,7 +990,15 @@ impl Shard {
                     ),
                     None => (self.activity_message(&w.state, scheduled)?, None),
                 };
-                w.outbox.push(message);
+                match held {
+                    Some(timer_id) => w.timers.push(dispatch_timer(
+                        &w.state,
+                        timer_id,
+                        message,
+                        scheduled.dispatch_delay_ms,
+                    )),
+                    None => w.outbox.push(message),
+                }
                 w.checks.push(AttemptCheck {
                     task_id: scheduled.task_id,
                     attempt: scheduled.attempt,
@@ -1455,6 +1475,56 @@ impl Shard {
         )
     }
 
+    /// Hands task `task_id` back to its queue: its worker gave it back (`postponed`: its
+    /// registry row is SCHEDULED again, free for the next claim and no longer watched),
+    /// or an operator made its callback due. Its message goes through its dispatch timer
+    /// while it waits out a callback (set again, that timer only moves earlier), at once
+    /// otherwise (docs/callbacks.md).
+    fn requeue(&self, w: &mut Working, task_id: Uuid, postponed: bool) -> Result<(), Error> {
+        let Some(t) = w.state.task(task_id).cloned() else {
+            return Ok(());
+        };
+        let scheduled = TaskScheduled {
+            task_id: t.task_id,
+            task_ref: t.task_ref.clone(),
+            task_type: t.task_type.clone(),
+            task_name: t.task_name.clone(),
+            seq: t.seq,
+            attempt: t.attempt,
+            input: t.input.clone(),
+            iteration: t.iteration,
+            output: None,
+            callback_after_seconds: t.callback_after_seconds,
+            dispatch_delay_ms: 0,
+        };
+        let message = self.activity_message(&w.state, &scheduled)?;
+        match t.dispatch_timer {
+            Some(timer_id) => {
+                let delay_ms = t.callback_after_seconds.saturating_mul(1_000);
+                let timer = dispatch_timer(&w.state, timer_id, message, delay_ms);
+                w.timers.push(timer);
+            }
+            None => w.outbox.push(message),
+        }
+        if postponed {
+            w.checks.push(AttemptCheck {
+                task_id,
+                attempt: t.attempt,
+                workflow_id: w.state.workflow_id.clone(),
+                run_id: w.state.run_id,
+                task_name: t.task_name.clone(),
+                task_ref: t.task_ref.clone(),
+                reply_to: self.bus.names().command_key_for(&w.state.workflow_id),
+                reason: None,
+                timeout_seconds: response_timeout_seconds(&w.state, &t.task_ref),
+                status: AttemptStatus::Scheduled,
+                limits: attempt_limits(&w.state, &t.task_ref),
+                worker_id: None,
+            });
+        }
+        Ok(())
+    }
+
     fn activity_task(&self, state: &RunState, s: &TaskScheduled) -> ActivityTask {
         ActivityTask {
             task_id: s.task_id,
@@ -1566,6 +1636,36 @@ fn attempt_end(
     })
 }
 
+/// The task an applied event hands back to its queue, and whether its worker gave it
+/// back (rather than an operator making its callback due).
+fn requeued_task(event: &Event) -> Option<(Uuid, bool)> {
+    match event {
+        Event::TaskPostponed(p) => Some((p.task_id, true)),
+        Event::TaskCallbackReset(r) => Some((r.task_id, false)),
+        _ => None,
+    }
+}
+
+/// The durable timer `timer_id` that hands `message`, an activity's, to its queue
+/// `delay_ms` from now: the task waits out a callback (docs/callbacks.md).
+fn dispatch_timer(
+    state: &RunState,
+    timer_id: Uuid,
+    message: OutboxMessage,
+    delay_ms: i64,
+) -> TimerRecord {
+    TimerRecord {
+        id: timer_id,
+        workflow_id: state.workflow_id.clone(),
+        run_id: Some(state.run_id),
+        fire_at: Utc::now() + chrono::Duration::milliseconds(delay_ms),
+        exchange: message.exchange,
+        routing_key: message.routing_key,
+        body: message.body,
+        traceparent: message.traceparent,
+    }
+}
+
 /// Appends `event` to the working run: stores it and folds it into the state.
 fn append(w: &mut Working, event: Event) -> Result<(), Error> {
     let task_id = match &event {
@@ -1577,6 +1677,8 @@ fn append(w: &mut Working, event: Event) -> Result<(), Error> {
         Event::TaskSkipped(k) => Some(k.task_id),
         Event::TaskStarted(k) => Some(k.task_id),
         Event::TaskCanceled(k) => Some(k.task_id),
+        Event::TaskPostponed(p) => Some(p.task_id),
+        Event::TaskCallbackReset(r) => Some(r.task_id),
         _ => None,
     };
     let pending_before: Vec<Uuid> = w

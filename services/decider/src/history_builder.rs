@@ -65,6 +65,8 @@ impl HistoryBuilder {
             input,
             iteration: 0,
             output: None,
+            callback_after_seconds: 0,
+            dispatch_delay_ms: 0,
         }));
         self
     }

@@ -20,6 +20,8 @@ pub mod state;
 pub mod watch;
 
 #[cfg(test)]
+mod callbacks_tests;
+#[cfg(test)]
 mod history_builder;
 #[cfg(test)]
 mod hooks_tests;

@@ -52,6 +52,7 @@ pub fn of(state: &RunState, stored: &StoredEvent) -> Option<LifecycleEvent> {
         Event::WorkflowResumed(_) => run("workflow.resumed", None),
         Event::TaskScheduled(s) => task(s.task_id, "task.scheduled", None),
         Event::TaskStarted(s) => task(s.task_id, "task.started", None),
+        Event::TaskPostponed(p) => task(p.task_id, "task.postponed", None),
         Event::TaskCompleted(c) => task(c.task_id, "task.completed", None),
         Event::TaskFailed(f) => task(f.task_id, "task.failed", Some(f.reason.clone())),
         Event::TaskTimedOut(t) => task(t.task_id, "task.timed_out", Some(t.reason.clone())),
@@ -63,6 +64,7 @@ pub fn of(state: &RunState, stored: &StoredEvent) -> Option<LifecycleEvent> {
         | Event::TimerFired(_)
         | Event::ChildWorkflowStarted(_)
         | Event::SkipRequested(_)
+        | Event::TaskCallbackReset(_)
         | Event::RollbackHooksDone(_) => None,
     }
 }

@@ -472,6 +472,8 @@ fn rekey(event: &mut Event, new_run_id: Uuid) {
         Event::TaskTimedOut(e) => &mut e.task_id,
         Event::TaskSkipped(e) => &mut e.task_id,
         Event::TaskCanceled(e) => &mut e.task_id,
+        Event::TaskPostponed(e) => &mut e.task_id,
+        Event::TaskCallbackReset(e) => &mut e.task_id,
         Event::ChildWorkflowStarted(e) => &mut e.task_id,
         Event::TimerStarted(e) if !e.task_id.is_nil() => &mut e.task_id,
         _ => return,

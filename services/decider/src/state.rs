@@ -121,6 +121,16 @@ pub struct TaskState {
     pub update_time: DateTime<Utc>,
     /// CANCELED for good (its child run was terminated), not at a reset's cut.
     pub canceled_for_good: bool,
+    /// Conductor's `callbackAfterSeconds`: how long the task stays out of its queue
+    /// (a retry's back-off, a worker's postponement); 0 once it is due.
+    pub callback_after_seconds: i64,
+    /// How long after its scheduling its message went to its queue, in milliseconds
+    /// (a retry's back-off with its jitter).
+    pub dispatch_delay_ms: i64,
+    /// The durable timer that holds its message back while it waits out a callback
+    /// (one per wait, so that a timer fired and not yet deleted is never taken for the
+    /// next one); `None` when its message went to its queue at once.
+    pub dispatch_timer: Option<Uuid>,
 }
 
 impl TaskState {
@@ -131,6 +141,12 @@ impl TaskState {
             .and_then(|o| o.get("subWorkflowId"))
             .and_then(Value::as_str)
     }
+}
+
+/// The id of the timer that hands task `task_id` to its queue after the wait the event
+/// `event_id` began.
+pub(crate) fn dispatch_timer_id(task_id: Uuid, event_id: i64) -> Uuid {
+    Uuid::new_v5(&task_id, format!("dispatch:{event_id}").as_bytes())
 }
 
 /// A task that ended waits again (a JOIN or a SUB_WORKFLOW task, after a retry).
@@ -325,6 +341,10 @@ impl RunState {
                     end_time: None,
                     update_time: at,
                     canceled_for_good: false,
+                    callback_after_seconds: s.callback_after_seconds,
+                    dispatch_delay_ms: s.dispatch_delay_ms,
+                    dispatch_timer: (s.dispatch_delay_ms > 0)
+                        .then(|| dispatch_timer_id(s.task_id, e.event_id)),
                 })
             }
             Event::TaskStarted(s) => {
@@ -332,9 +352,30 @@ impl RunState {
                 if t.status == TaskStatus::Scheduled {
                     t.status = TaskStatus::InProgress;
                     t.worker_id.clone_from(&s.worker_id);
-                    t.start_time = Some(s.started_at);
+                    // Taken again after a postponement: `timeoutSeconds` still counts
+                    // from the first start, as Conductor's.
+                    t.start_time = t.start_time.or(Some(s.started_at));
                     t.update_time = at;
                 }
+            }
+            Event::TaskPostponed(p) => {
+                let t = self.task_mut(e, p.task_id)?;
+                if t.status.is_pending() {
+                    t.status = TaskStatus::Scheduled;
+                    t.output = Some(p.output.clone());
+                    if p.worker_id.is_some() {
+                        t.worker_id.clone_from(&p.worker_id);
+                    }
+                    t.callback_after_seconds = p.callback_after_seconds;
+                    t.dispatch_timer = (p.callback_after_seconds > 0)
+                        .then(|| dispatch_timer_id(p.task_id, e.event_id));
+                    t.update_time = at;
+                }
+            }
+            Event::TaskCallbackReset(r) => {
+                let t = self.task_mut(e, r.task_id)?;
+                t.callback_after_seconds = 0;
+                t.update_time = at;
             }
             Event::TaskCompleted(c) => {
                 let t = self.task_mut(e, c.task_id)?;
@@ -723,6 +764,7 @@ impl RunState {
             worker_id: t.worker_id.clone(),
             scheduled_time: t.scheduled_time,
             start_time: t.start_time,
+            callback_after_seconds: t.callback_after_seconds,
             end_time: t.end_time,
             update_time: t.update_time,
         }

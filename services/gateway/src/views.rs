@@ -57,6 +57,9 @@ pub struct Task {
     start_time: i64,
     end_time: i64,
     update_time: i64,
+    /// How long a SCHEDULED task stays out of its queue (a retry's back-off, a
+    /// worker's postponement).
+    callback_after_seconds: i64,
     worker_id: Option<String>,
     reason_for_incompletion: Option<String>,
     workflow_instance_id: String,
@@ -202,6 +205,7 @@ impl Task {
             start_time: ms(row.start_time),
             end_time: ms(row.end_time),
             update_time: ms(Some(row.update_time)),
+            callback_after_seconds: row.callback_after_seconds,
             worker_id: row.worker_id,
             reason_for_incompletion: row.reason,
             workflow_instance_id: row.workflow_id,

@@ -86,6 +86,9 @@ pub struct TaskView {
     pub end_time: Option<DateTime<Utc>>,
     /// Last change.
     pub update_time: DateTime<Utc>,
+    /// Conductor's `callbackAfterSeconds` (0 where a query leaves it out).
+    #[sqlx(default)]
+    pub callback_after_seconds: i64,
 }
 
 /// One history event.

@@ -94,6 +94,9 @@ pub struct TaskRecord {
     pub end_time: Option<DateTime<Utc>>,
     /// Last change.
     pub update_time: DateTime<Utc>,
+    /// Conductor's `callbackAfterSeconds`: how long a SCHEDULED task stays out of its
+    /// queue (a retry's back-off, a worker's postponement).
+    pub callback_after_seconds: i64,
 }
 
 /// One stored history event.

@@ -572,17 +572,14 @@ super::harness_features!(
     test_simple_workflow_completion,
     test_simple_workflow_with_null_inputs,
     test_simple_workflow_terminal_error_condition,
+    test_simple_workflow_with_response_timeout,
     test_if_the_workflow_definitions_with_and_without_schema_version_can_be_registered,
     test_simple_workflow_restart_without_using_the_latest_definition,
     test_simple_workflow_restart_with_the_latest_definition,
+    test_long_running_simple_workflow,
     test_simple_workflow_with_task_retries,
     test_simple_workflow_with_retry_at_workflow_level,
+    test_simple_workflow_when_the_tasks_call_back_after_seconds_are_reset,
     test_non_restartable_simple_workflow,
-);
-
-super::failing_harness_features!(
-    test_simple_workflow_with_response_timeout: "callbackAfterSeconds is not offered: a task sent back IN_PROGRESS stays with its worker",
-    test_long_running_simple_workflow: "callbackAfterSeconds is not offered: a task sent back IN_PROGRESS stays with its worker",
-    test_simple_workflow_when_the_tasks_call_back_after_seconds_are_reset: "callbackAfterSeconds is not offered: a task sent back IN_PROGRESS stays with its worker; resetcallbacks answers 501",
-    test_simple_workflow_when_update_tasks_result_with_call_back_after_seconds: "callbackAfterSeconds is not offered: a task sent back IN_PROGRESS stays with its worker",
+    test_simple_workflow_when_update_tasks_result_with_call_back_after_seconds,
 );

@@ -710,30 +710,66 @@ fn fire_at(sim: &Sim, n: usize) -> chrono::DateTime<chrono::Utc> {
 }
 
 #[test]
-fn failed_attempts_wait_out_their_back_off_on_timers() {
+fn a_failed_attempt_s_retry_is_scheduled_at_once_and_handed_out_after_its_back_off() {
     let def = json!({"name": "w", "tasks": [
         {"name": "a", "taskReferenceName": "a", "type": "SIMPLE",
          "taskDefinition": {"retryCount": 2, "retryDelaySeconds": 10,
                             "retryLogic": "EXPONENTIAL_BACKOFF"}}]});
     let mut sim = Sim::start(def, json!({}));
     sim.fail("a", "flaky");
-    assert!(sim.pending().is_empty(), "backing off");
-    let first = fire_at(&sim, 0);
-    sim.fire_timers_due_by(first - chrono::Duration::seconds(1));
-    assert!(sim.pending().is_empty(), "not before the back-off is over");
-    sim.fire_timers_due_by(first);
+    // SCHEDULED at once, as Conductor's, its message held back by a dispatch timer (not
+    // a timer of the run: nothing wakes the decider when the back-off ends).
     assert_eq!(sim.pending(), vec!["a"]);
-    assert_eq!(sim.state.latest("a").unwrap().attempt, 2);
+    let retry = sim.state.latest("a").unwrap().clone();
+    assert_eq!(retry.attempt, 2);
+    assert_eq!(retry.status.as_str(), "SCHEDULED");
+    assert_eq!(
+        (retry.callback_after_seconds, retry.dispatch_delay_ms),
+        (10, 10_000)
+    );
+    assert!(retry.dispatch_timer.is_some());
+    assert!(sim.state.timers.is_empty(), "{:?}", sim.state.timers);
     sim.fail("a", "flaky");
-    let failed_at = sim.state.latest("a").unwrap().end_time.unwrap();
-    let second = fire_at(&sim, 1);
-    assert!(
-        (20..=21).contains(&(second - failed_at).num_seconds()),
+    let second = sim.state.latest("a").unwrap().clone();
+    assert_eq!(
+        (second.attempt, second.callback_after_seconds),
+        (3, 20),
         "exponential: 2 × 10 s"
     );
-    sim.fire_timers_due_by(second);
+    assert_ne!(second.dispatch_timer, retry.dispatch_timer);
     sim.fail("a", "flaky");
     assert_eq!(sim.state.status, RunStatus::Failed, "retries exhausted");
+}
+
+#[test]
+fn a_retry_without_back_off_goes_to_its_queue_at_once() {
+    let def = json!({"name": "w", "tasks": [
+        {"name": "a", "taskReferenceName": "a", "type": "SIMPLE",
+         "taskDefinition": {"retryCount": 1, "retryDelaySeconds": 0}}]});
+    let mut sim = Sim::start(def, json!({}));
+    sim.fail("a", "flaky");
+    let retry = sim.state.latest("a").unwrap();
+    assert_eq!((retry.attempt, retry.callback_after_seconds), (2, 0));
+    assert_eq!(retry.dispatch_timer, None);
+}
+
+#[test]
+fn a_sub_workflow_retry_still_waits_out_its_back_off_on_a_timer() {
+    let child = json!({"name": "c", "tasks": [
+        {"name": "x", "taskReferenceName": "x", "type": "SIMPLE"}]});
+    let def = json!({"name": "w", "tasks": [
+        {"name": "s", "taskReferenceName": "s", "type": "SUB_WORKFLOW",
+         "subWorkflowParam": {"name": "c", "workflowDefinition": child},
+         "taskDefinition": {"retryCount": 1, "retryDelaySeconds": 10}}]});
+    let mut sim = Sim::start(def, json!({}));
+    let ended = child_ended(&sim, "s", "FAILED", json!({}));
+    sim.command(&ended);
+    assert_eq!(sim.state.latest("s").unwrap().attempt, 1, "backing off");
+    let due = fire_at(&sim, 0);
+    sim.fire_timers_due_by(due);
+    let retry = sim.state.latest("s").unwrap();
+    assert_eq!((retry.attempt, retry.status.as_str()), (2, "SCHEDULED"));
+    assert_eq!(retry.callback_after_seconds, 0, "its child starts now");
 }
 
 #[test]
@@ -1217,11 +1253,10 @@ fn total_timeout_during_a_retry_back_off_ends_the_retries() {
     let total = sim.state.timers.iter().map(|t| t.fire_at).min().unwrap();
     sim.fire_timers_due_by(total);
     assert_eq!(sim.state.status, RunStatus::TimedOut);
-    assert_eq!(
-        sim.state.latest("a").unwrap().attempt,
-        1,
-        "no second attempt"
-    );
+    // The retry, SCHEDULED waiting out its back-off, timed out there, never handed out.
+    let retry = sim.state.latest("a").unwrap();
+    assert_eq!((retry.attempt, retry.status.as_str()), (2, "TIMED_OUT"));
+    assert_eq!(retry.start_time, None);
     assert!(sim
         .state
         .reason
@@ -1301,13 +1336,14 @@ fn a_join_goes_on_past_an_optional_task_out_of_total_time_during_its_back_off() 
     let mut sim = Sim::start(def, json!({}));
     sim.complete("b", json!({}));
     sim.fail("a", "flaky");
-    assert_eq!(sim.state.latest("a").unwrap().status.as_str(), "FAILED");
+    assert_eq!(sim.state.latest("a").unwrap().status.as_str(), "SCHEDULED");
     let total = sim.state.timers.iter().map(|t| t.fire_at).min().unwrap();
     sim.fire_timers_due_by(total);
+    let retry = sim.state.latest("a").unwrap();
     assert_eq!(
-        sim.state.latest("a").unwrap().attempt,
-        1,
-        "no retry past the total"
+        (retry.attempt, retry.status.as_str()),
+        (2, "TIMED_OUT"),
+        "the waiting retry timed out, no further one"
     );
     assert_eq!(sim.pending(), vec!["after"], "the join completed");
 }

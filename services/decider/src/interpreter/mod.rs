@@ -37,6 +37,17 @@ use weft::messages::{
 use crate::state::{RunState, RunStatus};
 
 /// What the decider concludes from a run's state.
+/// How long a retry waits before its worker may take it: scheduled at once (SCHEDULED,
+/// listed with Conductor's `callbackAfterSeconds`), its message held back by a durable
+/// timer until the delay is over (docs/callbacks.md). Zero for a first attempt.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Backoff {
+    /// The policy's delay in whole seconds, without jitter (`callbackAfterSeconds`).
+    pub seconds: i64,
+    /// The delay with its jitter, in milliseconds: when the message goes to the queue.
+    pub delay_ms: i64,
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub enum Decision {
     /// Publish an activity task to a worker.
@@ -56,6 +67,8 @@ pub enum Decision {
         attempt: i32,
         /// Loop iteration (0 outside DO_WHILE bodies).
         iteration: i32,
+        /// A retry's back-off: when its worker may take it (see [`Backoff`]).
+        backoff: Backoff,
     },
     /// Set a durable timer for a task (a WAIT with `duration` or `until`).
     StartTimer {
@@ -430,6 +443,8 @@ pub fn events_for(decision: Decision, seq: i32, now: DateTime<Utc>) -> Vec<Event
                 input,
                 iteration,
                 output: None,
+                callback_after_seconds: 0,
+                dispatch_delay_ms: 0,
             }),
             Event::ChildWorkflowStarted(ChildWorkflowStarted {
                 task_id,
@@ -465,6 +480,7 @@ pub fn events_for(decision: Decision, seq: i32, now: DateTime<Utc>) -> Vec<Event
             input,
             attempt,
             iteration,
+            backoff,
         } => vec![Event::TaskScheduled(TaskScheduled {
             task_id,
             task_ref,
@@ -475,6 +491,8 @@ pub fn events_for(decision: Decision, seq: i32, now: DateTime<Utc>) -> Vec<Event
             input,
             iteration,
             output: None,
+            callback_after_seconds: backoff.seconds,
+            dispatch_delay_ms: backoff.delay_ms,
         })],
         Decision::StartSystemTask {
             task_id,
@@ -493,6 +511,8 @@ pub fn events_for(decision: Decision, seq: i32, now: DateTime<Utc>) -> Vec<Event
             input,
             iteration,
             output: None,
+            callback_after_seconds: 0,
+            dispatch_delay_ms: 0,
         })],
         Decision::PublishEvent {
             task_id,
@@ -518,6 +538,8 @@ pub fn events_for(decision: Decision, seq: i32, now: DateTime<Utc>) -> Vec<Event
                 input,
                 iteration,
                 output: Some(output),
+                callback_after_seconds: 0,
+                dispatch_delay_ms: 0,
             })]
         }
         Decision::StartRun {
@@ -591,6 +613,8 @@ pub fn events_for(decision: Decision, seq: i32, now: DateTime<Utc>) -> Vec<Event
                 input,
                 iteration,
                 output: None,
+                callback_after_seconds: 0,
+                dispatch_delay_ms: 0,
             }),
             Event::TaskFailed(TaskFailed {
                 error_kind: None,
@@ -624,6 +648,8 @@ pub fn events_for(decision: Decision, seq: i32, now: DateTime<Utc>) -> Vec<Event
                     input,
                     iteration,
                     output: None,
+                    callback_after_seconds: 0,
+                    dispatch_delay_ms: 0,
                 }),
                 Event::TaskCompleted(TaskCompleted {
                     task_id,
@@ -658,6 +684,8 @@ pub fn events_for(decision: Decision, seq: i32, now: DateTime<Utc>) -> Vec<Event
                 input,
                 iteration,
                 output: None,
+                callback_after_seconds: 0,
+                dispatch_delay_ms: 0,
             }),
             Event::TaskSkipped(TaskSkipped {
                 task_id,

@@ -41,6 +41,8 @@ pub struct Policy {
     pub backoff_scale_factor: i64,
     /// Upper bound of any delay (`maxRetryDelaySeconds`; 0 = a day).
     pub max_retry_delay_seconds: i64,
+    /// Upper bound of the random milliseconds added to each delay (`backoffJitterMs`).
+    pub backoff_jitter_ms: i64,
     /// Time an attempt may take from a worker's start (0 = no limit).
     pub timeout_seconds: i64,
     /// Time an attempt may wait for a worker to take it (0 = no limit).
@@ -95,6 +97,7 @@ impl Policy {
             retry_delay_seconds: int("retryDelaySeconds", if defaults { 60 } else { 0 }),
             backoff_scale_factor: int("backoffScaleFactor", 1).max(1),
             max_retry_delay_seconds: int("maxRetryDelaySeconds", 0),
+            backoff_jitter_ms: int("backoffJitterMs", 0).min(MAX_DELAY_SECONDS * 1_000),
             timeout_seconds: int("timeoutSeconds", 0),
             poll_timeout_seconds: int("pollTimeoutSeconds", 0),
             total_timeout_seconds: int("totalTimeoutSeconds", 0),
@@ -142,6 +145,27 @@ impl Policy {
             max => max.min(MAX_DELAY_SECONDS),
         };
         chrono::Duration::seconds(seconds.min(cap))
+    }
+
+    /// The back-off of the retry of `failed`, the attempt `failed_attempt`: the capped
+    /// delay, and that delay plus a jitter in `[0, backoffJitterMs]` (Conductor applies
+    /// the cap first). The jitter is drawn from the failed attempt's id, not from a
+    /// random source: the decision stays a function of the history.
+    pub fn backoff(&self, failed_attempt: i32, failed: uuid::Uuid) -> super::Backoff {
+        let seconds = self.retry_delay(failed_attempt).num_seconds();
+        let jitter = match self.backoff_jitter_ms {
+            0 => 0,
+            max => {
+                let bytes = failed.as_bytes();
+                let mut tail = [0_u8; 8];
+                tail.copy_from_slice(&bytes[8..]);
+                (u64::from_le_bytes(tail) % (max as u64 + 1)) as i64
+            }
+        };
+        super::Backoff {
+            seconds,
+            delay_ms: seconds * 1_000 + jitter,
+        }
     }
 }
 
@@ -198,6 +222,32 @@ mod tests {
             json!({"retryCount": 1, "taskDefinition": {"retryCount": 5}}),
         ));
         assert_eq!(p.retry_count, 1);
+    }
+
+    #[test]
+    fn a_jitter_stays_within_its_bound_and_on_top_of_the_capped_delay() {
+        let p = Policy::of(&task(json!({"taskDefinition": {
+            "retryLogic": "EXPONENTIAL_BACKOFF", "retryDelaySeconds": 2,
+            "maxRetryDelaySeconds": 3, "backoffJitterMs": 2000}})));
+        let mut seen = std::collections::BTreeSet::new();
+        for _ in 0..200 {
+            let b = p.backoff(2, uuid::Uuid::new_v4());
+            assert_eq!(b.seconds, 3, "capped before the jitter");
+            assert!((3_000..=5_000).contains(&b.delay_ms), "{b:?}");
+            seen.insert(b.delay_ms / 500);
+        }
+        assert!(seen.len() > 2, "jitter spreads: {seen:?}");
+        let id = uuid::Uuid::new_v4();
+        assert_eq!(
+            p.backoff(1, id),
+            p.backoff(1, id),
+            "the same for the same attempt"
+        );
+
+        let none = Policy::of(&task(json!({"taskDefinition": {
+            "retryLogic": "FIXED", "retryDelaySeconds": 30, "backoffJitterMs": 0}})));
+        let b = none.backoff(1, uuid::Uuid::new_v4());
+        assert_eq!((b.seconds, b.delay_ms), (30, 30_000));
     }
 
     #[test]

@@ -34,6 +34,7 @@ fn fresh_run_schedules_the_first_task_with_resolved_input() {
             input: json!({"first": "Ada"}),
             attempt: 1,
             iteration: 0,
+            backoff: Default::default(),
         }]
     );
 }

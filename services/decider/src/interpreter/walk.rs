@@ -344,6 +344,7 @@ impl<'a> Walker<'a> {
         // A task canceled at a reset's cut runs again, from its first attempt; one canceled
         // for good (its child run was terminated) does not.
         let latest = latest.filter(|t| t.status != TaskStatus::Canceled || t.canceled_for_good);
+        let mut backoff = super::Backoff::default();
         let attempt = match latest {
             None => 1,
             // A retry in place: one more attempt, at once, whatever the policy says.
@@ -384,19 +385,26 @@ impl<'a> Walker<'a> {
                         && policy.is_retryable(t.error_kind.as_deref()) =>
                 {
                     let delay = policy.retry_delay(t.attempt);
-                    if delay > chrono::Duration::zero() {
-                        let timer_id = Uuid::new_v5(&t.task_id, b"retry");
-                        match self.state.timers.iter().find(|x| x.timer_id == timer_id) {
-                            None => {
-                                return Flow::Waiting(vec![Decision::StartTimer {
-                                    timer_id,
-                                    task_id: t.task_id,
-                                    due: Due::After(delay),
-                                }])
-                            }
-                            Some(x) if !x.fired => return Flow::Waiting(Vec::new()),
-                            Some(_) => {}
+                    let timer_id = Uuid::new_v5(&t.task_id, b"retry");
+                    let timer = self.state.timers.iter().find(|x| x.timer_id == timer_id);
+                    match timer {
+                        // A back-off timer (a child's, or set before retries were
+                        // scheduled at once): the retry comes when it fires.
+                        Some(x) if !x.fired => return Flow::Waiting(Vec::new()),
+                        Some(_) => {}
+                        // A worker's retry is scheduled at once and handed out after
+                        // its back-off, as Conductor's (SCHEDULED, callbackAfterSeconds).
+                        None if kind != TaskType::SubWorkflow => {
+                            backoff = policy.backoff(t.attempt, t.task_id);
                         }
+                        None if delay > chrono::Duration::zero() => {
+                            return Flow::Waiting(vec![Decision::StartTimer {
+                                timer_id,
+                                task_id: t.task_id,
+                                due: Due::After(delay),
+                            }])
+                        }
+                        None => {}
                     }
                     t.attempt + 1
                 }
@@ -445,6 +453,7 @@ impl<'a> Walker<'a> {
             input,
             attempt,
             iteration: self.iteration,
+            backoff,
         }])
     }
 
@@ -476,11 +485,12 @@ impl<'a> Walker<'a> {
             }
         }
         let (seconds, name, from, what): (i64, &[u8], _, _) = match t.start_time {
-            // Not taken by a worker yet: schedule-to-start.
+            // Not taken by a worker yet: schedule-to-start, from when it was handed to
+            // its queue (a retry waits out its back-off first).
             None => (
                 policy.poll_timeout_seconds,
                 b"poll-timeout",
-                t.scheduled_time,
+                t.scheduled_time + chrono::Duration::milliseconds(t.dispatch_delay_ms),
                 "was not taken by a worker within pollTimeoutSeconds",
             ),
             Some(started) => (

@@ -282,6 +282,12 @@ pub const ROUTES: &[RouteRule] = &[
         After("workflow.resume"),
     ),
     rule(
+        "POST",
+        "/api/workflow/{id}/resetcallbacks",
+        OPERATE,
+        After("workflow.reset_callbacks"),
+    ),
+    rule(
         "PUT",
         "/api/workflow/{id}/skiptask/{task_ref}",
         OPERATE,

@@ -30,8 +30,6 @@ const NO_QUEUE_DETAIL: &str = "per-shard queue detail has no counterpart: each t
 const NO_REQUEUE: &str = "tasks never leave their RabbitMQ queue until a worker has \
     taken them, and an attempt whose worker went silent is timed out and retried by the \
     heartbeat service: there is nothing to requeue";
-const NO_CALLBACKS: &str = "callbackAfterSeconds is not offered: an IN_PROGRESS update is a \
-    heartbeat, and the task stays with its worker";
 
 /// Every not-offered endpoint: methods, path, why.
 const NOT_OFFERED: &[(&[&str], &str, &str)] = &[
@@ -127,7 +125,6 @@ const NOT_OFFERED: &[(&[&str], &str, &str)] = &[
         "/api/tasks/queue/requeue/{task_type}",
         NO_REQUEUE,
     ),
-    (&["POST"], "/api/workflow/{id}/resetcallbacks", NO_CALLBACKS),
 ];
 
 /// The not-offered routes.

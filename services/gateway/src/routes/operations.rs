@@ -39,6 +39,7 @@ pub fn routes() -> Router<AppState> {
     Router::new()
         .route("/api/workflow/{id}/pause", put(pause))
         .route("/api/workflow/{id}/resume", put(resume))
+        .route("/api/workflow/{id}/resetcallbacks", post(reset_callbacks))
         .route("/api/workflow/{id}/skiptask/{task_ref}", put(skip))
         .route("/api/workflow/{id}/reset", post(reset))
         .route("/api/workflow/{id}/rerun", post(rerun))
@@ -124,6 +125,17 @@ pub(crate) async fn resume(
 ) -> Result<Response, ApiError> {
     let outcome = operate(&state, &id, false, Command::Resume).await?;
     Ok(answer(outcome, |_| StatusCode::OK.into_response()))
+}
+
+/// `POST /api/workflow/{id}/resetcallbacks`: every worker's task of the run that waits
+/// out a callback (a retry's back-off, a postponement) is handed out at once; 204, or
+/// 409 for a run that has ended (Conductor's).
+async fn reset_callbacks(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    let outcome = operate(&state, &id, false, Command::ResetCallbacks).await?;
+    Ok(answer(outcome, |_| StatusCode::NO_CONTENT.into_response()))
 }
 
 /// `POST /api/workflow/{id}/variables` with a JSON object: merges it into the run's

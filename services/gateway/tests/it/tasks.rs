@@ -307,6 +307,54 @@ async fn failed_results_and_update_v2_reach_the_run_and_hand_out_the_next_task()
 }
 
 #[tokio::test]
+async fn in_progress_with_a_callback_gives_the_task_back_to_the_run() {
+    let env = TestEnv::new().await;
+    let task_name = format!("slow_{}", random_suffix());
+    let mut commands = env.consume_commands();
+    let s = schedule(&env, &task_name).await;
+    let r = env
+        .get(&format!("/api/tasks/poll/{task_name}?workerid=w1"))
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text());
+
+    // A negative delay is refused, naming the field; nothing reaches the run.
+    let mut result = json!({
+        "workflowInstanceId": s.workflow_id,
+        "taskId": s.task_id.to_string(),
+        "status": "IN_PROGRESS",
+        "outputData": {"percent": 10},
+        "workerId": "w1",
+        "callbackAfterSeconds": -1,
+    });
+    let bad = env.post("/api/tasks", &result).await;
+    assert_eq!(
+        bad.error(StatusCode::BAD_REQUEST)["path"],
+        json!("callbackAfterSeconds")
+    );
+
+    // With `extendLease` it stays a heartbeat, callback or not.
+    result["callbackAfterSeconds"] = json!(30);
+    result["extendLease"] = json!(true);
+    let r = env.post("/api/tasks", &result).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text());
+
+    // Without: the task goes back to the run, to be handed out again after 30 s.
+    result["extendLease"] = json!(false);
+    let r = env.post("/api/tasks", &result).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text());
+    match next_command(&mut commands, "ActivityPostponed").await {
+        Command::ActivityPostponed(p) => {
+            assert_eq!((p.task_id, p.run_id, p.attempt), (s.task_id, s.run_id, 1));
+            assert_eq!(p.callback_after_seconds, 30);
+            assert_eq!(p.output, json!({"percent": 10}));
+            assert_eq!(p.worker_id.as_deref(), Some("w1"));
+        }
+        other => panic!("{other:?}"),
+    }
+    finish(env, &task_name).await;
+}
+
+#[tokio::test]
 async fn tasks_of_runs_that_moved_on_are_never_handed_out() {
     let env = TestEnv::new().await;
     let task_name = format!("stale_{}", random_suffix());

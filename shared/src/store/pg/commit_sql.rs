@@ -65,15 +65,16 @@ const PARTS: [(&str, &str); 11] = [
         "task_rows",
         r#"    INSERT INTO tasks (task_id, run_id, workflow_id, task_ref, task_type, task_name, seq,
         iteration, attempt, status, input, output, reason, worker_id, scheduled_time,
-        start_time, end_time, update_time)
+        start_time, end_time, update_time, callback_after_seconds)
     SELECT * FROM UNNEST($34::uuid[], $35::uuid[], $36::text[], $37::text[], $38::text[],
         $39::text[], $40::int[], $41::int[], $42::int[], $43::text[], $44::jsonb[],
         $45::jsonb[], $46::text[], $47::text[], $48::timestamptz[], $49::timestamptz[],
-        $50::timestamptz[], $51::timestamptz[])
+        $50::timestamptz[], $51::timestamptz[], $95::bigint[])
     ON CONFLICT (task_id) DO UPDATE SET status = EXCLUDED.status, output = EXCLUDED.output,
         reason = EXCLUDED.reason, worker_id = EXCLUDED.worker_id,
         start_time = EXCLUDED.start_time, end_time = EXCLUDED.end_time,
-        update_time = EXCLUDED.update_time, attempt = EXCLUDED.attempt
+        update_time = EXCLUDED.update_time, attempt = EXCLUDED.attempt,
+        callback_after_seconds = EXCLUDED.callback_after_seconds
     RETURNING 1
 "#,
     ),
@@ -90,8 +91,10 @@ const PARTS: [(&str, &str); 11] = [
         traceparent)
     SELECT * FROM UNNEST($58::uuid[], $59::text[], $60::uuid[], $61::timestamptz[],
         $62::text[], $63::text[], $64::bytea[], $65::text[])
-    -- A parked command's timer id is derived from the command's: a redelivered one parks once.
-    ON CONFLICT (id) DO NOTHING
+    -- A parked command's timer id is derived from the command's: a redelivered one parks
+    -- once. A task's dispatch timer is set again to make it due sooner (resetcallbacks):
+    -- a timer only ever moves earlier.
+    ON CONFLICT (id) DO UPDATE SET fire_at = LEAST(timers.fire_at, EXCLUDED.fire_at)
     RETURNING 1
 "#,
     ),
@@ -142,9 +145,14 @@ const PARTS: [(&str, &str); 11] = [
         AS x(task_id, attempt, workflow_id, run_id, task_name, task_ref, reply_to, status,
              stop_reason, timeout_seconds, concurrency_limit, rate_limit,
              rate_window_seconds, worker_id)
+    -- SCHEDULED over an open row is an attempt its worker gave back (Conductor's
+    -- callback): free for the next claim, and no longer watched.
     ON CONFLICT (task_id, attempt) DO UPDATE SET status = EXCLUDED.status,
-        stop_reason = EXCLUDED.stop_reason, updated_at = now()
-    WHERE c.status IN ('SCHEDULED', 'RUNNING') AND EXCLUDED.status <> 'SCHEDULED'
+        stop_reason = EXCLUDED.stop_reason, updated_at = now(),
+        worker_id = CASE WHEN EXCLUDED.status = 'SCHEDULED' THEN NULL ELSE c.worker_id END,
+        started_at = CASE WHEN EXCLUDED.status = 'SCHEDULED' THEN NULL ELSE c.started_at END,
+        expires_at = CASE WHEN EXCLUDED.status = 'SCHEDULED' THEN NULL ELSE c.expires_at END
+    WHERE c.status IN ('SCHEDULED', 'RUNNING')
     RETURNING 1
 "#,
     ),

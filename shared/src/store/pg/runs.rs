@@ -202,6 +202,8 @@ impl RunStore for PgStore {
             .bind(col!(st, |s| s.correlation_id.as_deref()))
             // registry rows' eager worker (NULL: claimed by whoever takes it): $94
             .bind(col!(ck, |c| c.worker_id.as_deref()))
+            // tasks' callbacks: $95
+            .bind(col!(tk, |t| t.callback_after_seconds))
             .execute(&self.pool)
             .await;
         match result {

@@ -126,4 +126,16 @@ impl TimerStore for PgStore {
         // NaN.max(0.0) is 0.0; an absurdly far timer saturates instead of panicking.
         Ok(seconds.map(|s| Duration::try_from_secs_f64(s.max(0.0)).unwrap_or(Duration::MAX)))
     }
+
+    /// How many timers hold a message for `exchange`/`routing_key`.
+    async fn delayed_messages(&self, exchange: &str, routing_key: &str) -> Result<u64> {
+        let n: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM timers WHERE exchange = $1 AND routing_key = $2",
+        )
+        .bind(exchange)
+        .bind(routing_key)
+        .fetch_one(&self.pool)
+        .await?;
+        Ok(n.max(0) as u64)
+    }
 }

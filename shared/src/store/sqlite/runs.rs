@@ -158,14 +158,15 @@ fn write_all(tx: &rusqlite::Transaction<'_>, batches: &[&CommitBatch]) -> Result
         let mut upsert = tx.prepare_cached(
             "INSERT INTO tasks (task_id, run_id, workflow_id, task_ref, task_type, task_name,
                  seq, iteration, attempt, status, input, output, reason, worker_id,
-                 scheduled_time, start_time, end_time, update_time)
+                 scheduled_time, start_time, end_time, update_time, callback_after_seconds)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16,
-                 ?17, ?18)
+                 ?17, ?18, ?19)
              ON CONFLICT (task_id) DO UPDATE SET status = excluded.status,
                  output = excluded.output, reason = excluded.reason,
                  worker_id = excluded.worker_id, start_time = excluded.start_time,
                  end_time = excluded.end_time, update_time = excluded.update_time,
-                 attempt = excluded.attempt",
+                 attempt = excluded.attempt,
+                 callback_after_seconds = excluded.callback_after_seconds",
         )?;
         for t in tasks {
             upsert.execute(params![
@@ -186,7 +187,8 @@ fn write_all(tx: &rusqlite::Transaction<'_>, batches: &[&CommitBatch]) -> Result
                 ts(t.scheduled_time),
                 ts_opt(t.start_time),
                 ts_opt(t.end_time),
-                ts(t.update_time)
+                ts(t.update_time),
+                t.callback_after_seconds
             ])?;
         }
     }
@@ -258,9 +260,14 @@ fn write_all(tx: &rusqlite::Transaction<'_>, batches: &[&CommitBatch]) -> Result
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?11, ?12, ?13, ?14, ?15,
                  ?16, ?17)
              ON CONFLICT (task_id, attempt) DO UPDATE SET status = excluded.status,
-                 stop_reason = excluded.stop_reason, updated_at = excluded.updated_at
-             WHERE task_check.status IN ('SCHEDULED', 'RUNNING')
-               AND excluded.status <> 'SCHEDULED'",
+                 stop_reason = excluded.stop_reason, updated_at = excluded.updated_at,
+                 worker_id = CASE WHEN excluded.status = 'SCHEDULED' THEN NULL
+                     ELSE task_check.worker_id END,
+                 started_at = CASE WHEN excluded.status = 'SCHEDULED' THEN NULL
+                     ELSE task_check.started_at END,
+                 expires_at = CASE WHEN excluded.status = 'SCHEDULED' THEN NULL
+                     ELSE task_check.expires_at END
+             WHERE task_check.status IN ('SCHEDULED', 'RUNNING')",
         )?;
         for c in checks {
             // An eager attempt is created RUNNING, claimed for its worker.

@@ -25,12 +25,15 @@ pub(crate) fn insert_sync<T: std::borrow::Borrow<TimerRecord>>(
     }
     let now = ts(Utc::now());
     // A parked command's timer id is derived from the command's: a redelivered one parks
-    // once.
+    // once. A task's dispatch timer is set again to make it due sooner (resetcallbacks):
+    // a timer only ever moves earlier.
     let mut insert = tx.prepare_cached(
         "INSERT INTO timers (id, workflow_id, run_id, fire_at, exchange, routing_key, body,
                              traceparent, created_at)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
-         ON CONFLICT (id) DO NOTHING",
+         ON CONFLICT (id) DO UPDATE SET fire_at = CASE
+             WHEN julianday(excluded.fire_at) < julianday(timers.fire_at)
+             THEN excluded.fire_at ELSE timers.fire_at END",
     )?;
     for t in timers {
         let t = t.borrow();
@@ -84,5 +87,17 @@ impl TimerStore for SqliteStore {
     /// (`ZERO` when it is already due; `None` when there is no timer).
     async fn next_timer_in(&self) -> Result<Option<Duration>> {
         Ok(self.next_timer_at().await?.map(until))
+    }
+
+    /// How many timers hold a message for `exchange`/`routing_key`.
+    async fn delayed_messages(&self, exchange: &str, routing_key: &str) -> Result<u64> {
+        let n: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM timers WHERE exchange = ? AND routing_key = ?",
+        )
+        .bind(exchange)
+        .bind(routing_key)
+        .fetch_one(&self.pool)
+        .await?;
+        Ok(n.max(0) as u64)
     }
 }

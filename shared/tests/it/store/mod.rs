@@ -294,5 +294,6 @@ pub(crate) fn task(run: &RunRecord, task_ref: &str, seq: i32) -> TaskRecord {
         start_time: None,
         end_time: None,
         update_time: now(),
+        callback_after_seconds: 0,
     }
 }

@@ -1,6 +1,7 @@
 //! Conductor's queue reads (`TaskResource`), answered from the broker: how many tasks of
 //! a type wait for a worker (ready messages on `<ns>.activity.<taskType>`; a queue that
-//! does not exist yet holds none).
+//! does not exist yet holds none), plus those waiting out a callback delay in a durable
+//! timer before they go to it.
 //!
 //! - `GET /api/tasks/queue/sizes?taskType=a&taskType=b` → `{"a": 3, "b": 0}`
 //! - `GET /api/tasks/queue/size?taskType=a` → `3`
@@ -32,10 +33,20 @@ fn task_types(query: Option<&str>) -> Result<Vec<String>, ApiError> {
     Ok(types)
 }
 
-/// Ready tasks of `task_type` (0 when its queue does not exist).
+/// Tasks of `task_type` in its queue: the ready ones (0 when the queue does not exist
+/// yet) and those waiting out a callback before they go to it, as Conductor counts a
+/// postponed message.
 async fn size(state: &AppState, task_type: &str) -> u32 {
-    let queue = state.bus.names().activity_queue(task_type);
-    state.bus.message_count(&queue).await.unwrap_or(0)
+    let names = state.bus.names();
+    let queue = names.activity_queue(task_type);
+    let ready = state.bus.message_count(&queue).await.unwrap_or(0);
+    // The activity exchange routes by task name (`HTTP` for HTTP tasks).
+    let delayed = state
+        .store
+        .delayed_messages(&names.activity_exchange(), task_type)
+        .await
+        .unwrap_or(0);
+    ready.saturating_add(u32::try_from(delayed).unwrap_or(u32::MAX))
 }
 
 /// `GET /api/tasks/queue/sizes?taskType=…` (repeated).

@@ -4,7 +4,10 @@
 //! COMPLETED and FAILED (FAILED_WITH_TERMINAL_ERROR: no retry) become the
 //! `ActivityCompleted` / `ActivityFailed` command on the run's shard (a confirmed publish
 //! before the answer); the decider ends the attempt in the registry. IN_PROGRESS is a
-//! heartbeat (it extends the attempt's lease; `outputData` is kept as its progress).
+//! heartbeat (it extends the attempt's lease; `outputData` is kept as its progress) —
+//! unless it names `callbackAfterSeconds` without `extendLease`: then, as Conductor's,
+//! the worker gives the task back (`ActivityPostponed`): SCHEDULED again with that
+//! output, handed out again once the delay is over (docs/callbacks.md).
 //! `logs` go to the task log. A result for a task that is no longer awaited is refused
 //! with 409, never applied twice.
 
@@ -15,7 +18,7 @@ use axum::Json;
 use serde::Deserialize;
 use serde_json::Value;
 use uuid::Uuid;
-use weft::messages::{ActivityCompleted, ActivityFailed, Beat, Command};
+use weft::messages::{ActivityCompleted, ActivityFailed, ActivityPostponed, Beat, Command};
 use weft::Envelope;
 
 use super::logs::{self, LogLine};
@@ -42,14 +45,12 @@ pub struct TaskResult {
     reason_for_incompletion: Option<String>,
     #[serde(default)]
     worker_id: Option<String>,
-    /// IN_PROGRESS with `extendLease`: every IN_PROGRESS extends the lease in Weft.
+    /// IN_PROGRESS with `extendLease`: a heartbeat, whatever else it says.
     #[serde(default)]
-    #[allow(dead_code)]
     extend_lease: Option<bool>,
-    /// Conductor re-queues an IN_PROGRESS task after this delay; Weft keeps the attempt
-    /// with its worker instead (it heartbeats), so the value is accepted and ignored.
+    /// IN_PROGRESS with it (and without `extendLease`): the task goes back to its queue,
+    /// handed out again after this many seconds (0: at once).
     #[serde(default)]
-    #[allow(dead_code)]
     callback_after_seconds: Option<i64>,
     #[serde(default)]
     logs: Option<Vec<LogLine>>,
@@ -58,9 +59,14 @@ pub struct TaskResult {
 /// What a result says happened.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Outcome {
+    /// A heartbeat: the worker keeps the task.
     InProgress,
+    /// The worker gives the task back, to be handed out again after that many seconds.
+    CallBackAfter(i64),
     Completed,
-    Failed { terminal: bool },
+    Failed {
+        terminal: bool,
+    },
 }
 
 impl Outcome {
@@ -82,7 +88,28 @@ impl Outcome {
             )),
         }
     }
+
+    /// The outcome of `result`: its status, where IN_PROGRESS with a callback (and no
+    /// `extendLease`) gives the task back.
+    fn of(result: &TaskResult) -> Result<Self, ApiError> {
+        let outcome = Self::parse(result.status.as_deref())?;
+        if outcome != Self::InProgress || result.extend_lease == Some(true) {
+            return Ok(outcome);
+        }
+        match result.callback_after_seconds {
+            None => Ok(Self::InProgress),
+            Some(seconds) if seconds < 0 => Err(ApiError::invalid(
+                "invalid_field",
+                "callbackAfterSeconds",
+                format!("callbackAfterSeconds {seconds}: must be 0 or more"),
+            )),
+            Some(seconds) => Ok(Self::CallBackAfter(seconds.min(MAX_CALLBACK_SECONDS))),
+        }
+    }
 }
+
+/// The longest callback delay a result may ask for (a year); a longer one is this.
+const MAX_CALLBACK_SECONDS: i64 = 365 * 86_400;
 
 /// `POST /api/tasks`: 200 with the task id as text.
 pub async fn update(
@@ -147,7 +174,7 @@ async fn apply(
     state: &AppState,
     result: TaskResult,
 ) -> Result<(TaskRow, Option<String>), ApiError> {
-    let outcome = Outcome::parse(result.status.as_deref())?;
+    let outcome = Outcome::of(&result)?;
     let raw_id = result
         .task_id
         .filter(|id| !id.is_empty())
@@ -195,7 +222,8 @@ async fn apply(
                 let (id, task_ref) = (row.task.workflow_id.clone(), row.task.task_ref.clone());
                 crate::routes::signal::send(state, &id, task_ref, output).await?;
             }
-            Outcome::InProgress => {}
+            // A system task is not handed out: nothing goes back to a queue.
+            Outcome::InProgress | Outcome::CallBackAfter(_) => {}
             Outcome::Failed { .. } => {
                 return Err(ApiError::invalid(
                     "invalid_status",
@@ -244,7 +272,7 @@ async fn record(
             state.registry.heartbeat(&[beat]).await?;
             Ok(())
         }
-        Outcome::Completed | Outcome::Failed { .. } => {
+        Outcome::CallBackAfter(_) | Outcome::Completed | Outcome::Failed { .. } => {
             publish(state, row, outcome, output, reason, worker).await
         }
     }
@@ -302,6 +330,14 @@ async fn publish(
     let t = &row.task;
     let worker_id = worker.clone().or_else(|| t.worker_id.clone());
     let command = match outcome {
+        Outcome::CallBackAfter(seconds) => Command::ActivityPostponed(ActivityPostponed {
+            task_id: t.task_id,
+            run_id: t.run_id,
+            attempt: t.attempt,
+            output,
+            worker_id,
+            callback_after_seconds: seconds,
+        }),
         Outcome::Failed { terminal } => Command::ActivityFailed(ActivityFailed {
             task_id: t.task_id,
             run_id: t.run_id,

@@ -153,7 +153,7 @@ impl Task {
             seq: t.seq + 1,
             iteration,
             poll_count: i32::from(t.start_time.is_some()),
-            callback_after_seconds: 0,
+            callback_after_seconds: t.callback_after_seconds,
             response_timeout_seconds: 0,
             start_delay_in_seconds: 0,
             scheduled_time: ms(Some(t.scheduled_time)),
