@@ -138,14 +138,22 @@ async fn retries_back_off_on_timers_and_timeouts_end_runs(suite: Suite) {
             ("COMPLETED".to_owned(), 2)
         ]
     );
-    // Exponential back-off: 1 s after the first failure, 2 s after the second; the
-    // retries' scheduled times show it (lower bounds the durable timers guarantee).
+    // Exponential back-off: 1 s after the first failure, 2 s after the second. Each retry
+    // is scheduled at once with its delay as `callbackAfterSeconds` (Conductor's), and
+    // its worker starts it only after the delay (a lower bound the dispatch timer
+    // guarantees).
     let tasks = wf["tasks"].as_array().unwrap();
     for (pair, back_off) in tasks.windows(2).zip([1_000, 2_000]) {
-        let gap = pair[1]["scheduledTime"].as_i64().unwrap() - pair[0]["endTime"].as_i64().unwrap();
+        assert_eq!(
+            pair[1]["callbackAfterSeconds"],
+            back_off / 1_000,
+            "{}",
+            pair[1]
+        );
+        let gap = pair[1]["startTime"].as_i64().unwrap() - pair[0]["endTime"].as_i64().unwrap();
         assert!(
             gap >= back_off,
-            "the retry came {gap} ms after the failure, before its {back_off} ms back-off"
+            "the retry started {gap} ms after the failure, before its {back_off} ms back-off"
         );
     }
 
