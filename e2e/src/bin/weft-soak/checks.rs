@@ -77,7 +77,17 @@ async fn check_hooks(
 ) -> Vec<String> {
     let mut problems = Vec::new();
     if kind.declares_timeout_hooks() {
-        for e in history.iter().filter(|e| e.kind == "TaskTimedOut") {
+        // Only SIMPLE tasks declare the hook (`workload::definitions`): an Http run's HTTP
+        // task that timed out (its worker killed mid-call) has none to fire.
+        let simple: std::collections::HashSet<String> = history
+            .iter()
+            .filter(|e| e.kind == "TaskScheduled" && e.attributes["taskType"] == "SIMPLE")
+            .map(|e| task_id(&e.attributes))
+            .collect();
+        let timed_out = history
+            .iter()
+            .filter(|e| e.kind == "TaskTimedOut" && simple.contains(&task_id(&e.attributes)));
+        for e in timed_out {
             let task = task_id(&e.attributes);
             let key = format!("timeout-hook:{task}");
             effects.hook_checked("onTimeout");
