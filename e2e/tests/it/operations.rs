@@ -21,6 +21,7 @@ crate::on_both_backends!(
     reset_retry_and_restart,
     terminate_racing_completions_never_leaves_a_lying_status,
     a_task_skipped_while_scheduled_never_runs_on_a_worker_that_comes_later,
+    a_bulk_restart_on_the_latest_definitions_runs_each_on_the_newest_version,
 );
 
 /// Rounds of [`a_task_skipped_while_scheduled_never_runs_on_a_worker_that_comes_later`]:
@@ -693,5 +694,59 @@ async fn a_task_skipped_while_scheduled_never_runs_on_a_worker_that_comes_later(
         shutdown.cancel();
         // The next round's task must meet the next round's worker only.
         worker.await.unwrap().unwrap();
+    }
+}
+
+/// `POST /api/workflow/bulk/restart?useLatestDefinitions=true`: each failed run restarts
+/// on the definition's newest version (its added task runs), as a single restart does.
+async fn a_bulk_restart_on_the_latest_definitions_runs_each_on_the_newest_version(suite: Suite) {
+    let client = suite.client();
+    let first = json!({"name": "bl_first", "taskReferenceName": "first", "type": "SIMPLE"});
+    let v1 = json!({"name": "bulk_latest", "version": 1, "tasks": [first]});
+    client.register(&v1).await.unwrap();
+    let ids = [
+        client.start("bulk_latest", json!({"n": 1})).await.unwrap(),
+        client.start("bulk_latest", json!({"n": 2})).await.unwrap(),
+    ];
+    for _ in &ids {
+        let task = crate::http_tasks::poll_one(&suite, "bl_first", "bulk-worker").await;
+        let failed = json!({"taskId": task["taskId"], "status": "FAILED",
+                            "reasonForIncompletion": "broken"});
+        let r = client.post_json("/api/tasks", &failed).await.unwrap();
+        assert_eq!(r.status, 200, "{}", r.text);
+    }
+    for id in &ids {
+        crate::ended(&suite, id, "FAILED").await;
+    }
+
+    let added = json!({"name": "bl_added", "taskReferenceName": "added", "type": "SIMPLE"});
+    let v2 = json!({"name": "bulk_latest", "version": 2, "tasks": [first, added]});
+    client.register(&v2).await.unwrap();
+    let r = client
+        .post_json(
+            "/api/workflow/bulk/restart?useLatestDefinitions=true",
+            &json!(ids),
+        )
+        .await
+        .unwrap();
+    assert_eq!(r.status, 200, "{}", r.text);
+    let answer = r.json.unwrap_or_default();
+    assert_eq!(answer["bulkErrorResults"], json!({}), "{answer}");
+    assert_eq!(
+        answer["bulkSuccessfulResults"].as_array().map(Vec::len),
+        Some(2)
+    );
+
+    for name in ["bl_first", "bl_added"] {
+        for _ in &ids {
+            let task = crate::http_tasks::poll_one(&suite, name, "bulk-worker").await;
+            let done = json!({"taskId": task["taskId"], "status": "COMPLETED"});
+            let r = client.post_json("/api/tasks", &done).await.unwrap();
+            assert_eq!(r.status, 200, "{}", r.text);
+        }
+    }
+    for id in &ids {
+        let wf = crate::ended(&suite, id, "COMPLETED").await;
+        assert_eq!(wf["workflowVersion"], 2, "{}", wf["workflowVersion"]);
     }
 }

@@ -63,6 +63,31 @@ async fn wrong_shapes_are_400_naming_the_field() {
 }
 
 #[tokio::test]
+async fn malformed_operation_flags_are_400_naming_the_parameter() {
+    let env = TestEnv::new().await;
+    for (uri, parameter) in [
+        (
+            "/api/workflow/some-run/retry?resumeSubworkflowTasks=maybe",
+            "resumeSubworkflowTasks",
+        ),
+        (
+            "/api/workflow/some-run/restart?useLatestDefinitions=2",
+            "useLatestDefinitions",
+        ),
+        (
+            "/api/workflow/bulk/restart?useLatestDefinitions=yes",
+            "useLatestDefinitions",
+        ),
+    ] {
+        let r = env.post(uri, &json!(["some-run"])).await;
+        let body = r.error(StatusCode::BAD_REQUEST);
+        let said = format!("{} {}", body["path"], body["message"]);
+        assert!(said.contains(parameter), "{uri}: {body}");
+    }
+    env.finish().await;
+}
+
+#[tokio::test]
 async fn oversize_body_is_413_json() {
     let env = TestEnv::with_max_body(1024).await;
     let mut def = simple_def("big", 1);
