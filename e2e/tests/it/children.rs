@@ -8,6 +8,7 @@ crate::on_both_backends!(
     dynamic_forks_run_what_the_input_lists,
     sub_workflows_run_as_child_runs_and_report_back,
     a_group_of_children_succeeds_or_fails_by_its_success_percent,
+    a_sub_workflow_named_by_an_earlier_task_runs_the_registered_definition,
 );
 
 async fn dynamic_forks_run_what_the_input_lists(suite: Suite) {
@@ -229,4 +230,53 @@ async fn a_group_of_children_succeeds_or_fails_by_its_success_percent(suite: Sui
         reason.contains("6 of 10") && reason.contains("successPercent"),
         "{reason}"
     );
+}
+
+/// A SUB_WORKFLOW whose name an earlier task's output gives (Conductor resolves
+/// `subWorkflowParam` when it schedules the task): the registered definition, read then
+/// with its task definitions, runs as the child; a name that is not registered fails the
+/// task for good, and the run, saying so.
+async fn a_sub_workflow_named_by_an_earlier_task_runs_the_registered_definition(suite: Suite) {
+    let client = suite.client();
+    let taskdef = json!([{"name": "late_kid_step", "retryCount": 0, "ownerEmail": "e2e@weft.dev"}]);
+    client.register_taskdefs(&taskdef).await.unwrap();
+    client
+        .register(&json!({"name": "late_kid", "version": 1, "tasks": [
+            {"name": "late_kid_step", "taskReferenceName": "step", "type": "SIMPLE"}],
+         "outputParameters": {"said": "${step.output.said}"}}))
+        .await
+        .unwrap();
+    client
+        .register(&json!({"name": "late_parent", "version": 1, "tasks": [
+            {"name": "late_pick", "taskReferenceName": "pick", "type": "SIMPLE"},
+            {"name": "late_child", "taskReferenceName": "child", "type": "SUB_WORKFLOW",
+             "subWorkflowParam": {"name": "${pick.output.flow}"}}],
+         "outputParameters": {"said": "${child.output.said}"}}))
+        .await
+        .unwrap();
+
+    let id = client.start("late_parent", json!({})).await.unwrap();
+    let pick = crate::http_tasks::poll_one(&suite, "late_pick", "late-worker").await;
+    complete(&suite, pick, json!({"flow": "late_kid"})).await;
+    let step = crate::http_tasks::poll_one(&suite, "late_kid_step", "late-worker").await;
+    complete(&suite, step, json!({"said": "hi"})).await;
+    let wf = crate::ended(&suite, &id, "COMPLETED").await;
+    assert_eq!(wf["output"], json!({"said": "hi"}), "{wf}");
+
+    let id = client.start("late_parent", json!({})).await.unwrap();
+    let pick = crate::http_tasks::poll_one(&suite, "late_pick", "late-worker").await;
+    complete(&suite, pick, json!({"flow": "no_such_flow"})).await;
+    let wf = crate::ended(&suite, &id, "FAILED").await;
+    let reason = wf["reasonForIncompletion"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains("workflow definition no_such_flow not found"),
+        "{wf}"
+    );
+}
+
+/// `POST /api/tasks`: `task` COMPLETED with `output`.
+async fn complete(suite: &Suite, task: Value, output: Value) {
+    let done = json!({"taskId": task["taskId"], "status": "COMPLETED", "outputData": output});
+    let r = suite.client().post_json("/api/tasks", &done).await.unwrap();
+    assert_eq!(r.status, 200, "{}", r.text);
 }

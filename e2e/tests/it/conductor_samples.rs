@@ -142,12 +142,12 @@ const OUTCOMES: [(&str, &str, &str); 39] = [
         "https",
     ),
     ("kitchensink.json", "404", "sub_flow_1"),
-    // The sub-workflow's name is an input expression, resolved from the run's input at
-    // start: this input has none, so the task fails when reached, saying so.
+    // The sub-workflow's name is an input expression, resolved when the task is
+    // scheduled: this input has none, so the task fails when reached, saying so.
     (
         "nested_fork_join_swf.json",
         "FAILED",
-        "\"${workflow.input.subwf}\" was not resolved when the run started",
+        "subWorkflowParam.name names no workflow",
     ),
     (
         "rate_limited_simple_task_workflow_integration_test.json",

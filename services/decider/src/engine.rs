@@ -13,6 +13,7 @@ use tracing::Instrument as _;
 use chrono::Utc;
 use uuid::Uuid;
 use weft::bus::{Bus, Delivery, Disposition, ExchangeKind};
+use weft::dsl::taskdef::{self, TaskDef};
 use weft::dsl::TaskType;
 use weft::event_location::EventLocation;
 use weft::messages::{
@@ -31,7 +32,7 @@ use weft::{Envelope, Error};
 
 use crate::apply::{apply_command, Applied, ResetPlan};
 use crate::committer::{Committer, PublishedEarly};
-use crate::interpreter::{decide, events_for, Decision};
+use crate::interpreter::{decide, events_for, ChildDefinition, Decision};
 use crate::metrics::DeciderMetrics;
 use crate::spare_offers::{Eager, SpareOffers};
 use crate::state::{RunState, RunStatus};
@@ -962,6 +963,19 @@ impl Shard {
             ..
         } = &decision
         {
+            let registered;
+            let definition = match definition {
+                ChildDefinition::Frozen(frozen) => &**frozen,
+                ChildDefinition::Registered { name, version } => {
+                    match self.registered_child(name, *version).await? {
+                        Ok(found) => {
+                            registered = found;
+                            &registered
+                        }
+                        Err(why) => return Ok(child_refused(decision, &w.state, why)),
+                    }
+                }
+            };
             let (message, start) =
                 self.child_start(&w.state, *task_id, child_workflow_id, definition, input)?;
             w.outbox.push(message);
@@ -1245,6 +1259,46 @@ impl Shard {
     }
 
     /// The `StartWorkflow` command of a SUB_WORKFLOW's child, to the child's shard.
+    /// The registered definition `name` (`version`, else the latest) as a child run
+    /// named when its task is scheduled runs it: checked, with the task definitions
+    /// registered now frozen in (its own children are resolved when they are scheduled).
+    /// `Ok(Err(why))` when there is no such definition to run; `Err` when the store
+    /// cannot say (the batch is applied again later).
+    async fn registered_child(
+        &self,
+        name: &str,
+        version: Option<i32>,
+    ) -> Result<Result<weft::dsl::WorkflowDef, String>, Error> {
+        let named = match version {
+            Some(v) => format!("workflow definition {name} version {v}"),
+            None => format!("workflow definition {name}"),
+        };
+        let Some(stored) = self.store.get_definition(name, version).await? else {
+            return Ok(Err(format!("{named} not found")));
+        };
+        let mut definition = match weft::dsl::parse_definition(&stored.definition)
+            .and_then(|d| weft::dsl::validate::check_executable(&d).map(|()| d))
+        {
+            Ok(d) => d,
+            Err(e) => return Ok(Err(format!("{named} cannot run: {e}"))),
+        };
+        let names: Vec<String> = taskdef::task_def_names(&definition.tasks)
+            .into_iter()
+            .collect();
+        if !names.is_empty() {
+            let mut registered = HashMap::new();
+            for stored in self.store.get_task_defs(&names).await? {
+                // Through the model, so the frozen copy has every policy field.
+                let Ok(parsed) = serde_json::from_value::<TaskDef>(stored.definition) else {
+                    continue;
+                };
+                registered.insert(stored.name, serde_json::to_value(&parsed)?);
+            }
+            taskdef::freeze_task_defs(&mut definition.tasks, &registered);
+        }
+        Ok(Ok(definition))
+    }
+
     fn child_start(
         &self,
         parent: &RunState,
@@ -1634,6 +1688,29 @@ fn attempt_end(
         T::TimedOut => (AttemptStatus::TimedOut, failure.map(str::to_owned)),
         T::Canceled | T::Skipped => (AttemptStatus::Stopped, Some(stop_reason.to_owned())),
     })
+}
+
+/// The events of a SUB_WORKFLOW task whose child has no definition to run (`why`): the
+/// task is scheduled and fails at once, for good, as Conductor's mapper fails it.
+fn child_refused(decision: Decision, state: &RunState, why: String) -> Vec<Event> {
+    let Decision::StartChild {
+        task_id, task_ref, ..
+    } = &decision
+    else {
+        return Vec::new();
+    };
+    let failed = Decision::FailStartedTask {
+        task_id: *task_id,
+        task_ref: task_ref.clone(),
+        reason: why,
+        terminal: true,
+    };
+    let seq = state.tasks.len() as i32;
+    // The task's scheduling, without the child it would have started.
+    let mut events = events_for(decision, seq, Utc::now());
+    events.truncate(1);
+    events.extend(events_for(failed, seq, Utc::now()));
+    events
 }
 
 /// The task an applied event hands back to its queue, and whether its worker gave it

@@ -31,7 +31,7 @@ impl Sim {
         sim
     }
 
-    fn append(&mut self, event: Event) {
+    pub fn append(&mut self, event: Event) {
         let stored = StoredEvent {
             run_id: self.state.run_id,
             event_id: self.state.version + 1,

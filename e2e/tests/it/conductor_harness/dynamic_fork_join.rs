@@ -335,8 +335,5 @@ super::harness_features!(
     test_dynamic_fork_join_empty_output,
     test_dynamic_fork_join_fail_when_task_input_is_invalid,
     test_dynamic_fork_join_return_failed_workflow_when_start_with_invalid_input,
-);
-
-super::failing_harness_features!(
-    retry_a_failed_dynamic_fork_join_workflow_with_forked_subworkflow: "a dynamic fork's SUB_WORKFLOW branch named at run time has no definition: Weft freezes child definitions at start",
+    retry_a_failed_dynamic_fork_join_workflow_with_forked_subworkflow,
 );

@@ -24,29 +24,6 @@ macro_rules! harness_features {
 }
 use harness_features;
 
-/// Features that fail on Weft today, each with why (docs/conductor-harness.md has the
-/// row): compiled and kept as they are, ignored by a plain run, run with
-/// `cargo test -p weft-e2e --test it conductor_harness -- --ignored`. The work that makes
-/// one pass starts from its failing test, and moves it to [`harness_features`].
-macro_rules! failing_harness_features {
-    ($($feature:ident: $why:literal),* $(,)?) => {$(
-        mod $feature {
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            #[ignore = $why]
-            async fn on_services() {
-                super::$feature(weft_e2e::Backend::Services).await;
-            }
-
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            #[ignore = $why]
-            async fn on_weft_dev() {
-                super::$feature(weft_e2e::Backend::Dev).await;
-            }
-        }
-    )*};
-}
-use failing_harness_features;
-
 mod decision;
 mod do_while;
 mod dynamic_fork_join;

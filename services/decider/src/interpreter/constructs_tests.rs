@@ -1050,13 +1050,22 @@ fn a_terminated_child_cancels_its_task_and_terminates_its_parent_as_conductors_d
 }
 
 #[test]
-fn sub_workflow_without_a_resolved_definition_fails_clearly() {
+fn a_sub_workflow_not_frozen_at_start_names_the_latest_registered_definition() {
+    use crate::interpreter::{decide, ChildDefinition, Decision};
     let def = json!({"name": "parent", "tasks": [
         {"name": "child", "taskReferenceName": "child", "type": "SUB_WORKFLOW",
          "subWorkflowParam": {"name": "kid"}}]});
-    let sim = Sim::start(def, json!({}));
-    assert_eq!(sim.state.status, RunStatus::Failed);
-    assert!(sim.state.reason.clone().unwrap().contains("not resolved"));
+    let h = crate::history_builder::HistoryBuilder::started(def, json!({}));
+    match decide(&h.state()).as_slice() {
+        [Decision::StartChild { definition, .. }] => assert_eq!(
+            definition,
+            &ChildDefinition::Registered {
+                name: "kid".into(),
+                version: None
+            }
+        ),
+        other => panic!("{other:?}"),
+    }
 }
 
 fn items_loop() -> serde_json::Value {
@@ -1587,4 +1596,50 @@ fn a_retry_does_not_grant_a_loop_iteration_the_walk_has_left() {
     assert_eq!(retried.state.status, RunStatus::Failed);
     let reason = retried.state.reason.clone().unwrap_or_default();
     assert!(reason.contains("'first'"), "{reason}");
+}
+
+#[test]
+fn a_sub_workflow_named_at_run_time_names_the_registered_definition_to_start() {
+    use crate::interpreter::{decide, ChildDefinition, Decision};
+    let def = json!({"name": "w", "tasks": [
+        simple("pick"),
+        {"name": "child", "taskReferenceName": "child", "type": "SUB_WORKFLOW",
+         "subWorkflowParam": {"name": "${pick.output.flow}", "version": "${pick.output.v}"}}]});
+    let mut sim = Sim::start(def, json!({}));
+    let pick = sim.state.latest("pick").unwrap().task_id;
+    sim.append(weft::messages::Event::TaskCompleted(
+        weft::messages::TaskCompleted {
+            task_id: pick,
+            task_ref: "pick".into(),
+            output: json!({"flow": "billing", "v": 3}),
+            worker_id: None,
+            started_at: None,
+            errors: None,
+        },
+    ));
+    let decisions = decide(&sim.state);
+    match decisions.as_slice() {
+        [Decision::StartChild { definition, .. }] => assert_eq!(
+            definition,
+            &ChildDefinition::Registered {
+                name: "billing".into(),
+                version: Some(3)
+            }
+        ),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_sub_workflow_whose_name_resolves_to_nothing_fails_the_run_saying_so() {
+    let def = json!({"name": "w", "tasks": [
+        {"name": "child", "taskReferenceName": "child", "type": "SUB_WORKFLOW",
+         "subWorkflowParam": {"name": "${workflow.input.flow}"}}]});
+    let sim = Sim::start(def, json!({}));
+    assert_eq!(sim.state.status, RunStatus::Failed);
+    let reason = sim.state.reason.clone().unwrap_or_default();
+    assert!(
+        reason.contains("subWorkflowParam.name names no workflow"),
+        "{reason}"
+    );
 }

@@ -96,14 +96,21 @@ impl Walker<'_> {
         let mut branches: Vec<WorkflowTask> = if let Some(child) =
             input["forkTaskWorkflow"].as_str()
         {
-            // A group of child runs: the definition was frozen at start.
-            let definition = task
+            // A group of child runs: the definition frozen at start, or, named only now,
+            // the registered one, read when each child is started.
+            let mut param = json!({"name": child});
+            match task
                 .extra
                 .get("forkTaskWorkflowDefinition")
                 .filter(|d| d.is_object())
-                .ok_or_else(|| {
-                    format!("child definition {child:?} was not resolved when the run started")
-                })?;
+            {
+                Some(definition) => param["workflowDefinition"] = definition.clone(),
+                None => {
+                    if let Some(version) = input.get("forkTaskWorkflowVersion") {
+                        param["version"] = version.clone();
+                    }
+                }
+            }
             let inputs = input["forkTaskInputs"]
                 .as_array()
                 .ok_or("inputParameters.forkTaskInputs must be a list of inputs")?;
@@ -114,7 +121,7 @@ impl Walker<'_> {
                     serde_json::from_value(json!({
                         "name": child, "taskReferenceName": format!("{child}_{i}"),
                         "type": "SUB_WORKFLOW", "inputParameters": one,
-                        "subWorkflowParam": {"name": child, "workflowDefinition": definition}}))
+                        "subWorkflowParam": param}))
                     .map_err(|e| format!("forkTaskInputs[{i}]: {e}"))
                 })
                 .collect::<Result<_, _>>()?

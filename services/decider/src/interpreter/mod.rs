@@ -37,6 +37,22 @@ use weft::messages::{
 use crate::state::{RunState, RunStatus};
 
 /// What the decider concludes from a run's state.
+/// The definition a SUB_WORKFLOW task's child run starts with.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ChildDefinition {
+    /// Frozen into the parent's definition when the parent started.
+    Frozen(Box<weft::dsl::WorkflowDef>),
+    /// A registered definition named only when the task is scheduled (a dynamic fork's
+    /// branch, a name read from an earlier task's output): the engine reads it then, as
+    /// Conductor resolves `subWorkflowParam` when it schedules the task.
+    Registered {
+        /// Its name.
+        name: String,
+        /// Its version; the latest when `None`.
+        version: Option<i32>,
+    },
+}
+
 /// How long a retry waits before its worker may take it: scheduled at once (SCHEDULED,
 /// listed with Conductor's `callbackAfterSeconds`), its message held back by a durable
 /// timer until the delay is over (docs/callbacks.md). Zero for a first attempt.
@@ -95,8 +111,8 @@ pub enum Decision {
         iteration: i32,
         /// The child's workflow id (name-based on the task, so replay yields the same).
         child_workflow_id: String,
-        /// The child's definition, frozen in the parent's.
-        definition: Box<weft::dsl::WorkflowDef>,
+        /// The child's definition.
+        definition: ChildDefinition,
     },
     /// An activity attempt ran out of time.
     TimeOutTask {

@@ -6,7 +6,7 @@ use weft::dsl::{expr, TaskType, WorkflowTask};
 
 use super::policy::{Policy, TimeoutPolicy};
 use super::waiting::Due;
-use super::{branch, Decision};
+use super::{branch, ChildDefinition, Decision};
 use crate::state::{RunState, TaskState, TaskStatus};
 
 /// Where a task's deadline stands.
@@ -431,19 +431,28 @@ impl<'a> Walker<'a> {
         let task_id = self.task_id(task, attempt);
         let input = self.input(task, attempt);
         if kind == TaskType::SubWorkflow {
-            return match child_definition(task) {
-                Ok(definition) => Flow::Waiting(vec![Decision::StartChild {
-                    task_id,
-                    task_ref: task.task_reference_name.clone(),
-                    task_name: task.name.clone(),
-                    input,
-                    attempt,
-                    iteration: self.iteration,
-                    child_workflow_id: Uuid::new_v5(&task_id, b"child").to_string(),
-                    definition: Box::new(definition),
-                }]),
-                Err(why) => fail(task, format!("task {:?}: {why}", task.task_reference_name)),
+            let definition = match child_definition(task) {
+                Ok(Some(definition)) => ChildDefinition::Frozen(Box::new(definition)),
+                Ok(None) => match self.registered_child(task, attempt) {
+                    Ok(registered) => registered,
+                    Err(why) => {
+                        return fail(task, format!("task {:?}: {why}", task.task_reference_name))
+                    }
+                },
+                Err(why) => {
+                    return fail(task, format!("task {:?}: {why}", task.task_reference_name))
+                }
             };
+            return Flow::Waiting(vec![Decision::StartChild {
+                task_id,
+                task_ref: task.task_reference_name.clone(),
+                task_name: task.name.clone(),
+                input,
+                attempt,
+                iteration: self.iteration,
+                child_workflow_id: Uuid::new_v5(&task_id, b"child").to_string(),
+                definition,
+            }]);
         }
         Flow::Waiting(vec![Decision::ScheduleTask {
             task_id,
@@ -903,6 +912,43 @@ impl<'a> Walker<'a> {
         expr::resolve(&Value::Object(task.input_parameters.clone()), &context)
     }
 
+    /// A SUB_WORKFLOW task whose child definition was not frozen at the run's start (a
+    /// dynamic fork's branch, a name an earlier task's output gives): its
+    /// `subWorkflowParam` resolved now, as Conductor does when it schedules the task,
+    /// naming the registered definition the engine reads.
+    fn registered_child(
+        &self,
+        task: &WorkflowTask,
+        attempt: i32,
+    ) -> Result<ChildDefinition, String> {
+        let param = task
+            .extra
+            .get("subWorkflowParam")
+            .filter(|p| p.is_object())
+            .ok_or("subWorkflowParam is missing")?;
+        let param = expr::resolve(param, &self.context(task, attempt));
+        let name = param
+            .get("name")
+            .and_then(Value::as_str)
+            .map(str::trim)
+            .filter(|n| !n.is_empty() && !n.contains("${"))
+            .ok_or_else(|| format!("subWorkflowParam.name names no workflow: {}", param["name"]))?;
+        let version = match param.get("version") {
+            None | Some(Value::Null) => None,
+            Some(v) => Some(
+                v.as_i64()
+                    .or_else(|| v.as_str().and_then(|s| s.trim().parse().ok()))
+                    .and_then(|n| i32::try_from(n).ok())
+                    .filter(|n| *n > 0)
+                    .ok_or_else(|| format!("subWorkflowParam.version {v} is not a version"))?,
+            ),
+        };
+        Ok(ChildDefinition::Registered {
+            name: name.to_owned(),
+            version,
+        })
+    }
+
     /// What the task's expressions read: the run, `CPEWF_TASK_ID`, and the loop it is in.
     pub(super) fn context(&self, task: &WorkflowTask, attempt: i32) -> Value {
         self.context_of(task, attempt, None)
@@ -947,20 +993,17 @@ pub(crate) fn task_id_for(state: &RunState, task_ref: &str, attempt: i32) -> Uui
 
 /// A SUB_WORKFLOW's child definition: `subWorkflowParam.workflowDefinition`, written
 /// inline or embedded by the gateway at start from the registered definition.
-fn child_definition(task: &WorkflowTask) -> Result<weft::dsl::WorkflowDef, String> {
-    let param = task.extra.get("subWorkflowParam");
-    let inline = param
+fn child_definition(task: &WorkflowTask) -> Result<Option<weft::dsl::WorkflowDef>, String> {
+    let inline = task
+        .extra
+        .get("subWorkflowParam")
         .and_then(|p| p.get("workflowDefinition"))
         .filter(|d| d.is_object());
     match inline {
-        Some(def) => weft::dsl::parse_definition(def).map_err(|e| format!("child definition: {e}")),
-        None => Err(format!(
-            "child definition {:?} was not resolved when the run started",
-            param
-                .and_then(|p| p.get("name"))
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-        )),
+        Some(def) => weft::dsl::parse_definition(def)
+            .map(Some)
+            .map_err(|e| format!("child definition: {e}")),
+        None => Ok(None),
     }
 }
 

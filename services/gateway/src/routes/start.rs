@@ -353,7 +353,11 @@ fn embed_children<'a>(
             // the task; Weft freezes children at start, so one the run's input names is
             // resolved then, per start (`freeze_input_named_children`), at any depth where
             // the child's input is known then (`known_child_input`); one named by anything
-            // else stays unresolved, and the task fails when reached, saying so.
+            // else (an earlier task's output) is left to the decider, which reads the
+            // registered definition when it schedules the task.
+            if name.contains("${") && input_key(&name).is_none() {
+                continue;
+            }
             if let Some(key) = input_key(&name) {
                 let Some(named) = input
                     .and_then(|i| i.get(key))
