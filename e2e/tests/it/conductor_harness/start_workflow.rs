@@ -55,6 +55,32 @@ async fn start_another_workflow_using_workflow_definition(backend: Backend) {
     start_another_workflow(backend, json!({"startWorkflow": start})).await;
 }
 
+/// The `where:` row "name and version with external input": the starter's input is
+/// read from Conductor's external payload storage (`workflowInputPath`, uploaded by the
+/// spec's setup). Weft has none (docs/conductor.md): the start is refused, naming the
+/// field, and nothing runs.
+async fn start_another_workflow_using_name_and_version_with_external_input(backend: Backend) {
+    let suite = setup(backend, &FILES).await;
+    let request = json!({"name": WORKFLOW_THAT_STARTS_ANOTHER_WORKFLOW, "version": 1,
+                         "correlationId": weft::ids::new_id().to_string(),
+                         "externalInputPayloadStoragePath": "5f3c.json"});
+    let r = suite
+        .client()
+        .post_json("/api/workflow", &request)
+        .await
+        .unwrap();
+    assert_eq!(r.status, 400, "{}", r.text);
+    let body = r.json.unwrap_or_default();
+    assert_eq!(body["path"], "externalInputPayloadStoragePath", "{body}");
+    let search = format!("/api/workflow/running/{WORKFLOW_THAT_STARTS_ANOTHER_WORKFLOW}");
+    let running = suite
+        .client()
+        .raw(reqwest::Method::GET, &search, None)
+        .await
+        .unwrap();
+    assert_eq!(running.json, Some(json!([])), "{}", running.text);
+}
+
 async fn start_workflow_does_not_conform_to_start_workflow_request(backend: Backend) {
     let suite = setup(backend, &FILES).await;
     let input = json!({"start_workflow": {"param1": "value1", "param2": "value2"}});
@@ -70,5 +96,6 @@ async fn start_workflow_does_not_conform_to_start_workflow_request(backend: Back
 super::harness_features!(
     start_another_workflow_using_name_and_version,
     start_another_workflow_using_workflow_definition,
+    start_another_workflow_using_name_and_version_with_external_input,
     start_workflow_does_not_conform_to_start_workflow_request,
 );

@@ -10,7 +10,7 @@ const RATE_LIMITED_SIMPLE_TASK_WORKFLOW: &str = "test_rate_limit_simple_task_wor
 const CONCURRENCY_EXECUTION_LIMITED_WORKFLOW: &str = "test_concurrency_limits_workflow";
 // As the spec's setup, but for `rate_limited_system_task_workflow_integration_test.json`:
 // its USER_TASK is a task type the harness defines in its own test code, which Weft
-// refuses at registration (docs/conductor-harness.md).
+// refuses at registration (below, and docs/conductor-harness.md).
 const FILES: [&str; 2] = [
     "rate_limited_simple_task_workflow_integration_test.json",
     "concurrency_limited_task_workflow_integration_test.json",
@@ -24,6 +24,27 @@ async fn poll(suite: &weft_e2e::Suite, task_type: &str, worker: &str) -> Option<
         204 => None,
         other => panic!("poll answered {other}: {}", r.text),
     }
+}
+
+/// "Verify that the rate limiting for system tasks is honored" runs a USER_TASK, a system
+/// task the harness implements in its own Java code (`UserTask`): no Conductor server
+/// knows it without that code. Weft refuses the definition at registration with a 400
+/// naming the task type, rather than running a task nothing can execute.
+async fn verify_that_the_rate_limiting_for_system_tasks_is_honored(backend: Backend) {
+    let suite = setup(backend, &FILES).await;
+    let def = super::definition("rate_limited_system_task_workflow_integration_test.json");
+    let r = suite
+        .client()
+        .post_json("/api/metadata/workflow", &def)
+        .await
+        .unwrap();
+    assert_eq!(r.status, 400, "{}", r.text);
+    assert!(r.text.contains("USER_TASK"), "{}", r.text);
+    let r = suite
+        .client()
+        .start_request(&json!({"name": "test_rate_limit_system_task_workflow", "version": 1}))
+        .await;
+    assert!(r.is_err(), "a run started: {r:?}");
 }
 
 async fn verify_that_the_rate_limiting_for_simple_tasks_is_honored(backend: Backend) {
@@ -80,6 +101,7 @@ async fn verify_that_concurrency_limited_tasks_are_honored_during_workflow_execu
 }
 
 super::harness_features!(
+    verify_that_the_rate_limiting_for_system_tasks_is_honored,
     verify_that_the_rate_limiting_for_simple_tasks_is_honored,
     verify_that_concurrency_limited_tasks_are_honored_during_workflow_execution,
 );

@@ -82,6 +82,18 @@ impl StartRequest {
             Some(Value::Object(input)) => input,
             Some(_) => return Err(invalid("input", "must be a JSON object")),
         };
+        // Conductor reads such an input from its external payload storage; Weft has
+        // none (payloads are stored inline), and starting without the input would run
+        // the workflow on nothing.
+        if let Some(Value::String(path)) = map.get("externalInputPayloadStoragePath") {
+            if !path.is_empty() {
+                return Err(invalid(
+                    "externalInputPayloadStoragePath",
+                    "Weft has no external payload storage: send the workflow input inline, \
+                     as `input`",
+                ));
+            }
+        }
         let workflow_def = match map.remove("workflowDef") {
             None | Some(Value::Null) => None,
             Some(def @ Value::Object(_)) => Some(def),

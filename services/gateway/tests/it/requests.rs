@@ -44,6 +44,10 @@ async fn wrong_shapes_are_400_naming_the_field() {
             "correlationId",
         ),
         (json!({"input": {}}), "name"),
+        (
+            json!({"name": "shape", "externalInputPayloadStoragePath": "in.json"}),
+            "externalInputPayloadStoragePath",
+        ),
     ] {
         let body = env
             .post("/api/workflow", &request)
