@@ -1258,7 +1258,6 @@ impl Shard {
             .map_err(|e| format!("startWorkflow: {name:?} cannot run: {}", e.message)))
     }
 
-    /// The `StartWorkflow` command of a SUB_WORKFLOW's child, to the child's shard.
     /// The registered definition `name` (`version`, else the latest) as a child run
     /// named when its task is scheduled runs it: checked, with the task definitions
     /// registered now frozen in (its own children are resolved when they are scheduled).
@@ -1299,6 +1298,7 @@ impl Shard {
         Ok(Ok(definition))
     }
 
+    /// The `StartWorkflow` command of a SUB_WORKFLOW's child, to the child's shard.
     fn child_start(
         &self,
         parent: &RunState,

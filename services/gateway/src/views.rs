@@ -70,6 +70,11 @@ pub struct Task {
     /// The attempt this one retries.
     #[serde(skip_serializing_if = "Option::is_none")]
     retried_task_id: Option<Uuid>,
+    /// Conductor's `workflowTask`: the task's node in the run's definition, as the run
+    /// started with it (absent for a task the definition does not hold: a dynamic
+    /// fork's branch, a task type resolved at run time).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    workflow_task: Option<Value>,
 }
 
 /// Conductor's `WorkflowStatus`, plus Weft's `subStatus`.
@@ -213,11 +218,44 @@ impl Task {
             sub_workflow_id,
             retried: false,
             retried_task_id: None,
+            workflow_task: None,
         }
     }
 }
 
+/// The node of `definition` (a workflow definition's JSON) whose `taskReferenceName` is
+/// `task_ref`, searched through every branch, case and loop body.
+fn definition_node<'a>(definition: &'a Value, task_ref: &str) -> Option<&'a Value> {
+    fn search<'a>(tasks: &'a Value, task_ref: &str) -> Option<&'a Value> {
+        tasks.as_array()?.iter().find_map(|task| {
+            if task["taskReferenceName"] == task_ref {
+                return Some(task);
+            }
+            let nested = task["decisionCases"]
+                .as_object()
+                .into_iter()
+                .flat_map(|cases| cases.values())
+                .chain([&task["defaultCase"], &task["loopOver"]])
+                .chain(task["forkTasks"].as_array().into_iter().flatten());
+            nested
+                .into_iter()
+                .find_map(|branch| search(branch, task_ref))
+        })
+    }
+    search(&definition["tasks"], task_ref)
+}
+
 impl Workflow {
+    /// Each task with its node of `definition`, the run's (Conductor's `workflowTask`).
+    pub fn with_workflow_tasks(mut self, definition: &Value) -> Self {
+        for task in &mut self.tasks {
+            let plain = crate::views::without_iteration(&task.reference_task_name)
+                .unwrap_or(&task.reference_task_name);
+            task.workflow_task = definition_node(definition, plain).cloned();
+        }
+        self
+    }
+
     /// A run and (when asked for) its tasks in schedule order.
     pub fn from_run(run: RunView, tasks: Vec<TaskView>) -> Self {
         // Each attempt of a task (same ref, same loop iteration) names the one it
@@ -367,6 +405,26 @@ mod tests {
         assert_eq!(without_iteration("t__x"), None);
         assert_eq!(without_iteration("__2"), None);
         assert_eq!(without_iteration("t"), None);
+    }
+
+    #[test]
+    fn a_task_s_definition_node_is_found_in_every_branch_case_and_loop() {
+        let definition = serde_json::json!({"tasks": [
+            {"taskReferenceName": "a"},
+            {"taskReferenceName": "f", "forkTasks": [[{"taskReferenceName": "b",
+                                                       "permissive": true}]]},
+            {"taskReferenceName": "s", "decisionCases": {"x": [{"taskReferenceName": "c"}]},
+             "defaultCase": [{"taskReferenceName": "d"}]},
+            {"taskReferenceName": "l", "loopOver": [{"taskReferenceName": "e"}]}]});
+        for r in ["a", "f", "b", "s", "c", "d", "l", "e"] {
+            let node = definition_node(&definition, r).unwrap_or_else(|| panic!("{r}"));
+            assert_eq!(node["taskReferenceName"], r);
+        }
+        assert_eq!(
+            definition_node(&definition, "b").unwrap()["permissive"],
+            true
+        );
+        assert!(definition_node(&definition, "z").is_none());
     }
 
     #[test]

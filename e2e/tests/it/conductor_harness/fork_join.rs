@@ -3,7 +3,7 @@
 use serde_json::json;
 use weft_e2e::Backend;
 
-use super::{poll_and_complete, poll_and_fail, setup, start_correlated, wait_for_tasks};
+use super::{poll_and_complete, poll_and_fail, setup, start_correlated, tasks, wait_for_tasks};
 
 const FORK_JOIN_WF: &str = "FanInOutTest";
 // As the spec's setup.
@@ -400,14 +400,16 @@ async fn test_a_simple_workflow_with_fork_join_permissive_failure_flow(backend: 
     let changes = json!({"retryCount": 0, "timeoutSeconds": 0});
     super::update_task_def(&suite, "integration_task_1", changes).await;
     let id = start_correlated(&suite, "FanInOutPermissiveTest", "fanoutTest", json!({})).await;
-    // Not checked: `tasks[1].workflowTask.permissive` (docs/conductor-harness.md).
     let mut expected = vec![
         ("FORK", "COMPLETED"),
         ("integration_task_1", "SCHEDULED"),
         ("integration_task_2", "SCHEDULED"),
         ("JOIN", "IN_PROGRESS"),
     ];
-    wait_for_tasks(&suite, &id, "RUNNING", &expected).await;
+    let wf = wait_for_tasks(&suite, &id, "RUNNING", &expected).await;
+    for t in &tasks(&wf)[1..3] {
+        assert_eq!(t["workflowTask"]["permissive"], true, "{t}");
+    }
 
     poll_and_fail(&suite, "integration_task_1", WORKER, "Failed...").await;
     expected[1].1 = "FAILED";

@@ -183,7 +183,14 @@ pub(crate) async fn load(
 ) -> Result<Workflow, ApiError> {
     if include_tasks {
         if let Some((run, tasks)) = state.store.current_run_with_tasks(id).await? {
-            return Ok(Workflow::from_run(run, tasks));
+            // The run's definition, as it started (its first event), for `workflowTask`.
+            let start = state.store.history_page(run.run_id, 0, 1).await?;
+            let definition = start
+                .first()
+                .map(|e| &e.attributes["definition"])
+                .cloned()
+                .unwrap_or_default();
+            return Ok(Workflow::from_run(run, tasks).with_workflow_tasks(&definition));
         }
     } else if let Some(run) = state.store.current_run(id).await? {
         return Ok(Workflow::from_run(run, Vec::new()));
