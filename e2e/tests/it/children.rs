@@ -272,6 +272,27 @@ async fn a_sub_workflow_named_by_an_earlier_task_runs_the_registered_definition(
         reason.contains("workflow definition no_such_flow not found"),
         "{wf}"
     );
+
+    // Conductor's dynamic sub-workflow: the child's definition itself from the input.
+    client
+        .register(&json!({"name": "inline_parent", "version": 1, "tasks": [
+            {"name": "inline_child", "taskReferenceName": "child", "type": "SUB_WORKFLOW",
+             "subWorkflowParam": {"name": "unregistered_kid",
+                                  "workflowDefinition": "${workflow.input.kid}"}}],
+         "outputParameters": {"said": "${child.output.said}"}}))
+        .await
+        .unwrap();
+    let kid = json!({"name": "unregistered_kid", "version": 1, "tasks": [
+        {"name": "late_kid_step", "taskReferenceName": "step", "type": "SIMPLE"}],
+        "outputParameters": {"said": "${step.output.said}"}});
+    let id = client
+        .start("inline_parent", json!({"kid": kid}))
+        .await
+        .unwrap();
+    let step = crate::http_tasks::poll_one(&suite, "late_kid_step", "late-worker").await;
+    complete(&suite, step, json!({"said": "inline"})).await;
+    let wf = crate::ended(&suite, &id, "COMPLETED").await;
+    assert_eq!(wf["output"], json!({"said": "inline"}), "{wf}");
 }
 
 /// `POST /api/tasks`: `task` COMPLETED with `output`.

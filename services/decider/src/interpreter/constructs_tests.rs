@@ -1643,3 +1643,20 @@ fn a_sub_workflow_whose_name_resolves_to_nothing_fails_the_run_saying_so() {
         "{reason}"
     );
 }
+
+#[test]
+fn a_sub_workflow_definition_given_by_an_expression_is_the_child_s() {
+    use crate::interpreter::{decide, ChildDefinition, Decision};
+    let kid = json!({"name": "kid", "version": 1, "tasks": [simple("k1")]});
+    let def = json!({"name": "w", "tasks": [
+        {"name": "child", "taskReferenceName": "child", "type": "SUB_WORKFLOW",
+         "subWorkflowParam": {"name": "kid", "workflowDefinition": "${workflow.input.def}"}}]});
+    let h = crate::history_builder::HistoryBuilder::started(def, json!({"def": kid}));
+    match decide(&h.state()).as_slice() {
+        [Decision::StartChild {
+            definition: ChildDefinition::Frozen(child),
+            ..
+        }] => assert_eq!(child.tasks[0].task_reference_name, "k1"),
+        other => panic!("{other:?}"),
+    }
+}

@@ -915,7 +915,8 @@ impl<'a> Walker<'a> {
     /// A SUB_WORKFLOW task whose child definition was not frozen at the run's start (a
     /// dynamic fork's branch, a name an earlier task's output gives): its
     /// `subWorkflowParam` resolved now, as Conductor does when it schedules the task,
-    /// naming the registered definition the engine reads.
+    /// naming the registered definition the engine reads, or holding the definition
+    /// itself (`workflowDefinition: "${...}"`).
     fn registered_child(
         &self,
         task: &WorkflowTask,
@@ -927,6 +928,12 @@ impl<'a> Walker<'a> {
             .filter(|p| p.is_object())
             .ok_or("subWorkflowParam is missing")?;
         let param = expr::resolve(param, &self.context(task, attempt));
+        // Conductor's dynamic sub-workflow: the definition itself given by an expression.
+        if let Some(inline) = param.get("workflowDefinition").filter(|d| d.is_object()) {
+            return weft::dsl::parse_definition(inline)
+                .map(|d| ChildDefinition::Frozen(Box::new(d)))
+                .map_err(|e| format!("child definition: {e}"));
+        }
         let name = param
             .get("name")
             .and_then(Value::as_str)

@@ -366,8 +366,13 @@ fn embed_children<'a>(
             // resolved then, per start (`freeze_input_named_children`), at any depth where
             // the child's input is known then (`known_child_input`); one named by anything
             // else (an earlier task's output) is left to the decider, which reads the
-            // registered definition when it schedules the task.
-            if name.contains("${") && input_key(&name).is_none() {
+            // registered definition when it schedules the task, as is a definition given
+            // by an expression (`workflowDefinition: "${...}"`).
+            let defined_at_run_time = param
+                .get("workflowDefinition")
+                .and_then(Value::as_str)
+                .is_some_and(|d| d.contains("${"));
+            if defined_at_run_time || (name.contains("${") && input_key(&name).is_none()) {
                 continue;
             }
             if let Some(key) = input_key(&name) {
