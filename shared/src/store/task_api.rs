@@ -15,6 +15,9 @@ pub struct TaskWithRun {
     pub workflow_name: String,
     /// The run's correlation id.
     pub correlation_id: Option<String>,
+    /// Whether the run is its workflow's current one (false once a reset replaced it).
+    #[sqlx(default)]
+    pub run_is_current: bool,
 }
 
 /// One line of a task's execution log.

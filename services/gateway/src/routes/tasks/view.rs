@@ -29,6 +29,10 @@ pub async fn load(store: &Store, task_id: Uuid) -> weft::Result<Option<TaskRow>>
 /// new run kept (a retry keeps every task), is read from the newest run that has it, as
 /// Conductor's retry, which keeps its task ids, would show it.
 pub async fn as_it_stands(store: &Store, mut row: TaskRow) -> weft::Result<TaskRow> {
+    // Nearly always: the task's run is current, and nothing newer can hold it.
+    if row.run_is_current {
+        return Ok(row);
+    }
     let chain = store.run_chain(&row.task.workflow_id).await?;
     if chain
         .iter()
@@ -132,6 +136,7 @@ impl Task {
             task: t,
             workflow_name,
             correlation_id,
+            ..
         } = row;
         let (task_type, task_def_name) = crate::views::conductor_type(t.task_type, t.task_name);
         let iteration =
