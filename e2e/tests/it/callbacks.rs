@@ -74,6 +74,16 @@ async fn queue_size_is(suite: &Suite, size: u64) {
     .unwrap();
 }
 
+/// The run's one task waits out `what`: counted in its queue's size, handed to nobody.
+async fn held_back(suite: &Suite, what: &str) {
+    queue_size_is(suite, 1).await;
+    assert_eq!(
+        poll_now(suite).await,
+        None,
+        "handed out before {what} was over"
+    );
+}
+
 /// `POST /api/workflow/{id}/resetcallbacks`, answered `status`.
 async fn reset_callbacks(suite: &Suite, id: &str, status: u16) {
     let path = format!("/api/workflow/{id}/resetcallbacks");
@@ -129,12 +139,7 @@ async fn waiting_tasks_are_held_back_until_due(backend: Backend) {
     );
     assert_eq!(waiting["callbackAfterSeconds"], 3600, "{waiting}");
     assert_eq!(waiting["outputData"], json!({"step": 1}), "{waiting}");
-    queue_size_is(&suite, 1).await;
-    assert_eq!(
-        poll_now(&suite).await,
-        None,
-        "handed out before its callback"
-    );
+    held_back(&suite, "its callback").await;
 
     // Made due by an operator: handed out again, the same attempt.
     reset_callbacks(&suite, &id, 204).await;
@@ -155,12 +160,7 @@ async fn waiting_tasks_are_held_back_until_due(backend: Backend) {
     let retry = task_where(&suite, &id, "retried", |t| t["retryCount"] == 1).await;
     assert_eq!(retry["status"], "SCHEDULED", "{retry}");
     assert_eq!(retry["callbackAfterSeconds"], 3600, "{retry}");
-    queue_size_is(&suite, 1).await;
-    assert_eq!(
-        poll_now(&suite).await,
-        None,
-        "handed out during its back-off"
-    );
+    held_back(&suite, "its back-off").await;
 
     // Made due at once; then given back without delay: straight back to its queue.
     reset_callbacks(&suite, &id, 204).await;

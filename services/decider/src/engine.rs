@@ -13,7 +13,6 @@ use tracing::Instrument as _;
 use chrono::Utc;
 use uuid::Uuid;
 use weft::bus::{Bus, Delivery, Disposition, ExchangeKind};
-use weft::dsl::taskdef::{self, TaskDef};
 use weft::dsl::TaskType;
 use weft::event_location::EventLocation;
 use weft::messages::{
@@ -1281,20 +1280,7 @@ impl Shard {
             Ok(d) => d,
             Err(e) => return Ok(Err(format!("{named} cannot run: {e}"))),
         };
-        let names: Vec<String> = taskdef::task_def_names(&definition.tasks)
-            .into_iter()
-            .collect();
-        if !names.is_empty() {
-            let mut registered = HashMap::new();
-            for stored in self.store.get_task_defs(&names).await? {
-                // Through the model, so the frozen copy has every policy field.
-                let Ok(parsed) = serde_json::from_value::<TaskDef>(stored.definition) else {
-                    continue;
-                };
-                registered.insert(stored.name, serde_json::to_value(&parsed)?);
-            }
-            taskdef::freeze_task_defs(&mut definition.tasks, &registered);
-        }
+        self.store.freeze_task_defs(&mut definition).await?;
         Ok(Ok(definition))
     }
 

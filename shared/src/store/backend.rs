@@ -361,9 +361,12 @@ pub trait TimerStore {
     /// How long until the earliest pending timer is due (`ZERO` when due, `None` when
     /// there is none), by the store's clock.
     async fn next_timer_in(&self) -> Result<Option<Duration>>;
-    /// How many messages for `exchange`/`routing_key` wait in timers (activities waiting
-    /// out a callback delay before they go to their queue).
-    async fn delayed_messages(&self, exchange: &str, routing_key: &str) -> Result<u64>;
+    /// How many messages for `exchange` wait in timers, by routing key (activities
+    /// waiting out a callback delay before they go to their queue).
+    async fn delayed_messages(
+        &self,
+        exchange: &str,
+    ) -> Result<std::collections::HashMap<String, u64>>;
 }
 
 /// Hook deliveries (docs/hooks.md).

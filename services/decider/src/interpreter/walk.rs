@@ -384,7 +384,6 @@ impl<'a> Walker<'a> {
                     if t.attempt <= policy.retry_count
                         && policy.is_retryable(t.error_kind.as_deref()) =>
                 {
-                    let delay = policy.retry_delay(t.attempt);
                     let timer_id = Uuid::new_v5(&t.task_id, b"retry");
                     let timer = self.state.timers.iter().find(|x| x.timer_id == timer_id);
                     match timer {
@@ -397,14 +396,16 @@ impl<'a> Walker<'a> {
                         None if kind != TaskType::SubWorkflow => {
                             backoff = policy.backoff(t.attempt, t.task_id);
                         }
-                        None if delay > chrono::Duration::zero() => {
-                            return Flow::Waiting(vec![Decision::StartTimer {
-                                timer_id,
-                                task_id: t.task_id,
-                                due: Due::After(delay),
-                            }])
+                        None => {
+                            let delay = policy.retry_delay(t.attempt);
+                            if delay > chrono::Duration::zero() {
+                                return Flow::Waiting(vec![Decision::StartTimer {
+                                    timer_id,
+                                    task_id: t.task_id,
+                                    due: Due::After(delay),
+                                }]);
+                            }
                         }
-                        None => {}
                     }
                     t.attempt + 1
                 }
@@ -431,14 +432,8 @@ impl<'a> Walker<'a> {
         let task_id = self.task_id(task, attempt);
         let input = self.input(task, attempt);
         if kind == TaskType::SubWorkflow {
-            let definition = match child_definition(task) {
-                Ok(Some(definition)) => ChildDefinition::Frozen(Box::new(definition)),
-                Ok(None) => match self.registered_child(task, attempt) {
-                    Ok(registered) => registered,
-                    Err(why) => {
-                        return fail(task, format!("task {:?}: {why}", task.task_reference_name))
-                    }
-                },
+            let definition = match self.child_definition(task, attempt) {
+                Ok(definition) => definition,
                 Err(why) => {
                     return fail(task, format!("task {:?}: {why}", task.task_reference_name))
                 }
@@ -912,23 +907,30 @@ impl<'a> Walker<'a> {
         expr::resolve(&Value::Object(task.input_parameters.clone()), &context)
     }
 
-    /// A SUB_WORKFLOW task whose child definition was not frozen at the run's start (a
-    /// dynamic fork's branch, a name an earlier task's output gives): its
-    /// `subWorkflowParam` resolved now, as Conductor does when it schedules the task,
-    /// naming the registered definition the engine reads, or holding the definition
-    /// itself (`workflowDefinition: "${...}"`).
-    fn registered_child(
+    /// A SUB_WORKFLOW's child definition: `subWorkflowParam.workflowDefinition`, written
+    /// inline or embedded by the gateway at start from the registered definition. When
+    /// there is none (a dynamic fork's branch, a name an earlier task's output gives), the
+    /// param is resolved now, as Conductor does when it schedules the task: the definition
+    /// an expression gives (`workflowDefinition: "${...}"`), or the registered one its
+    /// name and version name, which the engine reads.
+    fn child_definition(
         &self,
         task: &WorkflowTask,
         attempt: i32,
     ) -> Result<ChildDefinition, String> {
-        let param = task
+        let written = task
             .extra
             .get("subWorkflowParam")
             .filter(|p| p.is_object())
             .ok_or("subWorkflowParam is missing")?;
-        let param = expr::resolve(param, &self.context(task, attempt));
-        // Conductor's dynamic sub-workflow: the definition itself given by an expression.
+        let resolved;
+        let param = match written.get("workflowDefinition") {
+            Some(d) if d.is_object() => written,
+            _ => {
+                resolved = expr::resolve(written, &self.context(task, attempt));
+                &resolved
+            }
+        };
         if let Some(inline) = param.get("workflowDefinition").filter(|d| d.is_object()) {
             return weft::dsl::parse_definition(inline)
                 .map(|d| ChildDefinition::Frozen(Box::new(d)))
@@ -996,22 +998,6 @@ impl<'a> Walker<'a> {
 pub(crate) fn task_id_for(state: &RunState, task_ref: &str, attempt: i32) -> Uuid {
     let name = format!("{}/{task_ref}/{attempt}", state.tasks.len());
     Uuid::new_v5(&state.run_id, name.as_bytes())
-}
-
-/// A SUB_WORKFLOW's child definition: `subWorkflowParam.workflowDefinition`, written
-/// inline or embedded by the gateway at start from the registered definition.
-fn child_definition(task: &WorkflowTask) -> Result<Option<weft::dsl::WorkflowDef>, String> {
-    let inline = task
-        .extra
-        .get("subWorkflowParam")
-        .and_then(|p| p.get("workflowDefinition"))
-        .filter(|d| d.is_object());
-    match inline {
-        Some(def) => weft::dsl::parse_definition(def)
-            .map(Some)
-            .map_err(|e| format!("child definition: {e}")),
-        None => Ok(None),
-    }
 }
 
 /// Conductor's `permissive` (and not `optional`): when the task fails for good its branch

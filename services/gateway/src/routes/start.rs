@@ -2,11 +2,9 @@
 //! `StartWorkflow` command together (outbox) before answering, so an answered start is
 //! never lost (DESIGN.md §3.1).
 
-use std::collections::HashMap;
 use std::time::Duration;
 
 use serde_json::{Map, Value};
-use weft::dsl::taskdef::{self, TaskDef};
 use weft::dsl::{self, validate::check_executable, WorkflowDef, FAILURE_WORKFLOW_DEFINITION};
 use weft::messages::{Command, StartWorkflow};
 use weft::store::outbox::OutboxMessage;
@@ -149,28 +147,9 @@ async fn resolve(state: &AppState, request: &StartRequest) -> Result<WorkflowDef
     Ok(def)
 }
 
-/// Freezes the policies of the run: copies the registered TaskDef of every task (any type)
-/// without an inline `taskDefinition` into `def` (loaded with one query), so the decider
-/// applies the policies the run started with even if the TaskDef changes later. A task
-/// whose TaskDef is not registered keeps none and runs with the default policies.
+/// Freezes the policies of the run (see `Store::freeze_task_defs`).
 async fn freeze_task_defs(state: &AppState, def: &mut WorkflowDef) -> Result<(), ApiError> {
-    let names: Vec<String> = taskdef::task_def_names(&def.tasks).into_iter().collect();
-    if names.is_empty() {
-        return Ok(());
-    }
-    let mut registered = HashMap::new();
-    for stored in state.store.get_task_defs(&names).await? {
-        // Re-read through the model so the frozen copy has every policy field, defaults
-        // included, whatever version of Weft stored it.
-        let parsed: TaskDef =
-            serde_json::from_value(stored.definition).map_err(weft::Error::from)?;
-        registered.insert(
-            stored.name,
-            serde_json::to_value(&parsed).map_err(weft::Error::from)?,
-        );
-    }
-    taskdef::freeze_task_defs(&mut def.tasks, &registered);
-    Ok(())
+    Ok(state.store.freeze_task_defs(def).await?)
 }
 
 /// How deep registered sub-workflows may nest (a definition that names itself would

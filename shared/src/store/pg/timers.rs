@@ -127,15 +127,20 @@ impl TimerStore for PgStore {
         Ok(seconds.map(|s| Duration::try_from_secs_f64(s.max(0.0)).unwrap_or(Duration::MAX)))
     }
 
-    /// How many timers hold a message for `exchange`/`routing_key`.
-    async fn delayed_messages(&self, exchange: &str, routing_key: &str) -> Result<u64> {
-        let n: i64 = sqlx::query_scalar(
-            "SELECT count(*) FROM timers WHERE exchange = $1 AND routing_key = $2",
+    /// How many timers hold a message for `exchange`, by routing key.
+    async fn delayed_messages(
+        &self,
+        exchange: &str,
+    ) -> Result<std::collections::HashMap<String, u64>> {
+        let rows: Vec<(String, i64)> = sqlx::query_as(
+            "SELECT routing_key, count(*) FROM timers WHERE exchange = $1 GROUP BY routing_key",
         )
         .bind(exchange)
-        .bind(routing_key)
-        .fetch_one(&self.pool)
+        .fetch_all(&self.pool)
         .await?;
-        Ok(n.max(0) as u64)
+        Ok(rows
+            .into_iter()
+            .map(|(key, n)| (key, n.max(0) as u64))
+            .collect())
     }
 }

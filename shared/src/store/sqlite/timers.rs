@@ -89,15 +89,20 @@ impl TimerStore for SqliteStore {
         Ok(self.next_timer_at().await?.map(until))
     }
 
-    /// How many timers hold a message for `exchange`/`routing_key`.
-    async fn delayed_messages(&self, exchange: &str, routing_key: &str) -> Result<u64> {
-        let n: i64 = sqlx::query_scalar(
-            "SELECT count(*) FROM timers WHERE exchange = ? AND routing_key = ?",
+    /// How many timers hold a message for `exchange`, by routing key.
+    async fn delayed_messages(
+        &self,
+        exchange: &str,
+    ) -> Result<std::collections::HashMap<String, u64>> {
+        let rows: Vec<(String, i64)> = sqlx::query_as(
+            "SELECT routing_key, count(*) FROM timers WHERE exchange = ? GROUP BY routing_key",
         )
         .bind(exchange)
-        .bind(routing_key)
-        .fetch_one(&self.pool)
+        .fetch_all(&self.pool)
         .await?;
-        Ok(n.max(0) as u64)
+        Ok(rows
+            .into_iter()
+            .map(|(key, n)| (key, n.max(0) as u64))
+            .collect())
     }
 }

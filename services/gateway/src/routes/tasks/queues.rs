@@ -33,20 +33,26 @@ fn task_types(query: Option<&str>) -> Result<Vec<String>, ApiError> {
     Ok(types)
 }
 
-/// Tasks of `task_type` in its queue: the ready ones (0 when the queue does not exist
-/// yet) and those waiting out a callback before they go to it, as Conductor counts a
-/// postponed message.
-async fn size(state: &AppState, task_type: &str) -> u32 {
+/// The tasks of each of `task_types` in its queue: the ready ones (0 when the queue does
+/// not exist yet) and those waiting out a callback before they go to it, as Conductor
+/// counts a postponed message (one read of the waiting ones for all the types).
+async fn sizes_of(state: &AppState, task_types: Vec<String>) -> BTreeMap<String, u32> {
     let names = state.bus.names();
-    let queue = names.activity_queue(task_type);
-    let ready = state.bus.message_count(&queue).await.unwrap_or(0);
     // The activity exchange routes by task name (`HTTP` for HTTP tasks).
     let delayed = state
         .store
-        .delayed_messages(&names.activity_exchange(), task_type)
+        .delayed_messages(&names.activity_exchange())
         .await
-        .unwrap_or(0);
-    ready.saturating_add(u32::try_from(delayed).unwrap_or(u32::MAX))
+        .unwrap_or_default();
+    let mut out = BTreeMap::new();
+    for task_type in task_types {
+        let queue = names.activity_queue(&task_type);
+        let ready = state.bus.message_count(&queue).await.unwrap_or(0);
+        let waiting = delayed.get(&task_type).copied().unwrap_or(0);
+        let size = ready.saturating_add(u32::try_from(waiting).unwrap_or(u32::MAX));
+        out.insert(task_type, size);
+    }
+    out
 }
 
 /// `GET /api/tasks/queue/sizes?taskType=…` (repeated).
@@ -54,12 +60,7 @@ pub async fn sizes(
     State(state): State<AppState>,
     RawQuery(query): RawQuery,
 ) -> Result<Json<BTreeMap<String, u32>>, ApiError> {
-    let mut out = BTreeMap::new();
-    for task_type in task_types(query.as_deref())? {
-        let n = size(&state, &task_type).await;
-        out.insert(task_type, n);
-    }
-    Ok(Json(out))
+    Ok(Json(sizes_of(&state, task_types(query.as_deref())?).await))
 }
 
 /// `GET /api/tasks/queue/size?taskType=…`: one queue's size.
@@ -68,7 +69,10 @@ pub async fn one(
     RawQuery(query): RawQuery,
 ) -> Result<Json<u32>, ApiError> {
     match task_types(query.as_deref())?.as_slice() {
-        [task_type] => Ok(Json(size(&state, task_type).await)),
+        [task_type] => {
+            let sizes = sizes_of(&state, vec![task_type.clone()]).await;
+            Ok(Json(sizes.values().copied().next().unwrap_or(0)))
+        }
         _ => Err(ApiError::invalid(
             "invalid_query",
             "taskType",
@@ -80,7 +84,6 @@ pub async fn one(
 /// `GET /api/tasks/queue/all`: the size of every registered task definition's queue, and
 /// of `HTTP` (the built-in HTTP worker's).
 pub async fn all(State(state): State<AppState>) -> Result<Json<BTreeMap<String, u32>>, ApiError> {
-    let mut out = BTreeMap::new();
     let mut names: Vec<String> = state
         .store
         .list_task_defs()
@@ -89,11 +92,7 @@ pub async fn all(State(state): State<AppState>) -> Result<Json<BTreeMap<String, 
         .map(|d| d.name)
         .collect();
     names.push("HTTP".to_owned());
-    for task_type in names {
-        let n = size(&state, &task_type).await;
-        out.insert(task_type, n);
-    }
-    Ok(Json(out))
+    Ok(Json(sizes_of(&state, names).await))
 }
 
 #[cfg(test)]
