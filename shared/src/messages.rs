@@ -32,6 +32,10 @@ pub enum Command {
     ActivityPostponed(ActivityPostponed),
     /// A named signal for a run (completes the WAIT task whose ref is the name).
     Signal(Signal),
+    /// A task's result given through the REST API (by task id or by ref) or a signal
+    /// sent there: judged by the decider in the run's order, its verdict recorded under
+    /// the request id (docs/task-updates.md).
+    UpdateTask(UpdateTask),
     /// A durable timer of the run came due (published by the history service).
     TimerFired(TimerFired),
     /// A child run (SUB_WORKFLOW) ended.
@@ -75,6 +79,7 @@ impl Typed for Command {
             Command::ActivityStarted(_) => "ActivityStarted",
             Command::ActivityPostponed(_) => "ActivityPostponed",
             Command::Signal(_) => "Signal",
+            Command::UpdateTask(_) => "UpdateTask",
             Command::TimerFired(_) => "TimerFired",
             Command::ChildWorkflowEnded(_) => "ChildWorkflowEnded",
             Command::ActivityTimedOut(_) => "ActivityTimedOut",
@@ -102,6 +107,7 @@ impl Command {
             | Command::SkipTask(SkipTask { op, .. })
             | Command::Reset(Reset { op, .. })
             | Command::UpdateVariables(UpdateVariables { op, .. })
+            | Command::UpdateTask(UpdateTask { op, .. })
             | Command::Pause(op)
             | Command::Resume(op)
             | Command::ResetCallbacks(op) => op.request_id,
@@ -369,6 +375,79 @@ pub struct Signal {
     /// Its payload: the WAIT task's output.
     #[serde(default)]
     pub payload: Value,
+}
+
+/// A task's result or a signal through the REST API, for the decider to judge: it applies
+/// only to a task that still waits for it (or, for a signal, is kept for a WAIT, HUMAN or
+/// EVENT task not reached yet), and the operator is told which (docs/task-updates.md).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UpdateTask {
+    /// The request id the verdict is recorded under.
+    #[serde(default)]
+    pub op: Operation,
+    /// The task's reference name (a signal's name).
+    pub task_ref: String,
+    /// The task, when the caller named it (by id, or the pending task a ref named when
+    /// the gateway looked); otherwise the newest task of `task_ref` in the current run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_id: Option<Uuid>,
+    /// The run of `task_id`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<Uuid>,
+    /// What happened to the task.
+    pub status: TaskUpdateStatus,
+    /// The task's output (a signal's payload).
+    #[serde(default)]
+    pub output: Value,
+    /// Why it failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// The worker that reports it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worker_id: Option<String>,
+    /// With [`TaskUpdateStatus::Postponed`]: seconds until the task is handed out again.
+    #[serde(default, skip_serializing_if = "is_zero_i64")]
+    pub callback_after_seconds: i64,
+    /// A signal: when no task of `task_ref` waits now, it is kept (visibly) for the WAIT,
+    /// HUMAN or asynchronous EVENT task of that name that the run reaches later.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub hold: bool,
+}
+
+/// What a task update says happened to the task.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum TaskUpdateStatus {
+    /// The task completed with the output.
+    Completed,
+    /// The attempt failed (retried per the task's policy).
+    Failed,
+    /// The task failed for good (no retry).
+    FailedWithTerminalError,
+    /// Conductor's IN_PROGRESS with `callbackAfterSeconds`: the worker gives the task
+    /// back, handed out again after the delay ([`UpdateTask::callback_after_seconds`]).
+    Postponed,
+}
+
+impl TaskUpdateStatus {
+    /// Conductor's name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Completed => "COMPLETED",
+            Self::Failed => "FAILED",
+            Self::FailedWithTerminalError => "FAILED_WITH_TERMINAL_ERROR",
+            Self::Postponed => "IN_PROGRESS",
+        }
+    }
+}
+
+/// Attributes of [`Event::SignalsUnconsumed`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SignalsUnconsumed {
+    /// The signals kept for a task the run never reached, oldest first.
+    pub signals: Vec<Signal>,
 }
 
 /// A child run ended; sent to its parent's shard.
@@ -888,6 +967,8 @@ pub enum Event {
     WorkflowTerminated(WorkflowTerminated),
     /// A signal arrived (kept until a WAIT task with its name consumes it).
     SignalReceived(Signal),
+    /// The run ended with signals no task consumed (recorded just before its end).
+    SignalsUnconsumed(SignalsUnconsumed),
     /// A durable timer was set (a WAIT's duration, a retry back-off, a timeout).
     TimerStarted(TimerStarted),
     /// A task ran out of time (`timeoutSeconds`).
@@ -943,6 +1024,7 @@ impl Event {
             Event::VariablesUpdated(_) => "VariablesUpdated",
             Event::WorkflowTerminated(_) => "WorkflowTerminated",
             Event::SignalReceived(_) => "SignalReceived",
+            Event::SignalsUnconsumed(_) => "SignalsUnconsumed",
             Event::TimerStarted(_) => "TimerStarted",
             Event::TaskTimedOut(_) => "TaskTimedOut",
             Event::WorkflowTimedOut(_) => "WorkflowTimedOut",
@@ -1005,6 +1087,7 @@ impl Serialize for AttributesOf<'_> {
             VariablesUpdated,
             WorkflowTerminated,
             SignalReceived,
+            SignalsUnconsumed,
             TimerStarted,
             TaskTimedOut,
             WorkflowTimedOut,

@@ -41,6 +41,7 @@ mod sdk_heartbeats;
 mod start_events;
 mod system_tasks;
 mod task_limits;
+mod task_updates;
 mod trace;
 mod ui;
 mod waiting;

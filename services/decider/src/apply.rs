@@ -118,9 +118,35 @@ pub fn apply_command(state: &RunState, command: &Command) -> Applied {
         Command::Resume(op) => operation(state, op, || resume(state)),
         Command::SkipTask(skip) => operation(state, &skip.op, || crate::skip::skip(state, skip)),
         Command::Reset(reset) => operation(state, &reset.op, || crate::reset::plan(state, reset)),
-        Command::Signal(signal) if state.status == RunStatus::Running => {
+        // The engine's own (an EVENT task's message confirmed): recorded as it comes.
+        Command::Signal(signal)
+            if state.status == RunStatus::Running && signal.name.starts_with("weft:") =>
+        {
             Applied::Events(vec![Event::SignalReceived(signal.clone())])
         }
+        // A signal over the bus is judged as one through the REST API; nobody waits
+        // for its verdict, so a refusal is only logged.
+        Command::Signal(signal) if state.status == RunStatus::Running => {
+            let update = weft::messages::UpdateTask {
+                op: Operation::default(),
+                task_ref: signal.name.clone(),
+                task_id: None,
+                run_id: None,
+                status: weft::messages::TaskUpdateStatus::Completed,
+                output: signal.payload.clone(),
+                reason: None,
+                worker_id: None,
+                callback_after_seconds: 0,
+                hold: true,
+            };
+            match crate::task_update::update_task(state, &update) {
+                Applied::Rejected { message, .. } => Applied::Ignored(message),
+                applied => applied,
+            }
+        }
+        Command::UpdateTask(update) => operation(state, &update.op, || {
+            crate::task_update::update_task(state, update)
+        }),
         Command::TimerFired(fired) => {
             let known = state
                 .timers

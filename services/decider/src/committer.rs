@@ -227,6 +227,7 @@ mod tests {
             version,
             is_current: true,
             reset_from: None,
+            pending_signals: None,
         }
     }
 

@@ -559,14 +559,15 @@ impl Shard {
         }
         Ok(verdict.or_else(|| {
             let w = working.get(&wf)?;
-            Some(Verdict {
-                status: 200,
-                body: serde_json::json!({
-                    "workflowId": wf,
-                    "runId": w.state.run_id,
-                    "status": w.state.record().status,
-                }),
-            })
+            let mut body = serde_json::json!({
+                "workflowId": wf,
+                "runId": w.state.run_id,
+                "status": w.state.record().status,
+            });
+            if let Command::UpdateTask(update) = command {
+                update_verdict(&w.state, update, &mut body);
+            }
+            Some(Verdict { status: 200, body })
         }))
     }
 
@@ -1730,7 +1731,31 @@ fn dispatch_timer(
 }
 
 /// Appends `event` to the working run: stores it and folds it into the state.
+/// What the verdict on an applied task update adds: the task it applied to
+/// (`taskId`), or, for a signal kept for a task not reached yet, `held: true`.
+fn update_verdict(
+    state: &crate::state::RunState,
+    update: &weft::messages::UpdateTask,
+    body: &mut serde_json::Value,
+) {
+    let held = update.task_id.is_none()
+        && state
+            .pending_signals()
+            .iter()
+            .any(|(name, _)| *name == update.task_ref);
+    body["held"] = serde_json::json!(held);
+    let task_id = update
+        .task_id
+        .or_else(|| (!held).then(|| state.latest(&update.task_ref).map(|t| t.task_id))?);
+    if let Some(task_id) = task_id {
+        body["taskId"] = serde_json::json!(task_id);
+    }
+}
+
 fn append(w: &mut Working, event: Event) -> Result<(), Error> {
+    if let Some(unconsumed) = w.state.unconsumed_at_end(&event) {
+        append(w, unconsumed)?;
+    }
     let task_id = match &event {
         Event::TaskScheduled(s) => Some(s.task_id),
         Event::TaskCompleted(c) => Some(c.task_id),

@@ -17,6 +17,7 @@ pub mod reset;
 pub mod skip;
 pub mod spare_offers;
 pub mod state;
+pub mod task_update;
 pub mod watch;
 
 #[cfg(test)]
@@ -29,6 +30,8 @@ mod hooks_tests;
 mod operations_tests;
 #[cfg(test)]
 mod sim;
+#[cfg(test)]
+mod task_update_tests;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

@@ -60,6 +60,7 @@ pub fn of(state: &RunState, stored: &StoredEvent) -> Option<LifecycleEvent> {
         Event::TaskCanceled(c) => task(c.task_id, "task.canceled", Some(c.reason.clone())),
         Event::VariablesUpdated(_)
         | Event::SignalReceived(_)
+        | Event::SignalsUnconsumed(_)
         | Event::TimerStarted(_)
         | Event::TimerFired(_)
         | Event::ChildWorkflowStarted(_)

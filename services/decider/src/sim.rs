@@ -32,6 +32,9 @@ impl Sim {
     }
 
     pub fn append(&mut self, event: Event) {
+        if let Some(unconsumed) = self.state.unconsumed_at_end(&event) {
+            self.append(unconsumed);
+        }
         let stored = StoredEvent {
             run_id: self.state.run_id,
             event_id: self.state.version + 1,

@@ -1,6 +1,8 @@
 //! A run's state as the fold of its history. The decider keeps it in memory between
 //! commands (keyed by version) and rebuilds it from `history_events` on a miss.
 
+use std::collections::HashMap;
+
 use chrono::{DateTime, Utc};
 use serde_json::{json, Map, Value};
 use uuid::Uuid;
@@ -469,6 +471,8 @@ impl RunState {
             Event::SignalReceived(sig) => {
                 self.signals.push((sig.name.clone(), sig.payload.clone()));
             }
+            // A record for the reader: the run has ended.
+            Event::SignalsUnconsumed(_) => {}
             Event::TaskSkipped(skipped) => {
                 if let Some(i) = self
                     .pending_skips
@@ -606,6 +610,33 @@ impl RunState {
             .find(|t| t.task_ref == task_ref && t.iteration == iteration)
     }
 
+    /// Signals received that no task consumed yet, oldest first: of each name, those
+    /// beyond the number of tasks of that ref completed (a WAIT, HUMAN or asynchronous
+    /// EVENT task consumes the first signal of its name that an earlier execution of its
+    /// ref did not). The engine's own signals (`weft:` names) are left out.
+    pub fn pending_signals(&self) -> Vec<&(String, Value)> {
+        let mut consumed: HashMap<&str, usize> = HashMap::new();
+        let mut pending = Vec::new();
+        for signal in &self.signals {
+            let name = signal.0.as_str();
+            if name.starts_with("weft:") {
+                continue;
+            }
+            let taken = consumed.entry(name).or_insert_with(|| {
+                self.tasks
+                    .iter()
+                    .filter(|t| t.task_ref == name && t.status == TaskStatus::Completed)
+                    .count()
+            });
+            if *taken > 0 {
+                *taken -= 1;
+            } else {
+                pending.push(signal);
+            }
+        }
+        pending
+    }
+
     /// The task with id `task_id`.
     pub fn task(&self, task_id: Uuid) -> Option<&TaskState> {
         self.tasks.iter().rev().find(|t| t.task_id == task_id)
@@ -697,7 +728,43 @@ impl RunState {
             version: self.version,
             is_current: true,
             reset_from: self.reset_from.clone(),
+            pending_signals: self.pending_signals_json(),
         }
+    }
+
+    /// The event to record before `event` when it ends the run while signals are kept
+    /// for a task it never reached: the history says what the run was told and did not
+    /// use.
+    pub fn unconsumed_at_end(&self, event: &Event) -> Option<Event> {
+        if !event.ends_run() {
+            return None;
+        }
+        let signals: Vec<weft::messages::Signal> = self
+            .pending_signals()
+            .into_iter()
+            .map(|(name, payload)| weft::messages::Signal {
+                name: name.clone(),
+                payload: payload.clone(),
+            })
+            .collect();
+        (!signals.is_empty()).then_some(Event::SignalsUnconsumed(
+            weft::messages::SignalsUnconsumed { signals },
+        ))
+    }
+
+    /// [`Self::pending_signals`] as the run's row keeps them: `[{name, payload}]`, or
+    /// `None` when there are none (nearly always).
+    fn pending_signals_json(&self) -> Option<Value> {
+        if self.signals.is_empty() {
+            return None;
+        }
+        let pending = self.pending_signals();
+        (!pending.is_empty()).then(|| {
+            pending
+                .into_iter()
+                .map(|(name, payload)| json!({ "name": name, "payload": payload }))
+                .collect()
+        })
     }
 
     /// Conductor's `failedReferenceTaskNames`: the tasks the run failed on, and, once it

@@ -37,6 +37,11 @@ pub struct Workflow {
     correlation_id: Option<String>,
     parent_workflow_id: Option<String>,
     run_id: Option<Uuid>,
+    /// Signals the run keeps for a WAIT, HUMAN or asynchronous EVENT task it has not
+    /// reached yet (`[{name, payload}]`); once it ended, those no task consumed
+    /// (docs/task-updates.md). Absent when there are none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pending_signals: Option<Value>,
 }
 
 /// Conductor's `Task`, as found in `Workflow.tasks`.
@@ -308,6 +313,7 @@ impl Workflow {
             correlation_id: run.correlation_id,
             parent_workflow_id: run.parent_workflow_id,
             run_id: Some(run.run_id),
+            pending_signals: run.pending_signals,
         }
     }
 
@@ -334,6 +340,7 @@ impl Workflow {
             correlation_id: start.correlation_id,
             parent_workflow_id: None,
             run_id: None,
+            pending_signals: None,
         }
     }
 }

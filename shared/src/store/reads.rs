@@ -45,6 +45,11 @@ pub struct RunView {
     pub update_time: DateTime<Utc>,
     /// Whether this is the newest run of its workflow.
     pub is_current: bool,
+    /// Signals kept for a task the run has not reached (`[{name, payload}]`), if any;
+    /// once the run ended, those no task consumed. Read with the run itself, not by
+    /// searches (absent from their columns).
+    #[sqlx(default)]
+    pub pending_signals: Option<Value>,
 }
 
 /// One task row of a run.

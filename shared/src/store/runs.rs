@@ -53,6 +53,9 @@ pub struct RunRecord {
     pub is_current: bool,
     /// The run a reset continued from, and the task it was reset to.
     pub reset_from: Option<(Uuid, String)>,
+    /// Signals kept for a task the run has not reached (`[{name, payload}]`); `None`
+    /// when there are none.
+    pub pending_signals: Option<Value>,
 }
 
 /// A task row (`tasks`).

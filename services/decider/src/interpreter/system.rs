@@ -21,6 +21,9 @@ impl Walker<'_> {
         // A WAIT canceled at a reset's cut waits again (its timer, if any, anew).
         let latest = latest.filter(|t| t.status != TaskStatus::Canceled);
         if let Some(t) = latest {
+            if let Some(failed) = failed_for_good(task, t) {
+                return failed;
+            }
             if t.status != TaskStatus::Scheduled {
                 return Flow::Done;
             }
@@ -215,7 +218,7 @@ impl Walker<'_> {
         let latest = latest.filter(|t| t.status != TaskStatus::Canceled);
         match latest {
             Some(t) if t.status == TaskStatus::Scheduled => self.event_signalled(task, t),
-            Some(_) => Flow::Done,
+            Some(t) => failed_for_good(task, t).unwrap_or(Flow::Done),
             None => {
                 let input = self.input(task, 1);
                 Flow::Waiting(vec![self.start(task, TaskType::Human, input)])
@@ -576,4 +579,20 @@ fn wait_due(input: &Value) -> Result<Option<Due>, String> {
         (None, Some(u)) => waiting::parse_until(u).map(|t| Some(Due::At(t))),
         (None, None) => Ok(None),
     }
+}
+
+/// A task that waits for a result (WAIT, HUMAN) failed through the task API: the run
+/// fails, as Conductor's, unless the task is permissive (its branch goes on; an optional
+/// one reads COMPLETED_WITH_ERRORS and never gets here).
+fn failed_for_good(task: &WorkflowTask, t: &TaskState) -> Option<Flow> {
+    let failed = matches!(
+        t.status,
+        TaskStatus::Failed | TaskStatus::FailedWithTerminalError
+    );
+    (failed && !super::walk::permissive(task)).then(|| {
+        fail(
+            task,
+            task_failure_reason(t.task_id, "FAILED", t.reason.as_deref()),
+        )
+    })
 }

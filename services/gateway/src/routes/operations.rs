@@ -62,7 +62,7 @@ async fn decide(State(state): State<AppState>, Path(id): Path<String>) -> Result
 }
 
 /// What became of an operation.
-enum Outcome {
+pub(crate) enum Outcome {
     /// Applied; the decider's answer (`workflowId`, `runId`, `status`).
     Applied(Value),
     /// Queued, no verdict yet.
@@ -482,12 +482,26 @@ async fn operate(
     if current.is_none() && state.store.get_start(id).await?.is_none() {
         return Err(ApiError::NotFound(format!("workflow {id} not found")));
     }
+    let expected_run_id = current.filter(|_| aim_at_current).map(|run| run.run_id);
+    decide_command(state, id, |request_id| {
+        command(Operation {
+            request_id: Some(request_id),
+            expected_run_id,
+        })
+    })
+    .await
+}
+
+/// Publishes the command `command` builds around a new request id to the shard of `id`
+/// and waits for the decider's verdict on it: applied (its answer), refused (the 4xx it
+/// names), or still queued when no decider answered in time.
+pub(crate) async fn decide_command(
+    state: &AppState,
+    id: &str,
+    command: impl FnOnce(Uuid) -> Command,
+) -> Result<Outcome, ApiError> {
     let request_id = weft::ids::new_id();
-    let op = Operation {
-        request_id: Some(request_id),
-        expected_run_id: current.filter(|_| aim_at_current).map(|run| run.run_id),
-    };
-    let envelope = Envelope::new(id, None, &command(op))?;
+    let envelope = Envelope::new(id, None, &command(request_id))?;
     state.bus.publish_command(&envelope).await?;
     let Some(verdict) = state
         .store
@@ -512,7 +526,7 @@ async fn operate(
 }
 
 /// The success answer, or 202 with the request id while the command waits in its queue.
-fn answer(outcome: Outcome, success: impl FnOnce(Value) -> Response) -> Response {
+pub(crate) fn answer(outcome: Outcome, success: impl FnOnce(Value) -> Response) -> Response {
     match outcome {
         Outcome::Applied(body) => success(body),
         Outcome::Pending(request_id) => (

@@ -1,19 +1,22 @@
 //! Signals: `POST /api/workflow/{id}/signal/{name}` (Weft) and Conductor's
-//! `POST /api/tasks/{workflowId}/{taskRef}/{status}`, both completing the WAIT task whose
-//! ref is the name. A signal that arrives before its WAIT is reached is kept by the run.
+//! `POST /api/tasks/{workflowId}/{taskRef}/{status}`, both completing the task whose ref
+//! is the name, as the decider judges in the run's order (docs/task-updates.md). A signal
+//! that arrives before its WAIT is reached is kept by the run, visibly; an update by ref
+//! applies only to a task that waits for it.
 
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::State;
 use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::{Json, Router};
 use serde_json::{json, Value};
-use weft::messages::{Command, Signal};
-use weft::Envelope;
 
 use crate::error::ApiError;
 use crate::extract::{parse_json, Path, Query};
+use crate::routes::operations::{self, Outcome};
+use crate::routes::tasks::result::update_by_ref;
 use crate::state::AppState;
 
 /// The signal routes.
@@ -50,18 +53,24 @@ async fn complete_by_ref_sync(
     Path((id, task_ref, status)): Path<(String, String, String)>,
     Query(q): Query<ByRefQuery>,
     body: Result<Bytes, BytesRejection>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Response, ApiError> {
     let payload = payload(&body?)?;
-    complete_task_by_ref(&state, &id, &task_ref, &status, q.workerid, payload, None).await?;
+    let outcome = update_by_ref(
+        &state, &id, &task_ref, &status, q.workerid, payload, None, false,
+    );
+    let outcome = outcome.await?;
+    if let Outcome::Pending(_) = outcome {
+        return Ok(operations::answer(outcome, |_| {
+            StatusCode::OK.into_response()
+        }));
+    }
     let timeout = std::time::Duration::from_millis(SYNC_TIMEOUT_MS);
     // The decider knows a loop task by its plain reference.
     let mut until = vec![task_ref.clone()];
     until.extend(crate::views::without_iteration(&task_ref).map(str::to_owned));
     super::execute::wait_for(&state, &id, until, timeout).await;
     let workflow = super::workflow::load(&state, &id, true).await?;
-    Ok(Json(
-        serde_json::to_value(workflow).map_err(weft::Error::from)?,
-    ))
+    Ok(Json(serde_json::to_value(workflow).map_err(weft::Error::from)?).into_response())
 }
 
 /// The most runs a signal looks through for its WAIT: the workflow's and its children's.
@@ -129,11 +138,23 @@ async fn signal_blocking(
     State(state): State<AppState>,
     Path((id, status)): Path<(String, String)>,
     body: Result<Bytes, BytesRejection>,
-) -> Result<(), ApiError> {
+) -> Result<Response, ApiError> {
     check_signal_status(&status)?;
     let payload = payload(&body?)?;
     let (waiting, task_ref) = blocking_wait(&state, &id).await?;
-    send(&state, &waiting, task_ref, payload).await
+    let outcome = update_by_ref(
+        &state,
+        &waiting,
+        &task_ref,
+        "COMPLETED",
+        None,
+        payload,
+        None,
+        false,
+    );
+    Ok(operations::answer(outcome.await?, |_| {
+        StatusCode::OK.into_response()
+    }))
 }
 
 #[derive(Debug, serde::Deserialize)]
@@ -151,12 +172,27 @@ async fn signal_blocking_sync(
     Path((id, status)): Path<(String, String)>,
     Query(q): Query<SignalSyncQuery>,
     body: Result<Bytes, BytesRejection>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Response, ApiError> {
     check_signal_status(&status)?;
     let strategy = super::execute::ReturnStrategy::parse(q.return_strategy.as_deref())?;
     let payload = payload(&body?)?;
     let (waiting, task_ref) = blocking_wait(&state, &id).await?;
-    send(&state, &waiting, task_ref, payload).await?;
+    let outcome = update_by_ref(
+        &state,
+        &waiting,
+        &task_ref,
+        "COMPLETED",
+        None,
+        payload,
+        None,
+        false,
+    );
+    let outcome = outcome.await?;
+    if let Outcome::Pending(_) = outcome {
+        return Ok(operations::answer(outcome, |_| {
+            StatusCode::OK.into_response()
+        }));
+    }
     let timeout = std::time::Duration::from_millis(
         q.timeout_millis
             .unwrap_or(SYNC_TIMEOUT_MS)
@@ -166,22 +202,32 @@ async fn signal_blocking_sync(
     let request_id = weft::ids::new_id().to_string();
     super::execute::respond(&state, &id, &waited, strategy, &request_id, 0)
         .await
-        .map(Json)
+        .map(|answer| Json(answer).into_response())
 }
 
-/// `POST /api/workflow/{id}/signal/{name}`: 202 once the signal is durably queued for
-/// the run (a confirmed publish to its command shard).
+/// `POST /api/workflow/{id}/signal/{name}`: the decider's verdict (docs/task-updates.md):
+/// 200 when the signal completed the task of that name (`taskId`), 202 with `held: true`
+/// when it is kept for a WAIT, HUMAN or asynchronous EVENT task the run has not reached
+/// yet (the run shows it under `pendingSignals`), 404 for a name the definition does not
+/// have, 409 naming the state when nothing will consume it.
 async fn signal(
     State(state): State<AppState>,
     Path((id, name)): Path<(String, String)>,
     body: Result<Bytes, BytesRejection>,
-) -> Result<(StatusCode, Json<Value>), ApiError> {
+) -> Result<Response, ApiError> {
     let payload = payload(&body?)?;
-    send(&state, &id, name.clone(), payload).await?;
-    Ok((
-        StatusCode::ACCEPTED,
-        Json(json!({ "workflowId": id, "signal": name })),
-    ))
+    let outcome = update_by_ref(&state, &id, &name, "COMPLETED", None, payload, None, true);
+    Ok(operations::answer(outcome.await?, |verdict| {
+        if verdict["held"] == json!(true) {
+            let message = format!("kept until the run reaches task {name}");
+            let body =
+                json!({ "workflowId": id, "signal": name, "held": true, "message": message });
+            (StatusCode::ACCEPTED, Json(body)).into_response()
+        } else {
+            let body = json!({ "workflowId": id, "signal": name, "held": false, "taskId": verdict["taskId"] });
+            (StatusCode::OK, Json(body)).into_response()
+        }
+    }))
 }
 
 /// Query of `POST /api/tasks/{workflowId}/{taskRef}/{status}`.
@@ -190,26 +236,38 @@ struct ByRefQuery {
     workerid: Option<String>,
 }
 
-/// `POST /api/tasks/{workflowId}/{taskRef}/{status}`: Conductor's way to complete a task
-/// by ref; the body is the task's output. A pending SIMPLE or HTTP task takes `status`
-/// (COMPLETED, FAILED, FAILED_WITH_TERMINAL_ERROR, IN_PROGRESS) as a worker's result and
-/// the answer is its task id; otherwise the ref names a WAIT (or HUMAN) task, completed
-/// (COMPLETED only) by a signal, and the answer is the workflow id.
+/// `POST /api/tasks/{workflowId}/{taskRef}/{status}`: Conductor's way to complete (or
+/// fail) a task by ref; the body is the task's output. The decider applies it to the
+/// pending task of that ref — a worker's task, a WAIT (its timer, if any, no longer
+/// matters), a HUMAN or an asynchronous EVENT task — and the answer is its task id; a
+/// task not scheduled yet or already ended is refused with 409, an unknown ref with 404.
 async fn complete_by_ref(
     State(state): State<AppState>,
     Path((id, task_ref, status)): Path<(String, String, String)>,
     Query(q): Query<ByRefQuery>,
     body: Result<Bytes, BytesRejection>,
-) -> Result<String, ApiError> {
+) -> Result<Response, ApiError> {
     let payload = payload(&body?)?;
-    complete_task_by_ref(&state, &id, &task_ref, &status, q.workerid, payload, None).await
+    let outcome = update_by_ref(
+        &state, &id, &task_ref, &status, q.workerid, payload, None, false,
+    );
+    Ok(operations::answer(outcome.await?, |verdict| {
+        task_id_of(&verdict, &id).into_response()
+    }))
+}
+
+/// The task id a verdict names (the workflow id when it names none: an IN_PROGRESS
+/// report, which the registry takes).
+fn task_id_of(verdict: &Value, workflow_id: &str) -> String {
+    verdict["taskId"]
+        .as_str()
+        .map_or_else(|| workflow_id.to_owned(), str::to_owned)
 }
 
 /// Applies `status` with `payload` (and `reason` for a failure) to the task `task_ref` of
-/// the workflow's current run, as `POST /api/tasks/{workflowId}/{taskRef}/{status}` does: a pending SIMPLE or HTTP
-/// task takes it as a worker's result (the answer is its task id); otherwise the ref names
-/// a WAIT (or HUMAN) task, completed (COMPLETED only) by a signal (the answer is the
-/// workflow id).
+/// the workflow's current run, as `POST /api/tasks/{workflowId}/{taskRef}/{status}` does
+/// (an event handler's `complete_task` by ref): its task id once applied, or the request
+/// id while it waits in its run's queue; the decider's refusal otherwise.
 pub(crate) async fn complete_task_by_ref(
     state: &AppState,
     id: &str,
@@ -219,27 +277,11 @@ pub(crate) async fn complete_task_by_ref(
     payload: Value,
     reason: Option<String>,
 ) -> Result<String, ApiError> {
-    let activity = crate::routes::tasks::result::complete_by_ref(
-        state,
-        id,
-        task_ref,
-        status,
-        worker,
-        payload.clone(),
-        reason,
-    );
-    if let Some(task_id) = activity.await? {
-        return Ok(task_id.to_string());
-    }
-    if status != "COMPLETED" {
-        return Err(ApiError::invalid(
-            "invalid_status",
-            "status",
-            format!("completing a task by ref with status {status:?} is not supported yet; use COMPLETED"),
-        ));
-    }
-    send(state, id, task_ref.to_owned(), payload).await?;
-    Ok(id.to_owned())
+    let outcome = update_by_ref(state, id, task_ref, status, worker, payload, reason, false);
+    Ok(match outcome.await? {
+        Outcome::Applied(verdict) => task_id_of(&verdict, id),
+        Outcome::Pending(request_id) => request_id.to_string(),
+    })
 }
 
 /// The signal's payload: any JSON value; an empty body is `{}`.
@@ -249,27 +291,4 @@ fn payload(body: &Bytes) -> Result<Value, ApiError> {
     } else {
         parse_json::<Value>(body)
     }
-}
-
-/// Publishes the signal after checking that the workflow exists and is not finished.
-pub(crate) async fn send(
-    state: &AppState,
-    id: &str,
-    name: String,
-    payload: Value,
-) -> Result<(), ApiError> {
-    match state.store.current_run(id).await? {
-        Some(run) if run.status != "RUNNING" && run.status != "PAUSED" => {
-            return Err(ApiError::Conflict(format!(
-                "workflow {id} is {}; it takes no more signals",
-                run.status
-            )))
-        }
-        Some(_) => {}
-        None if state.store.get_start(id).await?.is_some() => {}
-        None => return Err(ApiError::NotFound(format!("workflow {id} not found"))),
-    }
-    let envelope = Envelope::new(id, None, &Command::Signal(Signal { name, payload }))?;
-    state.bus.publish_command(&envelope).await?;
-    Ok(())
 }

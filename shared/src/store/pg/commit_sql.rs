@@ -20,18 +20,19 @@ const PARTS: [(&str, &str); 11] = [
         r#"    INSERT INTO runs (run_id, workflow_id, workflow_name, workflow_version, status, sub_status,
         input, output, variables, correlation_id, parent_workflow_id, reason, failed_task_refs,
         start_time, end_time, update_time, version, is_current, reset_from_run_id,
-        reset_task_ref)
+        reset_task_ref, pending_signals)
     SELECT n.run_id, n.workflow_id, n.workflow_name, n.workflow_version, n.status, n.sub_status,
         n.input, n.output, n.variables, n.correlation_id, n.parent_workflow_id, n.reason,
         ARRAY(SELECT jsonb_array_elements_text(n.failed)), n.start_time, n.end_time,
-        n.update_time, n.version, n.is_current, n.reset_from, n.reset_ref
+        n.update_time, n.version, n.is_current, n.reset_from, n.reset_ref, n.pending_signals
     FROM UNNEST($1::uuid[], $2::text[], $3::text[], $4::int[], $5::text[], $6::text[],
         $7::jsonb[], $8::jsonb[], $9::jsonb[], $10::text[], $11::text[], $12::text[],
         $13::jsonb[], $14::timestamptz[], $15::timestamptz[], $16::timestamptz[], $17::bigint[],
-        $66::uuid[], $67::text[], $68::bool[])
+        $66::uuid[], $67::text[], $68::bool[], $96::jsonb[])
         AS n(run_id, workflow_id, workflow_name, workflow_version, status, sub_status, input,
              output, variables, correlation_id, parent_workflow_id, reason, failed, start_time,
-             end_time, update_time, version, reset_from, reset_ref, is_current)
+             end_time, update_time, version, reset_from, reset_ref, is_current,
+             pending_signals)
     RETURNING 1
 "#,
     ),
@@ -41,12 +42,12 @@ const PARTS: [(&str, &str); 11] = [
         variables = u.variables, reason = u.reason,
         failed_task_refs = ARRAY(SELECT jsonb_array_elements_text(u.failed)),
         end_time = u.end_time, update_time = u.update_time, version = u.version,
-        is_current = u.is_current
+        is_current = u.is_current, pending_signals = u.pending_signals
     FROM UNNEST($18::uuid[], $19::bigint[], $20::text[], $21::text[], $22::jsonb[],
         $23::jsonb[], $24::text[], $25::jsonb[], $26::timestamptz[], $27::timestamptz[],
-        $28::bigint[], $69::bool[])
+        $28::bigint[], $69::bool[], $97::jsonb[])
         AS u(run_id, expected, status, sub_status, output, variables, reason, failed, end_time,
-             update_time, version, is_current)
+             update_time, version, is_current, pending_signals)
     -- `= ANY` lets the planner reach the rows by primary key; the join alone was
     -- planned as a sequential scan of `runs` (the batch's size is unknown to it).
     WHERE r.run_id = ANY($18::uuid[]) AND r.run_id = u.run_id AND r.version = u.expected

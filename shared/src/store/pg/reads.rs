@@ -10,7 +10,7 @@ use crate::Result;
 
 const RUN_COLUMNS: &str = "run_id, workflow_id, workflow_name, workflow_version, status,
     sub_status, input, output, variables, correlation_id, parent_workflow_id, reason,
-    failed_task_refs, start_time, end_time, update_time, is_current";
+    failed_task_refs, start_time, end_time, update_time, is_current, pending_signals";
 
 const TASKS_OF_RUN: &str = "SELECT task_id, run_id, workflow_id, task_ref, task_type, task_name,
     seq, iteration, attempt, status, input, output, reason, worker_id, scheduled_time,

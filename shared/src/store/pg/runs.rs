@@ -204,6 +204,9 @@ impl RunStore for PgStore {
             .bind(col!(ck, |c| c.worker_id.as_deref()))
             // tasks' callbacks: $95
             .bind(col!(tk, |t| t.callback_after_seconds))
+            // runs' signals kept for a task not reached yet (NULL: none): $96, $97
+            .bind(col!(new, |r| r.pending_signals.as_ref()))
+            .bind(col!(upd, |(r, _)| r.pending_signals.as_ref()))
             .execute(&self.pool)
             .await;
         match result {

@@ -14,7 +14,7 @@ use crate::Result;
 
 pub(super) const RUN_COLUMNS: &str = "run_id, workflow_id, workflow_name, workflow_version, status,
     sub_status, input, output, variables, correlation_id, parent_workflow_id, reason,
-    failed_task_refs, start_time, end_time, update_time, is_current";
+    failed_task_refs, start_time, end_time, update_time, is_current, pending_signals";
 
 pub(super) const TASKS_OF_RUN: &str = "SELECT task_id, run_id, workflow_id, task_ref, task_type,
     task_name, seq, iteration, attempt, status, input, output, reason, worker_id,
@@ -42,6 +42,7 @@ pub(super) fn run_view(r: &SqliteRow) -> Result<RunView> {
         end_time: r.try_get("end_time")?,
         update_time: r.try_get("update_time")?,
         is_current: r.try_get("is_current")?,
+        pending_signals: r.try_get("pending_signals")?,
     })
 }
 

@@ -76,7 +76,7 @@ fn write_all(tx: &rusqlite::Transaction<'_>, batches: &[&CommitBatch]) -> Result
         let mut update = tx.prepare_cached(
             "UPDATE runs SET status = ?3, sub_status = ?4, output = ?5, variables = ?6,
                  reason = ?7, failed_task_refs = ?8, end_time = ?9, update_time = ?10,
-                 version = ?11, is_current = ?12
+                 version = ?11, is_current = ?12, pending_signals = ?13
              WHERE run_id = ?1 AND version = ?2",
         )?;
         for (r, expected) in updated {
@@ -92,7 +92,8 @@ fn write_all(tx: &rusqlite::Transaction<'_>, batches: &[&CommitBatch]) -> Result
                 ts_opt(r.end_time),
                 ts(r.update_time),
                 r.version,
-                r.is_current
+                r.is_current,
+                json_opt(&r.pending_signals)
             ])?;
             if changed != 1 {
                 return Err(Error::VersionConflict {
@@ -108,9 +109,9 @@ fn write_all(tx: &rusqlite::Transaction<'_>, batches: &[&CommitBatch]) -> Result
             "INSERT INTO runs (run_id, workflow_id, workflow_name, workflow_version, status,
                  sub_status, input, output, variables, correlation_id, parent_workflow_id,
                  reason, failed_task_refs, start_time, end_time, update_time, version,
-                 is_current, reset_from_run_id, reset_task_ref)
+                 is_current, reset_from_run_id, reset_task_ref, pending_signals)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16,
-                 ?17, ?18, ?19, ?20)",
+                 ?17, ?18, ?19, ?20, ?21)",
         )?;
         for r in new {
             insert.execute(params![
@@ -133,7 +134,8 @@ fn write_all(tx: &rusqlite::Transaction<'_>, batches: &[&CommitBatch]) -> Result
                 r.version,
                 r.is_current,
                 r.reset_from.as_ref().map(|(run, _)| id(run)),
-                r.reset_from.as_ref().map(|(_, t)| t.as_str())
+                r.reset_from.as_ref().map(|(_, t)| t.as_str()),
+                json_opt(&r.pending_signals)
             ])?;
         }
     }

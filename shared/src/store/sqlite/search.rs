@@ -39,6 +39,8 @@ pub(super) fn run_view(row: &SqliteRow) -> Result<RunView> {
         end_time: row.try_get("end_time")?,
         update_time: row.try_get("update_time")?,
         is_current: row.try_get("is_current")?,
+        // Search results do not show them.
+        pending_signals: None,
     })
 }
 

@@ -241,6 +241,7 @@ pub(crate) fn run(workflow_id: &str, run_id: Uuid, version: i64) -> RunRecord {
         version,
         is_current: true,
         reset_from: None,
+        pending_signals: None,
     }
 }
 

@@ -37,6 +37,7 @@ fn run(
         version: 1,
         is_current: true,
         reset_from: None,
+        pending_signals: None,
     }
 }
 

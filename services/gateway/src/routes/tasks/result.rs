@@ -1,31 +1,32 @@
 //! Results of HTTP workers: Conductor's `POST /api/tasks` (a `TaskResult`) and
 //! `POST /api/tasks/update-v2` (the same, answered with the next task of the type).
 //!
-//! COMPLETED and FAILED (FAILED_WITH_TERMINAL_ERROR: no retry) become the
-//! `ActivityCompleted` / `ActivityFailed` command on the run's shard (a confirmed publish
-//! before the answer); the decider ends the attempt in the registry. IN_PROGRESS is a
-//! heartbeat (it extends the attempt's lease; `outputData` is kept as its progress) —
-//! unless it names `callbackAfterSeconds` without `extendLease`: then, as Conductor's,
-//! the worker gives the task back (`ActivityPostponed`): SCHEDULED again with that
-//! output, handed out again once the delay is over (docs/callbacks.md).
-//! `logs` go to the task log. A result for a task that is no longer awaited is refused
-//! with 409, never applied twice.
+//! COMPLETED and FAILED (FAILED_WITH_TERMINAL_ERROR: no retry) become an `UpdateTask`
+//! command on the run's shard, and the answer is the decider's verdict on it
+//! (docs/task-updates.md): 200 once applied, 409 naming the state when the task no longer
+//! waits for it (a timeout, a skip or a reset came first). IN_PROGRESS is a heartbeat (it
+//! extends the attempt's lease; `outputData` is kept as its progress) — unless it names
+//! `callbackAfterSeconds` without `extendLease`: then, as Conductor's, the worker gives
+//! the task back: SCHEDULED again with that output, handed out again once the delay is
+//! over (docs/callbacks.md). `logs` go to the task log. A result for a task that is no
+//! longer awaited is refused with 409, never applied twice.
 
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::Deserialize;
+use serde_json::json;
 use serde_json::Value;
 use uuid::Uuid;
-use weft::messages::{ActivityCompleted, ActivityFailed, ActivityPostponed, Beat, Command};
-use weft::Envelope;
+use weft::messages::{Beat, Command, TaskUpdateStatus, UpdateTask};
 
 use super::logs::{self, LogLine};
 use super::poll;
 use super::view::{self, TaskRow};
 use crate::error::ApiError;
 use crate::extract::JsonBody;
+use crate::routes::operations::{self, Outcome};
 use crate::state::AppState;
 
 /// Conductor's `TaskResult` (common/metadata/tasks/TaskResult.java). Fields Weft does
@@ -58,7 +59,7 @@ pub struct TaskResult {
 
 /// What a result says happened.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Outcome {
+enum Status {
     /// A heartbeat: the worker keeps the task.
     InProgress,
     /// The worker gives the task back, to be handed out again after that many seconds.
@@ -69,7 +70,7 @@ enum Outcome {
     },
 }
 
-impl Outcome {
+impl Status {
     fn parse(status: Option<&str>) -> Result<Self, ApiError> {
         match status {
             Some("IN_PROGRESS") => Ok(Self::InProgress),
@@ -111,13 +112,14 @@ impl Outcome {
 /// The longest callback delay a result may ask for (a year); a longer one is this.
 const MAX_CALLBACK_SECONDS: i64 = 365 * 86_400;
 
-/// `POST /api/tasks`: 200 with the task id as text.
+/// `POST /api/tasks`: 200 with the task id as text once the decider applied the result
+/// (202 with the request id when no decider answered in time).
 pub async fn update(
     State(state): State<AppState>,
     JsonBody(result): JsonBody<TaskResult>,
-) -> Result<String, ApiError> {
-    let (row, _) = apply(&state, result).await?;
-    Ok(row.task.task_id.to_string())
+) -> Result<Response, ApiError> {
+    let (row, _, outcome) = apply(&state, result).await?;
+    Ok(answer_with_task_id(outcome, row.task.task_id))
 }
 
 /// `POST /api/tasks/update-v2`: applies the result as `POST /api/tasks`, then answers the
@@ -126,7 +128,10 @@ pub async fn update_v2(
     State(state): State<AppState>,
     JsonBody(result): JsonBody<TaskResult>,
 ) -> Result<Response, ApiError> {
-    let (row, worker) = apply(&state, result).await?;
+    let (row, worker, outcome) = apply(&state, result).await?;
+    if let Outcome::Pending(_) = outcome {
+        return Ok(answer_with_task_id(outcome, row.task.task_id));
+    }
     let queue = poll::queue_of(&state, &row.task.task_name).await?;
     Ok(
         match poll::take(&state, &queue, worker.as_deref()).await?.task() {
@@ -134,6 +139,12 @@ pub async fn update_v2(
             None => StatusCode::NO_CONTENT.into_response(),
         },
     )
+}
+
+/// 200 with the task id as text, or 202 with the request id while the update waits in
+/// its run's queue.
+fn answer_with_task_id(outcome: Outcome, task_id: Uuid) -> Response {
+    operations::answer(outcome, |_| task_id.to_string().into_response())
 }
 
 /// Applies `status` (COMPLETED, FAILED, ...) with `output` to the task `task_id`, as a
@@ -156,7 +167,7 @@ pub(crate) async fn apply_status(
         callback_after_seconds: None,
         logs: None,
     };
-    let (row, _) = apply(state, result).await?;
+    let (row, _, _) = apply(state, result).await?;
     Ok(row.task.task_id)
 }
 
@@ -169,12 +180,13 @@ fn output_object(v: Value) -> Option<Value> {
     }
 }
 
-/// Validates and applies one result; returns the task and the worker id it named.
+/// Validates and applies one result; returns the task, the worker id it named and the
+/// decider's verdict (a heartbeat is applied by the registry: `Applied` at once).
 async fn apply(
     state: &AppState,
     result: TaskResult,
-) -> Result<(TaskRow, Option<String>), ApiError> {
-    let outcome = Outcome::of(&result)?;
+) -> Result<(TaskRow, Option<String>, Outcome), ApiError> {
+    let outcome = Status::of(&result)?;
     let raw_id = result
         .task_id
         .filter(|id| !id.is_empty())
@@ -203,41 +215,16 @@ async fn apply(
             ));
         }
     }
+    // An ended task never waits again (a reset gives its run new tasks): refused here,
+    // without a round trip to the decider.
     if !view::is_pending(&row) {
         return Err(ApiError::Conflict(format!(
             "task {task_id} is {}; it takes no more results",
             row.task.status
         )));
     }
-    let lines = result.logs.unwrap_or_default();
-    if !lines.is_empty() {
-        logs::append(&state.store, task_id, &lines).await?;
-    }
     let worker = result.worker_id.filter(|w| !w.is_empty());
-    if !ACTIVITY_TYPES.contains(&row.task.task_type.as_str()) {
-        // A HUMAN, WAIT or asynchronous EVENT task: the decider completes it with the
-        // signal named after its ref (the run keeps it in order with its other commands).
-        match outcome {
-            Outcome::Completed => {
-                let (id, task_ref) = (row.task.workflow_id.clone(), row.task.task_ref.clone());
-                crate::routes::signal::send(state, &id, task_ref, output).await?;
-            }
-            // A system task is not handed out: nothing goes back to a queue.
-            Outcome::InProgress | Outcome::CallBackAfter(_) => {}
-            Outcome::Failed { .. } => {
-                return Err(ApiError::invalid(
-                    "invalid_status",
-                    "status",
-                    format!(
-                        "a {} task is completed, not failed, through the task API",
-                        row.task.task_type
-                    ),
-                ))
-            }
-        }
-        return Ok((row, worker));
-    }
-    record(
+    let verdict = record(
         state,
         &row,
         outcome,
@@ -246,47 +233,88 @@ async fn apply(
         &worker,
     )
     .await?;
-    Ok((row, worker))
+    let lines = result.logs.unwrap_or_default();
+    if !lines.is_empty() {
+        logs::append(&state.store, task_id, &lines).await?;
+    }
+    Ok((row, worker, verdict))
 }
 
-/// Applies a result to the pending task `row`: a heartbeat for IN_PROGRESS, the result
-/// to the run otherwise.
+/// Applies a result to the pending task `row`: a heartbeat for an activity's
+/// IN_PROGRESS (nothing for another task's: it is not handed out), the decider's
+/// verdict on the update otherwise.
 async fn record(
     state: &AppState,
     row: &TaskRow,
-    outcome: Outcome,
+    status: Status,
     output: Value,
     reason: Option<String>,
     worker: &Option<String>,
-) -> Result<(), ApiError> {
-    match outcome {
-        Outcome::InProgress => {
+) -> Result<Outcome, ApiError> {
+    let t = &row.task;
+    let update_status = match status {
+        Status::InProgress => {
             let details = output
                 .as_object()
                 .is_some_and(|m| !m.is_empty())
                 .then_some(output);
-            let beat = Beat {
-                task_id: row.task.task_id,
-                details,
-            };
-            state.registry.heartbeat(&[beat]).await?;
-            Ok(())
+            if ACTIVITY_TYPES.contains(&t.task_type.as_str()) {
+                let beat = Beat {
+                    task_id: t.task_id,
+                    details,
+                };
+                state.registry.heartbeat(&[beat]).await?;
+            }
+            return Ok(Outcome::Applied(Value::Null));
         }
-        Outcome::CallBackAfter(_) | Outcome::Completed | Outcome::Failed { .. } => {
-            publish(state, row, outcome, output, reason, worker).await
-        }
-    }
+        Status::CallBackAfter(_) => TaskUpdateStatus::Postponed,
+        Status::Completed => TaskUpdateStatus::Completed,
+        Status::Failed { terminal: false } => TaskUpdateStatus::Failed,
+        Status::Failed { terminal: true } => TaskUpdateStatus::FailedWithTerminalError,
+    };
+    let update = UpdateTask {
+        op: Default::default(),
+        task_ref: t.task_ref.clone(),
+        task_id: Some(t.task_id),
+        run_id: Some(t.run_id),
+        status: update_status,
+        output,
+        reason,
+        worker_id: worker.clone().or_else(|| t.worker_id.clone()),
+        callback_after_seconds: match status {
+            Status::CallBackAfter(seconds) => seconds,
+            _ => 0,
+        },
+        hold: false,
+    };
+    send_update(state, &t.workflow_id, update).await
+}
+
+/// Sends `update` to the run of `workflow_id` and waits for the decider's verdict.
+pub(crate) async fn send_update(
+    state: &AppState,
+    workflow_id: &str,
+    update: UpdateTask,
+) -> Result<Outcome, ApiError> {
+    operations::decide_command(state, workflow_id, |request_id| {
+        let mut update = update;
+        update.op.request_id = Some(request_id);
+        Command::UpdateTask(update)
+    })
+    .await
 }
 
 /// Task types whose results come from workers (the others are the decider's own).
 const ACTIVITY_TYPES: [&str; 2] = ["SIMPLE", "HTTP"];
 
-/// Conductor's `POST /api/tasks/{workflowId}/{taskRef}/{status}` for an activity: applies
-/// `status` with `output` (and `reason` for a failure, by default "<status> by
-/// reference") to the pending SIMPLE or HTTP task `task_ref` of the workflow's
-/// current run and returns its id; `None` when the run has no such pending activity (the
-/// ref may name a WAIT task, completed by a signal instead).
-pub async fn complete_by_ref(
+/// Conductor's `POST /api/tasks/{workflowId}/{taskRef}/{status}`: applies `status` with
+/// `output` (and `reason` for a failure, by default "<status> by reference") to the task
+/// `task_ref` of the workflow's current run — the pending one of that ref, else whatever
+/// the decider finds (it refuses a task not scheduled yet, ended, or unknown) — and
+/// returns the verdict. With `hold` (a signal), a WAIT, HUMAN or asynchronous EVENT task
+/// not reached yet gets it when reached. 404 for an unknown workflow.
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn update_by_ref(
     state: &AppState,
     workflow_id: &str,
     task_ref: &str,
@@ -294,81 +322,65 @@ pub async fn complete_by_ref(
     worker: Option<String>,
     output: Value,
     reason: Option<String>,
-) -> Result<Option<Uuid>, ApiError> {
-    let Some((_, tasks)) = state.store.current_run_with_tasks(workflow_id).await? else {
-        return Ok(None);
+    hold: bool,
+) -> Result<Outcome, ApiError> {
+    let status = Status::parse(Some(status))?;
+    let output = output_object(output.clone()).unwrap_or_else(|| json!({ "payload": output }));
+    let tasks = match state.store.current_run_with_tasks(workflow_id).await? {
+        Some((_, tasks)) => tasks,
+        None if state.store.get_start(workflow_id).await?.is_some() => Vec::new(),
+        None => {
+            return Err(ApiError::NotFound(format!(
+                "workflow {workflow_id} not found"
+            )))
+        }
     };
     let pending = tasks.into_iter().rev().find(|t| {
         crate::views::names_task(task_ref, &t.task_ref, t.iteration)
             && view::PENDING.contains(&t.status.as_str())
-            && ACTIVITY_TYPES.contains(&t.task_type.as_str())
     });
-    let Some(task) = pending else {
-        return Ok(None);
+    if let Some(task) = &pending {
+        if status == Status::InProgress || matches!(status, Status::CallBackAfter(_)) {
+            let row = view::load(&state.store, task.task_id)
+                .await?
+                .ok_or_else(|| ApiError::NotFound(format!("task {task_ref} not found")))?;
+            return record(state, &row, status, output, reason, &worker).await;
+        }
+    } else if status == Status::InProgress {
+        return Err(ApiError::Conflict(format!(
+            "workflow {workflow_id} has no pending task {task_ref} to report IN_PROGRESS for"
+        )));
+    }
+    let reason = reason.or_else(|| Some(format!("{} by reference", status_name(status))));
+    let update_status = match status {
+        Status::Completed => TaskUpdateStatus::Completed,
+        Status::Failed { terminal: false } => TaskUpdateStatus::Failed,
+        Status::Failed { terminal: true } => TaskUpdateStatus::FailedWithTerminalError,
+        Status::InProgress | Status::CallBackAfter(_) => TaskUpdateStatus::Postponed,
     };
-    let outcome = Outcome::parse(Some(status))?;
-    let output = output_object(output).ok_or_else(|| {
-        ApiError::bad_request("invalid_body", "the task's output must be a JSON object")
-    })?;
-    let row = view::load(&state.store, task.task_id)
-        .await?
-        .ok_or_else(|| ApiError::NotFound(format!("task {task_ref} not found")))?;
-    let reason = reason.or_else(|| Some(format!("{status} by reference")));
-    record(state, &row, outcome, output, reason, &worker).await?;
-    Ok(Some(row.task.task_id))
+    let update = UpdateTask {
+        op: Default::default(),
+        task_ref: pending
+            .as_ref()
+            .map_or_else(|| task_ref.to_owned(), |t| t.task_ref.clone()),
+        task_id: pending.as_ref().map(|t| t.task_id),
+        run_id: pending.as_ref().map(|t| t.run_id),
+        status: update_status,
+        output,
+        reason: reason.filter(|_| update_status != TaskUpdateStatus::Completed),
+        worker_id: worker,
+        callback_after_seconds: 0,
+        hold,
+    };
+    send_update(state, workflow_id, update).await
 }
 
-/// Publishes the result to the run's shard (confirmed).
-async fn publish(
-    state: &AppState,
-    row: &TaskRow,
-    outcome: Outcome,
-    output: Value,
-    reason: Option<String>,
-    worker: &Option<String>,
-) -> Result<(), ApiError> {
-    let t = &row.task;
-    let worker_id = worker.clone().or_else(|| t.worker_id.clone());
-    let command = match outcome {
-        Outcome::CallBackAfter(seconds) => Command::ActivityPostponed(ActivityPostponed {
-            task_id: t.task_id,
-            run_id: t.run_id,
-            attempt: t.attempt,
-            output,
-            worker_id,
-            callback_after_seconds: seconds,
-        }),
-        Outcome::Failed { terminal } => Command::ActivityFailed(ActivityFailed {
-            task_id: t.task_id,
-            run_id: t.run_id,
-            attempt: t.attempt,
-            reason: reason
-                .filter(|r| !r.is_empty())
-                .unwrap_or_else(|| "the worker reported a failure".to_owned()),
-            terminal,
-            error_kind: None,
-            output,
-            worker_id,
-            started_at: t.start_time,
-            // HTTP pollers take tasks from the shared queues (Conductor's poll).
-            eager: None,
-        }),
-        _ => Command::ActivityCompleted(ActivityCompleted {
-            task_id: t.task_id,
-            run_id: t.run_id,
-            attempt: t.attempt,
-            output,
-            worker_id,
-            started_at: t.start_time,
-            // HTTP pollers take tasks from the shared queues (Conductor's poll).
-            eager: None,
-        }),
-    };
-    let envelope = Envelope::new(&t.workflow_id, Some(t.run_id), &command)?;
-    // The decider ends the attempt's registry row in the commit that applies the result.
-    state
-        .bus
-        .publish_command(&envelope)
-        .await
-        .map_err(Into::into)
+/// Conductor's name of a status.
+fn status_name(status: Status) -> &'static str {
+    match status {
+        Status::InProgress | Status::CallBackAfter(_) => "IN_PROGRESS",
+        Status::Completed => "COMPLETED",
+        Status::Failed { terminal: false } => "FAILED",
+        Status::Failed { terminal: true } => "FAILED_WITH_TERMINAL_ERROR",
+    }
 }
