@@ -335,7 +335,7 @@ impl Client {
     }
 
     /// `POST /api/workflow/{id}/signal/{name}` (202 once durably queued).
-    pub async fn signal(&self, id: &str, name: &str, data: &Value) -> Result<(), Error> {
+    pub async fn signal(&self, id: &str, name: &str, data: &Value) -> Result<Answer, Error> {
         self.send(
             Method::POST,
             &["api", "workflow", id, "signal", name],
@@ -343,7 +343,6 @@ impl Client {
             Some(data),
         )
         .await
-        .map(drop)
     }
 
     /// Every event of the current run's history, page after page.

@@ -109,14 +109,34 @@ pub async fn resume(client: &Client, id: &str, out: &mut dyn Write) -> Result<u8
     report(out, id, &applied, &format!("resumed {id}"))
 }
 
-/// `weft signal ID NAME [--data JSON]`: queued for the run (kept until its WAIT task
-/// is reached, if it is not yet).
+/// `weft signal ID NAME [--data JSON]`: the task named NAME takes it, or, when the run
+/// has not reached that WAIT (HUMAN, asynchronous EVENT) task yet, it is kept until it
+/// does; refused when no task would consume it (docs/task-updates.md).
 pub async fn signal(client: &Client, args: &SignalArgs, out: &mut dyn Write) -> Result<u8> {
     let data = args
         .data
         .clone()
         .unwrap_or_else(|| Value::Object(Map::new()));
-    client.signal(&args.id, &args.name, &data).await?;
-    writeln!(out, "sent signal {} to {}", args.name, args.id)?;
+    let answer = client.signal(&args.id, &args.name, &data).await?;
+    let verdict: Value = serde_json::from_str(&answer.text).unwrap_or(Value::Null);
+    if verdict["held"] == Value::Bool(true) {
+        writeln!(
+            out,
+            "signal {} kept: {} has not reached task {} yet",
+            args.name, args.id, args.name
+        )?;
+    } else if let Some(task_id) = verdict["taskId"].as_str() {
+        writeln!(
+            out,
+            "signal {} completed task {task_id} of {}",
+            args.name, args.id
+        )?;
+    } else {
+        writeln!(
+            out,
+            "signal {} queued for {} (no decider answered yet)",
+            args.name, args.id
+        )?;
+    }
     Ok(exit::OK)
 }

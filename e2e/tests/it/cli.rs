@@ -328,9 +328,11 @@ async fn the_cli_registers_runs_follows_signals_and_operates_with_meaningful_exi
         ])
         .await
         .expect(0, "signal");
-    assert_eq!(
-        out.stdout,
-        format!("sent signal approval to {}\n", following.id)
+    assert!(
+        out.stdout.starts_with("signal approval completed task ")
+            && out.stdout.ends_with(&format!(" of {}\n", following.id)),
+        "{}",
+        out.stdout
     );
     let out = following
         .finish()

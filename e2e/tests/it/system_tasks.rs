@@ -75,15 +75,18 @@ async fn noop_lambda_and_a_human_task_completed_through_the_task_api(suite: Suit
     assert_eq!(listed[0]["workflowType"], "review", "{listed}");
     assert_eq!(pending("/api/admin/task/SIMPLE").await.status, 501);
 
-    // Failing a HUMAN task through the task API is refused; completing it works.
+    // Giving a HUMAN task back is refused (it is not handed out to workers); completing
+    // it works. (Failing it fails the run, as Conductor's: `task_updates`.)
     let refused = client
         .post_json(
             "/api/tasks",
-            &json!({"taskId": task_id, "workflowInstanceId": id, "status": "FAILED"}),
+            &json!({"taskId": task_id, "workflowInstanceId": id, "status": "IN_PROGRESS",
+                    "callbackAfterSeconds": 5}),
         )
         .await
         .unwrap();
     assert_eq!(refused.status, 400, "{}", refused.text);
+    assert!(refused.text.contains("not handed out"), "{}", refused.text);
     let r = client
         .post_json(
             "/api/tasks",

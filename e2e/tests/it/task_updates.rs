@@ -65,10 +65,24 @@ fn put(path: String, status: u16) -> Row {
 }
 
 async fn send(client: &weft_e2e::Client, row: &Row) -> String {
-    let body = (!row.body.is_null()).then(|| ("application/json", row.body.to_string().into_bytes()));
-    let r = client.raw(row.method.clone(), &row.path, body).await.unwrap();
-    assert_eq!(r.status, row.status, "{} {}: {}", row.method, row.path, r.text);
-    assert!(r.text.contains(row.says), "{} {}: {}", row.method, row.path, r.text);
+    let body =
+        (!row.body.is_null()).then(|| ("application/json", row.body.to_string().into_bytes()));
+    let r = client
+        .raw(row.method.clone(), &row.path, body)
+        .await
+        .unwrap();
+    assert_eq!(
+        r.status, row.status,
+        "{} {}: {}",
+        row.method, row.path, r.text
+    );
+    assert!(
+        r.text.contains(row.says),
+        "{} {}: {}",
+        row.method,
+        row.path,
+        r.text
+    );
     r.text
 }
 
@@ -96,7 +110,10 @@ async fn pending(client: &weft_e2e::Client, id: &str, refs: &[&str]) -> Value {
     for _ in 0..3_000 {
         let wf = client.get(id).await.unwrap();
         let all = refs.iter().all(|r| {
-            matches!(status_of(&wf, r).as_deref(), Some("SCHEDULED" | "IN_PROGRESS"))
+            matches!(
+                status_of(&wf, r).as_deref(),
+                Some("SCHEDULED" | "IN_PROGRESS")
+            )
         });
         if all {
             return wf;
@@ -123,54 +140,118 @@ async fn task_updates_by_ref_by_id_and_signals_take_effect_or_are_refused(suite:
 
     // Refused, and nothing changes: a task not scheduled yet, a ref or a signal the
     // definition does not have, a worker's task a signal cannot wait for.
-    send(client, &post(by_ref("later", "COMPLETED"), json!({}), 409, "not scheduled yet")).await;
-    send(client, &post(by_ref("nope", "COMPLETED"), json!({}), 404, "taskRef")).await;
+    send(
+        client,
+        &post(
+            by_ref("later", "COMPLETED"),
+            json!({}),
+            409,
+            "not scheduled yet",
+        ),
+    )
+    .await;
+    send(
+        client,
+        &post(by_ref("nope", "COMPLETED"), json!({}), 404, "taskRef"),
+    )
+    .await;
     send(client, &post(signal("nope"), json!({}), 404, "nope")).await;
-    send(client, &post(signal("later"), json!({}), 409, "not scheduled yet")).await;
+    send(
+        client,
+        &post(signal("later"), json!({}), 409, "not scheduled yet"),
+    )
+    .await;
     let wf = client.get(&id).await.unwrap();
     assert_eq!(status_of(&wf, "later"), None, "{wf}");
     assert!(wf.get("pendingSignals").is_none(), "{wf}");
 
     // Kept, visibly: a signal for a WAIT the run has not reached.
-    send(client, &post(signal("never"), json!({"n": 1}), 202, "\"held\":true")).await;
+    send(
+        client,
+        &post(signal("never"), json!({"n": 1}), 202, "\"held\":true"),
+    )
+    .await;
     let wf = client.get(&id).await.unwrap();
-    assert_eq!(wf["pendingSignals"], json!([{"name": "never", "payload": {"n": 1}}]), "{wf}");
+    assert_eq!(
+        wf["pendingSignals"],
+        json!([{"name": "never", "payload": {"n": 1}}]),
+        "{wf}"
+    );
 
     // Applied while PAUSED: a WAIT on its timer by ref, a WAIT by signal.
     send(client, &put(format!("/api/workflow/{id}/pause"), 200)).await;
-    send(client, &post(by_ref("timed", "COMPLETED"), json!({"t": 1}), 200, "")).await;
-    send(client, &post(signal("wait"), json!({"w": 2}), 200, "\"held\":false")).await;
+    send(
+        client,
+        &post(by_ref("timed", "COMPLETED"), json!({"t": 1}), 200, ""),
+    )
+    .await;
+    send(
+        client,
+        &post(signal("wait"), json!({"w": 2}), 200, "\"held\":false"),
+    )
+    .await;
     let wf = client.get(&id).await.unwrap();
     assert_eq!(wf["status"], "PAUSED", "{wf}");
-    assert_eq!(status_of(&wf, "timed").as_deref(), Some("COMPLETED"), "{wf}");
+    assert_eq!(
+        status_of(&wf, "timed").as_deref(),
+        Some("COMPLETED"),
+        "{wf}"
+    );
     assert_eq!(output_of(&wf, "timed"), json!({"t": 1}));
     assert_eq!(status_of(&wf, "wait").as_deref(), Some("COMPLETED"), "{wf}");
     assert_eq!(output_of(&wf, "wait"), json!({"w": 2}));
     send(client, &put(format!("/api/workflow/{id}/resume"), 200)).await;
 
     // An ended task takes nothing more.
-    send(client, &post(by_ref("wait", "COMPLETED"), json!({}), 409, "COMPLETED")).await;
+    send(
+        client,
+        &post(by_ref("wait", "COMPLETED"), json!({}), 409, "COMPLETED"),
+    )
+    .await;
     // By task id (a HUMAN task) and by ref (a worker's task): applied.
     let result = json!({"taskId": human_id, "status": "COMPLETED", "outputData": {"h": 3}});
     let answer = send(client, &post("/api/tasks".into(), result, 200, "")).await;
     assert_eq!(answer, human_id);
-    send(client, &post(by_ref("simple", "COMPLETED"), json!({"s": 4}), 200, "")).await;
+    send(
+        client,
+        &post(by_ref("simple", "COMPLETED"), json!({"s": 4}), 200, ""),
+    )
+    .await;
     let wf = pending(client, &id, &["later"]).await;
-    assert_eq!(status_of(&wf, "human").as_deref(), Some("COMPLETED"), "{wf}");
+    assert_eq!(
+        status_of(&wf, "human").as_deref(),
+        Some("COMPLETED"),
+        "{wf}"
+    );
     assert_eq!(output_of(&wf, "simple"), json!({"s": 4}));
 
     // The run ends with the signal nobody consumed: recorded, still shown.
-    send(client, &post(by_ref("later", "COMPLETED"), json!({}), 200, "")).await;
+    send(
+        client,
+        &post(by_ref("later", "COMPLETED"), json!({}), 200, ""),
+    )
+    .await;
     let wf = crate::ended(&suite, &id, "COMPLETED").await;
-    assert_eq!(wf["pendingSignals"], json!([{"name": "never", "payload": {"n": 1}}]), "{wf}");
+    assert_eq!(
+        wf["pendingSignals"],
+        json!([{"name": "never", "payload": {"n": 1}}]),
+        "{wf}"
+    );
     let history = client.history(&id).await.unwrap();
     let kinds: Vec<&str> = history.iter().map(|e| e.kind.as_str()).collect();
-    let at = kinds.iter().position(|k| *k == "SignalsUnconsumed").expect("recorded");
+    let at = kinds
+        .iter()
+        .position(|k| *k == "SignalsUnconsumed")
+        .expect("recorded");
     assert_eq!(kinds[at + 1], "WorkflowCompleted", "{kinds:?}");
 
     // An ended run takes nothing.
     send(client, &post(signal("wait"), json!({}), 409, "COMPLETED")).await;
-    send(client, &post(by_ref("later", "COMPLETED"), json!({}), 409, "COMPLETED")).await;
+    send(
+        client,
+        &post(by_ref("later", "COMPLETED"), json!({}), 409, "COMPLETED"),
+    )
+    .await;
 }
 
 async fn a_wait_failed_through_the_task_api_fails_its_run(suite: Suite) {
@@ -190,7 +271,10 @@ async fn a_wait_failed_through_the_task_api_fails_its_run(suite: Suite) {
     assert_eq!(status_of(&wf, "gate").as_deref(), Some("FAILED"), "{wf}");
     assert_eq!(status_of(&wf, "after"), None, "nothing runs after it: {wf}");
     assert!(
-        wf["reasonForIncompletion"].as_str().unwrap_or_default().contains("denied"),
+        wf["reasonForIncompletion"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("denied"),
         "{wf}"
     );
 }

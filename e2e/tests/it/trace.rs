@@ -171,7 +171,7 @@ async fn a_run_is_one_trace_across_every_service_and_the_worker() {
                 .collect();
             let signalled = commands
                 .iter()
-                .any(|s| s.attributes.get("command").map(String::as_str) == Some("Signal"));
+                .any(|s| s.attributes.get("command").map(String::as_str) == Some("UpdateTask"));
             let committed = in_trace.iter().any(|s| s.name == "decider.commit");
             let registered = in_trace
                 .iter()
