@@ -7,7 +7,7 @@ use axum::http::{Method, StatusCode};
 use chrono::Utc;
 use serde_json::{json, Value};
 use uuid::Uuid;
-use weft::messages::{ActivityMessage, ActivityTask, Command};
+use weft::messages::{ActivityMessage, ActivityTask, Command, TaskUpdateStatus};
 use weft::Envelope;
 
 use crate::utils::{next_delivery, random_suffix, TestEnv};
@@ -110,7 +110,7 @@ async fn next_command(
 async fn a_polled_task_completed_over_http_becomes_an_activity_result() {
     let env = TestEnv::new().await;
     let task_name = format!("charge_{}", random_suffix());
-    let mut commands = env.consume_commands();
+    let mut commands = env.consume_commands_applying_updates();
     let s = schedule(&env, &task_name).await;
 
     let r = env
@@ -179,11 +179,11 @@ async fn a_polled_task_completed_over_http_becomes_an_activity_result() {
     assert_eq!(r.status, StatusCode::OK, "{}", r.text());
     assert!(r.content_type.starts_with("text/plain"), "{r:?}");
     assert_eq!(r.text(), s.task_id.to_string());
-    match next_command(&mut commands, "ActivityCompleted").await {
-        Command::ActivityCompleted(done) => {
+    match next_command(&mut commands, "UpdateTask").await {
+        Command::UpdateTask(done) => {
             assert_eq!(
-                (done.task_id, done.run_id, done.attempt),
-                (s.task_id, s.run_id, 1)
+                (done.task_id, done.run_id, done.status),
+                (Some(s.task_id), Some(s.run_id), TaskUpdateStatus::Completed)
             );
             assert_eq!(done.output, json!({"charged": 12}));
             assert_eq!(done.worker_id.as_deref(), Some("w1"));
@@ -239,7 +239,7 @@ async fn a_polled_task_completed_over_http_becomes_an_activity_result() {
 async fn failed_results_and_update_v2_reach_the_run_and_hand_out_the_next_task() {
     let env = TestEnv::new().await;
     let task_name = format!("ship_{}", random_suffix());
-    let mut commands = env.consume_commands();
+    let mut commands = env.consume_commands_applying_updates();
     let first = schedule(&env, &task_name).await;
     let second = schedule(&env, &task_name).await;
 
@@ -261,11 +261,11 @@ async fn failed_results_and_update_v2_reach_the_run_and_hand_out_the_next_task()
     assert_eq!(r.status, StatusCode::OK, "{}", r.text());
     assert_eq!(r.json()["taskId"], json!(second.task_id.to_string()));
     assert_eq!(r.json()["workerId"], json!("w2"));
-    match next_command(&mut commands, "ActivityFailed").await {
-        Command::ActivityFailed(failed) => {
-            assert_eq!(failed.task_id, first.task_id);
-            assert!(failed.terminal);
-            assert_eq!(failed.reason, "no such address");
+    match next_command(&mut commands, "UpdateTask").await {
+        Command::UpdateTask(failed) => {
+            assert_eq!(failed.task_id, Some(first.task_id));
+            assert_eq!(failed.status, TaskUpdateStatus::FailedWithTerminalError);
+            assert_eq!(failed.reason.as_deref(), Some("no such address"));
         }
         other => panic!("{other:?}"),
     }
@@ -296,10 +296,10 @@ async fn failed_results_and_update_v2_reach_the_run_and_hand_out_the_next_task()
     let failed = json!({"taskId": second.task_id.to_string(), "status": "FAILED"});
     let r = env.post("/api/tasks/update-v2", &failed).await;
     assert_eq!(r.status, StatusCode::NO_CONTENT, "{}", r.text());
-    match next_command(&mut commands, "ActivityFailed").await {
-        Command::ActivityFailed(f) => {
-            assert_eq!(f.task_id, second.task_id);
-            assert!(!f.terminal);
+    match next_command(&mut commands, "UpdateTask").await {
+        Command::UpdateTask(f) => {
+            assert_eq!(f.task_id, Some(second.task_id));
+            assert_eq!(f.status, TaskUpdateStatus::Failed);
         }
         other => panic!("{other:?}"),
     }
@@ -310,7 +310,7 @@ async fn failed_results_and_update_v2_reach_the_run_and_hand_out_the_next_task()
 async fn in_progress_with_a_callback_gives_the_task_back_to_the_run() {
     let env = TestEnv::new().await;
     let task_name = format!("slow_{}", random_suffix());
-    let mut commands = env.consume_commands();
+    let mut commands = env.consume_commands_applying_updates();
     let s = schedule(&env, &task_name).await;
     let r = env
         .get(&format!("/api/tasks/poll/{task_name}?workerid=w1"))
@@ -342,9 +342,10 @@ async fn in_progress_with_a_callback_gives_the_task_back_to_the_run() {
     result["extendLease"] = json!(false);
     let r = env.post("/api/tasks", &result).await;
     assert_eq!(r.status, StatusCode::OK, "{}", r.text());
-    match next_command(&mut commands, "ActivityPostponed").await {
-        Command::ActivityPostponed(p) => {
-            assert_eq!((p.task_id, p.run_id, p.attempt), (s.task_id, s.run_id, 1));
+    match next_command(&mut commands, "UpdateTask").await {
+        Command::UpdateTask(p) => {
+            assert_eq!((p.task_id, p.run_id), (Some(s.task_id), Some(s.run_id)));
+            assert_eq!(p.status, TaskUpdateStatus::Postponed);
             assert_eq!(p.callback_after_seconds, 30);
             assert_eq!(p.output, json!({"percent": 10}));
             assert_eq!(p.worker_id.as_deref(), Some("w1"));
@@ -551,7 +552,7 @@ async fn bad_task_requests_are_refused_naming_the_field() {
 async fn a_pending_activity_completed_by_ref_reaches_the_run_as_a_result() {
     let env = TestEnv::new().await;
     let task_name = format!("byref_{}", random_suffix());
-    let mut commands = env.consume_commands();
+    let mut commands = env.consume_commands_applying_updates();
     let done = schedule(&env, &task_name).await;
     let r = env
         .post(
@@ -564,9 +565,9 @@ async fn a_pending_activity_completed_by_ref_reaches_the_run_as_a_result() {
         .await;
     assert_eq!(r.status, StatusCode::OK, "{}", r.text());
     assert_eq!(r.text(), done.task_id.to_string());
-    match next_command(&mut commands, "ActivityCompleted").await {
-        Command::ActivityCompleted(c) => {
-            assert_eq!(c.task_id, done.task_id);
+    match next_command(&mut commands, "UpdateTask").await {
+        Command::UpdateTask(c) => {
+            assert_eq!(c.task_id, Some(done.task_id));
             assert_eq!(c.output, json!({"approved": true}));
             assert_eq!(c.worker_id.as_deref(), Some("ops"));
         }
@@ -580,8 +581,8 @@ async fn a_pending_activity_completed_by_ref_reaches_the_run_as_a_result() {
         )
         .await;
     assert_eq!(r.status, StatusCode::OK, "{}", r.text());
-    match next_command(&mut commands, "ActivityFailed").await {
-        Command::ActivityFailed(f) => assert_eq!(f.task_id, failed.task_id),
+    match next_command(&mut commands, "UpdateTask").await {
+        Command::UpdateTask(f) => assert_eq!(f.task_id, Some(failed.task_id)),
         other => panic!("{other:?}"),
     }
     let bad = env

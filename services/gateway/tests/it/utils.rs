@@ -223,6 +223,52 @@ impl TestEnv {
         rx
     }
 
+    /// As [`Self::consume_commands`], standing in for the decider's verdicts too: each
+    /// task update (`UpdateTask`) is answered as applied (200, naming its task), so that
+    /// the request waiting for it returns.
+    pub fn consume_commands_applying_updates(&self) -> mpsc::UnboundedReceiver<Delivery> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        for k in 0..SHARDS {
+            let (tx, store) = (tx.clone(), self.store.clone());
+            let opts = ConsumeOptions {
+                prefetch: 16,
+                concurrency: 1,
+            };
+            self.bus.consume(
+                &self.bus.names().command_queue(k),
+                opts,
+                move |d| {
+                    let (tx, store) = (tx.clone(), store.clone());
+                    async move {
+                        if let Ok(weft::messages::Command::UpdateTask(u)) =
+                            d.envelope.decode::<weft::messages::Command>()
+                        {
+                            let outcome = weft::store::operations::OperationOutcome {
+                                request_id: u.op.request_id.expect("a request id"),
+                                workflow_id: d.envelope.workflow_id.clone(),
+                                status: 200,
+                                body: serde_json::json!({
+                                    "workflowId": d.envelope.workflow_id,
+                                    "taskId": u.task_id,
+                                    "held": false,
+                                }),
+                            };
+                            let batch = weft::store::runs::CommitBatch {
+                                outcomes: vec![outcome],
+                                ..Default::default()
+                            };
+                            store.commit(&batch).await.expect("verdict written");
+                        }
+                        let _ = tx.send(d);
+                        Disposition::Ack
+                    }
+                },
+                self.consumers.clone(),
+            );
+        }
+        rx
+    }
+
     /// Starts the gateway's start-event consumer (as `weft-gateway` does), until `finish`.
     pub fn consume_start_events(&self) {
         weft_gateway::start_events::spawn(&self.state, 4, self.consumers.clone());
