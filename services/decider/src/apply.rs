@@ -160,6 +160,16 @@ pub fn apply_command(state: &RunState, command: &Command) -> Applied {
                 _ if state.status != RunStatus::Running => {
                     Applied::Ignored(format!("timer for a run that is {}", state.status.as_str()))
                 }
+                // A WAIT completed (by ref, skipped) before its timer: the commit that
+                // ended it deleted the timer, and one already fired changes nothing.
+                Some(t)
+                    if t.timer_id == crate::interpreter::wait_timer_id(t.task_id)
+                        && state
+                            .task(t.task_id)
+                            .is_some_and(|x| !x.status.is_pending()) =>
+                {
+                    Applied::Ignored(format!("timer {} of a WAIT that ended", t.timer_id))
+                }
                 Some(_) => Applied::Events(vec![Event::TimerFired(fired.clone())]),
                 None => {
                     Applied::Ignored(format!("timer {} unknown or already fired", fired.timer_id))

@@ -80,6 +80,8 @@ struct Working {
     touched: HashSet<Uuid>,
     outbox: Vec<OutboxMessage>,
     timers: Vec<TimerRecord>,
+    /// Timers made moot by this batch (a WAIT that ended before its timer fired).
+    cancelled_timers: Vec<Uuid>,
     /// Work that ended without its result (terminate, skip, cancel, timeout): its
     /// workers are told to stop, its child runs are terminated.
     stopped: Vec<Stopped>,
@@ -140,6 +142,7 @@ impl Working {
             events,
             outbox: Vec::new(),
             timers: Vec::new(),
+            cancelled_timers: Vec::new(),
             stopped: Vec::new(),
             replaced: false,
             effects_done_for_end: false,
@@ -355,6 +358,9 @@ impl Shard {
                 batch.ended_runs.push(w.state.run_id);
             } else {
                 batch.timers.extend(w.timers.iter().cloned());
+                batch
+                    .cancelled_timers
+                    .extend(w.cancelled_timers.iter().copied());
             }
             batch.hook_deliveries.extend(w.deliveries.iter().cloned());
             batch.starts.extend(w.starts.iter().cloned());
@@ -1731,6 +1737,24 @@ fn dispatch_timer(
 }
 
 /// Appends `event` to the working run: stores it and folds it into the state.
+/// The timer of a WAIT task that `event` ends before the timer fired (completed by
+/// ref, skipped, canceled): deleted in the same commit, so it never fires into the run.
+fn moot_wait_timer(state: &crate::state::RunState, event: &Event) -> Option<Uuid> {
+    let task_id = match event {
+        Event::TaskCompleted(e) => e.task_id,
+        Event::TaskFailed(e) => e.task_id,
+        Event::TaskSkipped(e) => e.task_id,
+        Event::TaskCanceled(e) => e.task_id,
+        _ => return None,
+    };
+    let timer_id = crate::interpreter::wait_timer_id(task_id);
+    state
+        .timers
+        .iter()
+        .any(|t| t.timer_id == timer_id && !t.fired)
+        .then_some(timer_id)
+}
+
 /// What the verdict on an applied task update adds: the task it applied to
 /// (`taskId`), or, for a signal kept for a task not reached yet, `held: true`.
 fn update_verdict(
@@ -1755,6 +1779,10 @@ fn update_verdict(
 fn append(w: &mut Working, event: Event) -> Result<(), Error> {
     if let Some(unconsumed) = w.state.unconsumed_at_end(&event) {
         append(w, unconsumed)?;
+    }
+    if let Some(timer_id) = moot_wait_timer(&w.state, &event) {
+        w.timers.retain(|t| t.id != timer_id);
+        w.cancelled_timers.push(timer_id);
     }
     let task_id = match &event {
         Event::TaskScheduled(s) => Some(s.task_id),

@@ -139,6 +139,9 @@ pub struct CommitBatch {
     pub checks: Vec<AttemptCheck>,
     /// Runs this batch ended: their pending timers are deleted with the commit.
     pub ended_runs: Vec<Uuid>,
+    /// Timers this batch made moot (a WAIT completed before its timer): deleted with the
+    /// commit.
+    pub cancelled_timers: Vec<Uuid>,
     /// Runs this batch starts through the outbox (children, START_WORKFLOW, failure
     /// workflows), recorded as accepted starts with the commit: their ids are known
     /// (in a task's output) before their `StartWorkflow` is applied, and reads must find

@@ -15,6 +15,7 @@ mod exclusive;
 mod looping;
 pub mod policy;
 mod system;
+pub use system::wait_timer_id;
 pub mod waiting;
 mod walk;
 

@@ -40,7 +40,7 @@ impl Walker<'_> {
                     Flow::Waiting(vec![
                         self.start(task, TaskType::Wait, input),
                         Decision::StartTimer {
-                            timer_id: Uuid::new_v5(&task_id, b"timer"),
+                            timer_id: wait_timer_id(task_id),
                             task_id,
                             due,
                         },
@@ -354,8 +354,9 @@ impl Walker<'_> {
         }
     }
 
-    /// Records `task` as started and failed with `why`, and fails the run (a task that
-    /// could not begin: an INLINE script that threw, an EVENT sink that names nothing).
+    /// Records `task` as started and failed with `why`, and fails the run unless the task
+    /// is optional or permissive (a task that could not begin: an INLINE script that
+    /// threw, an EVENT sink that names nothing).
     fn fail_at_start(
         &self,
         task: &WorkflowTask,
@@ -365,7 +366,7 @@ impl Walker<'_> {
     ) -> Flow {
         let task_id = self.task_id(task, 1);
         let task_ref = task.task_reference_name.clone();
-        Flow::Stop(vec![
+        let mut decisions = vec![
             Decision::StartSystemTask {
                 task_id,
                 task_ref: task_ref.clone(),
@@ -382,12 +383,18 @@ impl Walker<'_> {
                 // (FAILED_WITH_TERMINAL_ERROR); LAMBDA, START_WORKFLOW and EVENT end FAILED.
                 terminal: kind == TaskType::Inline,
             },
-            Decision::FailWorkflow {
-                reason: format!("task {task_ref:?}: {why}"),
-                failed_task_refs: vec![task_ref],
-                output: None,
-            },
-        ])
+        ];
+        // An optional task reads COMPLETED_WITH_ERRORS and the run goes on; a permissive
+        // one's branch goes on, and its JOIN (or the run's end) fails.
+        if task.optional || super::walk::permissive(task) {
+            return Flow::Waiting(decisions);
+        }
+        decisions.push(Decision::FailWorkflow {
+            reason: format!("task {task_ref:?}: {why}"),
+            failed_task_refs: vec![task_ref],
+            output: None,
+        });
+        Flow::Stop(decisions)
     }
 
     /// JSON_JQ_TRANSFORM: applies the jq program `queryExpression` to the task's whole
@@ -595,4 +602,9 @@ fn failed_for_good(task: &WorkflowTask, t: &TaskState) -> Option<Flow> {
             task_failure_reason(t.task_id, "FAILED", t.reason.as_deref()),
         )
     })
+}
+
+/// The durable timer of the WAIT task `task_id` (`duration` or `until`).
+pub fn wait_timer_id(task_id: Uuid) -> Uuid {
+    Uuid::new_v5(&task_id, b"timer")
 }

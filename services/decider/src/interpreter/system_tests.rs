@@ -165,6 +165,33 @@ fn an_optional_jq_transform_that_fails_lets_the_run_go_on() {
 }
 
 #[test]
+fn optional_inline_and_lambda_tasks_that_throw_let_the_run_go_on() {
+    let def = json!({"name": "w", "tasks": [
+        {"name": "i", "taskReferenceName": "i", "type": "INLINE", "optional": true,
+         "inputParameters": {"evaluatorType": "javascript", "expression": "throw 'soft'"}},
+        {"name": "l", "taskReferenceName": "l", "type": "LAMBDA", "optional": true,
+         "inputParameters": {"scriptExpression": "throw 'softer'"}},
+        {"name": "next", "taskReferenceName": "next"}]});
+    let mut sim = Sim::start(def, json!({}));
+    assert_eq!(task(&sim, "i").status.as_str(), "COMPLETED_WITH_ERRORS");
+    assert_eq!(task(&sim, "l").status.as_str(), "COMPLETED_WITH_ERRORS");
+    assert_eq!(sim.pending(), vec!["next".to_owned()]);
+    sim.complete("next", json!({}));
+    assert_eq!(sim.state.status, RunStatus::Completed);
+
+    // Not optional: the run fails at the script, and nothing after it runs.
+    let strict = Sim::start(
+        json!({"name": "w", "tasks": [
+            {"name": "i", "taskReferenceName": "i", "type": "INLINE",
+             "inputParameters": {"evaluatorType": "javascript", "expression": "throw 'hard'"}},
+            {"name": "next", "taskReferenceName": "next"}]}),
+        json!({}),
+    );
+    assert_eq!(strict.state.status, RunStatus::Failed);
+    assert!(strict.state.latest("next").is_none());
+}
+
+#[test]
 fn an_endless_jq_program_is_stopped_and_fails_the_run() {
     let def = json!({"name": "w", "tasks": [
         {"name": "t", "taskReferenceName": "t", "type": "JSON_JQ_TRANSFORM",

@@ -159,7 +159,7 @@ const PARTS: [(&str, &str); 11] = [
     ),
     (
         "cancelled_timers",
-        r#"    DELETE FROM timers WHERE run_id = ANY($85::uuid[])
+        r#"    DELETE FROM timers WHERE run_id = ANY($85::uuid[]) OR id = ANY($98::uuid[])
     RETURNING 1
 "#,
     ),

@@ -72,6 +72,10 @@ impl RunStore for PgStore {
             .into_iter()
             .copied()
             .collect();
+        let cancelled: Vec<Uuid> = all(batches, |b| &b.cancelled_timers)
+            .into_iter()
+            .copied()
+            .collect();
         let shape = Shape::of([
             !new.is_empty(),
             !upd.is_empty(),
@@ -82,7 +86,7 @@ impl RunStore for PgStore {
             !oc.is_empty(),
             !hooks.is_empty(),
             !ck.is_empty(),
-            !ended.is_empty(),
+            !ended.is_empty() || !cancelled.is_empty(),
             !st.is_empty(),
         ]);
         if shape.is_empty() {
@@ -207,6 +211,8 @@ impl RunStore for PgStore {
             // runs' signals kept for a task not reached yet (NULL: none): $96, $97
             .bind(col!(new, |r| r.pending_signals.as_ref()))
             .bind(col!(upd, |(r, _)| r.pending_signals.as_ref()))
+            // timers made moot: $98
+            .bind(&cancelled)
             .execute(&self.pool)
             .await;
         match result {

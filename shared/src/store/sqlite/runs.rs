@@ -325,5 +325,12 @@ fn write_all(tx: &rusqlite::Transaction<'_>, batches: &[&CommitBatch]) -> Result
             delete.execute([id(run_id)])?;
         }
     }
+    let cancelled = all(batches, |b| &b.cancelled_timers);
+    if !cancelled.is_empty() {
+        let mut delete = tx.prepare_cached("DELETE FROM timers WHERE id = ?1")?;
+        for timer_id in cancelled {
+            delete.execute([id(timer_id)])?;
+        }
+    }
     Ok(())
 }

@@ -277,6 +277,7 @@ async fn a_moved_version_writes_nothing(store: &Store) {
         hook_deliveries: vec![delivery(wf, run_id)],
         checks: vec![attempt_check(wf, run_id, task_a.task_id)],
         ended_runs: vec![run_id],
+        cancelled_timers: vec![Uuid::new_v4()],
         starts: vec![child_start("wf-conflict-child")],
     };
     let err = store.commit(&batch).await.expect_err("stale version");
@@ -406,6 +407,37 @@ async fn the_commit_ending_a_run_deletes_its_timers(store: &Store) {
     // The ended run's timer went; the other run's stays.
     let first = store.next_timer_at().await.unwrap().unwrap();
     assert!((first - later.fire_at).num_milliseconds().abs() < 1_000);
+}
+
+store_test!(a_commit_deletes_the_timers_it_made_moot_and_keeps_the_others);
+async fn a_commit_deletes_the_timers_it_made_moot_and_keeps_the_others(store: &Store) {
+    let wf = "wf-timers-moot";
+    let run_id = Uuid::new_v4();
+    let mut moot = timer(wf, run_id);
+    moot.fire_at = now() + chrono::Duration::minutes(10);
+    let mut kept = timer(wf, run_id);
+    kept.fire_at = now() + chrono::Duration::minutes(20);
+    store
+        .commit(&CommitBatch {
+            new_runs: vec![run(wf, run_id, 1)],
+            events: vec![started(run_id)],
+            timers: vec![moot.clone(), kept.clone()],
+            ..CommitBatch::default()
+        })
+        .await
+        .unwrap();
+    store
+        .commit(&CommitBatch {
+            updated_runs: vec![(run(wf, run_id, 2), 1)],
+            events: vec![variables(run_id, 2)],
+            cancelled_timers: vec![moot.id],
+            ..CommitBatch::default()
+        })
+        .await
+        .unwrap();
+    // The run goes on: only the moot timer went.
+    let first = store.next_timer_at().await.unwrap().unwrap();
+    assert!((first - kept.fire_at).num_milliseconds().abs() < 1_000);
 }
 
 store_test!(a_second_current_run_is_a_unique_violation);
