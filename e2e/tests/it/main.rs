@@ -37,6 +37,7 @@ mod python_worker;
 mod quorum;
 mod rabbitmq_users;
 mod read_replica;
+mod run_routes;
 mod sdk_heartbeats;
 mod start_events;
 mod system_tasks;

@@ -252,19 +252,28 @@ pub(crate) async fn terminate_and_remove(
     id: &str,
     reason: Option<String>,
 ) -> Result<(), ApiError> {
-    if let Removal::NotEnded { .. } = state.store.remove_workflow(id).await? {
-        let reason = reason
-            .filter(|r| !r.trim().is_empty())
-            .unwrap_or_else(|| "terminated by an operator before its removal".to_owned());
-        let answer = super::operations::terminate_run(state, id, reason).await?;
-        if answer.get("requestId").is_some() {
-            return Err(ApiError::Unavailable(format!(
-                "workflow {id}: the terminate is queued but no decider applied it in time; \
-                 it was not removed"
-            )));
+    match state.store.remove_workflow(id).await? {
+        // Ended already: removed by the call that found it so (it used to be looked for
+        // again, and answered 404).
+        Removal::Removed => {
+            tracing::info!(workflow_id = %id, "workflow removed");
+            Ok(())
+        }
+        Removal::NotFound => Err(ApiError::NotFound(format!("workflow {id} not found"))),
+        Removal::NotEnded { .. } => {
+            let reason = reason
+                .filter(|r| !r.trim().is_empty())
+                .unwrap_or_else(|| "terminated by an operator before its removal".to_owned());
+            let answer = super::operations::terminate_run(state, id, reason).await?;
+            if answer.get("requestId").is_some() {
+                return Err(ApiError::Unavailable(format!(
+                    "workflow {id}: the terminate is queued but no decider applied it in \
+                     time; it was not removed"
+                )));
+            }
+            remove_one(state, id).await
         }
     }
-    remove_one(state, id).await
 }
 
 /// `GET /api/workflow/{id}/tasks?start=0&count=15&status=`: a page of the current run's
