@@ -29,6 +29,8 @@ mod hooks_tests;
 #[cfg(test)]
 mod operations_tests;
 #[cfg(test)]
+mod rules_tests;
+#[cfg(test)]
 mod sim;
 #[cfg(test)]
 mod task_update_tests;

@@ -526,6 +526,7 @@ fn check_structure(
         return Ok(());
     };
     check_child_fields(task, t, path)?;
+    check_optional(task, t, path)?;
     let field = |name: &str| join(path, name);
     let input = |name: &str| join(&join(path, "inputParameters"), name);
     let ty = t.as_str();
@@ -839,6 +840,31 @@ fn check_child_fields(task: &WorkflowTask, t: TaskType, path: &str) -> Result<()
                 format!("{name} is only used by {owner} tasks, not {}", t.as_str()),
             ));
         }
+    }
+    Ok(())
+}
+
+/// Task types that never fail by themselves (a FORK completes at once, a JOIN fails only
+/// with a task it waits for, which has its own `optional`): `optional` would mean nothing
+/// on them, so `optional: true` is refused instead of accepted and ignored.
+pub const NEVER_FAIL: [TaskType; 5] = [
+    TaskType::ForkJoin,
+    TaskType::Join,
+    TaskType::ExclusiveJoin,
+    TaskType::Noop,
+    TaskType::Terminate,
+];
+
+fn check_optional(task: &WorkflowTask, t: TaskType, path: &str) -> Result<(), DslError> {
+    if task.optional && NEVER_FAIL.contains(&t) {
+        return Err(DslError::new(
+            join(path, "optional"),
+            format!(
+                "a {} task never fails by itself, so optional means nothing on it; \
+                 mark the tasks it runs or waits for optional instead",
+                t.as_str()
+            ),
+        ));
     }
     Ok(())
 }
@@ -1241,6 +1267,18 @@ mod tests {
             "inputParameters[1]",
             "string",
         );
+    }
+
+    #[test]
+    fn optional_is_refused_on_a_type_that_never_fails() {
+        for kind in NEVER_FAIL {
+            let def = json!({"name": "w", "tasks": [
+                {"name": "x", "taskReferenceName": "x", "type": kind.as_str(), "optional": true}]});
+            assert_err(def, "tasks[0].optional", "never fails by itself");
+        }
+        let fine = json!({"name": "w", "tasks": [
+            {"name": "x", "taskReferenceName": "x", "type": "NOOP", "optional": false}]});
+        assert!(parse_definition(&fine).is_ok());
     }
 
     #[test]

@@ -10,8 +10,8 @@
 use serde_json::{json, Value};
 use weft::dsl::{TaskType, WorkflowTask};
 
-use super::walk::{fail, Flow, Walker};
-use crate::state::{find_task, TaskState};
+use super::walk::{Flow, Walker};
+use crate::state::{find_task, TaskState, TaskStatus};
 
 /// Most branches one dynamic fork may open.
 const MAX_BRANCHES: usize = 1_000;
@@ -42,8 +42,19 @@ impl Walker<'_> {
                         None,
                     )])
                 }
-                Err(why) => fail(task, format!("task {:?}: {why}", task.task_reference_name)),
+                Err(why) => self.fail_unless_optional(task, TaskType::ForkJoinDynamic, input, &why),
             };
+        }
+        // An optional dynamic fork whose input named no branches runs none.
+        if latest.is_some_and(|t| {
+            matches!(
+                t.status,
+                TaskStatus::CompletedWithErrors
+                    | TaskStatus::Failed
+                    | TaskStatus::FailedWithTerminalError
+            )
+        }) {
+            return Flow::Done;
         }
         let mut branches = Vec::new();
         for branch in self.recorded_branches(task) {

@@ -19,13 +19,8 @@ impl Walker<'_> {
             if let Some(items) = task.extra.get("items") {
                 let resolved = weft::dsl::expr::resolve(items, &self.state.expression_context());
                 if !resolved.is_array() {
-                    return super::walk::fail(
-                        task,
-                        format!(
-                            "task {:?}: items must resolve to a list, got {resolved}",
-                            task.task_reference_name
-                        ),
-                    );
+                    let why = format!("items must resolve to a list, got {resolved}");
+                    return self.fail_unless_optional(task, TaskType::DoWhile, input, &why);
                 }
                 if let Value::Object(map) = &mut input {
                     map.insert("items".into(), resolved);
@@ -89,7 +84,7 @@ impl Walker<'_> {
                 let input = self.condition_input(looping, &output, &refs, iteration);
                 match script::evaluate_condition(condition, &input, script::Limits::default()) {
                     Ok(again) => again && more_items,
-                    Err(e) => return self.fail_loop(looping, format!("loopCondition: {e}")),
+                    Err(e) => return self.fail_loop(task, looping, format!("loopCondition: {e}")),
                 }
             }
         };
@@ -104,6 +99,7 @@ impl Walker<'_> {
         let cap = self.state.max_loop_iterations;
         if iteration >= cap {
             return self.fail_loop(
+                task,
                 looping,
                 format!(
                     "loop reached its cap of {cap} iterations (WEFT_MAX_LOOP_ITERATIONS); \
@@ -174,14 +170,19 @@ impl Walker<'_> {
         Value::Object(input)
     }
 
-    fn fail_loop(&self, looping: &TaskState, reason: String) -> Flow {
+    fn fail_loop(&self, task: &WorkflowTask, looping: &TaskState, reason: String) -> Flow {
+        let failed = Decision::FailStartedTask {
+            task_id: looping.task_id,
+            task_ref: looping.task_ref.clone(),
+            reason: reason.clone(),
+            terminal: true,
+        };
+        // An optional loop reads COMPLETED_WITH_ERRORS and the run goes on past it.
+        if task.optional {
+            return Flow::Waiting(vec![failed]);
+        }
         Flow::Stop(vec![
-            Decision::FailStartedTask {
-                task_id: looping.task_id,
-                task_ref: looping.task_ref.clone(),
-                reason: reason.clone(),
-                terminal: true,
-            },
+            failed,
             Decision::FailWorkflow {
                 reason: format!("task {:?}: {reason}", looping.task_ref),
                 failed_task_refs: vec![looping.task_ref.clone()],

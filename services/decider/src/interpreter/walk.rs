@@ -601,9 +601,7 @@ impl<'a> Walker<'a> {
             let input = self.input(task, 1);
             let case = match branch::select_case(task, kind, &input) {
                 Ok(case) => case,
-                Err(why) => {
-                    return fail(task, format!("task {:?}: {why}", task.task_reference_name))
-                }
+                Err(why) => return self.fail_unless_optional(task, kind, input, &why),
             };
             let mut input = input;
             let output = match kind {
@@ -622,6 +620,15 @@ impl<'a> Walker<'a> {
             };
             return Flow::Waiting(vec![self.complete(task, kind, input, output, None)]);
         };
+        // An optional switch whose expression failed takes no branch.
+        if matches!(
+            done.status,
+            TaskStatus::CompletedWithErrors
+                | TaskStatus::Failed
+                | TaskStatus::FailedWithTerminalError
+        ) {
+            return Flow::Done;
+        }
         let output = done.output.clone().unwrap_or(Value::Null);
         let case = output
             .get("selectedCase")
@@ -1082,6 +1089,24 @@ fn join_on(task: &WorkflowTask) -> Vec<String> {
                 .collect()
         })
         .unwrap_or_default()
+}
+
+impl Walker<'_> {
+    /// A system task that could not do its work (`why`): recorded FAILED and the run
+    /// fails, or, for an optional task, recorded COMPLETED_WITH_ERRORS and the run goes
+    /// on past it (Conductor's `optional` on a SWITCH, a dynamic fork, …).
+    pub(super) fn fail_unless_optional(
+        &self,
+        task: &WorkflowTask,
+        kind: TaskType,
+        input: Value,
+        why: &str,
+    ) -> Flow {
+        if task.optional {
+            return Flow::Waiting(vec![self.fail_now(task, kind, input, json!({}), why)]);
+        }
+        fail(task, format!("task {:?}: {why}", task.task_reference_name))
+    }
 }
 
 /// Ends the run as FAILED, blaming `task`.
