@@ -364,7 +364,14 @@ pub struct StartWorkflow {
     /// Conductor's priority (0–99, higher first) for the run's activity tasks.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub priority: Option<i32>,
+    /// Conductor's `taskToDomain`: task name (or `*`) → the domain its tasks go to, only
+    /// workers polling that domain taking them (docs/domains.md).
+    #[serde(default, skip_serializing_if = "TaskDomains::is_empty")]
+    pub task_to_domain: TaskDomains,
 }
+
+/// Conductor's `taskToDomain` of a run: task name, or `*` for every task, → domain.
+pub type TaskDomains = std::collections::BTreeMap<String, String>;
 
 /// A signal sent to a run by an operator or another system.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -1134,6 +1141,9 @@ pub struct WorkflowStarted {
     /// Conductor's priority (0–99) the run's activity tasks are queued with.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub priority: Option<i32>,
+    /// The run's `taskToDomain` (docs/domains.md).
+    #[serde(default, skip_serializing_if = "TaskDomains::is_empty")]
+    pub task_to_domain: TaskDomains,
 }
 
 /// Attributes of [`Event::TaskScheduled`].
@@ -1168,6 +1178,10 @@ pub struct TaskScheduled {
     /// (the back-off with its jitter); 0: at once.
     #[serde(default, skip_serializing_if = "is_zero_i64")]
     pub dispatch_delay_ms: i64,
+    /// The domain of a worker's task (from the run's `taskToDomain`): it goes to that
+    /// domain's queue, for workers polling that domain only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub domain: Option<String>,
 }
 
 fn is_zero(n: &i32) -> bool {

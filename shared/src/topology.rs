@@ -91,7 +91,8 @@ impl Names {
         format!("{}.activity", self.ns)
     }
 
-    /// Queue of the activities named `task_name`.
+    /// Queue of the activities named `task_name` (an [`activity_key`]: `<domain>:<task>`
+    /// for a domain's).
     pub fn activity_queue(&self, task_name: &str) -> String {
         format!("{}.activity.{task_name}", self.ns)
     }
@@ -152,6 +153,16 @@ impl Names {
     /// Dead-letter queue of `queue`.
     pub fn dlq(queue: &str) -> String {
         format!("{queue}.dlq")
+    }
+}
+
+/// The key of the activity queue of tasks named `task_name` in `domain` (Conductor's
+/// `<domain>:<task>` queue name), the task name alone without one: the routing key on the
+/// activity exchange and the last part of the queue's name (docs/domains.md).
+pub fn activity_key<'a>(task_name: &'a str, domain: Option<&str>) -> std::borrow::Cow<'a, str> {
+    match domain {
+        Some(domain) => format!("{domain}:{task_name}").into(),
+        None => task_name.into(),
     }
 }
 

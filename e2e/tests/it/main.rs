@@ -18,6 +18,7 @@ mod conductor_sdk;
 mod constructs;
 mod crash;
 mod dev;
+mod domains;
 mod eager;
 mod event_handlers;
 mod event_task;

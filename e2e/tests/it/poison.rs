@@ -115,6 +115,7 @@ async fn a_start_published_twice_makes_one_run() {
             parent: None,
             traceparent: None,
             priority: None,
+            task_to_domain: Default::default(),
         });
         let envelope = weft::Envelope::new(workflow_id, None, &command).unwrap();
         envelope.to_bytes().unwrap()

@@ -167,6 +167,7 @@ async fn accept_start_unpublished(suite: &Suite, definition: &Value) -> String {
         parent: None,
         traceparent: None,
         priority: None,
+        task_to_domain: Default::default(),
     });
     let names = suite.env().names();
     let mut messages = vec![OutboxMessage::new(

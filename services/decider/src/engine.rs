@@ -921,6 +921,7 @@ impl Shard {
                 max_variables_kb: Some(self.limits.max_variables_kb),
                 traceparent: start.traceparent.clone().or(delivery_trace),
                 priority: start.priority.filter(|p| *p > 0),
+                task_to_domain: start.task_to_domain.clone(),
             }),
         };
         let state = RunState::from_history(workflow_id, std::slice::from_ref(&first))
@@ -988,10 +989,17 @@ impl Shard {
             w.starts.push(start);
         }
         let mut events = events_for(decision, w.state.tasks.len() as i32, Utc::now());
+        if let Some(Event::TaskScheduled(scheduled)) = events.first_mut() {
+            // A worker's task goes to its domain's queue (the built-in HTTP worker
+            // polls none: docs/domains.md).
+            if is_activity && scheduled.task_type != TaskType::Http.as_str() {
+                scheduled.domain = w.state.domain_of(&scheduled.task_name);
+            }
+        }
         match events.first() {
             Some(Event::TaskScheduled(scheduled)) if is_activity => {
                 self.bus
-                    .declare_activity_queue(activity_queue_key(scheduled))
+                    .declare_activity_queue(&activity_queue_key(scheduled))
                     .await?;
                 let limits = attempt_limits(&w.state, &scheduled.task_ref);
                 // A retry waiting out its back-off goes to no worker before then. The
@@ -1226,6 +1234,8 @@ impl Shard {
             traceparent: weft::telemetry::current_traceparent()
                 .or_else(|| w.state.traceparent.clone()),
             priority: None,
+            // A run started by START_WORKFLOW is on its own, as in Conductor.
+            task_to_domain: Default::default(),
         };
         let (message, start) = self.start_message(&workflow_id, command)?;
         w.outbox.push(message);
@@ -1311,8 +1321,9 @@ impl Shard {
                 task_id,
             }),
             traceparent: weft::telemetry::current_traceparent().or(parent.traceparent.clone()),
-            // A child runs at its parent's priority, as in Conductor.
+            // A child runs at its parent's priority and in its domains, as in Conductor.
             priority: Some(parent.priority).filter(|p| *p > 0),
+            task_to_domain: parent.task_to_domain.clone(),
         };
         self.start_message(child_workflow_id, command)
     }
@@ -1410,6 +1421,7 @@ impl Shard {
             parent: None,
             traceparent: run.traceparent.clone(),
             priority: Some(run.priority).filter(|p| *p > 0),
+            task_to_domain: run.task_to_domain.clone(),
         };
         self.start_message(&workflow_id, command).map(Some)
     }
@@ -1459,10 +1471,12 @@ impl Shard {
         s: &TaskScheduled,
         limits: &AttemptLimits,
     ) -> Option<(String, Eager)> {
-        if !limits.is_unlimited() {
+        // A worker's offer is for its tasks of no domain.
+        if !limits.is_unlimited() || s.domain.is_some() {
             return None;
         }
         let key = activity_queue_key(s);
+        let key = key.as_ref();
         let own = w.eager.take_if(|e| {
             e.fits(key, EAGER_OFFER_MAX_AGE) && !self.spares.is_withdrawn(&e.offer.queue_prefix)
         });
@@ -1516,7 +1530,7 @@ impl Shard {
             .with_priority(state.priority);
         OutboxMessage::new(
             names.activity_exchange(),
-            activity_queue_key(s).to_owned(),
+            activity_queue_key(s).into_owned(),
             &envelope,
             weft::telemetry::current_traceparent(),
         )
@@ -1543,6 +1557,7 @@ impl Shard {
             output: None,
             callback_after_seconds: t.callback_after_seconds,
             dispatch_delay_ms: 0,
+            domain: t.domain.clone(),
         };
         let message = self.activity_message(&w.state, &scheduled)?;
         match t.dispatch_timer {
@@ -1639,11 +1654,11 @@ fn eager_of(command: &Command) -> Option<Eager> {
     })
 }
 
-fn activity_queue_key(s: &TaskScheduled) -> &str {
+fn activity_queue_key(s: &TaskScheduled) -> std::borrow::Cow<'_, str> {
     if s.task_type == TaskType::Http.as_str() {
-        TaskType::Http.as_str()
+        TaskType::Http.as_str().into()
     } else {
-        &s.task_name
+        weft::topology::activity_key(&s.task_name, s.domain.as_deref())
     }
 }
 

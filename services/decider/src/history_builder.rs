@@ -36,6 +36,7 @@ impl HistoryBuilder {
             max_variables_kb: None,
             traceparent: None,
             priority: None,
+            task_to_domain: Default::default(),
         }));
         b
     }
@@ -67,6 +68,7 @@ impl HistoryBuilder {
             output: None,
             callback_after_seconds: 0,
             dispatch_delay_ms: 0,
+            domain: None,
         }));
         self
     }

@@ -10,6 +10,9 @@ use weft::dsl::{TaskType, WorkflowDef};
 use weft::messages::Event;
 use weft::store::runs::{RunRecord, StoredEvent, TaskRecord};
 
+/// Conductor's name for "no domain" in `taskToDomain`.
+pub const NO_DOMAIN: &str = "NO_DOMAIN";
+
 /// Workflow status.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RunStatus {
@@ -133,6 +136,8 @@ pub struct TaskState {
     /// (one per wait, so that a timer fired and not yet deleted is never taken for the
     /// next one); `None` when its message went to its queue at once.
     pub dispatch_timer: Option<Uuid>,
+    /// The domain of a worker's task (docs/domains.md).
+    pub domain: Option<String>,
 }
 
 impl TaskState {
@@ -199,6 +204,8 @@ pub struct RunState {
     pub traceparent: Option<String>,
     /// Conductor's priority (0–99) its activity tasks are queued with.
     pub priority: i32,
+    /// Conductor's `taskToDomain`: task name (or `*`) → domain (docs/domains.md).
+    pub task_to_domain: weft::messages::TaskDomains,
     /// Status.
     pub status: RunStatus,
     /// Durable timers set by the run's tasks.
@@ -288,6 +295,7 @@ impl RunState {
                 .saturating_mul(1024),
             traceparent: started.traceparent.clone(),
             priority: started.priority.unwrap_or(0),
+            task_to_domain: started.task_to_domain.clone(),
             status: RunStatus::Running,
             variables: started.definition.variables.clone(),
             signals: Vec::new(),
@@ -347,6 +355,7 @@ impl RunState {
                     dispatch_delay_ms: s.dispatch_delay_ms,
                     dispatch_timer: (s.dispatch_delay_ms > 0)
                         .then(|| dispatch_timer_id(s.task_id, e.event_id)),
+                    domain: s.domain.clone(),
                 })
             }
             Event::TaskStarted(s) => {
@@ -637,6 +646,19 @@ impl RunState {
         pending
     }
 
+    /// The domain a worker's task named `task_name` goes to: its entry in the run's
+    /// `taskToDomain`, else the `*` entry; none for `NO_DOMAIN` (docs/domains.md).
+    pub fn domain_of(&self, task_name: &str) -> Option<String> {
+        if self.task_to_domain.is_empty() {
+            return None;
+        }
+        self.task_to_domain
+            .get(task_name)
+            .or_else(|| self.task_to_domain.get("*"))
+            .filter(|d| !d.is_empty() && *d != NO_DOMAIN)
+            .cloned()
+    }
+
     /// The task with id `task_id`.
     pub fn task(&self, task_id: Uuid) -> Option<&TaskState> {
         self.tasks.iter().rev().find(|t| t.task_id == task_id)
@@ -832,6 +854,7 @@ impl RunState {
             scheduled_time: t.scheduled_time,
             start_time: t.start_time,
             callback_after_seconds: t.callback_after_seconds,
+            domain: t.domain.clone(),
             end_time: t.end_time,
             update_time: t.update_time,
         }

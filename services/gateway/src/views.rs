@@ -65,6 +65,9 @@ pub struct Task {
     /// How long a SCHEDULED task stays out of its queue (a retry's back-off, a
     /// worker's postponement).
     callback_after_seconds: i64,
+    /// Conductor's task domain: only workers polling it take the task (docs/domains.md).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    domain: Option<String>,
     worker_id: Option<String>,
     reason_for_incompletion: Option<String>,
     workflow_instance_id: String,
@@ -216,6 +219,7 @@ impl Task {
             end_time: ms(row.end_time),
             update_time: ms(Some(row.update_time)),
             callback_after_seconds: row.callback_after_seconds,
+            domain: row.domain,
             worker_id: row.worker_id,
             reason_for_incompletion: row.reason,
             workflow_instance_id: row.workflow_id,

@@ -94,6 +94,9 @@ pub struct TaskView {
     /// Conductor's `callbackAfterSeconds` (0 where a query leaves it out).
     #[sqlx(default)]
     pub callback_after_seconds: i64,
+    /// The domain of a worker's task (none where a query leaves it out).
+    #[sqlx(default)]
+    pub domain: Option<String>,
 }
 
 /// One history event.

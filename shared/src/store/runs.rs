@@ -100,6 +100,8 @@ pub struct TaskRecord {
     /// Conductor's `callbackAfterSeconds`: how long a SCHEDULED task stays out of its
     /// queue (a retry's back-off, a worker's postponement).
     pub callback_after_seconds: i64,
+    /// The domain of a worker's task (docs/domains.md); written when it is scheduled.
+    pub domain: Option<String>,
 }
 
 /// One stored history event.

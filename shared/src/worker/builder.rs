@@ -41,6 +41,7 @@ pub struct WorkerBuilder {
     stop_grace: Duration,
     start_report_after: Duration,
     eager: bool,
+    domain: Option<String>,
     metrics: Metrics,
 }
 
@@ -68,6 +69,7 @@ impl WorkerBuilder {
             stop_grace: DEFAULT_STOP_GRACE,
             start_report_after: DEFAULT_START_REPORT_AFTER,
             eager: true,
+            domain: None,
             metrics: Metrics::new(),
         }
     }
@@ -168,6 +170,15 @@ impl WorkerBuilder {
         self
     }
 
+    /// Takes only tasks of `domain` (Conductor's `taskToDomain`: a run started with
+    /// `{"<task>": "<domain>"}` sends its tasks to that domain's queues, for its workers
+    /// alone; docs/domains.md). Without it (the default) the worker takes the tasks of no
+    /// domain. A worker of a domain makes no eager offers.
+    pub fn domain(mut self, domain: impl Into<String>) -> Self {
+        self.domain = Some(domain.into()).filter(|d| !d.is_empty() && d != "NO_DOMAIN");
+        self
+    }
+
     /// Where the worker's counters go (`weft_worker_heartbeat_requests`,
     /// `weft_worker_heartbeats`, `weft_worker_heartbeat_failures`,
     /// `weft_worker_activities_stopped`), e.g. the registry served on the process's
@@ -188,6 +199,7 @@ impl WorkerBuilder {
             stop_grace: self.stop_grace,
             start_report_after: self.start_report_after,
             eager: self.eager,
+            domain: self.domain,
             metrics: self.metrics,
         }
     }

@@ -116,6 +116,8 @@ pub struct Worker {
     stop_grace: Duration,
     start_report_after: Duration,
     eager: bool,
+    /// Takes only the tasks of this domain (docs/domains.md).
+    domain: Option<String>,
     metrics: crate::admin::Metrics,
 }
 

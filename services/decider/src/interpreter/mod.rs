@@ -462,6 +462,7 @@ pub fn events_for(decision: Decision, seq: i32, now: DateTime<Utc>) -> Vec<Event
                 output: None,
                 callback_after_seconds: 0,
                 dispatch_delay_ms: 0,
+                domain: None,
             }),
             Event::ChildWorkflowStarted(ChildWorkflowStarted {
                 task_id,
@@ -510,6 +511,7 @@ pub fn events_for(decision: Decision, seq: i32, now: DateTime<Utc>) -> Vec<Event
             output: None,
             callback_after_seconds: backoff.seconds,
             dispatch_delay_ms: backoff.delay_ms,
+            domain: None,
         })],
         Decision::StartSystemTask {
             task_id,
@@ -530,6 +532,7 @@ pub fn events_for(decision: Decision, seq: i32, now: DateTime<Utc>) -> Vec<Event
             output: None,
             callback_after_seconds: 0,
             dispatch_delay_ms: 0,
+            domain: None,
         })],
         Decision::PublishEvent {
             task_id,
@@ -557,6 +560,7 @@ pub fn events_for(decision: Decision, seq: i32, now: DateTime<Utc>) -> Vec<Event
                 output: Some(output),
                 callback_after_seconds: 0,
                 dispatch_delay_ms: 0,
+                domain: None,
             })]
         }
         Decision::StartRun {
@@ -632,6 +636,7 @@ pub fn events_for(decision: Decision, seq: i32, now: DateTime<Utc>) -> Vec<Event
                 output: None,
                 callback_after_seconds: 0,
                 dispatch_delay_ms: 0,
+                domain: None,
             }),
             Event::TaskFailed(TaskFailed {
                 error_kind: None,
@@ -667,6 +672,7 @@ pub fn events_for(decision: Decision, seq: i32, now: DateTime<Utc>) -> Vec<Event
                     output: None,
                     callback_after_seconds: 0,
                     dispatch_delay_ms: 0,
+                    domain: None,
                 }),
                 Event::TaskCompleted(TaskCompleted {
                     task_id,
@@ -703,6 +709,7 @@ pub fn events_for(decision: Decision, seq: i32, now: DateTime<Utc>) -> Vec<Event
                 output: None,
                 callback_after_seconds: 0,
                 dispatch_delay_ms: 0,
+                domain: None,
             }),
             Event::TaskSkipped(TaskSkipped {
                 task_id,

@@ -180,6 +180,7 @@ async fn act(
                     .as_ref()
                     .map(|id| format!("event:{}:{id}:{index}", handler.name)),
                 priority: None,
+                task_to_domain: start::task_domains(literal.get("taskToDomain").cloned())?,
             };
             let started = start::start_run(state, request).await?;
             Ok(json!({ "workflowId": started.workflow_id }))

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde_json::{Map, Value};
 use weft::dsl::{self, validate::check_executable, WorkflowDef, FAILURE_WORKFLOW_DEFINITION};
-use weft::messages::{Command, StartWorkflow};
+use weft::messages::{Command, StartWorkflow, TaskDomains};
 use weft::store::outbox::OutboxMessage;
 use weft::store::starts::{NewStart, StartOutcome};
 use weft::Envelope;
@@ -37,6 +37,9 @@ pub struct StartRequest {
     /// Conductor's priority, 0–99: the run's activity tasks are handed out before those
     /// of lower priorities (docs/priority.md).
     pub priority: Option<i32>,
+    /// Conductor's `taskToDomain`: task name (or `*`) → the domain whose workers alone
+    /// take its tasks (docs/domains.md).
+    pub task_to_domain: TaskDomains,
 }
 
 fn invalid(path: &str, message: &str) -> ApiError {
@@ -65,9 +68,8 @@ fn opt_i32(map: &mut Map<String, Value>, key: &str) -> Result<Option<i32>, ApiEr
 }
 
 impl StartRequest {
-    /// Reads a StartWorkflowRequest, naming the field at fault. Fields Weft does not use
-    /// (`taskToDomain`, `createdBy`, …) are accepted and ignored, as Conductor clients
-    /// send them.
+    /// Reads a StartWorkflowRequest, naming the field at fault. Fields Weft has no use for
+    /// (`createdBy`, …) are accepted and ignored, as Conductor clients send them.
     pub fn from_json(json: Value) -> Result<Self, ApiError> {
         let Value::Object(mut map) = json else {
             return Err(ApiError::bad_request(
@@ -105,6 +107,7 @@ impl StartRequest {
             workflow_def,
             idempotency_key: opt_string(&mut map, "idempotencyKey")?,
             priority: opt_i32(&mut map, "priority")?,
+            task_to_domain: task_domains(map.remove("taskToDomain"))?,
         };
         request.check_priority()?;
         Ok(request)
@@ -119,6 +122,49 @@ impl StartRequest {
             _ => Ok(()),
         }
     }
+}
+
+/// Conductor's `taskToDomain`: an object of task names (or `*`) to domains; `null` or
+/// `{}` for none. A domain is letters, digits, `_` and `-` (it names a queue), or
+/// `NO_DOMAIN`. Conductor's lists of domains tried in turn by which has workers polling
+/// (`"blue,green"`) are refused: Weft routes a task to one domain (docs/domains.md).
+pub(crate) fn task_domains(value: Option<Value>) -> Result<TaskDomains, ApiError> {
+    let map = match value {
+        None | Some(Value::Null) => return Ok(TaskDomains::new()),
+        Some(Value::Object(map)) => map,
+        Some(_) => {
+            return Err(invalid(
+                "taskToDomain",
+                "must be an object of task names to domains",
+            ))
+        }
+    };
+    let mut domains = TaskDomains::new();
+    for (task, domain) in map {
+        let path = format!("taskToDomain.{task}");
+        let Value::String(domain) = domain else {
+            return Err(invalid(&path, "must be a domain name (a string)"));
+        };
+        if domain.contains(',') {
+            return Err(invalid(
+                &path,
+                "a list of domains is not supported: name one domain (or NO_DOMAIN)",
+            ));
+        }
+        let valid = !domain.is_empty()
+            && domain.len() <= 64
+            && domain
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+        if !valid {
+            return Err(invalid(
+                &path,
+                "a domain is 1 to 64 letters, digits, '_' or '-'",
+            ));
+        }
+        domains.insert(task, domain);
+    }
+    Ok(domains)
 }
 
 /// The definition the start runs: the inline one, or the registered one (the latest
@@ -592,6 +638,7 @@ pub(crate) async fn latest_frozen(
         workflow_def: None,
         idempotency_key: None,
         priority: None,
+        task_to_domain: TaskDomains::new(),
     };
     let mut definition = resolved(state, &request).await?;
     freeze_failure_workflow(state, &mut definition, input).await?;
@@ -655,6 +702,7 @@ pub async fn start_run(state: &AppState, request: StartRequest) -> Result<Starte
         parent: None,
         traceparent: traceparent.clone(),
         priority: request.priority,
+        task_to_domain: request.task_to_domain,
     });
     let envelope = Envelope::new(&workflow_id, None, &command)?;
     let names = state.bus.names();

@@ -83,6 +83,7 @@ async fn start_by_name(
         workflow_def: None,
         idempotency_key: None,
         priority: q.priority,
+        task_to_domain: Default::default(),
     };
     request.check_priority()?;
     start::start(&state, request).await

@@ -66,11 +66,11 @@ const PARTS: [(&str, &str); 11] = [
         "task_rows",
         r#"    INSERT INTO tasks (task_id, run_id, workflow_id, task_ref, task_type, task_name, seq,
         iteration, attempt, status, input, output, reason, worker_id, scheduled_time,
-        start_time, end_time, update_time, callback_after_seconds)
+        start_time, end_time, update_time, callback_after_seconds, domain)
     SELECT * FROM UNNEST($34::uuid[], $35::uuid[], $36::text[], $37::text[], $38::text[],
         $39::text[], $40::int[], $41::int[], $42::int[], $43::text[], $44::jsonb[],
         $45::jsonb[], $46::text[], $47::text[], $48::timestamptz[], $49::timestamptz[],
-        $50::timestamptz[], $51::timestamptz[], $95::bigint[])
+        $50::timestamptz[], $51::timestamptz[], $95::bigint[], $99::text[])
     ON CONFLICT (task_id) DO UPDATE SET status = EXCLUDED.status, output = EXCLUDED.output,
         reason = EXCLUDED.reason, worker_id = EXCLUDED.worker_id,
         start_time = EXCLUDED.start_time, end_time = EXCLUDED.end_time,

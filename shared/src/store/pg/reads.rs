@@ -14,7 +14,7 @@ const RUN_COLUMNS: &str = "run_id, workflow_id, workflow_name, workflow_version,
 
 const TASKS_OF_RUN: &str = "SELECT task_id, run_id, workflow_id, task_ref, task_type, task_name,
     seq, iteration, attempt, status, input, output, reason, worker_id, scheduled_time,
-    start_time, end_time, update_time, callback_after_seconds
+    start_time, end_time, update_time, callback_after_seconds, domain
     FROM tasks WHERE run_id = $1 ORDER BY seq, iteration, attempt";
 
 #[async_trait]

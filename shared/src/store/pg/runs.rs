@@ -213,6 +213,8 @@ impl RunStore for PgStore {
             .bind(col!(upd, |(r, _)| r.pending_signals.as_ref()))
             // timers made moot: $98
             .bind(&cancelled)
+            // tasks' domains (NULL: none, nearly always): $99
+            .bind(col!(tk, |t| t.domain.as_deref()))
             .execute(&self.pool)
             .await;
         match result {

@@ -18,7 +18,7 @@ pub(super) const RUN_COLUMNS: &str = "run_id, workflow_id, workflow_name, workfl
 
 pub(super) const TASKS_OF_RUN: &str = "SELECT task_id, run_id, workflow_id, task_ref, task_type,
     task_name, seq, iteration, attempt, status, input, output, reason, worker_id,
-    scheduled_time, start_time, end_time, update_time, callback_after_seconds
+    scheduled_time, start_time, end_time, update_time, callback_after_seconds, domain
     FROM tasks WHERE run_id = ? ORDER BY seq, iteration, attempt";
 
 /// A `runs` row (selected with [`RUN_COLUMNS`]); `failed_task_refs` is a JSON array.

@@ -160,9 +160,10 @@ fn write_all(tx: &rusqlite::Transaction<'_>, batches: &[&CommitBatch]) -> Result
         let mut upsert = tx.prepare_cached(
             "INSERT INTO tasks (task_id, run_id, workflow_id, task_ref, task_type, task_name,
                  seq, iteration, attempt, status, input, output, reason, worker_id,
-                 scheduled_time, start_time, end_time, update_time, callback_after_seconds)
+                 scheduled_time, start_time, end_time, update_time, callback_after_seconds,
+                 domain)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16,
-                 ?17, ?18, ?19)
+                 ?17, ?18, ?19, ?20)
              ON CONFLICT (task_id) DO UPDATE SET status = excluded.status,
                  output = excluded.output, reason = excluded.reason,
                  worker_id = excluded.worker_id, start_time = excluded.start_time,
@@ -190,7 +191,8 @@ fn write_all(tx: &rusqlite::Transaction<'_>, batches: &[&CommitBatch]) -> Result
                 ts_opt(t.start_time),
                 ts_opt(t.end_time),
                 ts(t.update_time),
-                t.callback_after_seconds
+                t.callback_after_seconds,
+                t.domain
             ])?;
         }
     }

@@ -92,6 +92,7 @@ pub(super) async fn run(
         stop_grace,
         start_report_after,
         eager,
+        domain,
         metrics,
     } = worker;
     if handlers.is_empty() {
@@ -109,10 +110,13 @@ pub(super) async fn run(
         }
     };
     bus.count_publishes(&metrics);
+    let domain = domain.as_deref();
     for task_name in handlers.keys() {
-        bus.declare_activity_queue(task_name).await?;
+        bus.declare_activity_queue(&crate::topology::activity_key(task_name, domain))
+            .await?;
     }
-    let eager = match eager {
+    // The decider sends eager tasks of no domain only (docs/domains.md).
+    let eager = match eager && domain.is_none() {
         true => eager_queues(&bus, &names, handlers.keys()).await,
         false => None,
     };
@@ -154,7 +158,8 @@ pub(super) async fn run(
     let mut queues = Vec::with_capacity(handlers.len());
     let mut consumers = Vec::with_capacity(handlers.len());
     for (task_name, handler) in handlers {
-        let mut sources = vec![(names.activity_queue(&task_name), Source::Shared)];
+        let key = crate::topology::activity_key(&task_name, domain);
+        let mut sources = vec![(names.activity_queue(&key), Source::Shared)];
         if let Some(eager) = &shared.eager {
             if let Some(queue) = names.eager_queue(&eager.prefix, &task_name) {
                 sources.push((queue, Source::Eager));

@@ -296,5 +296,6 @@ pub(crate) fn task(run: &RunRecord, task_ref: &str, seq: i32) -> TaskRecord {
         end_time: None,
         update_time: now(),
         callback_after_seconds: 0,
+        domain: None,
     }
 }

@@ -46,9 +46,8 @@ const MAX_WORKER_ID: usize = 256;
 #[derive(Debug, Deserialize)]
 pub struct PollQuery {
     workerid: Option<String>,
-    /// Conductor's task domain: Weft has none, so it is accepted and ignored.
+    /// Conductor's task domain: only tasks of that domain (docs/domains.md).
     #[serde(default)]
-    #[allow(dead_code)]
     domain: Option<String>,
 }
 
@@ -56,8 +55,8 @@ pub struct PollQuery {
 #[derive(Debug, Deserialize)]
 pub struct BatchQuery {
     workerid: Option<String>,
+    /// Conductor's task domain: only tasks of that domain.
     #[serde(default)]
-    #[allow(dead_code)]
     domain: Option<String>,
     count: Option<i64>,
     timeout: Option<i64>,
@@ -78,7 +77,7 @@ pub async fn one(
     Query(q): Query<PollQuery>,
 ) -> Result<Response, ApiError> {
     let worker = worker_id(q.workerid)?;
-    let queue = queue_of(&state, &task_type).await?;
+    let queue = queue_of(&state, &task_type, q.domain.as_deref()).await?;
     record_poll(&state, &task_type, worker.as_deref());
     Ok(
         match take(&state, &queue, worker.as_deref()).await?.task() {
@@ -117,7 +116,7 @@ pub async fn batch(
             ))
         }
     };
-    let queue = queue_of(&state, &task_type).await?;
+    let queue = queue_of(&state, &task_type, q.domain.as_deref()).await?;
     record_poll(&state, &task_type, worker.as_deref());
     let deadline = tokio::time::Instant::now() + timeout;
     let mut pause = FIRST_PAUSE;
@@ -161,10 +160,29 @@ fn worker_id(raw: Option<String>) -> Result<Option<String>, ApiError> {
     }
 }
 
-/// The activity queue of `task_type`, declared if missing; 400 for a name the broker
-/// cannot carry.
-pub async fn queue_of(state: &AppState, task_type: &str) -> Result<String, ApiError> {
-    let queue = state.bus.names().activity_queue(task_type);
+/// The activity queue of `task_type` in `domain` (none: the tasks of no domain),
+/// declared if missing; 400 for a name the broker cannot carry.
+pub async fn queue_of(
+    state: &AppState,
+    task_type: &str,
+    domain: Option<&str>,
+) -> Result<String, ApiError> {
+    let domain = domain.filter(|d| !d.is_empty() && *d != "NO_DOMAIN");
+    if let Some(domain) = domain {
+        let valid = domain.len() <= 64
+            && domain
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+        if !valid {
+            return Err(ApiError::invalid(
+                "invalid_query",
+                "domain",
+                "a domain is 1 to 64 letters, digits, '_' or '-'",
+            ));
+        }
+    }
+    let key = weft::topology::activity_key(task_type, domain);
+    let queue = state.bus.names().activity_queue(&key);
     // 255 bytes is AMQP's limit on names; the DLQ's is the longest.
     if task_type.is_empty() || Names::dlq(&queue).len() > 255 {
         return Err(ApiError::invalid(
@@ -173,7 +191,7 @@ pub async fn queue_of(state: &AppState, task_type: &str) -> Result<String, ApiEr
             format!("task type {task_type:?} is empty or too long for a queue name"),
         ));
     }
-    state.bus.declare_activity_queue(task_type).await?;
+    state.bus.declare_activity_queue(&key).await?;
     Ok(queue)
 }
 

@@ -132,7 +132,9 @@ pub async fn update_v2(
     if let Outcome::Pending(_) = outcome {
         return Ok(answer_with_task_id(outcome, row.task.task_id));
     }
-    let queue = poll::queue_of(&state, &row.task.task_name).await?;
+    // The next task of the same domain, as Conductor's `updateTaskV2`.
+    let domain = row.task.domain.as_deref();
+    let queue = poll::queue_of(&state, &row.task.task_name, domain).await?;
     Ok(
         match poll::take(&state, &queue, worker.as_deref()).await?.task() {
             Some(task) => Json(task).into_response(),

@@ -77,6 +77,9 @@ pub struct Task {
     iteration: i32,
     poll_count: i32,
     callback_after_seconds: i64,
+    /// Conductor's task domain (docs/domains.md).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    domain: Option<String>,
     response_timeout_seconds: i64,
     start_delay_in_seconds: i64,
     scheduled_time: i64,
@@ -159,6 +162,7 @@ impl Task {
             iteration,
             poll_count: i32::from(t.start_time.is_some()),
             callback_after_seconds: t.callback_after_seconds,
+            domain: t.domain.clone(),
             response_timeout_seconds: 0,
             start_delay_in_seconds: 0,
             scheduled_time: ms(Some(t.scheduled_time)),
