@@ -1755,6 +1755,9 @@ fn dispatch_timer(
 /// The timer of a WAIT task that `event` ends before the timer fired (completed by
 /// ref, skipped, canceled): deleted in the same commit, so it never fires into the run.
 fn moot_wait_timer(state: &crate::state::RunState, event: &Event) -> Option<Uuid> {
+    if state.timers.is_empty() {
+        return None;
+    }
     let task_id = match event {
         Event::TaskCompleted(e) => e.task_id,
         Event::TaskFailed(e) => e.task_id,
