@@ -171,9 +171,22 @@ class RunPage {
         wf.correlationId ? [h('dt', {}, 'correlation'), h('dd', {}, wf.correlationId)] : [],
         this.traceLink(),
         this.isCurrent && wf.reasonForIncompletion ? [h('dt', {}, 'reason'), h('dd', { class: 'reason' }, wf.reasonForIncompletion)] : [],
-        wf.parentWorkflowId ? [h('dt', {}, 'parent'), h('dd', {}, h('a', { href: `#/run/${encodeURIComponent(wf.parentWorkflowId)}` }, wf.parentWorkflowId))] : []),
+        wf.parentWorkflowId ? [h('dt', {}, 'parent'), h('dd', {}, h('a', { href: `#/run/${encodeURIComponent(wf.parentWorkflowId)}` }, wf.parentWorkflowId))] : [],
+        this.keptSignals()),
       this.isCurrent ? h('details', {}, h('summary', {}, 'input / output / variables'),
         h('div', { class: 'io' }, h('div', {}, h('h3', {}, 'input'), json(wf.input)), h('div', {}, h('h3', {}, 'output'), json(wf.output)), h('div', {}, h('h3', {}, 'variables'), json(wf.variables)))) : '');
+  }
+
+  /**
+   * Signals the run keeps for a task it has not reached (docs/task-updates.md); once it
+   * ended, those no task consumed.
+   */
+  keptSignals() {
+    const kept = this.isCurrent ? this.wf.pendingSignals || [] : [];
+    if (!kept.length) return [];
+    const label = LIVE.includes(this.status()) ? 'signals kept' : 'signals unused';
+    return [h('dt', {}, label), h('dd', { id: 'pending-signals' },
+      kept.map((sig) => h('div', {}, h('code', {}, sig.name), ' ', JSON.stringify(sig.payload))))];
   }
 
   /** The run's trace id, linked to the trace viewer when the gateway names one. */
