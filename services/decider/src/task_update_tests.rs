@@ -3,6 +3,7 @@
 //! reached yet), or refused with the state found.
 
 use serde_json::{json, Value};
+use weft::dsl::TaskType;
 use weft::messages::{Command, Operation, TaskUpdateStatus, UpdateTask};
 
 use crate::apply::Applied;
@@ -236,4 +237,232 @@ fn a_signal_over_the_bus_that_nothing_consumes_is_ignored() {
         payload: json!({}),
     });
     assert!(matches!(sim.verdict(&bus_signal), Applied::Ignored(_)));
+}
+
+/// What COMPLETED by ref does to a task of each type, reached as far as it goes by itself:
+/// applied (the task reads COMPLETED), or refused with a 409 naming why. A type without
+/// its row fails `every_task_type_has_its_row_for_an_update_by_ref`.
+fn by_ref_rows() -> Vec<(TaskType, Value, Option<&'static str>)> {
+    let node = |kind: &str, extra: Value| {
+        let mut node = json!({"name": "x", "taskReferenceName": "x", "type": kind});
+        node.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        node
+    };
+    let applied = None;
+    let ended = Some("is COMPLETED");
+    let by_itself = Some("ends by itself");
+    vec![
+        (TaskType::Simple, node("SIMPLE", json!({})), applied),
+        (
+            TaskType::Http,
+            node(
+                "HTTP",
+                json!({"inputParameters": {"http_request": {"uri": "http://x"}}}),
+            ),
+            applied,
+        ),
+        (
+            TaskType::Dynamic,
+            node(
+                "DYNAMIC",
+                json!({"dynamicTaskNameParam": "t", "inputParameters": {"t": "x"}}),
+            ),
+            applied,
+        ),
+        (TaskType::Wait, node("WAIT", json!({})), applied),
+        (
+            TaskType::Wait,
+            node("WAIT", json!({"inputParameters": {"duration": "1 hour"}})),
+            applied,
+        ),
+        (
+            TaskType::Wait,
+            node(
+                "WAIT",
+                json!({"inputParameters": {"until": "2099-01-01 00:00"}}),
+            ),
+            applied,
+        ),
+        (TaskType::Human, node("HUMAN", json!({})), applied),
+        (
+            TaskType::Event,
+            node("EVENT", json!({"sink": "conductor", "asyncComplete": true})),
+            applied,
+        ),
+        (
+            TaskType::Event,
+            node("EVENT", json!({"sink": "conductor"})),
+            by_itself,
+        ),
+        (
+            TaskType::SubWorkflow,
+            node(
+                "SUB_WORKFLOW",
+                json!({"subWorkflowParam": {"name": "c",
+            "workflowDefinition": {"name": "c", "tasks": [{"name": "c", "taskReferenceName": "c"}]}}}),
+            ),
+            Some("ends with its child workflow"),
+        ),
+        (
+            TaskType::DoWhile,
+            node(
+                "DO_WHILE",
+                json!({"loopCondition": "false",
+            "loopOver": [{"name": "body", "taskReferenceName": "body"}]}),
+            ),
+            by_itself,
+        ),
+        (
+            TaskType::ForkJoin,
+            node(
+                "FORK_JOIN",
+                json!({"forkTasks": [[{"name": "body", "taskReferenceName": "body"}]]}),
+            ),
+            ended,
+        ),
+        (
+            TaskType::ForkJoinDynamic,
+            node(
+                "FORK_JOIN_DYNAMIC",
+                json!({"dynamicForkTasksParam": "tasks",
+            "dynamicForkTasksInputParamName": "inputs",
+            "inputParameters": {"tasks": [{"name": "body", "taskReferenceName": "body"}], "inputs": {"body": {}}}}),
+            ),
+            ended,
+        ),
+        (
+            TaskType::Switch,
+            node(
+                "SWITCH",
+                json!({"evaluatorType": "value-param", "expression": "k",
+            "inputParameters": {"k": "a"}, "decisionCases": {"a": [{"name": "body", "taskReferenceName": "body"}]}}),
+            ),
+            ended,
+        ),
+        (
+            TaskType::Decision,
+            node(
+                "DECISION",
+                json!({"caseValueParam": "k", "inputParameters": {"k": "a"},
+            "decisionCases": {"a": [{"name": "body", "taskReferenceName": "body"}]}}),
+            ),
+            ended,
+        ),
+        (
+            TaskType::Inline,
+            node(
+                "INLINE",
+                json!({"inputParameters": {"evaluatorType": "javascript", "expression": "1"}}),
+            ),
+            ended,
+        ),
+        (
+            TaskType::Lambda,
+            node(
+                "LAMBDA",
+                json!({"inputParameters": {"scriptExpression": "return 1"}}),
+            ),
+            ended,
+        ),
+        (
+            TaskType::JsonJqTransform,
+            node(
+                "JSON_JQ_TRANSFORM",
+                json!({"inputParameters": {"queryExpression": "."}}),
+            ),
+            ended,
+        ),
+        (
+            TaskType::SetVariable,
+            node("SET_VARIABLE", json!({"inputParameters": {"v": 1}})),
+            ended,
+        ),
+        (TaskType::Noop, node("NOOP", json!({})), ended),
+        (
+            TaskType::StartWorkflow,
+            node(
+                "START_WORKFLOW",
+                json!({"inputParameters": {"startWorkflow": {"name": "other",
+            "workflowDefinition": {"name": "other", "tasks": [{"name": "o", "taskReferenceName": "o"}]}}}}),
+            ),
+            ended,
+        ),
+        (
+            TaskType::Terminate,
+            node(
+                "TERMINATE",
+                json!({"inputParameters": {"terminationStatus": "COMPLETED"}}),
+            ),
+            Some("workflow"),
+        ),
+    ]
+}
+
+/// The run for a row: the task, then (for the joins) what they wait for.
+fn run_for_row(kind: TaskType, node: &Value) -> Sim {
+    let tasks = match kind {
+        TaskType::ForkJoin | TaskType::ForkJoinDynamic => {
+            json!([node, {"name": "join", "taskReferenceName": "join", "type": "JOIN"},
+                   {"name": "after", "taskReferenceName": "after"}])
+        }
+        _ => json!([node, {"name": "after", "taskReferenceName": "after"}]),
+    };
+    Sim::start(json!({"name": "w", "tasks": tasks}), json!({}))
+}
+
+#[test]
+fn every_task_type_has_its_row_for_an_update_by_ref() {
+    let rows = by_ref_rows();
+    let joins = [TaskType::Join, TaskType::ExclusiveJoin];
+    for kind in TaskType::ALL {
+        assert!(
+            rows.iter().any(|(k, _, _)| *k == kind) || joins.contains(&kind),
+            "{}: no row for an update by ref",
+            kind.as_str()
+        );
+    }
+}
+
+#[test]
+fn an_update_by_ref_applies_to_a_task_that_waits_and_is_refused_by_every_other() {
+    let mut wrong = Vec::new();
+    for (kind, node, refused) in by_ref_rows() {
+        let mut sim = run_for_row(kind, &node);
+        let update = by_ref("x", TaskUpdateStatus::Completed, json!({"by": "ref"}));
+        match (sim.verdict(&update), refused) {
+            (Applied::Events(_), None) => {
+                sim.command(&update);
+                let status = sim.state.latest("x").map(|t| t.status.as_str());
+                if status != Some("COMPLETED") {
+                    wrong.push(format!("{node}: applied, yet x is {status:?}"));
+                }
+            }
+            (
+                Applied::Rejected {
+                    status: 409,
+                    message,
+                },
+                Some(why),
+            ) if message.contains(why) => {}
+            (got, want) => wrong.push(format!("{node}: {got:?}, want {want:?}")),
+        }
+    }
+    // The joins: waiting for a branch, they end by themselves.
+    let join = Sim::start(
+        json!({"name": "w", "tasks": [
+            {"name": "f", "taskReferenceName": "f", "type": "FORK_JOIN",
+             "forkTasks": [[{"name": "a", "taskReferenceName": "a"}]]},
+            {"name": "x", "taskReferenceName": "x", "type": "JOIN", "joinOn": ["a"]}]}),
+        json!({}),
+    );
+    match join.verdict(&by_ref("x", TaskUpdateStatus::Completed, json!({}))) {
+        Applied::Rejected {
+            status: 409,
+            message,
+        } if message.contains("ends by itself") => {}
+        other => wrong.push(format!("JOIN: {other:?}")),
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
