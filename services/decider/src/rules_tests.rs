@@ -288,3 +288,83 @@ fn a_failing_task_fails_its_run_unless_optional_whatever_its_type() {
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
+
+/// `startDelay` on every type: a task handed to workers waits that long in its queue (its
+/// first attempt SCHEDULED with `callbackAfterSeconds`, its message held by a timer);
+/// on any other type a delay is refused at registration, naming the field.
+#[test]
+fn start_delay_delays_a_workers_task_and_is_refused_on_every_other_type() {
+    let mut wrong = Vec::new();
+    for kind in TaskType::ALL {
+        let mut node = minimal_node(kind);
+        node["startDelay"] = json!(5);
+        let mut tasks = vec![node];
+        // A join after what it joins: a fork's branch, a switch's case.
+        match kind {
+            TaskType::Join => tasks.insert(
+                0,
+                json!({"name": "f", "taskReferenceName": "f", "type": "FORK_JOIN",
+                       "forkTasks": [[{"name": "a", "taskReferenceName": "a"}]]}),
+            ),
+            TaskType::ExclusiveJoin => tasks.insert(
+                0,
+                json!({"name": "s", "taskReferenceName": "s", "type": "SWITCH",
+                       "evaluatorType": "value-param", "expression": "k",
+                       "inputParameters": {"k": "a"},
+                       "decisionCases": {"a": [{"name": "a", "taskReferenceName": "a"}]}}),
+            ),
+            _ => {}
+        }
+        let def = json!({"name": "w", "tasks": tasks});
+        let applies = matches!(kind, TaskType::Simple | TaskType::Http | TaskType::Dynamic);
+        match (weft::dsl::parse_definition(&def), applies) {
+            (Ok(_), true) => {
+                let sim = Sim::start(def, json!({}));
+                let x = sim.state.latest("x").expect("scheduled");
+                if x.callback_after_seconds != 5 || x.dispatch_timer.is_none() {
+                    wrong.push(format!("{}: not held back: {x:?}", kind.as_str()));
+                }
+            }
+            (Err(e), false) if e.path.ends_with("startDelay") => {}
+            (got, _) => wrong.push(format!("{}: {got:?}", kind.as_str())),
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+/// A valid node `x` of `kind`, with what its type needs.
+fn minimal_node(kind: TaskType) -> Value {
+    let extra = match kind {
+        TaskType::Http => {
+            json!({"inputParameters": {"http_request": {"uri": "http://x", "method": "GET"}}})
+        }
+        TaskType::Dynamic => json!({"dynamicTaskNameParam": "t", "inputParameters": {"t": "x"}}),
+        TaskType::Decision => json!({"caseValueParam": "k", "inputParameters": {"k": "a"},
+            "decisionCases": {"a": [{"name": "b", "taskReferenceName": "b"}]}}),
+        TaskType::Switch => json!({"evaluatorType": "value-param", "expression": "k",
+            "inputParameters": {"k": "a"}, "decisionCases": {"a": [{"name": "b", "taskReferenceName": "b"}]}}),
+        TaskType::DoWhile => json!({"loopCondition": "false",
+            "loopOver": [{"name": "b", "taskReferenceName": "b"}]}),
+        TaskType::ForkJoin => json!({"forkTasks": [[{"name": "b", "taskReferenceName": "b"}]]}),
+        TaskType::ForkJoinDynamic => json!({"dynamicForkTasksParam": "tasks",
+            "dynamicForkTasksInputParamName": "inputs",
+            "inputParameters": {"tasks": [], "inputs": {}}}),
+        TaskType::Join | TaskType::ExclusiveJoin => json!({"joinOn": ["a"]}),
+        TaskType::SubWorkflow => json!({"subWorkflowParam": {"name": "c", "workflowDefinition":
+            {"name": "c", "tasks": [{"name": "c", "taskReferenceName": "c"}]}}}),
+        TaskType::Terminate => json!({"inputParameters": {"terminationStatus": "COMPLETED"}}),
+        TaskType::Inline => {
+            json!({"inputParameters": {"evaluatorType": "javascript", "expression": "1"}})
+        }
+        TaskType::Lambda => json!({"inputParameters": {"scriptExpression": "return 1"}}),
+        TaskType::JsonJqTransform => json!({"inputParameters": {"queryExpression": "."}}),
+        TaskType::Event => json!({"sink": "conductor"}),
+        TaskType::StartWorkflow => json!({"inputParameters": {"startWorkflow": {"name": "o"}}}),
+        _ => json!({}),
+    };
+    let mut node = json!({"name": "x", "taskReferenceName": "x", "type": kind.as_str()});
+    node.as_object_mut()
+        .unwrap()
+        .extend(extra.as_object().unwrap().clone());
+    node
+}

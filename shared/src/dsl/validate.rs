@@ -527,6 +527,7 @@ fn check_structure(
     };
     check_child_fields(task, t, path)?;
     check_optional(task, t, path)?;
+    check_start_delay(task, t, path)?;
     let field = |name: &str| join(path, name);
     let input = |name: &str| join(&join(path, "inputParameters"), name);
     let ty = t.as_str();
@@ -862,6 +863,45 @@ fn check_optional(task: &WorkflowTask, t: TaskType, path: &str) -> Result<(), Ds
             format!(
                 "a {} task never fails by itself, so optional means nothing on it; \
                  mark the tasks it runs or waits for optional instead",
+                t.as_str()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The longest `startDelay` Weft takes: a day, in seconds.
+pub const MAX_START_DELAY_SECONDS: i64 = 86_400;
+
+/// Conductor's `startDelay` (seconds a task waits in its queue before a worker may take
+/// it): a whole number from 0 to a day, and not 0 only on a task handed to workers
+/// (SIMPLE, HTTP, DYNAMIC), where Weft applies it; elsewhere it is refused rather than
+/// accepted and ignored.
+fn check_start_delay(task: &WorkflowTask, t: TaskType, path: &str) -> Result<(), DslError> {
+    let Some(value) = task.extra.get("startDelay") else {
+        return Ok(());
+    };
+    let path = join(path, "startDelay");
+    let seconds = match value {
+        Value::Null => return Ok(()),
+        v => v
+            .as_i64()
+            .filter(|s| (0..=MAX_START_DELAY_SECONDS).contains(s)),
+    };
+    let Some(seconds) = seconds else {
+        return Err(DslError::new(
+            path,
+            format!(
+                "startDelay must be a whole number of seconds from 0 to {MAX_START_DELAY_SECONDS}"
+            ),
+        ));
+    };
+    let applies = matches!(t, TaskType::Simple | TaskType::Http | TaskType::Dynamic);
+    if seconds > 0 && !applies {
+        return Err(DslError::new(
+            path,
+            format!(
+                "startDelay applies to tasks handed to workers (SIMPLE, HTTP, DYNAMIC), not {}",
                 t.as_str()
             ),
         ));
@@ -1266,6 +1306,37 @@ mod tests {
             json!({"name": "w", "inputParameters": ["a", 2], "tasks": [simple("a", json!({}))]}),
             "inputParameters[1]",
             "string",
+        );
+    }
+
+    #[test]
+    fn start_delay_is_taken_where_it_applies_and_refused_elsewhere() {
+        let task = |kind: &str, delay: Value| {
+            json!({"name": "w", "tasks": [
+                {"name": "x", "taskReferenceName": "x", "type": kind, "startDelay": delay}]})
+        };
+        for kind in ["SIMPLE", "HTTP"] {
+            assert!(parse_definition(&task(kind, json!(30))).is_ok(), "{kind}");
+        }
+        assert!(
+            parse_definition(&task("WAIT", json!(0))).is_ok(),
+            "0 is no delay"
+        );
+        assert_err(task("WAIT", json!(5)), "tasks[0].startDelay", "not WAIT");
+        assert_err(
+            task("SIMPLE", json!(-1)),
+            "tasks[0].startDelay",
+            "whole number",
+        );
+        assert_err(
+            task("SIMPLE", json!("5")),
+            "tasks[0].startDelay",
+            "whole number",
+        );
+        assert_err(
+            task("SIMPLE", json!(86_401)),
+            "tasks[0].startDelay",
+            "whole number",
         );
     }
 

@@ -346,6 +346,16 @@ impl<'a> Walker<'a> {
         let latest = latest.filter(|t| t.status != TaskStatus::Canceled || t.canceled_for_good);
         let mut backoff = super::Backoff::default();
         let attempt = match latest {
+            // Conductor's `startDelay`: the first attempt waits that long in its queue, as a
+            // callback (SCHEDULED, `callbackAfterSeconds`; docs/callbacks.md).
+            None if kind != TaskType::SubWorkflow => {
+                let seconds = start_delay_seconds(task);
+                backoff = super::Backoff {
+                    seconds,
+                    delay_ms: seconds.saturating_mul(1_000),
+                };
+                1
+            }
             None => 1,
             // A retry in place: one more attempt, at once, whatever the policy says.
             Some(t) if self.state.retry_granted(t) => t.attempt + 1,
@@ -1107,6 +1117,16 @@ impl Walker<'_> {
         }
         fail(task, format!("task {:?}: {why}", task.task_reference_name))
     }
+}
+
+/// A task's `startDelay` (Conductor's, in seconds; 0 when absent), within what
+/// registration takes.
+pub(super) fn start_delay_seconds(task: &WorkflowTask) -> i64 {
+    task.extra
+        .get("startDelay")
+        .and_then(Value::as_i64)
+        .unwrap_or(0)
+        .clamp(0, weft::dsl::validate::MAX_START_DELAY_SECONDS)
 }
 
 /// Ends the run as FAILED, blaming `task`.
