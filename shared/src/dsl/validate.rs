@@ -528,6 +528,7 @@ fn check_structure(
     check_child_fields(task, t, path)?;
     check_optional(task, t, path)?;
     check_start_delay(task, t, path)?;
+    check_async_complete(task, t, path)?;
     let field = |name: &str| join(path, name);
     let input = |name: &str| join(&join(path, "inputParameters"), name);
     let ty = t.as_str();
@@ -616,12 +617,6 @@ fn check_structure(
         }
         TaskType::SubWorkflow => check_sub_workflow(task, path)?,
         TaskType::Terminate => {
-            if task.optional {
-                return Err(DslError::new(
-                    field("optional"),
-                    "a TERMINATE task cannot be optional",
-                ));
-            }
             let status = task.input_parameters.get("terminationStatus");
             let ok = status
                 .and_then(Value::as_str)
@@ -861,8 +856,9 @@ fn check_optional(task: &WorkflowTask, t: TaskType, path: &str) -> Result<(), Ds
         return Err(DslError::new(
             join(path, "optional"),
             format!(
-                "a {} task never fails by itself, so optional means nothing on it; \
-                 mark the tasks it runs or waits for optional instead",
+                "a {} task cannot be optional: it never fails by itself, so optional \
+                 would mean nothing on it; mark the tasks it runs or waits for optional \
+                 instead",
                 t.as_str()
             ),
         ));
@@ -904,6 +900,21 @@ fn check_start_delay(task: &WorkflowTask, t: TaskType, path: &str) -> Result<(),
                 "startDelay applies to tasks handed to workers (SIMPLE, HTTP, DYNAMIC), not {}",
                 t.as_str()
             ),
+        ));
+    }
+    Ok(())
+}
+
+/// Conductor's `asyncComplete: true` keeps a system task IN_PROGRESS after its work until
+/// it is completed through the task API. Weft does so for EVENT tasks; on any other type
+/// it is refused rather than accepted and ignored (a worker's task always waits for its
+/// result anyway).
+fn check_async_complete(task: &WorkflowTask, t: TaskType, path: &str) -> Result<(), DslError> {
+    let on = task.extra.get("asyncComplete") == Some(&Value::Bool(true));
+    if on && t != TaskType::Event {
+        return Err(DslError::new(
+            join(path, "asyncComplete"),
+            format!("asyncComplete applies to EVENT tasks, not {}", t.as_str()),
         ));
     }
     Ok(())
@@ -1338,6 +1349,27 @@ mod tests {
             "tasks[0].startDelay",
             "whole number",
         );
+    }
+
+    #[test]
+    fn async_complete_is_taken_on_event_tasks_only() {
+        let task = |kind: &str, extra: Value| {
+            let mut node = json!({"name": "x", "taskReferenceName": "x", "type": kind,
+                                  "asyncComplete": true});
+            node.as_object_mut()
+                .unwrap()
+                .extend(extra.as_object().unwrap().clone());
+            json!({"name": "w", "tasks": [node]})
+        };
+        assert!(parse_definition(&task("EVENT", json!({"sink": "amqp:q"}))).is_ok());
+        assert_err(
+            task("SIMPLE", json!({})),
+            "tasks[0].asyncComplete",
+            "not SIMPLE",
+        );
+        let off = json!({"name": "w", "tasks": [
+            {"name": "x", "taskReferenceName": "x", "type": "SIMPLE", "asyncComplete": false}]});
+        assert!(parse_definition(&off).is_ok());
     }
 
     #[test]
