@@ -98,6 +98,7 @@ pub fn validate(def: &WorkflowDef) -> Result<(), DslError> {
         ));
     }
     check_types(&def.tasks, "tasks")?;
+    check_workflow_timeout_policy(def)?;
 
     let mut all_refs = HashSet::new();
     collect_refs(&def.tasks, &mut all_refs);
@@ -115,6 +116,20 @@ pub fn validate(def: &WorkflowDef) -> Result<(), DslError> {
         |root| all_refs.contains(root),
         unknown_ref_message,
     )
+}
+
+/// The run's `timeoutPolicy` (Conductor's): TIME_OUT_WF (the default: a run past its
+/// `timeoutSeconds` ends TIMED_OUT) or ALERT_ONLY (it goes on; its timer's firing is
+/// recorded in its history).
+fn check_workflow_timeout_policy(def: &WorkflowDef) -> Result<(), DslError> {
+    match def.extra.get("timeoutPolicy") {
+        None | Some(Value::Null) => Ok(()),
+        Some(Value::String(p)) if p == "TIME_OUT_WF" || p == "ALERT_ONLY" => Ok(()),
+        Some(other) => Err(DslError::new(
+            "timeoutPolicy",
+            format!("timeoutPolicy {other} is not TIME_OUT_WF or ALERT_ONLY"),
+        )),
+    }
 }
 
 /// Checks that every task of `def` can be executed today.
@@ -1370,6 +1385,22 @@ mod tests {
         let off = json!({"name": "w", "tasks": [
             {"name": "x", "taskReferenceName": "x", "type": "SIMPLE", "asyncComplete": false}]});
         assert!(parse_definition(&off).is_ok());
+    }
+
+    #[test]
+    fn a_workflows_timeout_policy_is_one_conductor_knows() {
+        let def = |policy: Value| {
+            json!({"name": "w", "timeoutSeconds": 5, "timeoutPolicy": policy,
+                   "tasks": [{"name": "x", "taskReferenceName": "x", "type": "SIMPLE"}]})
+        };
+        for ok in ["TIME_OUT_WF", "ALERT_ONLY"] {
+            assert!(parse_definition(&def(json!(ok))).is_ok(), "{ok}");
+        }
+        assert_err(
+            def(json!("RETRY")),
+            "timeoutPolicy",
+            "not TIME_OUT_WF or ALERT_ONLY",
+        );
     }
 
     #[test]

@@ -893,6 +893,22 @@ fn workflow_timeout_ends_a_run_that_takes_too_long() {
 }
 
 #[test]
+fn an_alert_only_workflow_goes_on_past_its_timeout() {
+    let def = json!({"name": "w", "timeoutSeconds": 60, "timeoutPolicy": "ALERT_ONLY",
+                     "tasks": [simple("a"), simple("b")]});
+    let mut sim = Sim::start(def, json!({}));
+    sim.complete("a", json!({}));
+    sim.fire_timers_due_by(fire_at(&sim, 0));
+    assert_eq!(sim.state.status, RunStatus::Running, "only an alert");
+    assert!(
+        sim.state.timers.iter().any(|t| t.fired),
+        "the firing is recorded"
+    );
+    sim.complete("b", json!({}));
+    assert_eq!(sim.state.status, RunStatus::Completed);
+}
+
+#[test]
 fn dynamic_fork_runs_the_tasks_its_input_lists_and_the_join_waits_for_all() {
     let def = json!({"name": "w", "tasks": [
         {"name": "dyn", "taskReferenceName": "dyn", "type": "FORK_JOIN_DYNAMIC",

@@ -306,6 +306,16 @@ pub enum Decision {
     },
 }
 
+/// Whether the definition's `timeoutPolicy` is ALERT_ONLY: past its `timeoutSeconds` the
+/// run goes on.
+fn alert_only(definition: &weft::dsl::WorkflowDef) -> bool {
+    definition
+        .extra
+        .get("timeoutPolicy")
+        .and_then(Value::as_str)
+        == Some("ALERT_ONLY")
+}
+
 /// Decides the next steps of `state`.
 pub fn decide(state: &RunState) -> Vec<Decision> {
     // A run created by a reset waits for its rollback hooks (docs/hooks.md).
@@ -322,7 +332,8 @@ pub fn decide(state: &RunState) -> Vec<Decision> {
                 task_id: Uuid::nil(),
                 due: waiting::Due::After(chrono::Duration::seconds(timeout)),
             }),
-            Some(t) if t.fired => {
+            // Conductor's ALERT_ONLY: the run goes on; the timer's firing is its record.
+            Some(t) if t.fired && !alert_only(&state.definition) => {
                 return vec![Decision::TimeOutWorkflow {
                     reason: format!(
                         "the workflow did not finish within its timeoutSeconds ({timeout})"
