@@ -167,6 +167,14 @@ async fn main() -> anyhow::Result<()> {
         args.replicas,
         suite.log_dir().display()
     );
+    // The soak's own process (its event listener, its workers' bus) logs beside the
+    // services': a post-mortem needs what the listener saw across a broker restart.
+    let own_log = std::fs::File::create(suite.log_dir().join("soak.log"))?;
+    tracing_subscriber::fmt()
+        .with_writer(std::sync::Mutex::new(own_log))
+        .with_ansi(false)
+        .with_env_filter(tracing_subscriber::EnvFilter::new("info"))
+        .init();
 
     let shutdown = CancellationToken::new();
     let effects = Effects::default();
