@@ -342,6 +342,12 @@ async fn in_progress_with_a_callback_gives_the_task_back_to_the_run() {
     result["extendLease"] = json!(false);
     let r = env.post("/api/tasks", &result).await;
     assert_eq!(r.status, StatusCode::OK, "{}", r.text());
+    // The poll's start report is ahead of the worker's own messages about the task in
+    // the run's queue (a late start would undo the giving back).
+    match next_command(&mut commands, "ActivityStarted").await {
+        Command::ActivityStarted(started) => assert_eq!(started.task_id, s.task_id),
+        other => panic!("{other:?}"),
+    }
     match next_command(&mut commands, "UpdateTask").await {
         Command::UpdateTask(p) => {
             assert_eq!((p.task_id, p.run_id), (Some(s.task_id), Some(s.run_id)));

@@ -17,7 +17,6 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use chrono::Utc;
 use serde::Deserialize;
-use tracing::Instrument;
 use weft::bus::{Disposition, Taken};
 use weft::messages::{
     ActivityMessage, ActivityStarted, ActivityTask, AttemptStarted, ClaimAttempt, Command,
@@ -317,7 +316,7 @@ async fn hand_out(
         tracing::warn!(error = %e, task_id = %task.task_id, "could not acknowledge a polled task");
         return Ok(HandOut::Dropped);
     }
-    report_started(state, &task, &worker_id, started_at);
+    report_started(state, &task, &worker_id, started_at).await;
     Ok(HandOut::Task(Box::new(Task::polled(
         row,
         worker.map(str::to_owned),
@@ -327,10 +326,13 @@ async fn hand_out(
     ))))
 }
 
-/// Tells the run the task is IN_PROGRESS, in the background as the worker SDK does: the
-/// decider ignores a start that a result overtook, and results carry no start of their own
-/// from HTTP workers, so nothing depends on its order.
-fn report_started(
+/// Tells the run the task is IN_PROGRESS before the poller gets it: the start is then
+/// ahead, in the run's queue, of anything the worker sends about the task. A result
+/// would overtake a start harmlessly (the decider ignores a start of an ended task), but
+/// a worker giving the task back (IN_PROGRESS with `callbackAfterSeconds`) would be
+/// undone by its own late start, the task read IN_PROGRESS again while nobody runs it.
+/// A failed report is logged: the task is the poller's all the same.
+async fn report_started(
     state: &AppState,
     task: &ActivityTask,
     worker_id: &str,
@@ -347,15 +349,12 @@ fn report_started(
         Ok(envelope) => envelope,
         Err(e) => return tracing::warn!(error = %e, "could not encode ActivityStarted"),
     };
-    let bus = state.bus.clone();
-    let key = task.reply_to.clone();
-    tokio::spawn(
-        async move {
-            let exchange = bus.names().commands_exchange();
-            if let Err(e) = bus.publish(&exchange, &key, &envelope).await {
-                tracing::warn!(error = %e, "could not report a polled task's start");
-            }
-        }
-        .in_current_span(),
-    );
+    let exchange = state.bus.names().commands_exchange();
+    if let Err(e) = state
+        .bus
+        .publish(&exchange, &task.reply_to, &envelope)
+        .await
+    {
+        tracing::warn!(error = %e, "could not report a polled task's start");
+    }
 }
