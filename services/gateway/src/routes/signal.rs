@@ -264,10 +264,13 @@ fn task_id_of(verdict: &Value, workflow_id: &str) -> String {
         .map_or_else(|| workflow_id.to_owned(), str::to_owned)
 }
 
-/// Applies `status` with `payload` (and `reason` for a failure) to the task `task_ref` of
-/// the workflow's current run, as `POST /api/tasks/{workflowId}/{taskRef}/{status}` does
-/// (an event handler's `complete_task` by ref): its task id once applied, or the request
-/// id while it waits in its run's queue; the decider's refusal otherwise.
+/// An event handler's `complete_task` (or `fail_task`) by ref: applies `status` with
+/// `payload` (and `reason` for a failure) to the task `task_ref` of the workflow's current
+/// run, as `POST /api/tasks/{workflowId}/{taskRef}/{status}` does — except that an event
+/// completing a WAIT, HUMAN or asynchronous EVENT task the run has not reached yet is kept
+/// for it, as a signal is (the event that completes a task may well come before the run
+/// gets there). Its task id once applied (the workflow id when kept), or the request id
+/// while it waits in its run's queue; the decider's refusal otherwise.
 pub(crate) async fn complete_task_by_ref(
     state: &AppState,
     id: &str,
@@ -277,7 +280,7 @@ pub(crate) async fn complete_task_by_ref(
     payload: Value,
     reason: Option<String>,
 ) -> Result<String, ApiError> {
-    let outcome = update_by_ref(state, id, task_ref, status, worker, payload, reason, false);
+    let outcome = update_by_ref(state, id, task_ref, status, worker, payload, reason, true);
     Ok(match outcome.await? {
         Outcome::Applied(verdict) => task_id_of(&verdict, id),
         Outcome::Pending(request_id) => request_id.to_string(),
