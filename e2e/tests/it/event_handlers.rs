@@ -11,7 +11,10 @@ use weft_e2e::Suite;
 
 use crate::RUN_TIMEOUT;
 
-crate::on_both_backends!(handlers_on_an_exchange_complete_terminate_and_start_runs);
+crate::on_both_backends!(
+    handlers_on_an_exchange_complete_terminate_and_start_runs,
+    a_completion_by_event_for_a_wait_not_reached_yet_is_kept_until_it_is,
+);
 
 /// A bus to publish on: `weft dev`'s own, or a connection to the suite's broker.
 async fn register(suite: &Suite, handler: Value) {
@@ -250,5 +253,74 @@ async fn handlers_on_an_exchange_complete_terminate_and_start_runs(suite: Suite)
         let review_queue = bus.names().activity_queue("manual_review");
         bus.teardown(&[review_queue]).await.unwrap();
     }
+    stop.cancel();
+}
+
+/// An event that completes a WAIT the run has not reached yet (by ref) is kept, visibly,
+/// and consumed when the run gets there (docs/event-handlers.md).
+async fn a_completion_by_event_for_a_wait_not_reached_yet_is_kept_until_it_is(suite: Suite) {
+    let client = suite.client();
+    client
+        .register(&json!({"name": "prepaid", "version": 1, "tasks": [
+            {"name": "weft_unserved", "taskReferenceName": "pack", "type": "SIMPLE"},
+            {"name": "payment", "taskReferenceName": "payment", "type": "WAIT"}],
+         "outputParameters": {"paid": "${payment.output.amount}"}}))
+        .await
+        .unwrap();
+    let (bus, stop) = suite.client_bus().await.unwrap();
+    let ns = bus.names().namespace().to_owned();
+    let exchange = format!("{ns}-prepay");
+    register(
+        &suite,
+        json!({
+            "name": "prepay", "event": format!("amqp_exchange:{exchange}:paid"), "active": true,
+            "actions": [{"action": "complete_task", "complete_task": {
+                "workflowId": "${workflowId}", "taskRefName": "payment",
+                "output": {"amount": "${amount}"}}}]
+        }),
+    )
+    .await;
+    bus.declare_exchange(&exchange, ExchangeKind::Topic)
+        .await
+        .unwrap();
+    let queue = format!("{ns}.event.{exchange}.paid");
+    bus.declare_queue(&queue, &[(&exchange, "paid")])
+        .await
+        .unwrap();
+
+    // The run waits on `pack` (no worker serves it): `payment` is not reached.
+    let id = client.start("prepaid", json!({})).await.unwrap();
+    let body = json!({"workflowId": id, "amount": 7});
+    bus.publish_raw(&exchange, "paid", body.to_string().as_bytes(), Some("p-1"))
+        .await
+        .unwrap();
+    let deadline = tokio::time::Instant::now() + RUN_TIMEOUT;
+    loop {
+        let run = client.get(&id).await.unwrap();
+        if run["pendingSignals"][0]["name"] == json!("payment") {
+            assert_eq!(
+                run["pendingSignals"][0]["payload"]["amount"],
+                json!(7),
+                "{run}"
+            );
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the completion was not kept: {run}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let r = client
+        .post_json(&format!("/api/tasks/{id}/pack/COMPLETED"), &json!({}))
+        .await
+        .unwrap();
+    assert_eq!(r.status, 200, "{}", r.text);
+    let run = client
+        .wait_for_status(&id, &["COMPLETED"], RUN_TIMEOUT)
+        .await
+        .unwrap();
+    assert_eq!(run["output"]["paid"], json!(7), "{run}");
+    assert!(run.get("pendingSignals").is_none(), "consumed: {run}");
     stop.cancel();
 }
