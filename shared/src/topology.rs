@@ -156,6 +156,16 @@ impl Names {
     }
 }
 
+/// Whether `domain` can name a task domain: 1 to 64 letters, digits, `_` or `-` (it
+/// becomes part of a queue's name).
+pub fn is_valid_domain(domain: &str) -> bool {
+    !domain.is_empty()
+        && domain.len() <= 64
+        && domain
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
 /// The key of the activity queue of tasks named `task_name` in `domain` (Conductor's
 /// `<domain>:<task>` queue name), the task name alone without one: the routing key on the
 /// activity exchange and the last part of the queue's name (docs/domains.md).

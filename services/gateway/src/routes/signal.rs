@@ -119,6 +119,27 @@ async fn blocking_wait(state: &AppState, id: &str) -> Result<(String, String), A
     )))
 }
 
+/// Completes the WAIT that Conductor's signal endpoints find for `id` ([`blocking_wait`])
+/// with `payload`: the decider's verdict.
+async fn signal_blocking_wait(
+    state: &AppState,
+    id: &str,
+    payload: Value,
+) -> Result<Outcome, ApiError> {
+    let (waiting, task_ref) = blocking_wait(state, id).await?;
+    update_by_ref(
+        state,
+        &waiting,
+        &task_ref,
+        "COMPLETED",
+        None,
+        payload,
+        None,
+        false,
+    )
+    .await
+}
+
 /// Only COMPLETED completes a WAIT (a signal); the status names the field otherwise.
 fn check_signal_status(status: &str) -> Result<(), ApiError> {
     match status {
@@ -141,18 +162,8 @@ async fn signal_blocking(
 ) -> Result<Response, ApiError> {
     check_signal_status(&status)?;
     let payload = payload(&body?)?;
-    let (waiting, task_ref) = blocking_wait(&state, &id).await?;
-    let outcome = update_by_ref(
-        &state,
-        &waiting,
-        &task_ref,
-        "COMPLETED",
-        None,
-        payload,
-        None,
-        false,
-    );
-    Ok(operations::answer(outcome.await?, |_| {
+    let outcome = signal_blocking_wait(&state, &id, payload).await?;
+    Ok(operations::answer(outcome, |_| {
         StatusCode::OK.into_response()
     }))
 }
@@ -176,18 +187,7 @@ async fn signal_blocking_sync(
     check_signal_status(&status)?;
     let strategy = super::execute::ReturnStrategy::parse(q.return_strategy.as_deref())?;
     let payload = payload(&body?)?;
-    let (waiting, task_ref) = blocking_wait(&state, &id).await?;
-    let outcome = update_by_ref(
-        &state,
-        &waiting,
-        &task_ref,
-        "COMPLETED",
-        None,
-        payload,
-        None,
-        false,
-    );
-    let outcome = outcome.await?;
+    let outcome = signal_blocking_wait(&state, &id, payload).await?;
     if let Outcome::Pending(_) = outcome {
         return Ok(operations::answer(outcome, |_| {
             StatusCode::OK.into_response()

@@ -151,12 +151,7 @@ pub(crate) fn task_domains(value: Option<Value>) -> Result<TaskDomains, ApiError
                 "a list of domains is not supported: name one domain (or NO_DOMAIN)",
             ));
         }
-        let valid = !domain.is_empty()
-            && domain.len() <= 64
-            && domain
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
-        if !valid {
+        if !weft::topology::is_valid_domain(&domain) {
             return Err(invalid(
                 &path,
                 "a domain is 1 to 64 letters, digits, '_' or '-'",

@@ -168,11 +168,7 @@ pub async fn queue_of(
 ) -> Result<String, ApiError> {
     let domain = domain.filter(|d| !d.is_empty() && *d != "NO_DOMAIN");
     if let Some(domain) = domain {
-        let valid = domain.len() <= 64
-            && domain
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
-        if !valid {
+        if !weft::topology::is_valid_domain(domain) {
             return Err(ApiError::invalid(
                 "invalid_query",
                 "domain",

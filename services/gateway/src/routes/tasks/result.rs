@@ -90,6 +90,17 @@ impl Status {
         }
     }
 
+    /// The decider's status for it (IN_PROGRESS, given back or not, is `Postponed`:
+    /// a heartbeat never reaches the decider).
+    fn update_status(self) -> TaskUpdateStatus {
+        match self {
+            Self::Completed => TaskUpdateStatus::Completed,
+            Self::Failed { terminal: false } => TaskUpdateStatus::Failed,
+            Self::Failed { terminal: true } => TaskUpdateStatus::FailedWithTerminalError,
+            Self::InProgress | Self::CallBackAfter(_) => TaskUpdateStatus::Postponed,
+        }
+    }
+
     /// The outcome of `result`: its status, where IN_PROGRESS with a callback (and no
     /// `extendLease`) gives the task back.
     fn of(result: &TaskResult) -> Result<Self, ApiError> {
@@ -269,10 +280,7 @@ async fn record(
             }
             return Ok(Outcome::Applied(Value::Null));
         }
-        Status::CallBackAfter(_) => TaskUpdateStatus::Postponed,
-        Status::Completed => TaskUpdateStatus::Completed,
-        Status::Failed { terminal: false } => TaskUpdateStatus::Failed,
-        Status::Failed { terminal: true } => TaskUpdateStatus::FailedWithTerminalError,
+        other => other.update_status(),
     };
     let update = UpdateTask {
         op: Default::default(),
@@ -353,13 +361,8 @@ pub(crate) async fn update_by_ref(
             "workflow {workflow_id} has no pending task {task_ref} to report IN_PROGRESS for"
         )));
     }
-    let reason = reason.or_else(|| Some(format!("{} by reference", status_name(status))));
-    let update_status = match status {
-        Status::Completed => TaskUpdateStatus::Completed,
-        Status::Failed { terminal: false } => TaskUpdateStatus::Failed,
-        Status::Failed { terminal: true } => TaskUpdateStatus::FailedWithTerminalError,
-        Status::InProgress | Status::CallBackAfter(_) => TaskUpdateStatus::Postponed,
-    };
+    let update_status = status.update_status();
+    let reason = reason.or_else(|| Some(format!("{} by reference", update_status.as_str())));
     let update = UpdateTask {
         op: Default::default(),
         task_ref: pending
@@ -375,14 +378,4 @@ pub(crate) async fn update_by_ref(
         hold,
     };
     send_update(state, workflow_id, update).await
-}
-
-/// Conductor's name of a status.
-fn status_name(status: Status) -> &'static str {
-    match status {
-        Status::InProgress | Status::CallBackAfter(_) => "IN_PROGRESS",
-        Status::Completed => "COMPLETED",
-        Status::Failed { terminal: false } => "FAILED",
-        Status::Failed { terminal: true } => "FAILED_WITH_TERMINAL_ERROR",
-    }
 }
