@@ -188,16 +188,27 @@ async fn handlers_on_an_exchange_complete_terminate_and_start_runs(suite: Suite)
     let run = client.get(&reordered).await.unwrap();
     assert_eq!(run["correlationId"], json!(cancelled), "{run}");
     // Each handler saw every event: one acted, the others skipped.
+    // A handler records its execution once its action is answered, which may be after
+    // the run it completed is seen ended: wait for the three rows.
     for name in ["paid", "cancelled", "rejected"] {
-        let r = client
-            .raw(
-                reqwest::Method::GET,
-                &format!("/api/event/{name}/executions"),
-                None,
-            )
-            .await
-            .unwrap();
-        let found: Value = serde_json::from_str(&r.text).unwrap();
+        let deadline = tokio::time::Instant::now() + RUN_TIMEOUT;
+        let found = loop {
+            let r = client
+                .raw(
+                    reqwest::Method::GET,
+                    &format!("/api/event/{name}/executions"),
+                    None,
+                )
+                .await
+                .unwrap();
+            let found: Value = serde_json::from_str(&r.text).unwrap();
+            if found.as_array().is_some_and(|all| all.len() >= 3)
+                || tokio::time::Instant::now() >= deadline
+            {
+                break found;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
         let mut statuses: Vec<&str> = found
             .as_array()
             .unwrap()
