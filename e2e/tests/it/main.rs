@@ -43,6 +43,7 @@ mod sdk_heartbeats;
 mod start_events;
 mod system_tasks;
 mod task_limits;
+mod task_routes;
 mod task_updates;
 mod trace;
 mod ui;

@@ -13,6 +13,8 @@ use crate::constructs::statuses;
 crate::on_both_backends!(
     task_updates_by_ref_by_id_and_signals_take_effect_or_are_refused,
     a_wait_failed_through_the_task_api_fails_its_run,
+    a_wait_whose_task_definition_retries_it_waits_again_when_failed,
+    a_worker_only_policy_on_a_wait_is_refused_at_registration_and_at_start,
 );
 
 /// Every task type a result or a signal can name, pending at once (a fork), then a task
@@ -277,4 +279,111 @@ async fn a_wait_failed_through_the_task_api_fails_its_run(suite: Suite) {
             .contains("denied"),
         "{wf}"
     );
+}
+
+/// Every rule on every task type (docs/conductor.md, "Task definitions on every task
+/// type"): a WAIT whose registered task definition gives it a retry, failed through the
+/// task API, waits again as its second attempt, which a completion by ref completes.
+async fn a_wait_whose_task_definition_retries_it_waits_again_when_failed(suite: Suite) {
+    let client = suite.client();
+    client
+        .register_taskdefs(&json!([{"name": "gate_retried", "retryCount": 1,
+            "retryDelaySeconds": 0, "responseTimeoutSeconds": 60}]))
+        .await
+        .unwrap();
+    client
+        .register(&json!({"name": "gate_retried", "version": 1, "tasks": [
+            {"name": "gate_retried", "taskReferenceName": "gate", "type": "WAIT"},
+            {"name": "weft_unserved", "taskReferenceName": "after", "type": "SIMPLE"}]}))
+        .await
+        .unwrap();
+    let id = client.start("gate_retried", json!({})).await.unwrap();
+    pending(client, &id, &["gate"]).await;
+    let failed = json!({"reasonForIncompletion": "not yet"});
+    send(
+        client,
+        &post(format!("/api/tasks/{id}/gate/FAILED"), failed, 200, ""),
+    )
+    .await;
+    let wf = pending(client, &id, &["gate"]).await;
+    assert_eq!(
+        statuses(&wf),
+        vec![
+            ("gate".to_owned(), "FAILED".to_owned()),
+            ("gate".to_owned(), "IN_PROGRESS".to_owned())
+        ],
+        "{wf}"
+    );
+    let attempts: Vec<&Value> = wf["tasks"].as_array().unwrap().iter().collect();
+    assert_eq!(attempts[1]["retryCount"], 1, "{wf}");
+    assert_eq!(attempts[1]["retriedTaskId"], attempts[0]["taskId"], "{wf}");
+    let done = json!({"ok": true});
+    send(
+        client,
+        &post(format!("/api/tasks/{id}/gate/COMPLETED"), done, 200, ""),
+    )
+    .await;
+    let wf = pending(client, &id, &["after"]).await;
+    assert_eq!(wf["status"], "RUNNING", "{wf}");
+    assert_eq!(output_of(&wf, "gate"), json!({"ok": true}), "{wf}");
+}
+
+/// A concurrency or rate limit, or a poll timeout, means nothing on a WAIT: inline it is
+/// refused at registration, registered under the WAIT's name it refuses the start, each
+/// with a 400 naming the field and the type; nothing is started.
+async fn a_worker_only_policy_on_a_wait_is_refused_at_registration_and_at_start(suite: Suite) {
+    let client = suite.client();
+    let inline = json!({"name": "limited_gate", "version": 1, "tasks": [
+        {"name": "limited_gate", "taskReferenceName": "gate", "type": "WAIT",
+         "taskDefinition": {"name": "limited_gate", "concurrentExecLimit": 2}}]});
+    let r = client
+        .raw(
+            reqwest::Method::POST,
+            "/api/metadata/workflow",
+            Some(("application/json", inline.to_string().into_bytes())),
+        )
+        .await
+        .unwrap();
+    assert_eq!(r.status, 400, "{}", r.text);
+    assert!(
+        r.text
+            .contains("tasks[0].taskDefinition.concurrentExecLimit")
+            && r.text.contains("WAIT"),
+        "{}",
+        r.text
+    );
+
+    client
+        .register_taskdefs(&json!([{"name": "limited_gate", "rateLimitPerFrequency": 5,
+            "rateLimitFrequencyInSeconds": 1, "responseTimeoutSeconds": 60}]))
+        .await
+        .unwrap();
+    client
+        .register(&json!({"name": "limited_gate", "version": 1, "tasks": [
+            {"name": "limited_gate", "taskReferenceName": "gate", "type": "WAIT"}]}))
+        .await
+        .unwrap();
+    let r = client
+        .post_json("/api/workflow/limited_gate", &json!({}))
+        .await
+        .unwrap();
+    assert_eq!(r.status, 400, "{}", r.text);
+    assert!(
+        r.text
+            .contains("tasks[0].taskDefinition.rateLimitPerFrequency")
+            && r.text.contains("not WAIT"),
+        "{}",
+        r.text
+    );
+    let search = client
+        .raw(
+            reqwest::Method::GET,
+            "/api/workflow/search?query=workflowType%3Dlimited_gate",
+            None,
+        )
+        .await
+        .unwrap();
+    assert_eq!(search.status, 200, "{}", search.text);
+    let found: Value = serde_json::from_str(&search.text).unwrap();
+    assert_eq!(found["totalHits"], 0, "nothing started: {found}");
 }

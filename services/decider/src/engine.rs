@@ -1088,6 +1088,7 @@ impl Shard {
             task_ref,
             task_name,
             input,
+            attempt,
             output,
             location,
             iteration,
@@ -1134,6 +1135,7 @@ impl Shard {
                 task_type: weft::dsl::TaskType::Event.as_str().to_owned(),
                 task_name: task_name.clone(),
                 input: input.clone(),
+                attempt: *attempt,
                 iteration: *iteration,
             };
             let failed = Decision::FailStartedTask {
@@ -1187,6 +1189,7 @@ impl Shard {
             task_ref,
             task_name,
             input,
+            attempt,
             iteration,
             workflow_id,
             definition,
@@ -1212,6 +1215,7 @@ impl Shard {
                     task_type: TaskType::StartWorkflow.as_str().to_owned(),
                     task_name,
                     input,
+                    attempt,
                     iteration,
                 };
                 let failed = Decision::FailStartedTask {
@@ -1245,6 +1249,7 @@ impl Shard {
             task_ref,
             task_name,
             input,
+            attempt,
             iteration,
             workflow_id,
             definition: Some(Box::new(definition)),
@@ -1298,6 +1303,9 @@ impl Shard {
             Err(e) => return Ok(Err(format!("{named} cannot run: {e}"))),
         };
         self.store.freeze_task_defs(&mut definition).await?;
+        if let Err(e) = weft::dsl::taskdef::check_all_policies_apply(&definition.tasks, "tasks") {
+            return Ok(Err(format!("{named} cannot run: {e}")));
+        }
         Ok(Ok(definition))
     }
 

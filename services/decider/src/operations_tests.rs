@@ -164,8 +164,8 @@ fn skip_of_a_task_not_reached_yet_happens_when_reached() {
 fn skip_refusals_name_the_problem() {
     let mut sim = Sim::start(five(), json!({}));
     let (status, message) = refused_with(sim.verdict(&skip("zz", Value::Null)));
-    assert_eq!(status, 400);
-    assert!(message.starts_with("taskRef:"), "{message}");
+    assert_eq!(status, 404);
+    assert!(message.contains("\"zz\" is not in workflow"), "{message}");
     sim.complete("a", json!({}));
     let (status, message) = refused_with(sim.verdict(&skip("a", Value::Null)));
     assert_eq!((status, message.contains("COMPLETED")), (409, true));
@@ -592,4 +592,26 @@ fn a_terminated_run_waiting_on_a_human_task_is_retried_and_waits_again() {
         next.verdict(&Command::Reset(again)),
         Applied::Ignored(_)
     ));
+}
+
+/// A task waiting for one thing can be skipped whatever that thing is: a person (HUMAN),
+/// a broker's confirmation (EVENT), a worker (DYNAMIC), as a WAIT or a worker's task.
+#[test]
+fn skip_of_a_pending_human_event_or_dynamic_task_moves_on() {
+    let nodes = [
+        json!({"name": "x", "taskReferenceName": "x", "type": "HUMAN"}),
+        json!({"name": "x", "taskReferenceName": "x", "type": "EVENT", "sink": "conductor"}),
+        json!({"name": "x", "taskReferenceName": "x", "type": "DYNAMIC",
+               "dynamicTaskNameParam": "t", "inputParameters": {"t": "named"}}),
+    ];
+    for node in nodes {
+        let def = json!({"name": "w", "tasks": [node.clone(),
+            {"name": "next", "taskReferenceName": "next"}]});
+        let mut sim = Sim::start(def, json!({}));
+        assert!(sim.state.latest("x").unwrap().status.is_pending(), "{node}");
+        sim.command(&skip("x", json!({"by": "operator"})));
+        let x = sim.state.latest("x").unwrap();
+        assert_eq!(x.status.as_str(), "SKIPPED", "{node}");
+        assert_eq!(sim.pending(), vec!["next"], "{node}");
+    }
 }

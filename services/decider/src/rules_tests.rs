@@ -298,24 +298,7 @@ fn start_delay_delays_a_workers_task_and_is_refused_on_every_other_type() {
     for kind in TaskType::ALL {
         let mut node = minimal_node(kind);
         node["startDelay"] = json!(5);
-        let mut tasks = vec![node];
-        // A join after what it joins: a fork's branch, a switch's case.
-        match kind {
-            TaskType::Join => tasks.insert(
-                0,
-                json!({"name": "f", "taskReferenceName": "f", "type": "FORK_JOIN",
-                       "forkTasks": [[{"name": "a", "taskReferenceName": "a"}]]}),
-            ),
-            TaskType::ExclusiveJoin => tasks.insert(
-                0,
-                json!({"name": "s", "taskReferenceName": "s", "type": "SWITCH",
-                       "evaluatorType": "value-param", "expression": "k",
-                       "inputParameters": {"k": "a"},
-                       "decisionCases": {"a": [{"name": "a", "taskReferenceName": "a"}]}}),
-            ),
-            _ => {}
-        }
-        let def = json!({"name": "w", "tasks": tasks});
+        let def = definition_of(kind, node);
         let applies = matches!(kind, TaskType::Simple | TaskType::Http | TaskType::Dynamic);
         match (weft::dsl::parse_definition(&def), applies) {
             (Ok(_), true) => {
@@ -330,6 +313,28 @@ fn start_delay_delays_a_workers_task_and_is_refused_on_every_other_type() {
         }
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+/// A definition of `node` (of `kind`), after what it needs before it: a join after what
+/// it joins (a fork's branch, a switch's case).
+fn definition_of(kind: TaskType, node: Value) -> Value {
+    let mut tasks = vec![node];
+    match kind {
+        TaskType::Join => tasks.insert(
+            0,
+            json!({"name": "f", "taskReferenceName": "f", "type": "FORK_JOIN",
+                   "forkTasks": [[{"name": "a", "taskReferenceName": "a"}]]}),
+        ),
+        TaskType::ExclusiveJoin => tasks.insert(
+            0,
+            json!({"name": "s", "taskReferenceName": "s", "type": "SWITCH",
+                   "evaluatorType": "value-param", "expression": "k",
+                   "inputParameters": {"k": "a"},
+                   "decisionCases": {"a": [{"name": "a", "taskReferenceName": "a"}]}}),
+        ),
+        _ => {}
+    }
+    json!({"name": "w", "tasks": tasks})
 }
 
 /// A valid node `x` of `kind`, with what its type needs.
@@ -367,4 +372,293 @@ fn minimal_node(kind: TaskType) -> Value {
         .unwrap()
         .extend(extra.as_object().unwrap().clone());
     node
+}
+
+/// Whether a type's failed task is retried per its task definition (`retryCount`), and
+/// if not, why: Conductor retries a failed task of any type but its built-in flow tasks,
+/// and a terminal failure (FAILED_WITH_TERMINAL_ERROR) never.
+fn retried_or_why(kind: TaskType) -> Result<(), &'static str> {
+    match kind {
+        TaskType::Simple
+        | TaskType::Http
+        | TaskType::Dynamic
+        | TaskType::SubWorkflow
+        | TaskType::StartWorkflow
+        | TaskType::Lambda
+        | TaskType::JsonJqTransform
+        | TaskType::Event
+        | TaskType::Wait
+        | TaskType::Human => Ok(()),
+        TaskType::Inline => Err("a script that throws fails terminally, as Conductor's"),
+        TaskType::SetVariable => Err("too large fails terminally, as Conductor's"),
+        TaskType::Switch | TaskType::Decision | TaskType::DoWhile | TaskType::ForkJoinDynamic => {
+            Err("a built-in flow task: Conductor never retries it")
+        }
+        TaskType::ForkJoin
+        | TaskType::Join
+        | TaskType::ExclusiveJoin
+        | TaskType::Noop
+        | TaskType::Terminate => Err("never fails by itself"),
+    }
+}
+
+/// `retryCount` on every type: the task definition of a task of each type that can fail
+/// says one retry, at once. A type that retries shows a second attempt after the first
+/// failure (pending, or failed again at once where the decider evaluates the same input
+/// again); one that does not fails its run with at most one. A type whose row is missing
+/// fails the test.
+#[test]
+fn a_failed_task_is_retried_per_its_task_definition_on_every_type_that_retries() {
+    let mut wrong = Vec::new();
+    let rows = rows();
+    for kind in TaskType::ALL {
+        let expected = retried_or_why(kind);
+        let Some(row) = rows.iter().find(|r| r.kind == kind) else {
+            if expected != Err("never fails by itself") {
+                wrong.push(format!("{}: no row saying how it fails", kind.as_str()));
+            }
+            continue;
+        };
+        let mut node = row.node.clone();
+        node["taskDefinition"] = json!({"name": "x", "retryCount": 1, "retryDelaySeconds": 0});
+        let mut sim = run_of(&node, false);
+        (row.fail)(&mut sim);
+        let attempts: Vec<(i32, &'static str)> = sim
+            .state
+            .tasks
+            .iter()
+            .filter(|t| t.task_ref == "x")
+            .map(|t| (t.attempt, t.status.as_str()))
+            .collect();
+        let ok = match expected {
+            Ok(()) => attempts.len() == 2 && attempts[1].0 == 2,
+            // A flow task that cannot begin fails the run without a task of its own.
+            Err(_) => attempts.len() <= 1 && sim.state.status.as_str() == "FAILED",
+        };
+        if !ok {
+            wrong.push(format!(
+                "{} ({expected:?}): attempts {attempts:?}, the run {}",
+                kind.as_str(),
+                sim.state.status.as_str()
+            ));
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+/// A retried task the decider evaluates again fails its run only when its last attempt
+/// fails, with that attempt's reason; one that succeeds on a retry lets the run go on.
+#[test]
+fn a_system_task_retried_to_exhaustion_fails_its_run_and_a_wait_retried_waits_again() {
+    let lambda = json!({"name": "x", "taskReferenceName": "x", "type": "LAMBDA",
+        "inputParameters": {"scriptExpression": "throw 'no'"},
+        "taskDefinition": {"name": "x", "retryCount": 2, "retryDelaySeconds": 0}});
+    let sim = run_of(&lambda, false);
+    let attempts: Vec<i32> = sim.state.tasks.iter().map(|t| t.attempt).collect();
+    assert_eq!(attempts, vec![1, 2, 3], "{:?}", sim.trail());
+    assert_eq!(sim.state.status.as_str(), "FAILED");
+
+    // An optional one reads FAILED while retried, COMPLETED_WITH_ERRORS at its last.
+    let optional = run_of(&lambda, true);
+    let statuses: Vec<&str> = optional
+        .state
+        .tasks
+        .iter()
+        .filter(|t| t.task_ref == "x")
+        .map(|t| t.status.as_str())
+        .collect();
+    assert_eq!(statuses, vec!["FAILED", "FAILED", "COMPLETED_WITH_ERRORS"]);
+    assert_eq!(optional.state.status.as_str(), "RUNNING");
+
+    // A WAIT failed through the task API waits again as its next attempt, which a
+    // completion by reference then completes.
+    let wait = json!({"name": "x", "taskReferenceName": "x", "type": "WAIT",
+        "taskDefinition": {"name": "x", "retryCount": 1}});
+    let mut sim = run_of(&wait, false);
+    fail_by_update(&mut sim);
+    let x = sim.state.latest("x").unwrap();
+    assert_eq!((x.attempt, x.status.is_pending()), (2, true));
+    sim.signal("x", json!({"ok": true}));
+    assert_eq!(sim.state.latest("x").unwrap().status.as_str(), "COMPLETED");
+    assert!(sim
+        .state
+        .latest("next")
+        .is_some_and(|t| t.status.is_pending()));
+    // Its second failure is its last: the run fails.
+    let mut sim = run_of(&wait, false);
+    fail_by_update(&mut sim);
+    fail_by_update(&mut sim);
+    assert_eq!(sim.state.status.as_str(), "FAILED");
+}
+
+/// START_WORKFLOW is asynchronous in Conductor, its retry queued with its back-off: here
+/// it waits the back-off on a durable timer before its next attempt.
+#[test]
+fn a_start_workflow_retry_waits_out_its_back_off() {
+    let node = json!({"name": "x", "taskReferenceName": "x", "type": "START_WORKFLOW",
+        "inputParameters": {"startWorkflow": {}},
+        "taskDefinition": {"name": "x", "retryCount": 1, "retryDelaySeconds": 30}});
+    let mut sim = run_of(&node, false);
+    assert_eq!(sim.state.tasks.len(), 1, "{:?}", sim.trail());
+    assert_eq!(sim.state.status.as_str(), "RUNNING");
+    let due = sim.now() + chrono::Duration::seconds(30);
+    sim.fire_timers_due_by(due);
+    let attempts: Vec<i32> = sim.state.tasks.iter().map(|t| t.attempt).collect();
+    assert_eq!(attempts, vec![1, 2]);
+    assert_eq!(sim.state.status.as_str(), "FAILED");
+}
+
+/// Whether a type's task times out per its task definition's `timeoutSeconds`, and if
+/// not, why.
+fn times_out_or_why(kind: TaskType) -> Result<(), &'static str> {
+    match kind {
+        TaskType::Simple
+        | TaskType::Http
+        | TaskType::Dynamic
+        | TaskType::SubWorkflow
+        | TaskType::Wait
+        | TaskType::Human
+        | TaskType::Event => Ok(()),
+        TaskType::Inline
+        | TaskType::Lambda
+        | TaskType::JsonJqTransform
+        | TaskType::SetVariable
+        | TaskType::StartWorkflow
+        | TaskType::Noop
+        | TaskType::Terminate
+        | TaskType::Switch
+        | TaskType::Decision
+        | TaskType::ForkJoin
+        | TaskType::ForkJoinDynamic => Err("done within the decision that reaches it"),
+        TaskType::Join | TaskType::ExclusiveJoin | TaskType::DoWhile => {
+            Err("a container: the tasks it waits for keep their own timeouts")
+        }
+    }
+}
+
+/// `timeoutSeconds` and `totalTimeoutSeconds` on every type: a task whose definition says
+/// 10 s (TIME_OUT_WF) and that is still waiting for its result 10 s after it began times
+/// its run out; on a type that never waits for a result of its own, the same definition
+/// changes nothing.
+#[test]
+fn a_task_past_its_timeout_times_its_run_out_on_every_type_that_waits() {
+    let mut wrong = Vec::new();
+    for (field, kind) in ["timeoutSeconds", "totalTimeoutSeconds"]
+        .into_iter()
+        .flat_map(|f| TaskType::ALL.map(|k| (f, k)))
+    {
+        let mut node = minimal_node(kind);
+        node["taskDefinition"] = json!({"name": "x", "retryCount": 0, field: 10,
+            "responseTimeoutSeconds": 10, "timeoutPolicy": "TIME_OUT_WF"});
+        let mut sim = Sim::start(definition_of(kind, node), json!({}));
+        // A worker's task counts from its worker's start.
+        if matches!(kind, TaskType::Simple | TaskType::Http | TaskType::Dynamic) {
+            sim.take("x");
+        }
+        let before = sim.state.status.as_str();
+        let later = sim.now() + chrono::Duration::seconds(11);
+        sim.fire_timers_due_by(later);
+        let after = sim.state.status.as_str();
+        let ok = match times_out_or_why(kind) {
+            Ok(()) => before == "RUNNING" && after == "TIMED_OUT",
+            Err(_) => after == before,
+        };
+        if !ok {
+            wrong.push(format!(
+                "{field} on {} ({:?}): {before} then {after}: {:?}",
+                kind.as_str(),
+                times_out_or_why(kind),
+                sim.trail()
+            ));
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+/// A WAIT past its `timeoutSeconds` under RETRY waits again as its next attempt; past its
+/// last, the run times out. ALERT_ONLY only records the deadline's passing.
+#[test]
+fn a_wait_timed_out_is_retried_under_retry_and_waits_on_under_alert_only() {
+    let wait = |policy: &str| {
+        json!({"name": "w", "tasks": [{"name": "x", "taskReferenceName": "x", "type": "WAIT",
+            "taskDefinition": {"name": "x", "retryCount": 1, "retryDelaySeconds": 0,
+                "timeoutSeconds": 10, "responseTimeoutSeconds": 10, "timeoutPolicy": policy}},
+            {"name": "next", "taskReferenceName": "next"}]})
+    };
+    let mut sim = Sim::start(wait("RETRY"), json!({}));
+    let t0 = sim.now();
+    sim.fire_timers_due_by(t0 + chrono::Duration::seconds(11));
+    let attempts: Vec<(i32, &str)> = sim
+        .state
+        .tasks
+        .iter()
+        .map(|t| (t.attempt, t.status.as_str()))
+        .collect();
+    assert_eq!(attempts, vec![(1, "TIMED_OUT"), (2, "SCHEDULED")]);
+    sim.fire_timers_due_by(t0 + chrono::Duration::seconds(60));
+    assert_eq!(sim.state.status.as_str(), "TIMED_OUT", "{:?}", sim.trail());
+
+    // Under RETRY with retries to spare, `totalTimeoutSeconds` ends the retrying.
+    let total = json!({"name": "w", "tasks": [{"name": "x", "taskReferenceName": "x",
+        "type": "HUMAN", "taskDefinition": {"name": "x", "retryCount": 9, "retryDelaySeconds": 0,
+            "timeoutSeconds": 10, "totalTimeoutSeconds": 25, "responseTimeoutSeconds": 10,
+            "timeoutPolicy": "RETRY"}}]});
+    let mut sim = Sim::start(total, json!({}));
+    let t0 = sim.now();
+    for at in [11, 21] {
+        sim.fire_timers_due_by(t0 + chrono::Duration::seconds(at));
+        assert_eq!(sim.state.status.as_str(), "RUNNING");
+    }
+    sim.fire_timers_due_by(t0 + chrono::Duration::seconds(26));
+    let attempts: Vec<i32> = sim.state.tasks.iter().map(|t| t.attempt).collect();
+    assert_eq!(attempts, vec![1, 2, 3]);
+    assert_eq!(sim.state.status.as_str(), "TIMED_OUT", "{:?}", sim.trail());
+
+    let mut sim = Sim::start(wait("ALERT_ONLY"), json!({}));
+    let later = sim.now() + chrono::Duration::seconds(11);
+    sim.fire_timers_due_by(later);
+    assert_eq!(sim.state.status.as_str(), "RUNNING");
+    assert!(sim.state.latest("x").unwrap().status.is_pending());
+    sim.signal("x", json!({}));
+    assert!(sim
+        .state
+        .latest("next")
+        .is_some_and(|t| t.status.is_pending()));
+}
+
+/// The worker-only policies of a task definition (`concurrentExecLimit`,
+/// `rateLimitPerFrequency`, `pollTimeoutSeconds`) on every type: taken into the policy of
+/// a task handed to workers, refused at registration (naming the field and the type) on
+/// any type the decider runs itself. The gateway refuses a start whose registered task
+/// definitions do the same (e2e).
+#[test]
+fn worker_policies_apply_to_workers_tasks_and_are_refused_on_every_other_type() {
+    let mut wrong = Vec::new();
+    for field in weft::dsl::taskdef::WORKER_POLICIES {
+        for kind in TaskType::ALL {
+            let mut node = minimal_node(kind);
+            node["taskDefinition"] = json!({"name": "x", field: 2});
+            let def = definition_of(kind, node.clone());
+            let applies = matches!(kind, TaskType::Simple | TaskType::Http | TaskType::Dynamic);
+            match (weft::dsl::parse_definition(&def), applies) {
+                (Ok(_), true) => {
+                    let task: weft::dsl::WorkflowTask = serde_json::from_value(node).unwrap();
+                    let p = crate::interpreter::policy::Policy::of(&task);
+                    let taken = match field {
+                        "concurrentExecLimit" => p.limits.concurrency == Some(2),
+                        "rateLimitPerFrequency" => p.limits.rate.is_some(),
+                        _ => p.poll_timeout_seconds == 2,
+                    };
+                    if !taken {
+                        wrong.push(format!("{field} on {}: not in {p:?}", kind.as_str()));
+                    }
+                }
+                (Err(e), false)
+                    if e.path.ends_with(&format!("taskDefinition.{field}"))
+                        && e.message.contains(kind.as_str()) => {}
+                (got, _) => wrong.push(format!("{field} on {}: {got:?}", kind.as_str())),
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }

@@ -18,12 +18,14 @@ pub fn skip(state: &RunState, skip: &SkipTask) -> Applied {
     }
     let task_ref = &skip.task_ref;
     let node = find_task(&state.definition.tasks, task_ref);
-    // Tasks of a dynamic fork are not in the definition, only in the run.
+    // Tasks of a dynamic fork are not in the definition, only in the run. The ref is a
+    // path segment, the resource the request names: unknown, it is a 404 (as the task
+    // API's update by ref).
     if node.is_none() && state.latest(task_ref).is_none() {
         return Applied::Rejected {
-            status: 400,
+            status: 404,
             message: format!(
-                "taskRef: task {task_ref:?} is not in workflow {} (version {})",
+                "task {task_ref:?} is not in workflow {} (version {})",
                 state.definition.name, state.definition.version
             ),
         };
@@ -63,16 +65,20 @@ pub fn skip(state: &RunState, skip: &SkipTask) -> Applied {
 }
 
 /// Tasks that can be skipped while in progress: those that wait for one thing (a
-/// worker, a child run, a signal or timer, the tasks an EXCLUSIVE_JOIN takes its output
-/// from), not those whose progress is their subtree's.
+/// worker, a child run, a signal, a person, a timer, a broker's confirmation, the tasks
+/// an EXCLUSIVE_JOIN takes its output from), not those whose progress is their
+/// subtree's (a JOIN, a DO_WHILE, a dynamic fork).
 fn runs_alone(task: &WorkflowTask) -> bool {
     matches!(
         task.task_type(),
         Some(
             TaskType::Simple
                 | TaskType::Http
+                | TaskType::Dynamic
                 | TaskType::SubWorkflow
                 | TaskType::Wait
+                | TaskType::Human
+                | TaskType::Event
                 | TaskType::ExclusiveJoin
         )
     )

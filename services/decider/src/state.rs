@@ -412,7 +412,10 @@ impl RunState {
                 let t = self.task_mut(e, f.task_id)?;
                 // An optional task is retried like any other; only its last failure lets
                 // the run go on, as COMPLETED_WITH_ERRORS.
+                let retried =
+                    TaskType::parse(&t.task_type).is_none_or(crate::interpreter::policy::retried);
                 let exhausted = f.terminal
+                    || !retried
                     || policy.as_ref().is_none_or(|p| {
                         t.attempt > p.retry_count || !p.is_retryable(f.error_kind.as_deref())
                     });

@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::validate::DslError;
-use super::WorkflowTask;
+use super::{TaskType, WorkflowTask};
 
 /// The key of a workflow task's `extra` that holds its (frozen or inline) TaskDef.
 pub const TASK_DEFINITION_KEY: &str = "taskDefinition";
@@ -301,6 +301,82 @@ fn needs_task_def(task: &WorkflowTask) -> bool {
             .extra
             .get(TASK_DEFINITION_KEY)
             .is_none_or(Value::is_null)
+}
+
+/// Task-definition policies that only mean something for a task handed to workers
+/// (SIMPLE, HTTP, DYNAMIC): how many attempts workers may hold at once, how fast they may
+/// take them, and how long an attempt may wait for a worker.
+pub const WORKER_POLICIES: [&str; 3] = [
+    "concurrentExecLimit",
+    "rateLimitPerFrequency",
+    "pollTimeoutSeconds",
+];
+
+/// Checks that the policies `task`'s task definition (inline, or the registered one
+/// frozen at start) sets apply to the task's type: a worker-only policy
+/// ([`WORKER_POLICIES`], not 0) on a type the decider runs itself is refused rather than
+/// accepted and ignored. The error names `<path>.taskDefinition.<field>` and the type. A
+/// type Weft does not know is left to the rest of validation.
+pub fn check_policies_apply(task: &WorkflowTask, path: &str) -> Result<(), DslError> {
+    let Some(kind) = task.task_type() else {
+        return Ok(());
+    };
+    if matches!(kind, TaskType::Simple | TaskType::Http | TaskType::Dynamic) {
+        return Ok(());
+    }
+    let Some(def) = task
+        .extra
+        .get(TASK_DEFINITION_KEY)
+        .and_then(Value::as_object)
+    else {
+        return Ok(());
+    };
+    for field in WORKER_POLICIES {
+        let set = def
+            .get(field)
+            .and_then(Value::as_i64)
+            .is_some_and(|n| n != 0);
+        if set {
+            let registered = match def.get("name").and_then(Value::as_str) {
+                Some(name) if !name.is_empty() => format!(" (task definition {name:?})"),
+                _ => String::new(),
+            };
+            return Err(DslError::new(
+                format!("{path}.{TASK_DEFINITION_KEY}.{field}"),
+                format!(
+                    "{field}{registered} applies to tasks handed to workers (SIMPLE, HTTP, \
+                     DYNAMIC), not {}",
+                    kind.as_str()
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// [`check_policies_apply`] over the whole tree of `tasks` (paths as `tasks[1].forkTasks[0][2]`).
+pub fn check_all_policies_apply(tasks: &[WorkflowTask], path: &str) -> Result<(), DslError> {
+    for (i, task) in tasks.iter().enumerate() {
+        let here = format!("{path}[{i}]");
+        check_policies_apply(task, &here)?;
+        if let Some(cases) = &task.decision_cases {
+            for (case, list) in cases {
+                check_all_policies_apply(list, &format!("{here}.decisionCases.{case}"))?;
+            }
+        }
+        if let Some(list) = &task.default_case {
+            check_all_policies_apply(list, &format!("{here}.defaultCase"))?;
+        }
+        if let Some(forks) = &task.fork_tasks {
+            for (f, list) in forks.iter().enumerate() {
+                check_all_policies_apply(list, &format!("{here}.forkTasks[{f}]"))?;
+            }
+        }
+        if let Some(list) = &task.loop_over {
+            check_all_policies_apply(list, &format!("{here}.loopOver"))?;
+        }
+    }
+    Ok(())
 }
 
 /// The names of the registered TaskDefs `tasks` (the whole tree) would freeze.

@@ -544,6 +544,7 @@ fn check_structure(
     check_optional(task, t, path)?;
     check_start_delay(task, t, path)?;
     check_async_complete(task, t, path)?;
+    super::taskdef::check_policies_apply(task, path)?;
     let field = |name: &str| join(path, name);
     let input = |name: &str| join(&join(path, "inputParameters"), name);
     let ty = t.as_str();

@@ -291,6 +291,7 @@ impl Walker<'_> {
                 task_type: TaskType::Join.as_str().to_owned(),
                 task_name: join.name.clone(),
                 input,
+                attempt: 1,
                 iteration: self.iteration,
             },
             super::Decision::FailStartedTask {

@@ -32,6 +32,7 @@ impl Walker<'_> {
                 task_type: TaskType::DoWhile.as_str().to_owned(),
                 task_name: task.name.clone(),
                 input,
+                attempt: 1,
                 iteration: self.iteration,
             }]);
         };

@@ -15,6 +15,7 @@ mod exclusive;
 mod looping;
 pub mod policy;
 mod system;
+mod system_policy;
 pub use system::wait_timer_id;
 pub mod waiting;
 mod walk;
@@ -141,6 +142,8 @@ pub enum Decision {
         task_name: String,
         /// Resolved input.
         input: Value,
+        /// Which attempt (from 1; a failed one retried per its policy is numbered on).
+        attempt: i32,
         /// Loop iteration (0 outside DO_WHILE bodies).
         iteration: i32,
     },
@@ -181,6 +184,8 @@ pub enum Decision {
         task_name: String,
         /// Resolved input.
         input: Value,
+        /// Which attempt (from 1; a failed one retried per its policy is numbered on).
+        attempt: i32,
         /// The message: the input with the run's identity and the sink.
         output: Value,
         /// Where it goes (boxed: the decision stays small).
@@ -202,6 +207,8 @@ pub enum Decision {
         task_name: String,
         /// Resolved input.
         input: Value,
+        /// Which attempt (from 1; a failed one retried per its policy is numbered on).
+        attempt: i32,
         /// Loop iteration (0 outside DO_WHILE bodies).
         iteration: i32,
         /// The new run's workflow id (name-based on the task, so replay yields the same).
@@ -232,6 +239,8 @@ pub enum Decision {
         task_name: String,
         /// Resolved input.
         input: Value,
+        /// Which attempt (from 1; a failed one retried per its policy is numbered on).
+        attempt: i32,
         /// Output.
         output: Value,
         /// Workflow variables set by the task (SET_VARIABLE).
@@ -252,6 +261,8 @@ pub enum Decision {
         task_name: String,
         /// Resolved input.
         input: Value,
+        /// Which attempt (from 1; a failed one retried per its policy is numbered on).
+        attempt: i32,
         /// Output (JSON_JQ_TRANSFORM's `error`).
         output: Value,
         /// Why (the task's `reasonForIncompletion`).
@@ -530,6 +541,7 @@ pub fn events_for(decision: Decision, seq: i32, now: DateTime<Utc>) -> Vec<Event
             task_type,
             task_name,
             input,
+            attempt,
             iteration,
         } => vec![Event::TaskScheduled(TaskScheduled {
             task_id,
@@ -537,7 +549,7 @@ pub fn events_for(decision: Decision, seq: i32, now: DateTime<Utc>) -> Vec<Event
             task_type,
             task_name,
             seq,
-            attempt: 1,
+            attempt,
             input,
             iteration,
             output: None,
@@ -550,6 +562,7 @@ pub fn events_for(decision: Decision, seq: i32, now: DateTime<Utc>) -> Vec<Event
             task_ref,
             task_name,
             input,
+            attempt,
             output,
             async_complete,
             iteration,
@@ -565,7 +578,7 @@ pub fn events_for(decision: Decision, seq: i32, now: DateTime<Utc>) -> Vec<Event
                 task_type: weft::dsl::TaskType::Event.as_str().to_owned(),
                 task_name,
                 seq,
-                attempt: 1,
+                attempt,
                 input,
                 iteration,
                 output: Some(output),
@@ -579,6 +592,7 @@ pub fn events_for(decision: Decision, seq: i32, now: DateTime<Utc>) -> Vec<Event
             task_ref,
             task_name,
             input,
+            attempt,
             iteration,
             workflow_id,
             ..
@@ -589,6 +603,7 @@ pub fn events_for(decision: Decision, seq: i32, now: DateTime<Utc>) -> Vec<Event
                 task_type: weft::dsl::TaskType::StartWorkflow.as_str().to_owned(),
                 task_name,
                 input,
+                attempt,
                 output: serde_json::json!({ "workflowId": workflow_id }),
                 variables: None,
                 iteration,
@@ -630,6 +645,7 @@ pub fn events_for(decision: Decision, seq: i32, now: DateTime<Utc>) -> Vec<Event
             task_type,
             task_name,
             input,
+            attempt,
             output,
             reason,
             terminal,
@@ -641,7 +657,7 @@ pub fn events_for(decision: Decision, seq: i32, now: DateTime<Utc>) -> Vec<Event
                 task_type,
                 task_name,
                 seq,
-                attempt: 1,
+                attempt,
                 input,
                 iteration,
                 output: None,
@@ -666,6 +682,7 @@ pub fn events_for(decision: Decision, seq: i32, now: DateTime<Utc>) -> Vec<Event
             task_type,
             task_name,
             input,
+            attempt,
             output,
             variables,
             iteration,
@@ -677,7 +694,7 @@ pub fn events_for(decision: Decision, seq: i32, now: DateTime<Utc>) -> Vec<Event
                     task_type,
                     task_name,
                     seq,
-                    attempt: 1,
+                    attempt,
                     input,
                     iteration,
                     output: None,

@@ -3,7 +3,7 @@
 //! workflow task's own `retryCount` taking precedence as in Conductor.
 
 use serde_json::Value;
-use weft::dsl::WorkflowTask;
+use weft::dsl::{TaskType, WorkflowTask};
 use weft::registry::AttemptLimits;
 
 /// How the delay between attempts grows.
@@ -59,6 +59,24 @@ pub struct Policy {
     /// `concurrentExecLimit` and the rate limit, enforced when a worker claims an
     /// attempt (docs/task-limits.md); written into each attempt's registry row.
     pub limits: AttemptLimits,
+}
+
+/// Whether a failed or timed-out task of `kind` is retried per its policy. Conductor
+/// retries a task of any type but its built-in flow tasks (`TaskType.isBuiltIn`: the
+/// forks, joins, switches and loops), which fail for good; a failure that is terminal
+/// (FAILED_WITH_TERMINAL_ERROR: an INLINE script that throws, a SET_VARIABLE too large)
+/// is never retried either.
+pub fn retried(kind: TaskType) -> bool {
+    !matches!(
+        kind,
+        TaskType::Decision
+            | TaskType::Switch
+            | TaskType::ForkJoin
+            | TaskType::ForkJoinDynamic
+            | TaskType::Join
+            | TaskType::ExclusiveJoin
+            | TaskType::DoWhile
+    )
 }
 
 /// Conductor's default `responseTimeoutSeconds`.

@@ -28,7 +28,7 @@ impl Walker<'_> {
                 return Flow::Done;
             }
         }
-        let input = self.input(task, 1);
+        let input = self.input(task, self.attempt_of(task));
         let due = match wait_due(&input) {
             Ok(due) => due,
             Err(why) => return fail(task, format!("task {:?}: {why}", task.task_reference_name)),
@@ -36,7 +36,7 @@ impl Walker<'_> {
         if let Some(due) = due {
             return match latest {
                 None => {
-                    let task_id = self.task_id(task, 1);
+                    let task_id = self.task_id(task, self.attempt_of(task));
                     Flow::Waiting(vec![
                         self.start(task, TaskType::Wait, input),
                         Decision::StartTimer {
@@ -104,10 +104,10 @@ impl Walker<'_> {
     /// a function over its input (bound to `$`) once; output `{result}`, or the run fails
     /// with the script's error.
     pub(super) fn lambda(&self, task: &WorkflowTask, latest: Option<&TaskState>) -> Flow {
-        if latest.is_some() {
-            return Flow::Done;
+        if let Some(t) = latest {
+            return over(task, t);
         }
-        let input = self.input(task, 1);
+        let input = self.input(task, self.attempt_of(task));
         // As Conductor's Lambda: the expression is a function body (`return` allowed).
         let body = input["scriptExpression"].as_str().unwrap_or_default();
         let script_text = format!("function scriptFun(){{{body}\n}} scriptFun();");
@@ -144,7 +144,7 @@ impl Walker<'_> {
             Some(_) => return Flow::Done,
             None => {}
         }
-        let input = self.input(task, 1);
+        let input = self.input(task, self.attempt_of(task));
         let params = input["startWorkflow"].clone();
         let inline = params
             .get("workflowDef")
@@ -195,12 +195,14 @@ impl Walker<'_> {
             .and_then(Value::as_str)
             .map(str::to_owned)
             .or_else(|| self.state.correlation_id.clone());
-        let task_id = self.task_id(task, 1);
+        let attempt = self.attempt_of(task);
+        let task_id = self.task_id(task, attempt);
         Flow::Waiting(vec![Decision::StartRun {
             task_id,
             task_ref: task.task_reference_name.clone(),
             task_name: task.name.clone(),
             input: input.clone(),
+            attempt,
             iteration: self.iteration,
             workflow_id: Uuid::new_v5(&task_id, b"start-workflow").to_string(),
             definition: definition.map(Box::new),
@@ -220,7 +222,7 @@ impl Walker<'_> {
             Some(t) if t.status == TaskStatus::Scheduled => self.event_signalled(task, t),
             Some(t) => failed_for_good(task, t).unwrap_or(Flow::Done),
             None => {
-                let input = self.input(task, 1);
+                let input = self.input(task, self.attempt_of(task));
                 Flow::Waiting(vec![self.start(task, TaskType::Human, input)])
             }
         }
@@ -262,12 +264,13 @@ impl Walker<'_> {
             Some(_) => return Flow::Done,
             None => {}
         }
-        let input = self.input(task, 1);
+        let input = self.input(task, self.attempt_of(task));
         let sink_template = task.extra.get("sink").and_then(Value::as_str).unwrap_or("");
-        let sink = match expr::resolve_str(sink_template, &self.context(task, 1)) {
-            Value::String(s) => s,
-            other => other.to_string(),
-        };
+        let sink =
+            match expr::resolve_str(sink_template, &self.context(task, self.attempt_of(task))) {
+                Value::String(s) => s,
+                other => other.to_string(),
+            };
         let location = match EventLocation::parse(&sink) {
             Ok(location) => location,
             Err(why) => {
@@ -297,11 +300,13 @@ impl Walker<'_> {
         output.insert("correlationId".into(), json!(self.state.correlation_id));
         output.insert("sink".into(), json!(sink));
         output.insert("event_produced".into(), json!(produced));
+        let attempt = self.attempt_of(task);
         Flow::Waiting(vec![Decision::PublishEvent {
-            task_id: self.task_id(task, 1),
+            task_id: self.task_id(task, attempt),
             task_ref: task.task_reference_name.clone(),
             task_name: task.name.clone(),
             input,
+            attempt,
             output: Value::Object(output),
             location: Box::new(location),
             async_complete,
@@ -364,8 +369,10 @@ impl Walker<'_> {
         input: Value,
         why: String,
     ) -> Flow {
-        let task_id = self.task_id(task, 1);
+        let attempt = self.attempt_of(task);
+        let task_id = self.task_id(task, attempt);
         let task_ref = task.task_reference_name.clone();
+        let terminal = kind == TaskType::Inline;
         let mut decisions = vec![
             Decision::StartSystemTask {
                 task_id,
@@ -373,6 +380,7 @@ impl Walker<'_> {
                 task_type: kind.as_str().to_owned(),
                 task_name: task.name.clone(),
                 input,
+                attempt,
                 iteration: self.iteration,
             },
             Decision::FailStartedTask {
@@ -381,12 +389,14 @@ impl Walker<'_> {
                 reason: why.clone(),
                 // As Conductor's: an INLINE script that fails would fail again
                 // (FAILED_WITH_TERMINAL_ERROR); LAMBDA, START_WORKFLOW and EVENT end FAILED.
-                terminal: kind == TaskType::Inline,
+                terminal,
             },
         ];
         // An optional task reads COMPLETED_WITH_ERRORS and the run goes on; a permissive
-        // one's branch goes on, and its JOIN (or the run's end) fails.
-        if task.optional || super::walk::permissive(task) {
+        // one's branch goes on, and its JOIN (or the run's end) fails; one its policy
+        // retries runs again in the next round.
+        let retried = !terminal && self.retry_follows(task, kind, attempt);
+        if task.optional || super::walk::permissive(task) || retried {
             return Flow::Waiting(decisions);
         }
         decisions.push(Decision::FailWorkflow {
@@ -402,7 +412,7 @@ impl Walker<'_> {
     /// value, null for none) and `resultList` (every value), as Conductor's
     /// `JsonJqTransform`. A program that does not compile or fails fails the task (FAILED,
     /// its message as the reason and as output `error`) and the run, unless the task is
-    /// optional; it is not retried.
+    /// optional or its task definition retries it (`system_policy`).
     pub(super) fn jq_transform(&self, task: &WorkflowTask, latest: Option<&TaskState>) -> Flow {
         match latest {
             Some(t)
@@ -421,7 +431,7 @@ impl Walker<'_> {
             None => {}
         }
         let kind = TaskType::JsonJqTransform;
-        let input = self.input(task, 1);
+        let input = self.input(task, self.attempt_of(task));
         let (output, why) = match input.get("queryExpression") {
             Some(Value::String(query)) => {
                 match jq::evaluate(query, &input, jq::Limits::default()) {
@@ -447,7 +457,7 @@ impl Walker<'_> {
             ),
         };
         let failed = self.fail_now(task, kind, input, output, &why);
-        if task.optional {
+        if task.optional || self.retry_follows(task, kind, self.attempt_of(task)) {
             return Flow::Waiting(vec![failed]);
         }
         let task_ref = task.task_reference_name.clone();
@@ -471,12 +481,14 @@ impl Walker<'_> {
         output: Value,
         why: &str,
     ) -> Decision {
+        let attempt = self.attempt_of(task);
         Decision::FailSystemTask {
-            task_id: self.task_id(task, 1),
+            task_id: self.task_id(task, attempt),
             task_ref: task.task_reference_name.clone(),
             task_type: kind.as_str().to_owned(),
             task_name: task.name.clone(),
             input,
+            attempt,
             output,
             reason: why.to_owned(),
             terminal: false,
@@ -497,7 +509,7 @@ impl Walker<'_> {
             Some(_) => return Flow::Done,
             None => {}
         }
-        let input = self.input(task, 1);
+        let input = self.input(task, self.attempt_of(task));
         let set = input.as_object().cloned().unwrap_or_default();
         let mut variables = self.state.variables.clone();
         variables.extend(set.clone());
@@ -533,12 +545,14 @@ impl Walker<'_> {
 
     /// Records `task` as started (in progress in the decider).
     pub(super) fn start(&self, task: &WorkflowTask, kind: TaskType, input: Value) -> Decision {
+        let attempt = self.attempt_of(task);
         Decision::StartSystemTask {
-            task_id: self.task_id(task, 1),
+            task_id: self.task_id(task, attempt),
             task_ref: task.task_reference_name.clone(),
             task_type: kind.as_str().to_owned(),
             task_name: task.name.clone(),
             input,
+            attempt,
             iteration: self.iteration,
         }
     }
@@ -549,7 +563,7 @@ impl Walker<'_> {
         if latest.is_some() {
             return Flow::Done;
         }
-        let input = self.input(task, 1);
+        let input = self.input(task, self.attempt_of(task));
         let expression = input["expression"].as_str().unwrap_or_default();
         let evaluator = input["evaluatorType"].as_str().unwrap_or("javascript");
         let result = match evaluator {
@@ -602,6 +616,23 @@ fn failed_for_good(task: &WorkflowTask, t: &TaskState) -> Option<Flow> {
             task_failure_reason(t.task_id, "FAILED", t.reason.as_deref()),
         )
     })
+}
+
+/// A task the decider ran whose latest attempt is over and not retried: done, or, failed
+/// for good, the run fails with its reason (unless it is optional or permissive).
+fn over(task: &WorkflowTask, t: &TaskState) -> Flow {
+    let failed = matches!(
+        t.status,
+        TaskStatus::Failed | TaskStatus::FailedWithTerminalError | TaskStatus::TimedOut
+    );
+    if !failed || task.optional || super::walk::permissive(task) {
+        return Flow::Done;
+    }
+    let reason = t.reason.as_deref().unwrap_or("failed");
+    fail(
+        task,
+        format!("task {:?}: {reason}", task.task_reference_name),
+    )
 }
 
 /// The durable timer of the WAIT task `task_id` (`duration` or `until`).

@@ -5,12 +5,13 @@ use uuid::Uuid;
 use weft::dsl::{expr, TaskType, WorkflowTask};
 
 use super::policy::{Policy, TimeoutPolicy};
+use super::system_policy::Retry;
 use super::waiting::Due;
 use super::{branch, ChildDefinition, Decision};
 use crate::state::{RunState, TaskState, TaskStatus};
 
 /// Where a task's deadline stands.
-enum Deadline {
+pub(super) enum Deadline {
     /// Not set yet: this decision sets it.
     Set(Box<Decision>),
     /// Set, not due.
@@ -276,11 +277,47 @@ impl<'a> Walker<'a> {
             .state
             .latest_at(&task.task_reference_name, self.iteration);
         // A system task a retry in place gave one more attempt runs again from scratch;
-        // an activity's next attempt is numbered on from its last.
+        // one that failed and is retried per its policy runs again as its next attempt
+        // (`attempt_of`); an activity's next attempt is numbered on from its last.
         let latest = match kind {
             TaskType::Simple | TaskType::Http | TaskType::SubWorkflow | TaskType::Dynamic => latest,
-            _ => latest.filter(|t| !self.state.retry_granted(t)),
+            _ => match latest.map(|t| (t, self.system_retry(task, kind, t))) {
+                Some((_, Some(Retry::Now))) => None,
+                Some((_, Some(Retry::Later(flow)))) => return flow,
+                Some((t, None)) if self.state.retry_granted(t) => None,
+                // Timed out for good (`timeoutSeconds`, no retry left): the run times out,
+                // as Conductor's, unless the task is optional or permissive.
+                Some((t, None))
+                    if t.status == TaskStatus::TimedOut && !task.optional && !permissive(task) =>
+                {
+                    return Flow::Stop(vec![Decision::TimeOutWorkflow {
+                        reason: task_failure_reason(t.task_id, "TIMED_OUT", t.reason.as_deref()),
+                    }])
+                }
+                Some((t, None)) => Some(t),
+                None => None,
+            },
         };
+        // A WAIT, HUMAN or EVENT task waiting for its result keeps its `timeoutSeconds`.
+        let deadlines = match latest.filter(|t| t.status.is_pending()) {
+            Some(t) if matches!(kind, TaskType::Wait | TaskType::Human | TaskType::Event) => {
+                match self.waiting_timeout(task, t) {
+                    Ok(set) => set,
+                    Err(timed_out) => return timed_out,
+                }
+            }
+            _ => Vec::new(),
+        };
+        match self.run_type(task, kind, latest) {
+            Flow::Waiting(decisions) if !deadlines.is_empty() => {
+                Flow::Waiting(deadlines.into_iter().chain(decisions).collect())
+            }
+            flow => flow,
+        }
+    }
+
+    /// Runs `task` of `kind` on from its latest attempt.
+    fn run_type(&self, task: &WorkflowTask, kind: TaskType, latest: Option<&TaskState>) -> Flow {
         match kind {
             TaskType::Simple | TaskType::Http | TaskType::SubWorkflow => {
                 self.activity(task, kind, latest)
@@ -498,7 +535,11 @@ impl<'a> Walker<'a> {
                 }
             }
         }
-        let (seconds, name, from, what): (i64, &[u8], _, _) = match t.start_time {
+        // A SUB_WORKFLOW begins when its child starts, in the decision that schedules it.
+        let started = t.start_time.or_else(|| {
+            (t.task_type == TaskType::SubWorkflow.as_str()).then_some(t.scheduled_time)
+        });
+        let (seconds, name, from, what): (i64, &[u8], _, _) = match started {
             // Not taken by a worker yet: schedule-to-start, from when it was handed to
             // its queue (a retry waits out its back-off first).
             None => (
@@ -547,7 +588,7 @@ impl<'a> Walker<'a> {
 
     /// The `totalTimeoutSeconds` deadline of `t`'s task (its timer and due time), counted
     /// from the first attempt's scheduling in this iteration; `None` without one.
-    fn total_deadline(
+    pub(super) fn total_deadline(
         &self,
         t: &TaskState,
         policy: &Policy,
@@ -588,7 +629,7 @@ impl<'a> Walker<'a> {
     }
 
     /// Where the deadline timer `timer_id` of `t` stands.
-    fn deadline(
+    pub(super) fn deadline(
         &self,
         t: &TaskState,
         timer_id: Uuid,
@@ -803,6 +844,7 @@ impl<'a> Walker<'a> {
             task_type: TaskType::Join.as_str().to_owned(),
             task_name: join.name.clone(),
             input: join_input(refs),
+            attempt: 1,
             iteration: self.iteration,
         }
     }
@@ -875,12 +917,14 @@ impl<'a> Walker<'a> {
         output: Value,
         variables: Option<Map<String, Value>>,
     ) -> Decision {
+        let attempt = self.attempt_of(task);
         Decision::CompleteSystemTask {
-            task_id: self.task_id(task, 1),
+            task_id: self.task_id(task, attempt),
             task_ref: task.task_reference_name.clone(),
             task_type: kind.as_str().to_owned(),
             task_name: task.name.clone(),
             input,
+            attempt,
             output,
             variables,
             iteration: self.iteration,

@@ -5,7 +5,9 @@
 use std::time::Duration;
 
 use serde_json::{Map, Value};
-use weft::dsl::{self, validate::check_executable, WorkflowDef, FAILURE_WORKFLOW_DEFINITION};
+use weft::dsl::{
+    self, validate::check_executable, DslError, WorkflowDef, FAILURE_WORKFLOW_DEFINITION,
+};
 use weft::messages::{Command, StartWorkflow, TaskDomains};
 use weft::store::outbox::OutboxMessage;
 use weft::store::starts::{NewStart, StartOutcome};
@@ -188,9 +190,15 @@ async fn resolve(state: &AppState, request: &StartRequest) -> Result<WorkflowDef
     Ok(def)
 }
 
-/// Freezes the policies of the run (see `Store::freeze_task_defs`).
+/// Freezes the policies of the run (see `Store::freeze_task_defs`), refusing a start
+/// whose registered task definitions set a policy that cannot apply to the type of the
+/// task they were frozen into (`taskdef::check_policies_apply`).
 async fn freeze_task_defs(state: &AppState, def: &mut WorkflowDef) -> Result<(), ApiError> {
-    Ok(state.store.freeze_task_defs(def).await?)
+    state.store.freeze_task_defs(def).await?;
+    weft::dsl::taskdef::check_all_policies_apply(&def.tasks, "tasks").map_err(|e| {
+        let message = format!("workflow {:?}: {}", def.name, e.message);
+        ApiError::definition(DslError::new(e.path, message), None)
+    })
 }
 
 /// How deep registered sub-workflows may nest (a definition that names itself would
