@@ -37,6 +37,15 @@ fn branches() -> Value {
                           "loud": "${s1.output.text}", "plain": "${m1.output.name}"}})
 }
 
+/// The status of the newest task of `task_ref` in `wf`.
+pub(crate) fn latest_status(wf: &Value, task_ref: &str) -> Option<String> {
+    statuses(wf)
+        .into_iter()
+        .rev()
+        .find(|(r, _)| r == task_ref)
+        .map(|(_, s)| s)
+}
+
 pub(crate) fn statuses(wf: &Value) -> Vec<(String, String)> {
     wf["tasks"]
         .as_array()

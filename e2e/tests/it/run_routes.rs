@@ -13,7 +13,7 @@ use serde_json::{json, Value};
 use weft_e2e::{Client, Suite};
 use weft_gateway::auth::scopes::{Need, ROUTES};
 
-use crate::constructs::statuses;
+use crate::constructs::{latest_status, statuses};
 
 crate::on_both_backends!(every_route_that_changes_a_run_applies_or_refuses_in_every_state);
 
@@ -553,14 +553,6 @@ fn task_id_of(wf: &Value, task_ref: &str) -> String {
         .to_owned()
 }
 
-fn task_status(wf: &Value, task_ref: &str) -> Option<String> {
-    statuses(wf)
-        .into_iter()
-        .rev()
-        .find(|(r, _)| r == task_ref)
-        .map(|(_, s)| s)
-}
-
 /// What a reader sees of a run: status, run id, each task's status, variables.
 fn view(wf: &Option<Value>) -> Value {
     match wf {
@@ -579,7 +571,7 @@ fn effect_missing(effect: Effect, before: &Option<Value>, after: &Option<Value>)
     };
     let holds = match effect {
         Effect::Status(status) => wf["status"] == status,
-        Effect::Task(task_ref, status) => task_status(wf, task_ref).as_deref() == Some(status),
+        Effect::Task(task_ref, status) => latest_status(wf, task_ref).as_deref() == Some(status),
         NewRun => before.as_ref().is_some_and(|b| b["runId"] != wf["runId"]),
         Removed => false,
         Variable => wf["variables"]["v"] == 1,

@@ -14,7 +14,7 @@ use serde_json::{json, Value};
 use weft::dsl::TaskType;
 use weft_e2e::{Client, Suite};
 
-use crate::constructs::statuses;
+use crate::constructs::{latest_status, statuses};
 
 crate::on_both_backends!(every_task_route_applies_or_refuses_on_every_task_type_in_every_state);
 
@@ -203,20 +203,12 @@ impl Route {
 async fn until_task(client: &Client, id: &str, task_ref: &str, wanted: &[&str]) -> Value {
     for _ in 0..1_500 {
         let wf = client.get(id).await.unwrap();
-        if task_status(&wf, task_ref).is_some_and(|s| wanted.contains(&s.as_str())) {
+        if latest_status(&wf, task_ref).is_some_and(|s| wanted.contains(&s.as_str())) {
             return wf;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     panic!("{task_ref} of {id} never {wanted:?}");
-}
-
-fn task_status(wf: &Value, task_ref: &str) -> Option<String> {
-    statuses(wf)
-        .into_iter()
-        .rev()
-        .find(|(r, _)| r == task_ref)
-        .map(|(_, s)| s)
 }
 
 fn task_of(wf: &Value, task_ref: &str) -> Option<Value> {
@@ -285,7 +277,7 @@ fn view(wf: &Value) -> Value {
 /// The effect a 2xx of `route` must have had on `x`, read back; `None` when it holds.
 async fn effect_missing(client: &Client, id: &str, route: Route, state: State) -> Option<String> {
     let wf = client.get(id).await.unwrap();
-    let x = task_status(&wf, "x");
+    let x = latest_status(&wf, "x");
     let holds = match (route, state) {
         (Route::FailedByRef, _) => x.as_deref() == Some("FAILED") && wf["status"] == "FAILED",
         (Route::Skip, State::NotReached) => {

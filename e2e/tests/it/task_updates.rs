@@ -8,7 +8,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 use weft_e2e::Suite;
 
-use crate::constructs::statuses;
+use crate::constructs::{latest_status, statuses};
 
 crate::on_both_backends!(
     task_updates_by_ref_by_id_and_signals_take_effect_or_are_refused,
@@ -88,14 +88,6 @@ async fn send(client: &weft_e2e::Client, row: &Row) -> String {
     r.text
 }
 
-fn status_of(wf: &Value, task_ref: &str) -> Option<String> {
-    statuses(wf)
-        .into_iter()
-        .rev()
-        .find(|(r, _)| r == task_ref)
-        .map(|(_, s)| s)
-}
-
 fn output_of(wf: &Value, task_ref: &str) -> Value {
     wf["tasks"]
         .as_array()
@@ -113,7 +105,7 @@ async fn pending(client: &weft_e2e::Client, id: &str, refs: &[&str]) -> Value {
         let wf = client.get(id).await.unwrap();
         let all = refs.iter().all(|r| {
             matches!(
-                status_of(&wf, r).as_deref(),
+                latest_status(&wf, r).as_deref(),
                 Some("SCHEDULED" | "IN_PROGRESS")
             )
         });
@@ -164,7 +156,7 @@ async fn task_updates_by_ref_by_id_and_signals_take_effect_or_are_refused(suite:
     )
     .await;
     let wf = client.get(&id).await.unwrap();
-    assert_eq!(status_of(&wf, "later"), None, "{wf}");
+    assert_eq!(latest_status(&wf, "later"), None, "{wf}");
     assert!(wf.get("pendingSignals").is_none(), "{wf}");
 
     // Kept, visibly: a signal for a WAIT the run has not reached.
@@ -195,12 +187,16 @@ async fn task_updates_by_ref_by_id_and_signals_take_effect_or_are_refused(suite:
     let wf = client.get(&id).await.unwrap();
     assert_eq!(wf["status"], "PAUSED", "{wf}");
     assert_eq!(
-        status_of(&wf, "timed").as_deref(),
+        latest_status(&wf, "timed").as_deref(),
         Some("COMPLETED"),
         "{wf}"
     );
     assert_eq!(output_of(&wf, "timed"), json!({"t": 1}));
-    assert_eq!(status_of(&wf, "wait").as_deref(), Some("COMPLETED"), "{wf}");
+    assert_eq!(
+        latest_status(&wf, "wait").as_deref(),
+        Some("COMPLETED"),
+        "{wf}"
+    );
     assert_eq!(output_of(&wf, "wait"), json!({"w": 2}));
     send(client, &put(format!("/api/workflow/{id}/resume"), 200)).await;
 
@@ -221,7 +217,7 @@ async fn task_updates_by_ref_by_id_and_signals_take_effect_or_are_refused(suite:
     .await;
     let wf = pending(client, &id, &["later"]).await;
     assert_eq!(
-        status_of(&wf, "human").as_deref(),
+        latest_status(&wf, "human").as_deref(),
         Some("COMPLETED"),
         "{wf}"
     );
@@ -270,8 +266,16 @@ async fn a_wait_failed_through_the_task_api_fails_its_run(suite: Suite) {
     let result = json!({"taskId": gate, "status": "FAILED", "reasonForIncompletion": "denied"});
     send(client, &post("/api/tasks".into(), result, 200, "")).await;
     let wf = crate::ended(&suite, &id, "FAILED").await;
-    assert_eq!(status_of(&wf, "gate").as_deref(), Some("FAILED"), "{wf}");
-    assert_eq!(status_of(&wf, "after"), None, "nothing runs after it: {wf}");
+    assert_eq!(
+        latest_status(&wf, "gate").as_deref(),
+        Some("FAILED"),
+        "{wf}"
+    );
+    assert_eq!(
+        latest_status(&wf, "after"),
+        None,
+        "nothing runs after it: {wf}"
+    );
     assert!(
         wf["reasonForIncompletion"]
             .as_str()
