@@ -22,6 +22,10 @@
 //! in-process bus, the example worker inside; the third row of BENCHMARKS.md); runs are
 //! watched in its database file, opened read-only.
 //!
+//! `--http-workers`: no example worker; greet's activities are served by HTTP pollers in
+//! this process (`http_workers`: 4 per activity, batches of up to 16), as Conductor's
+//! SDKs serve tasks — each result waits for the decider's verdict.
+//!
 //! `--rabbit-nodes K` (K ≥ 2): the broker is a cluster of K RabbitMQ nodes of the
 //! benchmark's own (started and clustered under a temporary directory), the namespace's
 //! queues are quorum queues (`WEFT_QUEUE_TYPE=quorum`, the production setting on a
@@ -29,6 +33,7 @@
 //! local ones.
 
 mod cpu;
+mod http_workers;
 mod runs;
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -52,8 +57,12 @@ struct Args {
     latency_runs: usize,
     events: bool,
     dev: bool,
+    http_workers: bool,
     rabbit_nodes: usize,
 }
+
+/// `--http-workers`: pollers per activity, and the most tasks one poll takes.
+const HTTP_POLLERS: (usize, usize) = (4, 16);
 
 fn parse_args() -> anyhow::Result<Args> {
     let mut args = Args {
@@ -62,6 +71,7 @@ fn parse_args() -> anyhow::Result<Args> {
         latency_runs: 200,
         events: false,
         dev: false,
+        http_workers: false,
         rabbit_nodes: 1,
     };
     let mut it = std::env::args().skip(1);
@@ -73,6 +83,10 @@ fn parse_args() -> anyhow::Result<Args> {
             }
             "--dev" => {
                 args.dev = true;
+                continue;
+            }
+            "--http-workers" => {
+                args.http_workers = true;
                 continue;
             }
             "-h" | "--help" => {
@@ -100,7 +114,7 @@ fn parse_args() -> anyhow::Result<Args> {
 
 /// What `--help` prints, and an unknown argument's error.
 const USAGE: &str = "usage: weft-bench [--runs N] [--concurrency C] [--latency-runs M] \
-    [--events | --dev] [--rabbit-nodes K] (W1, the greet benchmark; BENCHMARKS.md)";
+    [--events | --dev | --http-workers] [--rabbit-nodes K] (W1, the greet benchmark; BENCHMARKS.md)";
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
@@ -123,6 +137,10 @@ async fn main() -> anyhow::Result<()> {
     anyhow::ensure!(
         !(args.events && args.dev),
         "--events listens on RabbitMQ; weft dev has no broker to listen on"
+    );
+    anyhow::ensure!(
+        !(args.dev && args.http_workers),
+        "--http-workers replaces the example worker, which weft dev --example runs inside"
     );
     anyhow::ensure!(
         !(args.dev && args.rabbit_nodes > 1),
@@ -154,7 +172,11 @@ async fn main() -> anyhow::Result<()> {
         let runs = Runs::sqlite(&db).await?;
         (suite, runs)
     } else {
-        let suite = Suite::start(env).await?;
+        // HTTP pollers serve the activities instead of the example worker.
+        let suite = match args.http_workers {
+            true => Suite::start_with(env, &Service::CORE).await?,
+            false => Suite::start(env).await?,
+        };
         let runs = Runs::Postgres(suite.env().pool().clone());
         (suite, runs)
     };
@@ -165,7 +187,19 @@ async fn main() -> anyhow::Result<()> {
     } else {
         None
     };
+    let pollers = args.http_workers.then(|| {
+        let (per_task, batch) = HTTP_POLLERS;
+        http_workers::HttpWorkers::spawn(suite.client(), per_task, batch)
+    });
     let result = bench(&suite, &runs, &args).await;
+    if let Some(pollers) = pollers {
+        let answered = pollers.answered.clone();
+        pollers.stop().await?;
+        eprintln!(
+            "the HTTP pollers answered {} tasks",
+            answered.load(Ordering::Relaxed)
+        );
+    }
     listening.cancel();
     if let Err(e) = &result {
         eprintln!("benchmark failed: {e:#}\nprocesses:\n{}", suite.describe());
@@ -326,7 +360,7 @@ async fn bench(suite: &Suite, runs: &Runs, args: &Args) -> anyhow::Result<String
 
     let argv: Vec<String> = std::env::args().skip(1).collect();
     Ok(format!(
-        "### W1: greet (3 SIMPLE activities, example worker), {shape}{events}\n\n\
+        "### W1: greet (3 SIMPLE activities, {served}), {shape}{events}\n\n\
          | measure | result |\n\
          |---|---|\n\
          | throughput ({runs} runs, {conc} starts in flight) | {per_sec:.1} workflows/s \
@@ -355,6 +389,13 @@ async fn bench(suite: &Suite, runs: &Runs, args: &Args) -> anyhow::Result<String
         x99 = percentile(&executed, 99.0),
         xmax = executed.last().copied().unwrap_or_default(),
         machine = machine(),
+        served = match args.http_workers {
+            true => format!(
+                "HTTP pollers: {} per activity, batches of up to {}",
+                HTTP_POLLERS.0, HTTP_POLLERS.1
+            ),
+            false => "example worker".to_owned(),
+        },
         shape = match (args.dev, args.rabbit_nodes) {
             (true, _) => "weft dev (one process: SQLite, in-process bus)".to_owned(),
             (false, 1) => "services as processes".to_owned(),
