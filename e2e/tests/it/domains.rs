@@ -82,6 +82,24 @@ async fn tasks_of_a_domain_go_to_the_workers_polling_it(suite: Suite) {
     }
     let wf = client.get(&id).await.unwrap_or(wf);
     assert_eq!(wf["tasks"][0]["domain"], json!("blue"), "{wf}");
+    // Its queue is the domain's: counted there (Conductor's `queue/size?domain=`), not in
+    // the task's queue of no domain.
+    let size = |domain: &str| {
+        let path = format!("/api/tasks/queue/size?taskType={TASK}{domain}");
+        async move {
+            let r = client.raw(reqwest::Method::GET, &path, None).await.unwrap();
+            assert_eq!(r.status, 200, "{path}: {}", r.text);
+            r.json.unwrap_or(Value::Null)
+        }
+    };
+    for _ in 0..500 {
+        if size("&domain=blue").await == json!(1) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(size("&domain=blue").await, json!(1));
+    assert_eq!(size("").await, json!(0));
     assert_eq!(poll(&suite, None).await.0, 204);
     assert_eq!(poll(&suite, Some("green")).await.0, 204);
     let task = poll_until_given(&suite, Some("blue")).await;

@@ -4,7 +4,8 @@
 //! timer before they go to it.
 //!
 //! - `GET /api/tasks/queue/sizes?taskType=a&taskType=b` → `{"a": 3, "b": 0}`
-//! - `GET /api/tasks/queue/size?taskType=a` → `3`
+//! - `GET /api/tasks/queue/size?taskType=a` → `3`; `&domain=blue` counts the domain's
+//!   queue (`blue:a`, docs/domains.md)
 //! - `GET /api/tasks/queue/all` → every registered task definition's queue (and `HTTP`)
 
 use std::collections::BTreeMap;
@@ -63,14 +64,42 @@ pub async fn sizes(
     Ok(Json(sizes_of(&state, task_types(query.as_deref())?).await))
 }
 
-/// `GET /api/tasks/queue/size?taskType=…`: one queue's size.
+/// The `domain` of a queue read (Conductor's), checked as a poll's; `None` without one.
+/// Conductor's `isolationGroupId` and `executionNamespace` select queues Weft does not
+/// have: refused rather than answered with another queue's size.
+fn domain(query: Option<&str>) -> Result<Option<String>, ApiError> {
+    let pairs = query_pairs(query)?;
+    for field in ["isolationGroupId", "executionNamespace"] {
+        if pairs.iter().any(|(k, v)| k == field && !v.is_empty()) {
+            return Err(ApiError::invalid(
+                "invalid_query",
+                field,
+                format!("{field} is not supported: Weft has no such queues"),
+            ));
+        }
+    }
+    match pairs.into_iter().find(|(k, _)| k == "domain") {
+        None => Ok(None),
+        Some((_, d)) if d.is_empty() || d == "NO_DOMAIN" => Ok(None),
+        Some((_, d)) if weft::topology::is_valid_domain(&d) => Ok(Some(d)),
+        Some(_) => Err(ApiError::invalid(
+            "invalid_query",
+            "domain",
+            "a domain is 1 to 64 letters, digits, '_' or '-'",
+        )),
+    }
+}
+
+/// `GET /api/tasks/queue/size?taskType=…[&domain=…]`: one queue's size.
 pub async fn one(
     State(state): State<AppState>,
     RawQuery(query): RawQuery,
 ) -> Result<Json<u32>, ApiError> {
+    let domain = domain(query.as_deref())?;
     match task_types(query.as_deref())?.as_slice() {
         [task_type] => {
-            let sizes = sizes_of(&state, vec![task_type.clone()]).await;
+            let key = weft::topology::activity_key(task_type, domain.as_deref()).into_owned();
+            let sizes = sizes_of(&state, vec![key]).await;
             Ok(Json(sizes.values().copied().next().unwrap_or(0)))
         }
         _ => Err(ApiError::invalid(
@@ -108,6 +137,19 @@ mod tests {
         assert!(task_types(Some("taskType=%zz")).is_err());
         assert!(task_types(Some("taskType=")).is_err());
         assert!(task_types(None).unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_domain_is_read_as_a_poll_reads_it_and_other_queue_selectors_are_refused() {
+        assert_eq!(
+            domain(Some("taskType=a&domain=blue")).unwrap().as_deref(),
+            Some("blue")
+        );
+        assert_eq!(domain(Some("taskType=a&domain=NO_DOMAIN")).unwrap(), None);
+        assert_eq!(domain(Some("taskType=a")).unwrap(), None);
+        assert!(domain(Some("domain=a%20b")).is_err());
+        assert!(domain(Some("isolationGroupId=g")).is_err());
+        assert!(domain(Some("executionNamespace=n")).is_err());
     }
 }
 
