@@ -287,12 +287,14 @@ async fn a_wait_failed_through_the_task_api_fails_its_run(suite: Suite) {
 
 /// Every rule on every task type (docs/conductor.md, "Task definitions on every task
 /// type"): a WAIT whose registered task definition gives it a retry, failed through the
-/// task API, waits again as its second attempt, which a completion by ref completes.
+/// task API, waits again as its second attempt, which a completion by ref completes; its
+/// `inputTemplate` fills the WAIT's input.
 async fn a_wait_whose_task_definition_retries_it_waits_again_when_failed(suite: Suite) {
     let client = suite.client();
     client
         .register_taskdefs(&json!([{"name": "gate_retried", "retryCount": 1,
-            "retryDelaySeconds": 0, "responseTimeoutSeconds": 60}]))
+            "retryDelaySeconds": 0, "responseTimeoutSeconds": 60,
+            "inputTemplate": {"asked": "${workflow.input.who}"}}]))
         .await
         .unwrap();
     client
@@ -301,8 +303,13 @@ async fn a_wait_whose_task_definition_retries_it_waits_again_when_failed(suite: 
             {"name": "weft_unserved", "taskReferenceName": "after", "type": "SIMPLE"}]}))
         .await
         .unwrap();
-    let id = client.start("gate_retried", json!({})).await.unwrap();
-    pending(client, &id, &["gate"]).await;
+    let id = client
+        .start("gate_retried", json!({"who": "ada"}))
+        .await
+        .unwrap();
+    let wf = pending(client, &id, &["gate"]).await;
+    // The registered definition's `inputTemplate` fills the WAIT's input too.
+    assert_eq!(wf["tasks"][0]["inputData"]["asked"], "ada", "{wf}");
     let failed = json!({"reasonForIncompletion": "not yet"});
     send(
         client,

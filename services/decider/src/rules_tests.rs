@@ -662,3 +662,194 @@ fn worker_policies_apply_to_workers_tasks_and_are_refused_on_every_other_type() 
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
+
+/// `inputTemplate` on every type: the template's keys the task's own input lacks are in
+/// its input, a key of its own that resolves to null takes the template's value, and one
+/// that resolves to a value keeps it (Conductor's `getTaskInputV2`). A JOIN's and an
+/// EXCLUSIVE_JOIN's input is what they join.
+#[test]
+fn the_input_template_fills_the_input_of_a_task_of_every_type_that_takes_input() {
+    let mut wrong = Vec::new();
+    for kind in TaskType::ALL {
+        // Their input is what they join (Conductor's mappers give them no other).
+        if matches!(kind, TaskType::Join | TaskType::ExclusiveJoin) {
+            continue;
+        }
+        let mut node = minimal_node(kind);
+        node["taskDefinition"] = json!({"name": "x", "inputTemplate":
+            {"fromTemplate": "t", "unset": "default", "set": "not this"}});
+        let params = node["inputParameters"].as_object_mut();
+        let extra = json!({"unset": "${workflow.input.missing}", "set": "${workflow.input.s}"});
+        match params {
+            Some(map) => map.extend(extra.as_object().unwrap().clone()),
+            None => node["inputParameters"] = extra,
+        }
+        let sim = Sim::start(definition_of(kind, node), json!({"s": "own"}));
+        let Some(x) = sim.state.latest("x") else {
+            wrong.push(format!("{}: no task x: {:?}", kind.as_str(), sim.trail()));
+            continue;
+        };
+        let input = &x.input;
+        let takes =
+            input["fromTemplate"] == "t" && input["unset"] == "default" && input["set"] == "own";
+        if !takes {
+            wrong.push(format!("{}: input {input}", kind.as_str()));
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+/// The back-off of a retry (`retryDelaySeconds`, and `retryLogic`, `backoffScaleFactor`,
+/// `maxRetryDelaySeconds`, `backoffJitterMs` that shape it) on every type that retries:
+/// a worker's task is retried at once, SCHEDULED with `callbackAfterSeconds` (handed out
+/// after it); SUB_WORKFLOW and START_WORKFLOW wait it on a timer before their next
+/// attempt; the types the decider evaluates or waits on retry at once, as Conductor's
+/// synchronous system tasks.
+#[test]
+fn a_retry_waits_its_back_off_where_conductor_waits_it() {
+    let mut wrong = Vec::new();
+    for row in rows() {
+        let kind = row.kind;
+        if retried_or_why(kind).is_err() {
+            continue;
+        }
+        let mut node = row.node.clone();
+        node["taskDefinition"] = json!({"name": "x", "retryCount": 1, "retryDelaySeconds": 30,
+            "retryLogic": "LINEAR_BACKOFF", "backoffScaleFactor": 2, "maxRetryDelaySeconds": 50});
+        let mut sim = run_of(&node, false);
+        (row.fail)(&mut sim);
+        let attempts: Vec<(i32, i64)> = sim
+            .state
+            .tasks
+            .iter()
+            .filter(|t| t.task_ref == "x")
+            .map(|t| (t.attempt, t.callback_after_seconds))
+            .collect();
+        // LINEAR: 30 × 2 × 1 = 60, capped at 50.
+        let expected: &[(i32, i64)] = match kind {
+            TaskType::Simple | TaskType::Http | TaskType::Dynamic => &[(1, 0), (2, 50)],
+            TaskType::SubWorkflow | TaskType::StartWorkflow => &[(1, 0)],
+            _ => &[(1, 0), (2, 0)],
+        };
+        if attempts != expected {
+            wrong.push(format!("{}: attempts {attempts:?}", kind.as_str()));
+            continue;
+        }
+        if matches!(kind, TaskType::SubWorkflow | TaskType::StartWorkflow) {
+            let due = sim.now() + chrono::Duration::seconds(51);
+            sim.fire_timers_due_by(due);
+            let again = sim.state.tasks.iter().filter(|t| t.task_ref == "x").count();
+            if again != 2 {
+                wrong.push(format!("{}: no retry after its back-off", kind.as_str()));
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+/// `responseTimeoutSeconds` is the heartbeat timeout of a task a worker holds (the
+/// heartbeat service's, docs/heartbeats.md). A task nothing heartbeats — a WAIT, HUMAN,
+/// EVENT, SUB_WORKFLOW waiting — is not timed out by it (Conductor times a WAIT out after
+/// it: docs/conductor.md).
+#[test]
+fn a_task_nothing_heartbeats_is_not_timed_out_by_its_response_timeout() {
+    for kind in [
+        TaskType::Wait,
+        TaskType::Human,
+        TaskType::Event,
+        TaskType::SubWorkflow,
+    ] {
+        let mut node = minimal_node(kind);
+        node["taskDefinition"] = json!({"name": "x", "responseTimeoutSeconds": 1});
+        let mut sim = Sim::start(definition_of(kind, node), json!({}));
+        let later = sim.now() + chrono::Duration::days(2);
+        sim.fire_timers_due_by(later);
+        assert_eq!(sim.state.status.as_str(), "RUNNING", "{}", kind.as_str());
+        assert!(
+            sim.state.latest("x").unwrap().status.is_pending(),
+            "{}",
+            kind.as_str()
+        );
+    }
+}
+
+/// Every policy field of a task definition has its table above: a new field without one
+/// fails here (and `weft::dsl::taskdef`'s own test makes every new field a policy or
+/// descriptive).
+#[test]
+fn every_policy_of_a_task_definition_has_its_rule_table() {
+    let tables: [(&str, fn()); 16] = [
+        (
+            "retryCount",
+            a_failed_task_is_retried_per_its_task_definition_on_every_type_that_retries,
+        ),
+        (
+            "nonRetryableErrors",
+            a_failed_task_is_retried_per_its_task_definition_on_every_type_that_retries,
+        ),
+        (
+            "retryLogic",
+            a_retry_waits_its_back_off_where_conductor_waits_it,
+        ),
+        (
+            "retryDelaySeconds",
+            a_retry_waits_its_back_off_where_conductor_waits_it,
+        ),
+        (
+            "backoffScaleFactor",
+            a_retry_waits_its_back_off_where_conductor_waits_it,
+        ),
+        (
+            "maxRetryDelaySeconds",
+            a_retry_waits_its_back_off_where_conductor_waits_it,
+        ),
+        (
+            "backoffJitterMs",
+            a_retry_waits_its_back_off_where_conductor_waits_it,
+        ),
+        (
+            "timeoutSeconds",
+            a_task_past_its_timeout_times_its_run_out_on_every_type_that_waits,
+        ),
+        (
+            "totalTimeoutSeconds",
+            a_task_past_its_timeout_times_its_run_out_on_every_type_that_waits,
+        ),
+        (
+            "timeoutPolicy",
+            a_wait_timed_out_is_retried_under_retry_and_waits_on_under_alert_only,
+        ),
+        (
+            "pollTimeoutSeconds",
+            worker_policies_apply_to_workers_tasks_and_are_refused_on_every_other_type,
+        ),
+        (
+            "responseTimeoutSeconds",
+            a_task_nothing_heartbeats_is_not_timed_out_by_its_response_timeout,
+        ),
+        (
+            "concurrentExecLimit",
+            worker_policies_apply_to_workers_tasks_and_are_refused_on_every_other_type,
+        ),
+        (
+            "rateLimitPerFrequency",
+            worker_policies_apply_to_workers_tasks_and_are_refused_on_every_other_type,
+        ),
+        (
+            "rateLimitFrequencyInSeconds",
+            worker_policies_apply_to_workers_tasks_and_are_refused_on_every_other_type,
+        ),
+        (
+            "inputTemplate",
+            the_input_template_fills_the_input_of_a_task_of_every_type_that_takes_input,
+        ),
+    ];
+    let mut covered: Vec<&str> = tables.iter().map(|(field, _)| *field).collect();
+    let mut fields = weft::dsl::taskdef::POLICY_FIELDS.to_vec();
+    covered.sort_unstable();
+    fields.sort_unstable();
+    assert_eq!(
+        covered, fields,
+        "a policy field without its table, or a table of no field"
+    );
+}

@@ -303,6 +303,38 @@ fn needs_task_def(task: &WorkflowTask) -> bool {
             .is_none_or(Value::is_null)
 }
 
+/// The fields of a task definition that change how its tasks run. Each has a table in
+/// the decider's `rules_tests` saying what it does on every task type.
+pub const POLICY_FIELDS: [&str; 16] = [
+    "retryCount",
+    "retryLogic",
+    "retryDelaySeconds",
+    "backoffScaleFactor",
+    "maxRetryDelaySeconds",
+    "backoffJitterMs",
+    "nonRetryableErrors",
+    "timeoutSeconds",
+    "totalTimeoutSeconds",
+    "timeoutPolicy",
+    "pollTimeoutSeconds",
+    "responseTimeoutSeconds",
+    "concurrentExecLimit",
+    "rateLimitPerFrequency",
+    "rateLimitFrequencyInSeconds",
+    "inputTemplate",
+];
+
+/// The fields that describe a task definition without changing how its tasks run.
+pub const DESCRIPTIVE_FIELDS: [&str; 7] = [
+    "name",
+    "description",
+    "inputKeys",
+    "outputKeys",
+    "ownerEmail",
+    "isolationGroupId",
+    "executionNameSpace",
+];
+
 /// Task-definition policies that only mean something for a task handed to workers
 /// (SIMPLE, HTTP, DYNAMIC): how many attempts workers may hold at once, how fast they may
 /// take them, and how long an attempt may wait for a worker.
@@ -434,6 +466,35 @@ mod tests {
 
     use super::*;
     use crate::dsl::WorkflowDef;
+
+    /// A new typed field must say whether it is a policy (and get its rule table) or
+    /// only describes the definition.
+    #[test]
+    fn every_typed_field_is_a_policy_or_descriptive() {
+        let mut def = validate_task_def(&json!({"name": "t"})).unwrap();
+        def.description = Some("d".into());
+        def.concurrent_exec_limit = Some(1);
+        def.rate_limit_per_frequency = Some(1);
+        def.rate_limit_frequency_in_seconds = Some(1);
+        def.isolation_group_id = Some("g".into());
+        def.execution_name_space = Some("n".into());
+        def.owner_email = Some("o".into());
+        def.poll_timeout_seconds = Some(1);
+        def.total_timeout_seconds = 1;
+        let json = serde_json::to_value(&def).unwrap();
+        for key in json.as_object().unwrap().keys() {
+            assert!(
+                POLICY_FIELDS.contains(&key.as_str()) || DESCRIPTIVE_FIELDS.contains(&key.as_str()),
+                "{key}: neither a policy nor descriptive"
+            );
+        }
+        for (key, ..) in INT_FIELDS {
+            assert!(
+                POLICY_FIELDS.contains(&key) || DESCRIPTIVE_FIELDS.contains(&key),
+                "{key}"
+            );
+        }
+    }
 
     fn err(json: Value) -> DslError {
         match validate_task_def(&json) {

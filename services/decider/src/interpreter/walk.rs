@@ -963,9 +963,34 @@ impl<'a> Walker<'a> {
                 return input.clone();
             }
         }
-        let roots = expr::known_roots(task.input_parameters.values());
+        // Conductor's `inputTemplate` of the task's definition: its keys the task's own
+        // input lacks are added before resolving, and a key that resolves to null takes
+        // the template's value (`ParametersUtils.getTaskInputV2`).
+        let template = task
+            .extra
+            .get(weft::dsl::taskdef::TASK_DEFINITION_KEY)
+            .and_then(|d| d.get("inputTemplate"))
+            .and_then(Value::as_object)
+            .filter(|t| !t.is_empty());
+        let mut params = task.input_parameters.clone();
+        if let Some(template) = template {
+            for (key, value) in template {
+                params.entry(key.clone()).or_insert_with(|| value.clone());
+            }
+        }
+        let roots = expr::known_roots(params.values());
         let context = self.context_of(task, attempt, roots.as_deref());
-        expr::resolve(&Value::Object(task.input_parameters.clone()), &context)
+        let mut input = expr::resolve(&Value::Object(params), &context);
+        if let (Some(template), Value::Object(resolved)) = (template, &mut input) {
+            for (key, value) in resolved.iter_mut() {
+                if value.is_null() {
+                    if let Some(default) = template.get(key) {
+                        value.clone_from(default);
+                    }
+                }
+            }
+        }
+        input
     }
 
     /// A SUB_WORKFLOW's child definition: `subWorkflowParam.workflowDefinition`, written
