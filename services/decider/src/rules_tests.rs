@@ -473,7 +473,7 @@ fn a_system_task_retried_to_exhaustion_fails_its_run_and_a_wait_retried_waits_ag
     // A WAIT failed through the task API waits again as its next attempt, which a
     // completion by reference then completes.
     let wait = json!({"name": "x", "taskReferenceName": "x", "type": "WAIT",
-        "taskDefinition": {"name": "x", "retryCount": 1}});
+        "taskDefinition": {"name": "x", "retryCount": 1, "retryDelaySeconds": 0}});
     let mut sim = run_of(&wait, false);
     fail_by_update(&mut sim);
     let x = sim.state.latest("x").unwrap();
@@ -702,11 +702,10 @@ fn the_input_template_fills_the_input_of_a_task_of_every_type_that_takes_input()
 /// The back-off of a retry (`retryDelaySeconds`, and `retryLogic`, `backoffScaleFactor`,
 /// `maxRetryDelaySeconds`, `backoffJitterMs` that shape it) on every type that retries:
 /// a worker's task is retried at once, SCHEDULED with `callbackAfterSeconds` (handed out
-/// after it); SUB_WORKFLOW and START_WORKFLOW wait it on a timer before their next
-/// attempt; the types the decider evaluates or waits on retry at once, as Conductor's
-/// synchronous system tasks.
+/// after it); every other type waits it on a timer of the run before its next attempt
+/// (Conductor runs its synchronous system tasks' retries at once, ignoring the delay).
 #[test]
-fn a_retry_waits_its_back_off_where_conductor_waits_it() {
+fn a_retry_waits_its_back_off_on_every_type_that_retries() {
     let mut wrong = Vec::new();
     for row in rows() {
         let kind = row.kind;
@@ -726,21 +725,28 @@ fn a_retry_waits_its_back_off_where_conductor_waits_it() {
             .map(|t| (t.attempt, t.callback_after_seconds))
             .collect();
         // LINEAR: 30 × 2 × 1 = 60, capped at 50.
-        let expected: &[(i32, i64)] = match kind {
-            TaskType::Simple | TaskType::Http | TaskType::Dynamic => &[(1, 0), (2, 50)],
-            TaskType::SubWorkflow | TaskType::StartWorkflow => &[(1, 0)],
-            _ => &[(1, 0), (2, 0)],
+        let worker = matches!(kind, TaskType::Simple | TaskType::Http | TaskType::Dynamic);
+        let expected: &[(i32, i64)] = match worker {
+            true => &[(1, 0), (2, 50)],
+            false => &[(1, 0)],
         };
         if attempts != expected {
             wrong.push(format!("{}: attempts {attempts:?}", kind.as_str()));
             continue;
         }
-        if matches!(kind, TaskType::SubWorkflow | TaskType::StartWorkflow) {
+        if !worker {
+            // The timer was set an event (a simulated second) or two ago.
+            let early = sim.now() + chrono::Duration::seconds(45);
+            sim.fire_timers_due_by(early);
+            let before = sim.state.tasks.iter().filter(|t| t.task_ref == "x").count();
             let due = sim.now() + chrono::Duration::seconds(51);
             sim.fire_timers_due_by(due);
-            let again = sim.state.tasks.iter().filter(|t| t.task_ref == "x").count();
-            if again != 2 {
-                wrong.push(format!("{}: no retry after its back-off", kind.as_str()));
+            let after = sim.state.tasks.iter().filter(|t| t.task_ref == "x").count();
+            if (before, after) != (1, 2) {
+                wrong.push(format!(
+                    "{}: attempts {before} before its back-off, {after} after",
+                    kind.as_str()
+                ));
             }
         }
     }
@@ -789,23 +795,23 @@ fn every_policy_of_a_task_definition_has_its_rule_table() {
         ),
         (
             "retryLogic",
-            a_retry_waits_its_back_off_where_conductor_waits_it,
+            a_retry_waits_its_back_off_on_every_type_that_retries,
         ),
         (
             "retryDelaySeconds",
-            a_retry_waits_its_back_off_where_conductor_waits_it,
+            a_retry_waits_its_back_off_on_every_type_that_retries,
         ),
         (
             "backoffScaleFactor",
-            a_retry_waits_its_back_off_where_conductor_waits_it,
+            a_retry_waits_its_back_off_on_every_type_that_retries,
         ),
         (
             "maxRetryDelaySeconds",
-            a_retry_waits_its_back_off_where_conductor_waits_it,
+            a_retry_waits_its_back_off_on_every_type_that_retries,
         ),
         (
             "backoffJitterMs",
-            a_retry_waits_its_back_off_where_conductor_waits_it,
+            a_retry_waits_its_back_off_on_every_type_that_retries,
         ),
         (
             "timeoutSeconds",
@@ -852,4 +858,29 @@ fn every_policy_of_a_task_definition_has_its_rule_table() {
         covered, fields,
         "a policy field without its table, or a table of no field"
     );
+}
+
+/// A task that fails the same way on every attempt, with retries and no back-off, cannot
+/// keep one command settling for ever: every 100th retry goes through a timer due at
+/// once, a command of its own, and the run fails after its last attempt.
+#[test]
+fn a_thousand_immediate_retries_are_settled_in_slices() {
+    let node = json!({"name": "x", "taskReferenceName": "x", "type": "LAMBDA",
+        "inputParameters": {"scriptExpression": "throw 'no'"},
+        "taskDefinition": {"name": "x", "retryCount": 1000, "retryDelaySeconds": 0}});
+    let mut sim = run_of(&node, false);
+    assert_eq!(
+        sim.state.tasks.len(),
+        100,
+        "one command settles 100 attempts"
+    );
+    for slice in 2..=10 {
+        let now = sim.now();
+        sim.fire_timers_due_by(now);
+        assert_eq!(sim.state.tasks.len(), slice * 100, "each timer, 100 more");
+    }
+    let now = sim.now();
+    sim.fire_timers_due_by(now);
+    assert_eq!(sim.state.tasks.len(), 1001);
+    assert_eq!(sim.state.status.as_str(), "FAILED");
 }

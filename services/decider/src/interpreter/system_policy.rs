@@ -3,9 +3,14 @@
 //! policy of the task's definition, as Conductor retries every failed task but its
 //! built-in flow tasks. Activities (SIMPLE, HTTP, SUB_WORKFLOW) retry in `walk`.
 //!
-//! Conductor runs a synchronous system task's retry as soon as it decides it, without
-//! waiting out the back-off; START_WORKFLOW is asynchronous there, its retry queued with
-//! the delay, so here it waits the back-off on a durable timer of the run.
+//! A retry waits out its back-off (`retryDelaySeconds`, shaped by `retryLogic`,
+//! `backoffScaleFactor`, `maxRetryDelaySeconds`, `backoffJitterMs`) on a durable timer of
+//! the run, as SUB_WORKFLOW's does; without one it runs in the same decision. Conductor
+//! runs a synchronous system task's retry at once whatever its back-off (only its
+//! asynchronous START_WORKFLOW waits it): Weft honours the delay the definition gives
+//! rather than ignoring it (docs/conductor.md). Every [`IMMEDIATE_RETRIES_PER_COMMAND`]th
+//! retry without a back-off goes through a timer due at once too, so that a task that
+//! fails the same way every time cannot keep one command settling for ever.
 //!
 //! A WAIT, HUMAN or EVENT task waiting for its result keeps its `timeoutSeconds`, counted
 //! from when it began (Conductor's `checkTaskTimeout` applies to every started task).
@@ -17,6 +22,10 @@ use super::policy::{self, Policy, TimeoutPolicy};
 use super::walk::{Deadline, Flow, Walker};
 use super::Decision;
 use crate::state::{TaskState, TaskStatus};
+
+/// How many retries without a back-off one command may run before the next goes
+/// through a timer (a command of its own).
+pub const IMMEDIATE_RETRIES_PER_COMMAND: i32 = 100;
 
 /// A failed attempt that is retried.
 pub(super) enum Retry {
@@ -51,18 +60,17 @@ impl Walker<'_> {
         {
             return None;
         }
-        if kind != TaskType::StartWorkflow {
-            return Some(Retry::Now);
-        }
         let timer_id = Uuid::new_v5(&t.task_id, b"retry");
         match self.state.timers.iter().find(|x| x.timer_id == timer_id) {
             Some(x) if x.fired => Some(Retry::Now),
             Some(_) => Some(Retry::Later(Flow::Waiting(Vec::new()))),
             None => {
-                let delay = policy.retry_delay(t.attempt);
-                if delay <= chrono::Duration::zero() {
+                let backoff = policy.backoff(t.attempt, t.task_id);
+                let sliced = t.attempt % IMMEDIATE_RETRIES_PER_COMMAND == 0;
+                if backoff.delay_ms <= 0 && !sliced {
                     return Some(Retry::Now);
                 }
+                let delay = chrono::Duration::milliseconds(backoff.delay_ms.max(0));
                 Some(Retry::Later(Flow::Waiting(vec![Decision::StartTimer {
                     timer_id,
                     task_id: t.task_id,
