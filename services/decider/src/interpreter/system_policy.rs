@@ -19,7 +19,7 @@ use uuid::Uuid;
 use weft::dsl::{TaskType, WorkflowTask};
 
 use super::policy::{self, Policy, TimeoutPolicy};
-use super::walk::{Deadline, Flow, Walker};
+use super::walk::{permissive, task_failure_reason, Deadline, Flow, Walker};
 use super::Decision;
 use crate::state::{TaskState, TaskStatus};
 
@@ -77,6 +77,49 @@ impl Walker<'_> {
                     due: super::waiting::Due::After(delay),
                 }])))
             }
+        }
+    }
+
+    /// The latest attempt of `task` (of `kind`, run by the decider) its walk goes on
+    /// from: `None` when it runs again (a retry per its policy due now, or an operator's
+    /// retry in place, which runs it from scratch); `Err(flow)` while a retry waits out
+    /// its back-off, or when it timed out for good (the run times out, as Conductor's,
+    /// unless the task is optional or permissive).
+    pub(super) fn system_latest<'t>(
+        &self,
+        task: &WorkflowTask,
+        kind: TaskType,
+        latest: Option<&'t TaskState>,
+    ) -> Result<Option<&'t TaskState>, Flow> {
+        let Some(t) = latest else {
+            return Ok(None);
+        };
+        match self.system_retry(task, kind, t) {
+            Some(Retry::Now) => Ok(None),
+            Some(Retry::Later(flow)) => Err(flow),
+            None if self.state.retry_granted(t) => Ok(None),
+            None if t.status == TaskStatus::TimedOut && !task.optional && !permissive(task) => {
+                Err(Flow::Stop(vec![Decision::TimeOutWorkflow {
+                    reason: task_failure_reason(t.task_id, "TIMED_OUT", t.reason.as_deref()),
+                }]))
+            }
+            None => Ok(Some(t)),
+        }
+    }
+
+    /// The deadline timers of a WAIT, HUMAN or EVENT task waiting for its result
+    /// ([`Walker::waiting_timeout`]); none for another type or a task not waiting.
+    pub(super) fn waiting_deadlines(
+        &self,
+        task: &WorkflowTask,
+        kind: TaskType,
+        latest: Option<&TaskState>,
+    ) -> Result<Vec<Decision>, Flow> {
+        match latest.filter(|t| t.status.is_pending()) {
+            Some(t) if matches!(kind, TaskType::Wait | TaskType::Human | TaskType::Event) => {
+                self.waiting_timeout(task, t)
+            }
+            _ => Ok(Vec::new()),
         }
     }
 

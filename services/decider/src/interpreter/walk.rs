@@ -5,7 +5,6 @@ use uuid::Uuid;
 use weft::dsl::{expr, TaskType, WorkflowTask};
 
 use super::policy::{Policy, TimeoutPolicy};
-use super::system_policy::Retry;
 use super::waiting::Due;
 use super::{branch, ChildDefinition, Decision};
 use crate::state::{RunState, TaskState, TaskStatus};
@@ -276,37 +275,18 @@ impl<'a> Walker<'a> {
         let latest = self
             .state
             .latest_at(&task.task_reference_name, self.iteration);
-        // A system task a retry in place gave one more attempt runs again from scratch;
-        // one that failed and is retried per its policy runs again as its next attempt
-        // (`attempt_of`); an activity's next attempt is numbered on from its last.
+        // An activity's next attempt is numbered on from its last; a task the decider runs
+        // goes on from the attempt `system_policy` says (none: it runs again).
         let latest = match kind {
             TaskType::Simple | TaskType::Http | TaskType::SubWorkflow | TaskType::Dynamic => latest,
-            _ => match latest.map(|t| (t, self.system_retry(task, kind, t))) {
-                Some((_, Some(Retry::Now))) => None,
-                Some((_, Some(Retry::Later(flow)))) => return flow,
-                Some((t, None)) if self.state.retry_granted(t) => None,
-                // Timed out for good (`timeoutSeconds`, no retry left): the run times out,
-                // as Conductor's, unless the task is optional or permissive.
-                Some((t, None))
-                    if t.status == TaskStatus::TimedOut && !task.optional && !permissive(task) =>
-                {
-                    return Flow::Stop(vec![Decision::TimeOutWorkflow {
-                        reason: task_failure_reason(t.task_id, "TIMED_OUT", t.reason.as_deref()),
-                    }])
-                }
-                Some((t, None)) => Some(t),
-                None => None,
+            _ => match self.system_latest(task, kind, latest) {
+                Ok(latest) => latest,
+                Err(flow) => return flow,
             },
         };
-        // A WAIT, HUMAN or EVENT task waiting for its result keeps its `timeoutSeconds`.
-        let deadlines = match latest.filter(|t| t.status.is_pending()) {
-            Some(t) if matches!(kind, TaskType::Wait | TaskType::Human | TaskType::Event) => {
-                match self.waiting_timeout(task, t) {
-                    Ok(set) => set,
-                    Err(timed_out) => return timed_out,
-                }
-            }
-            _ => Vec::new(),
+        let deadlines = match self.waiting_deadlines(task, kind, latest) {
+            Ok(deadlines) => deadlines,
+            Err(timed_out) => return timed_out,
         };
         match self.run_type(task, kind, latest) {
             Flow::Waiting(decisions) if !deadlines.is_empty() => {
