@@ -64,6 +64,9 @@ pub enum Command {
     /// execution): a transient request whose reply the decider sends once it holds. It
     /// changes nothing and is not applied like the others (docs/execute.md).
     WatchRun(WatchRun),
+    /// Reply with the verdict on the operation `request_id` once it is committed
+    /// (transient, answered after the batch's commit; docs/task-updates.md).
+    WatchVerdict(WatchVerdict),
     /// A worker process is shutting down: the offers of its eager queues that the
     /// decider kept unused must not be taken any more (docs/eager-dispatch.md, "Spare
     /// offers"). Sent to every shard; changes no run.
@@ -92,6 +95,7 @@ impl Typed for Command {
             Command::RollbackHooksDone(_) => "RollbackHooksDone",
             Command::UpdateVariables(_) => "UpdateVariables",
             Command::WatchRun(_) => "WatchRun",
+            Command::WatchVerdict(_) => "WatchVerdict",
             Command::WithdrawOffer(_) => "WithdrawOffer",
         }
     }
@@ -165,6 +169,29 @@ pub struct WatchRun {
     pub deadline: DateTime<Utc>,
 }
 
+/// Ask for the verdict on an operation sent just before it to the same shard (the
+/// gateway's wait for "accepted means applied" without probing the store): the decider
+/// replies with a [`WatchReply::Verdict`] after the commit that recorded it, or not at
+/// all (the caller probes `operation_outcomes` then).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WatchVerdict {
+    /// The operation's request id ([`Operation::request_id`]).
+    pub request_id: Uuid,
+}
+
+/// The decider's verdict on an operation, as its `operation_outcomes` row holds it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Verdict {
+    /// The operation's request id.
+    pub request_id: Uuid,
+    /// 200 applied; 400, 404, 409 refused.
+    pub status: i16,
+    /// The answer's body (the refusal's `message`).
+    pub body: Value,
+}
+
 /// A worker process's withdrawal of its eager offers ([`Command::WithdrawOffer`]).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -187,18 +214,21 @@ pub struct RunReached {
     pub task_ref: Option<String>,
 }
 
-/// The decider's replies to a [`WatchRun`].
+/// The decider's replies to a [`WatchRun`] and a [`WatchVerdict`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", content = "payload")]
 pub enum WatchReply {
     /// The run reached what the watch waited for.
     RunReached(RunReached),
+    /// The verdict on the operation a [`WatchVerdict`] named.
+    Verdict(Verdict),
 }
 
 impl Typed for WatchReply {
     fn kind(&self) -> &'static str {
         match self {
             WatchReply::RunReached(_) => "RunReached",
+            WatchReply::Verdict(_) => "Verdict",
         }
     }
 }

@@ -250,6 +250,17 @@ async fn task_updates_by_ref_by_id_and_signals_take_effect_or_are_refused(suite:
         &post(by_ref("later", "COMPLETED"), json!({}), 409, "COMPLETED"),
     )
     .await;
+
+    // The verdicts came pushed by the decider (after its commits), not only read from
+    // the store (the fallback when no reply comes): docs/task-updates.md.
+    let url = format!("{}/metrics", suite.gateway_url());
+    let metrics = reqwest::get(&url).await.unwrap().text().await.unwrap();
+    let pushed: f64 = metrics
+        .lines()
+        .find(|l| l.starts_with("weft_gateway_verdicts_total{source=\"pushed\"}"))
+        .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+        .unwrap_or(0.0);
+    assert!(pushed > 0.0, "no verdict pushed:\n{metrics}");
 }
 
 async fn a_wait_failed_through_the_task_api_fails_its_run(suite: Suite) {

@@ -186,7 +186,9 @@ pub fn apply_command(state: &RunState, command: &Command) -> Applied {
             })])
         }),
         // The engine keeps watches aside; one reaching here changes nothing.
-        Command::WatchRun(_) => Applied::Ignored("a watch changes no run".into()),
+        Command::WatchRun(_) | Command::WatchVerdict(_) => {
+            Applied::Ignored("a watch changes no run".into())
+        }
         Command::WithdrawOffer(_) => Applied::Ignored("a withdrawal changes no run".into()),
         Command::Signal(signal) => Applied::Ignored(format!(
             "signal {:?} for a run that is {}",

@@ -269,12 +269,17 @@ impl Shard {
         // The traceparent of each command's span: the commit's span continues them.
         let mut traced: Vec<String> = Vec::new();
         let mut new_watches = Vec::new();
+        let mut verdict_watches: Vec<(&Delivery, Uuid)> = Vec::new();
         // Commands that came before their run's start was applied, parked for later.
         let mut parked: Vec<TimerRecord> = Vec::new();
         for (delivery, command) in deliveries.iter().zip(commands) {
             let Ok(command) = command else { continue };
             if let Command::WatchRun(watch) = command {
                 new_watches.push((delivery, watch));
+                continue;
+            }
+            if let Command::WatchVerdict(watch) = command {
+                verdict_watches.push((delivery, watch.request_id));
                 continue;
             }
             if let Command::WithdrawOffer(withdrawn) = command {
@@ -377,6 +382,7 @@ impl Shard {
             );
         }
         if batch.is_empty() {
+            self.answer_verdicts(&[], verdict_watches).await;
             return self.settle_watches(&working, &order, new_watches).await;
         }
         let started = Instant::now();
@@ -402,6 +408,7 @@ impl Shard {
             .map(|w| w.eager_dispatched)
             .sum();
         self.metrics.eager_dispatches.inc_by(eager);
+        self.answer_verdicts(&batch.outcomes, verdict_watches).await;
         self.settle_watches(&working, &order, new_watches).await?;
         self.remember(working, &order);
         // The effect is committed, so the commands may be acknowledged now; publishing
@@ -868,6 +875,59 @@ impl Shard {
             }
         });
         Ok(())
+    }
+
+    /// Replies to the batch's verdict watches, after its commit: with the verdict the
+    /// batch recorded, else the one the store holds (an operation applied in an earlier
+    /// batch). None found (the command was parked, or is not applied yet): no reply, and
+    /// the caller reads the store. Replies go out beside the next batch; a lost one only
+    /// makes its caller probe.
+    async fn answer_verdicts(
+        &self,
+        recorded: &[OperationOutcome],
+        watches: Vec<(&Delivery, Uuid)>,
+    ) {
+        if watches.is_empty() {
+            return;
+        }
+        let mut replies = Vec::with_capacity(watches.len());
+        for (delivery, request_id) in watches {
+            let found = match recorded.iter().find(|o| o.request_id == request_id) {
+                Some(o) => Some((o.status, o.body.clone())),
+                None => match self.store.operation_outcome(request_id).await {
+                    Ok(found) => found.map(|o| (o.status, o.body)),
+                    Err(e) => {
+                        tracing::info!(%request_id, error = %e, "verdict not read; its caller probes");
+                        None
+                    }
+                },
+            };
+            if let Some((status, body)) = found {
+                let verdict = weft::messages::Verdict {
+                    request_id,
+                    status,
+                    body,
+                };
+                replies.push((delivery.clone(), verdict));
+            }
+        }
+        if replies.is_empty() {
+            return;
+        }
+        let bus = self.bus.clone();
+        self.publishers.spawn(async move {
+            for (request, verdict) in replies {
+                let wf = request.envelope.workflow_id.clone();
+                let reply = weft::messages::WatchReply::Verdict(verdict);
+                let sent = match Envelope::new(&wf, None, &reply) {
+                    Ok(reply) => bus.reply(&request, &reply).await,
+                    Err(e) => Err(e),
+                };
+                if let Err(e) = sent {
+                    tracing::info!(workflow_id = %wf, error = %e, "verdict reply not sent; its caller probes");
+                }
+            }
+        });
     }
 
     /// The run of `workflow_id` from the cache, or the store on a miss — unless the

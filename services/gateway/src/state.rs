@@ -134,6 +134,7 @@ impl AppState {
 pub struct HttpMetrics {
     requests: CounterFamily,
     latency: HistogramFamily,
+    verdicts: CounterFamily,
 }
 
 impl HttpMetrics {
@@ -148,7 +149,18 @@ impl HttpMetrics {
                 "HTTP request latency in seconds, by method and route",
                 prometheus_client::metrics::histogram::exponential_buckets(0.001, 2.0, 14),
             ),
+            verdicts: metrics.counter_family(
+                "weft_gateway_verdicts",
+                "Decider verdicts the gateway waited for, by how they came: pushed (the \
+                 decider's reply), read (the store, no reply came) or none (202)",
+            ),
         }
+    }
+
+    /// Counts one verdict wait that ended as `source` (`pushed`, `read`, `none`).
+    pub fn verdict(&self, source: &str) {
+        let labels: Labels = vec![("source".to_owned(), source.to_owned())];
+        self.verdicts.get_or_create(&labels).inc();
     }
 
     /// Records one answered request.

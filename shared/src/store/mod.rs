@@ -123,8 +123,22 @@ impl Store {
         request_id: Uuid,
         timeout: Duration,
     ) -> Result<Option<OperationOutcome>> {
+        self.wait_operation_outcome_from(request_id, timeout, operations::FIRST_POLL)
+            .await
+    }
+
+    /// [`Store::wait_operation_outcome`] whose first pause is `first` (the fallback of a
+    /// caller that expects the verdict pushed: its probes start late and grow to
+    /// `max(first, 100 ms)`).
+    pub async fn wait_operation_outcome_from(
+        &self,
+        request_id: Uuid,
+        timeout: Duration,
+        first: Duration,
+    ) -> Result<Option<OperationOutcome>> {
         let deadline = tokio::time::Instant::now() + timeout;
-        let mut pause = operations::FIRST_POLL;
+        let longest = first.max(operations::MAX_POLL);
+        let mut pause = first;
         loop {
             if let Some(outcome) = self.operation_outcome(request_id).await? {
                 return Ok(Some(outcome));
@@ -134,7 +148,7 @@ impl Store {
                 return Ok(None);
             }
             tokio::time::sleep(pause.min(deadline - now)).await;
-            pause = (pause * 2).min(operations::MAX_POLL);
+            pause = (pause * 2).min(longest);
         }
     }
 

@@ -230,6 +230,10 @@ pub(crate) async fn wait_for(
     match reply {
         Ok(reply) => match reply.decode::<WatchReply>() {
             Ok(WatchReply::RunReached(reached)) => Waited::Reached(reached),
+            Ok(other) => {
+                tracing::warn!(%workflow_id, reply = ?other, "a watch answered with another reply");
+                Waited::Lost
+            }
             Err(e) => {
                 tracing::warn!(%workflow_id, error = %e, "watch reply not understood");
                 Waited::Lost

@@ -22,7 +22,8 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use uuid::Uuid;
 use weft::messages::{
-    Command, Operation, Reset, ResetTarget, SkipTask, Terminate, UpdateVariables,
+    Command, Operation, Reset, ResetTarget, SkipTask, Terminate, UpdateVariables, WatchReply,
+    WatchVerdict,
 };
 use weft::Envelope;
 
@@ -32,6 +33,9 @@ use crate::state::AppState;
 
 /// How long an operator request waits for the decider's verdict.
 const VERDICT_TIMEOUT: Duration = Duration::from_secs(10);
+/// When the store is first looked at for a verdict the decider did not push (a reply
+/// lost, a decider that restarted between the command and its watch).
+const VERDICT_PROBES_AFTER: Duration = Duration::from_millis(250);
 
 /// The operation routes (terminate is `DELETE /api/workflow/{id}`, routed with the
 /// workflow's other methods in `workflow.rs`).
@@ -503,12 +507,14 @@ pub(crate) async fn decide_command(
     let request_id = weft::ids::new_id();
     let envelope = Envelope::new(id, None, &command(request_id))?;
     state.bus.publish_command(&envelope).await?;
-    let Some(verdict) = state
-        .store
-        .wait_operation_outcome(request_id, VERDICT_TIMEOUT)
-        .await?
-    else {
+    let Some((status, body)) = wait_verdict(state, id, request_id).await? else {
         return Ok(Outcome::Pending(request_id));
+    };
+    let verdict = weft::store::operations::OperationOutcome {
+        request_id,
+        workflow_id: id.to_owned(),
+        status,
+        body,
     };
     let message = verdict.body["message"]
         .as_str()
@@ -523,6 +529,58 @@ pub(crate) async fn decide_command(
         404 => Err(ApiError::NotFound(message)),
         _ => Err(ApiError::Conflict(message)),
     }
+}
+
+/// The verdict on the command `request_id` sent to the shard of `id` just before: pushed
+/// by the decider (a transient `WatchVerdict` call behind the command, answered after the
+/// commit that recorded the verdict: docs/task-updates.md), or, should no reply come,
+/// read from the store by probes that start after [`VERDICT_PROBES_AFTER`]; `None` when
+/// neither has it within [`VERDICT_TIMEOUT`].
+async fn wait_verdict(
+    state: &AppState,
+    id: &str,
+    request_id: Uuid,
+) -> Result<Option<(i16, Value)>, ApiError> {
+    let names = state.bus.names();
+    let watch = Envelope::new(
+        id,
+        None,
+        &Command::WatchVerdict(WatchVerdict { request_id }),
+    )?;
+    let pushed = async {
+        let reply = state
+            .bus
+            .call(
+                &names.commands_exchange(),
+                &names.command_key_for(id),
+                &watch,
+                VERDICT_TIMEOUT,
+            )
+            .await
+            .ok()?;
+        match reply.decode::<WatchReply>() {
+            Ok(WatchReply::Verdict(v)) if v.request_id == request_id => Some((v.status, v.body)),
+            _ => None,
+        }
+    };
+    let probed = async {
+        tokio::time::sleep(VERDICT_PROBES_AFTER).await;
+        let rest = VERDICT_TIMEOUT.saturating_sub(VERDICT_PROBES_AFTER);
+        state
+            .store
+            .wait_operation_outcome_from(request_id, rest, VERDICT_PROBES_AFTER)
+            .await
+    };
+    tokio::pin!(pushed, probed);
+    let (source, verdict) = tokio::select! {
+        Some(verdict) = &mut pushed => ("pushed", Some(verdict)),
+        outcome = &mut probed => match outcome? {
+            Some(o) => ("read", Some((o.status, o.body))),
+            None => ("none", None),
+        },
+    };
+    state.http.verdict(source);
+    Ok(verdict)
 }
 
 /// The success answer, or 202 with the request id while the command waits in its queue.

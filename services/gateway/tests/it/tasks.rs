@@ -687,3 +687,37 @@ async fn queue_sizes_count_the_tasks_waiting_for_a_worker() {
     let _ = env.bus.teardown(&[queue]).await;
     env.finish().await;
 }
+
+/// The verdict is pushed (docs/task-updates.md): a result's answer is the verdict the
+/// decider replies to the gateway's `WatchVerdict` with — here one that no store row
+/// holds, so reading the store could never have given it (it would wait 10 s and answer
+/// 202).
+#[tokio::test]
+async fn a_results_answer_is_the_verdict_the_decider_pushes() {
+    let env = TestEnv::new().await;
+    let task_name = format!("pushed_{}", random_suffix());
+    let mut commands = env.consume_commands_pushing(409, "pushed, never stored");
+    let s = schedule(&env, &task_name).await;
+    let r = env
+        .get(&format!(
+            "/api/tasks/poll/batch/{task_name}?workerid=w1&count=1&timeout=5000"
+        ))
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text());
+    let result = json!({
+        "workflowInstanceId": s.workflow_id,
+        "taskId": s.task_id.to_string(),
+        "status": "COMPLETED",
+        "outputData": {"charged": 12},
+        "workerId": "w1",
+    });
+    let answer = env.post("/api/tasks", &result).await;
+    let body = answer.error(StatusCode::CONFLICT);
+    assert_eq!(body["message"], json!("pushed, never stored"), "{body}");
+    // The result itself went to the run's shard, before the watch.
+    let Command::UpdateTask(update) = next_command(&mut commands, "UpdateTask").await else {
+        panic!("an UpdateTask");
+    };
+    assert_eq!(update.task_id, Some(s.task_id));
+    finish(env, &task_name).await;
+}

@@ -198,7 +198,8 @@ impl TestEnv {
     }
 
     /// Consumes every command shard of the namespace; deliveries arrive on the channel
-    /// (and are acknowledged).
+    /// (and are acknowledged). The gateway's `WatchVerdict` calls are not passed on (no
+    /// verdict comes: the gateway then reads the store, as without a decider).
     pub fn consume_commands(&self) -> mpsc::UnboundedReceiver<Delivery> {
         let (tx, rx) = mpsc::unbounded_channel();
         for k in 0..SHARDS {
@@ -213,7 +214,46 @@ impl TestEnv {
                 move |d| {
                     let tx = tx.clone();
                     async move {
-                        let _ = tx.send(d);
+                        if d.envelope.kind != "WatchVerdict" {
+                            let _ = tx.send(d);
+                        }
+                        Disposition::Ack
+                    }
+                },
+                self.consumers.clone(),
+            );
+        }
+        rx
+    }
+
+    /// As [`Self::consume_commands`], standing in for a decider that pushes the verdict
+    /// `status` with `message` to every `WatchVerdict` and records none in the store.
+    pub fn consume_commands_pushing(
+        &self,
+        status: i16,
+        message: &'static str,
+    ) -> mpsc::UnboundedReceiver<Delivery> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        for k in 0..SHARDS {
+            let (tx, bus) = (tx.clone(), self.bus.clone());
+            let opts = ConsumeOptions {
+                prefetch: 16,
+                concurrency: 1,
+            };
+            self.bus.consume(
+                &self.bus.names().command_queue(k),
+                opts,
+                move |d| {
+                    let (tx, bus) = (tx.clone(), bus.clone());
+                    async move {
+                        match d.envelope.decode::<weft::messages::Command>() {
+                            Ok(weft::messages::Command::WatchVerdict(w)) => {
+                                push_verdict(&bus, &d, w.request_id, status, message).await;
+                            }
+                            _ => {
+                                let _ = tx.send(d);
+                            }
+                        }
                         Disposition::Ack
                     }
                 },
@@ -229,7 +269,7 @@ impl TestEnv {
     pub fn consume_commands_applying_updates(&self) -> mpsc::UnboundedReceiver<Delivery> {
         let (tx, rx) = mpsc::unbounded_channel();
         for k in 0..SHARDS {
-            let (tx, store) = (tx.clone(), self.store.clone());
+            let (tx, store, bus) = (tx.clone(), self.store.clone(), self.bus.clone());
             let opts = ConsumeOptions {
                 prefetch: 16,
                 concurrency: 1,
@@ -238,11 +278,22 @@ impl TestEnv {
                 &self.bus.names().command_queue(k),
                 opts,
                 move |d| {
-                    let (tx, store) = (tx.clone(), store.clone());
+                    let (tx, store, bus) = (tx.clone(), store.clone(), bus.clone());
                     async move {
-                        if let Ok(weft::messages::Command::UpdateTask(u)) =
-                            d.envelope.decode::<weft::messages::Command>()
-                        {
+                        let command = d.envelope.decode::<weft::messages::Command>();
+                        // As the decider: the verdict recorded before, pushed.
+                        if let Ok(weft::messages::Command::WatchVerdict(w)) = &command {
+                            if let Ok(Some(o)) = store.operation_outcome(w.request_id).await {
+                                let verdict = weft::messages::Verdict {
+                                    request_id: w.request_id,
+                                    status: o.status,
+                                    body: o.body,
+                                };
+                                reply(&bus, &d, verdict).await;
+                            }
+                            return Disposition::Ack;
+                        }
+                        if let Ok(weft::messages::Command::UpdateTask(u)) = command {
                             let outcome = weft::store::operations::OperationOutcome {
                                 request_id: u.op.request_id.expect("a request id"),
                                 workflow_id: d.envelope.workflow_id.clone(),
@@ -282,6 +333,23 @@ impl TestEnv {
         }
         self.shutdown.cancel();
     }
+}
+
+/// Replies to the `WatchVerdict` delivery `d` with `verdict`.
+async fn reply(bus: &Bus, d: &Delivery, verdict: weft::messages::Verdict) {
+    let reply = weft::messages::WatchReply::Verdict(verdict);
+    let envelope = weft::Envelope::new(&d.envelope.workflow_id, None, &reply).expect("a reply");
+    bus.reply(d, &envelope).await.expect("reply sent");
+}
+
+/// Replies to the `WatchVerdict` delivery `d` with the verdict `status` and `message`.
+async fn push_verdict(bus: &Bus, d: &Delivery, request_id: uuid::Uuid, status: i16, message: &str) {
+    let verdict = weft::messages::Verdict {
+        request_id,
+        status,
+        body: serde_json::json!({ "message": message }),
+    };
+    reply(bus, d, verdict).await;
 }
 
 /// Waits at most `secs` for the next delivery.
