@@ -197,13 +197,15 @@ impl TestEnv {
         r.text()
     }
 
-    /// Consumes every command shard of the namespace; deliveries arrive on the channel
-    /// (and are acknowledged). The gateway's `WatchVerdict` calls are not passed on (no
-    /// verdict comes: the gateway then reads the store, as without a decider).
-    pub fn consume_commands(&self) -> mpsc::UnboundedReceiver<Delivery> {
-        let (tx, rx) = mpsc::unbounded_channel();
+    /// Runs `handler` on every delivery of every command shard of the namespace, one at
+    /// a time per shard (in queue order), acknowledging each.
+    fn consume_each_shard<F, Fut>(&self, handler: F)
+    where
+        F: Fn(Delivery) -> Fut + Clone + Send + Sync + 'static,
+        Fut: std::future::Future<Output = ()> + Send + 'static,
+    {
         for k in 0..SHARDS {
-            let tx = tx.clone();
+            let handler = handler.clone();
             let opts = ConsumeOptions {
                 prefetch: 16,
                 concurrency: 1,
@@ -212,17 +214,30 @@ impl TestEnv {
                 &self.bus.names().command_queue(k),
                 opts,
                 move |d| {
-                    let tx = tx.clone();
+                    let handled = handler(d);
                     async move {
-                        if d.envelope.kind != "WatchVerdict" {
-                            let _ = tx.send(d);
-                        }
+                        handled.await;
                         Disposition::Ack
                     }
                 },
                 self.consumers.clone(),
             );
         }
+    }
+
+    /// Consumes every command shard of the namespace; deliveries arrive on the channel
+    /// (and are acknowledged). The gateway's `WatchVerdict` calls are not passed on (no
+    /// verdict comes: the gateway then reads the store, as without a decider).
+    pub fn consume_commands(&self) -> mpsc::UnboundedReceiver<Delivery> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        self.consume_each_shard(move |d| {
+            let tx = tx.clone();
+            async move {
+                if d.envelope.kind != "WatchVerdict" {
+                    let _ = tx.send(d);
+                }
+            }
+        });
         rx
     }
 
@@ -234,89 +249,65 @@ impl TestEnv {
         message: &'static str,
     ) -> mpsc::UnboundedReceiver<Delivery> {
         let (tx, rx) = mpsc::unbounded_channel();
-        for k in 0..SHARDS {
-            let (tx, bus) = (tx.clone(), self.bus.clone());
-            let opts = ConsumeOptions {
-                prefetch: 16,
-                concurrency: 1,
-            };
-            self.bus.consume(
-                &self.bus.names().command_queue(k),
-                opts,
-                move |d| {
-                    let (tx, bus) = (tx.clone(), bus.clone());
-                    async move {
-                        match d.envelope.decode::<weft::messages::Command>() {
-                            Ok(weft::messages::Command::WatchVerdict(w)) => {
-                                push_verdict(&bus, &d, w.request_id, status, message).await;
-                            }
-                            _ => {
-                                let _ = tx.send(d);
-                            }
-                        }
-                        Disposition::Ack
+        let bus = self.bus.clone();
+        self.consume_each_shard(move |d| {
+            let (tx, bus) = (tx.clone(), bus.clone());
+            async move {
+                match d.envelope.decode::<weft::messages::Command>() {
+                    Ok(weft::messages::Command::WatchVerdict(w)) => {
+                        let body = serde_json::json!({ "message": message });
+                        reply(&bus, &d, w.request_id, status, body).await;
                     }
-                },
-                self.consumers.clone(),
-            );
-        }
+                    _ => {
+                        let _ = tx.send(d);
+                    }
+                }
+            }
+        });
         rx
     }
 
     /// As [`Self::consume_commands`], standing in for the decider's verdicts too: each
-    /// task update (`UpdateTask`) is answered as applied (200, naming its task), so that
-    /// the request waiting for it returns.
+    /// task update (`UpdateTask`) is answered as applied (200, naming its task), recorded
+    /// in the store and pushed to the `WatchVerdict` behind it, so that the request
+    /// waiting for it returns.
     pub fn consume_commands_applying_updates(&self) -> mpsc::UnboundedReceiver<Delivery> {
         let (tx, rx) = mpsc::unbounded_channel();
-        for k in 0..SHARDS {
-            let (tx, store, bus) = (tx.clone(), self.store.clone(), self.bus.clone());
-            let opts = ConsumeOptions {
-                prefetch: 16,
-                concurrency: 1,
-            };
-            self.bus.consume(
-                &self.bus.names().command_queue(k),
-                opts,
-                move |d| {
-                    let (tx, store, bus) = (tx.clone(), store.clone(), bus.clone());
-                    async move {
-                        let command = d.envelope.decode::<weft::messages::Command>();
-                        // As the decider: the verdict recorded before, pushed.
-                        if let Ok(weft::messages::Command::WatchVerdict(w)) = &command {
-                            if let Ok(Some(o)) = store.operation_outcome(w.request_id).await {
-                                let verdict = weft::messages::Verdict {
-                                    request_id: w.request_id,
-                                    status: o.status,
-                                    body: o.body,
-                                };
-                                reply(&bus, &d, verdict).await;
-                            }
-                            return Disposition::Ack;
+        let (store, bus) = (self.store.clone(), self.bus.clone());
+        self.consume_each_shard(move |d| {
+            let (tx, store, bus) = (tx.clone(), store.clone(), bus.clone());
+            async move {
+                match d.envelope.decode::<weft::messages::Command>() {
+                    // As the decider: the verdict recorded before, pushed.
+                    Ok(weft::messages::Command::WatchVerdict(w)) => {
+                        if let Ok(Some(o)) = store.operation_outcome(w.request_id).await {
+                            reply(&bus, &d, w.request_id, o.status, o.body).await;
                         }
-                        if let Ok(weft::messages::Command::UpdateTask(u)) = command {
-                            let outcome = weft::store::operations::OperationOutcome {
-                                request_id: u.op.request_id.expect("a request id"),
-                                workflow_id: d.envelope.workflow_id.clone(),
-                                status: 200,
-                                body: serde_json::json!({
-                                    "workflowId": d.envelope.workflow_id,
-                                    "taskId": u.task_id,
-                                    "held": false,
-                                }),
-                            };
-                            let batch = weft::store::runs::CommitBatch {
-                                outcomes: vec![outcome],
-                                ..Default::default()
-                            };
-                            store.commit(&batch).await.expect("verdict written");
-                        }
-                        let _ = tx.send(d);
-                        Disposition::Ack
                     }
-                },
-                self.consumers.clone(),
-            );
-        }
+                    Ok(weft::messages::Command::UpdateTask(u)) => {
+                        let outcome = weft::store::operations::OperationOutcome {
+                            request_id: u.op.request_id.expect("a request id"),
+                            workflow_id: d.envelope.workflow_id.clone(),
+                            status: 200,
+                            body: serde_json::json!({
+                                "workflowId": d.envelope.workflow_id,
+                                "taskId": u.task_id,
+                                "held": false,
+                            }),
+                        };
+                        let batch = weft::store::runs::CommitBatch {
+                            outcomes: vec![outcome],
+                            ..Default::default()
+                        };
+                        store.commit(&batch).await.expect("verdict written");
+                        let _ = tx.send(d);
+                    }
+                    _ => {
+                        let _ = tx.send(d);
+                    }
+                }
+            }
+        });
         rx
     }
 
@@ -335,21 +326,16 @@ impl TestEnv {
     }
 }
 
-/// Replies to the `WatchVerdict` delivery `d` with `verdict`.
-async fn reply(bus: &Bus, d: &Delivery, verdict: weft::messages::Verdict) {
-    let reply = weft::messages::WatchReply::Verdict(verdict);
-    let envelope = weft::Envelope::new(&d.envelope.workflow_id, None, &reply).expect("a reply");
-    bus.reply(d, &envelope).await.expect("reply sent");
-}
-
-/// Replies to the `WatchVerdict` delivery `d` with the verdict `status` and `message`.
-async fn push_verdict(bus: &Bus, d: &Delivery, request_id: uuid::Uuid, status: i16, message: &str) {
+/// Replies to the `WatchVerdict` delivery `d` with the verdict `status`, `body`.
+async fn reply(bus: &Bus, d: &Delivery, request_id: uuid::Uuid, status: i16, body: Value) {
     let verdict = weft::messages::Verdict {
         request_id,
         status,
-        body: serde_json::json!({ "message": message }),
+        body,
     };
-    reply(bus, d, verdict).await;
+    let reply = weft::messages::WatchReply::Verdict(verdict);
+    let envelope = weft::Envelope::new(&d.envelope.workflow_id, None, &reply).expect("a reply");
+    bus.reply(d, &envelope).await.expect("reply sent");
 }
 
 /// Waits at most `secs` for the next delivery.
