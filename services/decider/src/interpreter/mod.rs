@@ -9,6 +9,7 @@
 //! side and is done when all are; JOIN, SET_VARIABLE and TERMINATE are executed by the
 //! decider itself and complete at once.
 
+mod activity;
 mod branch;
 mod dynamic;
 mod exclusive;

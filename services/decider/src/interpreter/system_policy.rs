@@ -18,8 +18,9 @@
 use uuid::Uuid;
 use weft::dsl::{TaskType, WorkflowTask};
 
+use super::activity::Deadline;
 use super::policy::{self, Policy, TimeoutPolicy};
-use super::walk::{permissive, task_failure_reason, Deadline, Flow, Walker};
+use super::walk::{permissive, task_failure_reason, Flow, Walker};
 use super::Decision;
 use crate::state::{TaskState, TaskStatus};
 
