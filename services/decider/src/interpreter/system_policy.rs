@@ -127,7 +127,8 @@ impl Walker<'_> {
     /// The attempt an evaluation of `task` (run by the decider) records now: the one
     /// after its latest when that failed and is retried now, else the first.
     pub(super) fn attempt_of(&self, task: &WorkflowTask) -> i32 {
-        let Some(kind) = task.task_type() else {
+        // A type that never retries needs no look at its past attempts.
+        let Some(kind) = task.task_type().filter(|k| policy::retried(*k)) else {
             return 1;
         };
         self.state

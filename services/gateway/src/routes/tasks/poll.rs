@@ -166,16 +166,7 @@ pub async fn queue_of(
     task_type: &str,
     domain: Option<&str>,
 ) -> Result<String, ApiError> {
-    let domain = domain.filter(|d| !d.is_empty() && *d != "NO_DOMAIN");
-    if let Some(domain) = domain {
-        if !weft::topology::is_valid_domain(domain) {
-            return Err(ApiError::invalid(
-                "invalid_query",
-                "domain",
-                "a domain is 1 to 64 letters, digits, '_' or '-'",
-            ));
-        }
-    }
+    let domain = domain_of(domain)?;
     let key = weft::topology::activity_key(task_type, domain);
     let queue = state.bus.names().activity_queue(&key);
     // 255 bytes is AMQP's limit on names; the DLQ's is the longest.
@@ -188,6 +179,19 @@ pub async fn queue_of(
     }
     state.bus.declare_activity_queue(&key).await?;
     Ok(queue)
+}
+
+/// Conductor's `domain` query parameter: `None` for none, empty or `NO_DOMAIN`; 400 for
+/// one that cannot name a queue.
+pub fn domain_of(domain: Option<&str>) -> Result<Option<&str>, ApiError> {
+    match domain.filter(|d| !d.is_empty() && *d != "NO_DOMAIN") {
+        Some(d) if !weft::topology::is_valid_domain(d) => Err(ApiError::invalid(
+            "invalid_query",
+            "domain",
+            "a domain is 1 to 64 letters, digits, '_' or '-'",
+        )),
+        domain => Ok(domain),
+    }
 }
 
 /// What one [`take`] found.

@@ -78,16 +78,11 @@ fn domain(query: Option<&str>) -> Result<Option<String>, ApiError> {
             ));
         }
     }
-    match pairs.into_iter().find(|(k, _)| k == "domain") {
-        None => Ok(None),
-        Some((_, d)) if d.is_empty() || d == "NO_DOMAIN" => Ok(None),
-        Some((_, d)) if weft::topology::is_valid_domain(&d) => Ok(Some(d)),
-        Some(_) => Err(ApiError::invalid(
-            "invalid_query",
-            "domain",
-            "a domain is 1 to 64 letters, digits, '_' or '-'",
-        )),
-    }
+    let raw = pairs
+        .into_iter()
+        .find(|(k, _)| k == "domain")
+        .map(|(_, d)| d);
+    Ok(super::poll::domain_of(raw.as_deref())?.map(str::to_owned))
 }
 
 /// `GET /api/tasks/queue/size?taskType=…[&domain=…]`: one queue's size.
