@@ -151,6 +151,27 @@ pub fn check_history(events: &[HistoryEvent]) -> Vec<String> {
     problems
 }
 
+/// A retry run's worker fails the run's first execution, so its output comes from a
+/// later one: attempt 2 or more, or attempt 1 executed twice (a task delivered again
+/// after a fault, as at-least-once delivery allows: the decider takes whichever result
+/// of the attempt comes first and ignores the other).
+fn check_retried(effects: &Effects, wf: &Value) -> Option<String> {
+    let attempt = wf["output"]["attempt"].as_i64()?;
+    if attempt >= 2 {
+        return None;
+    }
+    let tasks = wf["tasks"].as_array().cloned().unwrap_or_default();
+    let completed = tasks.iter().find(|t| t["status"] == "COMPLETED")?;
+    let id = completed["taskId"].as_str().unwrap_or_default();
+    let runs = effects.executions(&format!("task:{id}"));
+    (runs < 2).then(|| {
+        format!(
+            "attempt {attempt} completed, but its task {id} ran {runs} time(s) on the worker, \
+             whose first execution of a run fails"
+        )
+    })
+}
+
 /// The task id an event's attributes name.
 fn task_id(attributes: &Value) -> String {
     attributes["taskId"]
@@ -161,20 +182,22 @@ fn task_id(attributes: &Value) -> String {
 }
 
 /// Effects the soak counted itself: each completed activity of its own worker ran at
-/// least once; each HTTP run's server was called at least once; each reset run's
-/// rollback hook called the server at least once.
+/// least once (a retry run's output from a second execution); each HTTP run's server
+/// was called at least once; each reset run's rollback hook called the server at least
+/// once.
 fn check_effects(effects: &Effects, kind: Kind, n: u64, wf: &Value) -> Vec<String> {
     let mut problems = Vec::new();
     let tasks = wf["tasks"].as_array().cloned().unwrap_or_default();
-    match kind {
-        Kind::Retry | Kind::Heartbeat => {
-            for t in tasks.iter().filter(|t| t["status"] == "COMPLETED") {
-                let id = t["taskId"].as_str().unwrap_or_default();
-                if effects.executions(&format!("task:{id}")) == 0 {
-                    problems.push(format!("task {id} COMPLETED but never ran on the worker"));
-                }
+    if matches!(kind, Kind::Retry | Kind::Heartbeat) {
+        for t in tasks.iter().filter(|t| t["status"] == "COMPLETED") {
+            let id = t["taskId"].as_str().unwrap_or_default();
+            if effects.executions(&format!("task:{id}")) == 0 {
+                problems.push(format!("task {id} COMPLETED but never ran on the worker"));
             }
         }
+    }
+    match kind {
+        Kind::Retry => problems.extend(check_retried(effects, wf)),
         Kind::Http if effects.executions(&format!("http:{n}")) == 0 => {
             problems.push("the HTTP task COMPLETED but the server was never called".into());
         }
