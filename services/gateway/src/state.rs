@@ -135,6 +135,7 @@ pub struct HttpMetrics {
     requests: CounterFamily,
     latency: HistogramFamily,
     verdicts: CounterFamily,
+    polled: CounterFamily,
 }
 
 impl HttpMetrics {
@@ -154,7 +155,18 @@ impl HttpMetrics {
                 "Decider verdicts the gateway waited for, by how they came: pushed (the \
                  decider's reply), read (the store, no reply came) or none (202)",
             ),
+            polled: metrics.counter_family(
+                "weft_gateway_polled_tasks",
+                "Tasks handed to HTTP pollers, by how the gateway found them: taken from \
+                 the queue (looked) or pushed by the broker to a waiting long poll (pushed)",
+            ),
         }
+    }
+
+    /// Counts one task handed to a poller, found as `via` (`looked`, `pushed`).
+    pub fn polled(&self, via: &str) {
+        let labels: Labels = vec![("via".to_owned(), via.to_owned())];
+        self.polled.get_or_create(&labels).inc();
     }
 
     /// Counts one verdict wait that ended as `source` (`pushed`, `read`, `none`).

@@ -19,16 +19,38 @@ const MAX_POISON_PER_GET: usize = 16;
 pub struct Taken {
     /// The decoded message.
     pub delivery: Delivery,
-    inbound: Inbound,
+    /// `None` once settled.
+    inbound: Option<Inbound>,
+    /// Held until settled when a doorbell pushed it (`watch`): the doorbell closes its
+    /// channel only once its message is settled.
+    lease: Option<tokio::sync::OwnedSemaphorePermit>,
 }
 
 impl Taken {
+    /// A message a doorbell pushed, holding `lease` until settled.
+    pub(crate) fn leased(
+        delivery: Delivery,
+        inbound: Inbound,
+        lease: tokio::sync::OwnedSemaphorePermit,
+    ) -> Self {
+        Self {
+            delivery,
+            inbound: Some(inbound),
+            lease: Some(lease),
+        }
+    }
+
+    /// The message to settle; a `Taken` is settled once, by a method taking it whole.
+    fn inbound(&mut self) -> Inbound {
+        self.inbound.take().expect("a Taken is settled once")
+    }
+
     /// Acknowledges the message: it leaves the queue for good.
     ///
     /// Fails when the channel or the connection went away first, in which case the broker
     /// gives the message to someone else (retrying cannot help; the message is not lost).
-    pub async fn ack(self) -> Result<()> {
-        self.inbound
+    pub async fn ack(mut self) -> Result<()> {
+        self.inbound()
             .acker
             .ack()
             .await
@@ -36,8 +58,8 @@ impl Taken {
     }
 
     /// Gives the message back to its queue, for someone else to take.
-    pub async fn requeue(self) {
-        if let Err(e) = self.inbound.acker.requeue().await {
+    pub async fn requeue(mut self) {
+        if let Err(e) = self.inbound().acker.requeue().await {
             // Dropping the delivery's channel requeues it anyway.
             tracing::debug!(error = %e, "requeueing a taken message failed");
         }
@@ -45,8 +67,27 @@ impl Taken {
 
     /// Settles the message as a consumer's handler would (ack, requeue, or move it to the
     /// queue's DLQ with the reason).
-    pub async fn settle(self, disposition: Disposition) {
-        dispose::settle(&*self.inbound.acker, &self.delivery.queue, disposition).await;
+    pub async fn settle(mut self, disposition: Disposition) {
+        let inbound = self.inbound();
+        dispose::settle(&*inbound.acker, &self.delivery.queue, disposition).await;
+    }
+}
+
+impl Drop for Taken {
+    fn drop(&mut self) {
+        // A pushed message's consumer gets nothing more until it is settled: give it
+        // back now rather than when the doorbell closes (a poll whose client went away).
+        let (Some(inbound), Some(lease)) = (self.inbound.take(), self.lease.take()) else {
+            return;
+        };
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                if let Err(e) = inbound.acker.requeue().await {
+                    tracing::debug!(error = %e, "requeueing a dropped message failed");
+                }
+                drop(lease);
+            });
+        }
     }
 }
 
@@ -65,7 +106,13 @@ impl Bus {
                 return Ok(None);
             };
             match dispose::decode(&inbound, queue) {
-                Ok(delivery) => return Ok(Some(Taken { delivery, inbound })),
+                Ok(delivery) => {
+                    return Ok(Some(Taken {
+                        delivery,
+                        inbound: Some(inbound),
+                        lease: None,
+                    }))
+                }
                 Err(reason) => {
                     let poison = Disposition::DeadLetter(reason);
                     dispose::settle(&*inbound.acker, queue, poison).await;

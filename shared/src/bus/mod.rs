@@ -24,6 +24,7 @@ mod message;
 pub mod priority;
 mod rpc;
 mod transport;
+mod watch;
 
 use std::future::Future;
 use std::sync::{Arc, OnceLock};
@@ -38,6 +39,7 @@ use crate::{Envelope, Error, Result};
 
 pub use get::Taken;
 pub use transport::{Acker, ExchangeKind, HeaderValue, Inbound, Message, Subscription, Transport};
+pub use watch::LINGER as DOORBELL_LINGER;
 
 /// Header carrying the reason a message was dead-lettered by Weft.
 pub const DEAD_REASON_HEADER: &str = "x-weft-dead-reason";
@@ -71,6 +73,8 @@ pub struct Bus {
     /// Messages sent, by envelope type and delivery mode (`weft_bus_published_total`),
     /// once [`Bus::count_publishes`] gave it a registry. Shared by every clone.
     published: Arc<OnceLock<CounterFamily>>,
+    /// Consumers that wake callers waiting for a queue's next message (`watch`).
+    doorbells: Arc<watch::Doorbells>,
 }
 
 /// How a consumer takes messages.
@@ -185,6 +189,7 @@ impl Bus {
         Self {
             transport,
             published: Arc::default(),
+            doorbells: Arc::default(),
         }
     }
 

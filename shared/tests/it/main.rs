@@ -25,6 +25,7 @@ macro_rules! both_transports {
 mod bus;
 mod bus_get;
 mod bus_local;
+mod bus_wait;
 mod rpc;
 mod store;
 mod worker;

@@ -107,6 +107,38 @@ async fn next_command(
 }
 
 #[tokio::test]
+async fn a_long_poll_is_handed_the_task_the_broker_pushes_while_it_waits() {
+    let env = TestEnv::new().await;
+    let task_name = format!("pushed_{}", random_suffix());
+    let poll = format!("/api/tasks/poll/batch/{task_name}?workerid=w1&count=2&timeout=30000");
+    let (r, s) = tokio::join!(env.get(&poll), async {
+        // The poll finds the queue empty and waits before the task is scheduled.
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        schedule(&env, &task_name).await
+    });
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text());
+    let ids: Vec<Value> = r
+        .json()
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["taskId"].clone())
+        .collect();
+    assert_eq!(ids, [json!(s.task_id.to_string())]);
+    // Handed over as the broker pushed it to the waiting poll, not found at a later look.
+    let metrics = env.get("/metrics").await.text();
+    let pushed = metrics
+        .lines()
+        .find(|l| l.starts_with("weft_gateway_polled_tasks_total{via=\"pushed\"}"));
+    assert_eq!(
+        pushed.and_then(|l| l.split_whitespace().last()),
+        Some("1"),
+        "{metrics}"
+    );
+    finish(env, &task_name).await;
+}
+
+#[tokio::test]
 async fn a_polled_task_completed_over_http_becomes_an_activity_result() {
     let env = TestEnv::new().await;
     let task_name = format!("charge_{}", random_suffix());

@@ -2,7 +2,8 @@
 //! long-polling `GET /api/tasks/poll/batch/{taskType}`.
 //!
 //! A poll takes tasks from the same `<ns>.activity.<taskType>` queue that bus workers
-//! consume. A task is handed out only once its attempt is claimed (running) in the
+//! consume; a long poll finding it empty waits for the broker to push the next task
+//! (`Bus::wait_for_message`), not for its next look. A task is handed out only once its attempt is claimed (running) in the
 //! heartbeat registry and acknowledged on the queue; a worker that then dies goes silent,
 //! the heartbeat service times the attempt out, and the decider retries the task. A task
 //! whose run moved on (terminated, skipped, reset, stopped) is dropped from the queue and
@@ -35,9 +36,8 @@ pub const MAX_COUNT: u32 = 100;
 pub const MAX_TIMEOUT_MS: u64 = 30_000;
 /// Stale tasks (of runs that moved on) one poll drops before answering "none" for now.
 const MAX_STALE_PER_POLL: usize = 100;
-/// First and longest pause between two looks at an empty queue during a long poll.
-const FIRST_PAUSE: Duration = Duration::from_millis(10);
-const LONGEST_PAUSE: Duration = Duration::from_millis(200);
+/// Longest a long poll waits for a pushed task before looking at the queue again.
+const LOOK_AGAIN: Duration = Duration::from_secs(1);
 /// Longest worker id accepted.
 const MAX_WORKER_ID: usize = 256;
 
@@ -118,7 +118,6 @@ pub async fn batch(
     let queue = queue_of(&state, &task_type, q.domain.as_deref()).await?;
     record_poll(&state, &task_type, worker.as_deref());
     let deadline = tokio::time::Instant::now() + timeout;
-    let mut pause = FIRST_PAUSE;
     let mut tasks = Vec::new();
     loop {
         let mut limited = false;
@@ -135,15 +134,27 @@ pub async fn batch(
         let now = tokio::time::Instant::now();
         // Over its limit, the queue's next task would be deferred again at every look:
         // the poller is answered now, as when the queue is empty, and polls again.
-        if !tasks.is_empty() || limited || now >= deadline {
+        if !tasks.is_empty() || limited || now >= deadline || state.shutdown.is_cancelled() {
             return Ok(Json(tasks));
         }
-        tokio::select! {
-            _ = tokio::time::sleep(pause.min(deadline - now)) => {}
-            // Shutting down: answer what there is (nothing) rather than hold the server.
-            _ = state.shutdown.cancelled() => return Ok(Json(tasks)),
+        // The broker pushes the queue's next task to the first poller waiting (a
+        // doorbell, `Bus::wait_for_message`); the queue is looked at again now and then
+        // in case a push was missed (a consumer lost and opened again).
+        let until = deadline.min(now + LOOK_AGAIN);
+        let pushed = state
+            .bus
+            .wait_for_message(&queue, until, &state.shutdown)
+            .await?;
+        if let Some(taken) = pushed {
+            match hand_out(&state, taken, worker.as_deref()).await? {
+                HandOut::Task(task) => {
+                    state.http.polled("pushed");
+                    tasks.push(*task);
+                }
+                HandOut::Deferred => return Ok(Json(tasks)),
+                HandOut::Dropped => {}
+            }
         }
-        pause = (pause * 2).min(LONGEST_PAUSE);
     }
 }
 
@@ -233,7 +244,10 @@ pub async fn take(state: &AppState, queue: &str, worker: Option<&str>) -> Result
             return Ok(Took::Nothing);
         };
         match hand_out(state, taken, worker).await? {
-            HandOut::Task(task) => return Ok(Took::Task(task)),
+            HandOut::Task(task) => {
+                state.http.polled("looked");
+                return Ok(Took::Task(task));
+            }
             HandOut::Deferred => return Ok(Took::Limited),
             HandOut::Dropped => {}
         }
