@@ -75,10 +75,16 @@ async fn get_moves_undecodable_messages_to_the_dlq_and_returns_the_next_one(kind
     let taken = bus.get(&queue).await.unwrap().expect("the good message");
     assert_eq!(n_of(&taken.delivery), 3);
     taken.ack().await.unwrap();
-    let dead = take_one(&bus, &Names::dlq(&queue)).await;
+    assert_dead_lettered_as_no_envelope(&bus, &queue).await;
+    assert!(bus.get("no-such-queue-here").await.is_err());
+    bus.teardown(&[]).await.unwrap();
+}
+
+/// `{not an envelope` (the body these scenarios publish) is in `queue`'s DLQ with a
+/// reason naming the envelope.
+pub(crate) async fn assert_dead_lettered_as_no_envelope(bus: &weft::bus::Bus, queue: &str) {
+    let dead = take_one(bus, &Names::dlq(queue)).await;
     assert_eq!(dead.body, b"{not an envelope");
     let reason = header(&dead, "x-weft-dead-reason").unwrap();
     assert!(reason.contains("envelope"), "{reason}");
-    assert!(bus.get("no-such-queue-here").await.is_err());
-    bus.teardown(&[]).await.unwrap();
 }

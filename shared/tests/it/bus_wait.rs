@@ -6,9 +6,9 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use weft::bus::{Bus, Taken, DOORBELL_LINGER};
-use weft::topology::Names;
 
-use crate::bus::{bus, envelope, header, n_of, ready_count, take_one, Kind};
+use crate::bus::{bus, envelope, n_of, ready_count, Kind};
+use crate::bus_get::assert_dead_lettered_as_no_envelope;
 
 both_transports!(
     a_waiting_caller_is_handed_a_message_published_while_it_waits,
@@ -162,9 +162,6 @@ async fn an_undecodable_pushed_message_is_dead_lettered_and_the_next_one_handed_
     let taken = waiting.await.unwrap().expect("the good message");
     assert_eq!(n_of(&taken.delivery), 3);
     taken.ack().await.unwrap();
-    let dead = take_one(&bus, &Names::dlq(&queue)).await;
-    assert_eq!(dead.body, b"{not an envelope");
-    let reason = header(&dead, "x-weft-dead-reason").unwrap();
-    assert!(reason.contains("envelope"), "{reason}");
+    assert_dead_lettered_as_no_envelope(&bus, &queue).await;
     bus.teardown(&[]).await.unwrap();
 }

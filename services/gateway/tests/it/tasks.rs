@@ -82,6 +82,12 @@ async fn schedule(env: &TestEnv, task_name: &str) -> Scheduled {
     }
 }
 
+/// The task ids of a batch poll's answer, in order.
+fn task_ids(tasks: &Value) -> Vec<Value> {
+    let tasks = tasks.as_array().expect("an array of tasks");
+    tasks.iter().map(|t| t["taskId"].clone()).collect()
+}
+
 /// The namespace's queues, the test's activity queue included, then the rest.
 async fn finish(env: TestEnv, task_name: &str) {
     let queue = env.bus.names().activity_queue(task_name);
@@ -117,13 +123,7 @@ async fn a_long_poll_is_handed_the_task_the_broker_pushes_while_it_waits() {
         schedule(&env, &task_name).await
     });
     assert_eq!(r.status, StatusCode::OK, "{}", r.text());
-    let ids: Vec<Value> = r
-        .json()
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["taskId"].clone())
-        .collect();
+    let ids = task_ids(&r.json());
     assert_eq!(ids, [json!(s.task_id.to_string())]);
     // Handed over as the broker pushed it to the waiting poll, not found at a later look.
     let metrics = env.get("/metrics").await.text();
@@ -410,14 +410,7 @@ async fn tasks_of_runs_that_moved_on_are_never_handed_out() {
         ))
         .await;
     assert_eq!(r.status, StatusCode::OK, "{}", r.text());
-    let ids: Vec<Value> = r
-        .json()
-        .as_array()
-        .expect("an array")
-        .iter()
-        .map(|t| t["taskId"].clone())
-        .collect();
-    assert_eq!(ids, vec![json!(live.task_id.to_string())]);
+    assert_eq!(task_ids(&r.json()), [json!(live.task_id.to_string())]);
     let none = env
         .get(&format!("/api/tasks/poll/batch/{task_name}?timeout=0"))
         .await;
@@ -452,13 +445,7 @@ async fn a_poll_over_the_concurrency_limit_gives_the_task_back_and_answers_none(
             "/api/tasks/poll/batch/{task_name}?workerid=w1&count=5&timeout=20000"
         ))
         .await;
-    let ids: Vec<Value> = r
-        .json()
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["taskId"].clone())
-        .collect();
+    let ids = task_ids(&r.json());
     assert_eq!(ids, [json!(first.task_id.to_string())]);
     // The next is over the limit: back on its queue, and the poll has nothing for now,
     // without waiting out its timeout (a bound far above an answer at once).
