@@ -77,6 +77,8 @@ async fn get_moves_undecodable_messages_to_the_dlq_and_returns_the_next_one(kind
     taken.ack().await.unwrap();
     assert_dead_lettered_as_no_envelope(&bus, &queue).await;
     assert!(bus.get("no-such-queue-here").await.is_err());
+    // The refused take's channel is not reused: the next take works.
+    assert!(bus.get(&queue).await.unwrap().is_none());
     bus.teardown(&[]).await.unwrap();
 }
 

@@ -13,6 +13,7 @@ use lapin::types::{AMQPValue, FieldTable, LongString};
 use lapin::{Channel, Consumer};
 
 use super::connection::{Link, Session};
+use super::get::OwnChannel;
 use super::publish::{self, PERSISTENT};
 use crate::bus::transport::{Acker, Inbound, Subscription};
 use crate::bus::{DEAD_REASON_HEADER, ORIGINAL_QUEUE_HEADER};
@@ -86,9 +87,13 @@ impl Subscription for AmqpSubscription {
     }
 }
 
-/// Wraps a raw delivery; `own_channel` is the channel a `basic.get` opened for it alone,
-/// closed once the delivery is settled.
-pub(crate) fn inbound(link: Arc<Link>, raw: RawDelivery, own_channel: Option<Channel>) -> Inbound {
+/// Wraps a raw delivery; `own_channel` is the channel a `basic.get` took it on, given
+/// back to its pool once the delivery is settled.
+pub(crate) fn inbound(
+    link: Arc<Link>,
+    raw: RawDelivery,
+    own_channel: Option<OwnChannel>,
+) -> Inbound {
     Inbound {
         message: publish::message_of(&raw.data, &raw.properties),
         redelivered: raw.redelivered,
@@ -105,13 +110,13 @@ pub(crate) fn inbound(link: Arc<Link>, raw: RawDelivery, own_channel: Option<Cha
 struct AmqpAcker {
     link: Arc<Link>,
     raw: RawDelivery,
-    own_channel: Option<Channel>,
+    own_channel: Option<OwnChannel>,
 }
 
 impl AmqpAcker {
     async fn done(&self) {
-        if let Some(channel) = &self.own_channel {
-            close(channel).await;
+        if let Some(own) = &self.own_channel {
+            own.release().await;
         }
     }
 }

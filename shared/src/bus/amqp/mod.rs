@@ -5,24 +5,25 @@
 //! with back-off. Layout: `connection` keeps the live connection, `declare` the topology
 //! (the one place queue arguments are built), `publish` confirmed publishing and the
 //! mapping of [`Message`] to AMQP properties, `consume` consumer channels and ackers,
-//! `rpc` direct reply-to.
+//! `get` `basic.get` on pooled channels, `rpc` direct reply-to.
 
 mod connection;
 mod consume;
 mod declare;
+mod get;
 mod publish;
 mod rpc;
 
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use lapin::options::{BasicGetOptions, QueueDeclareOptions};
+use lapin::options::QueueDeclareOptions;
 use lapin::types::FieldTable;
 use tokio_util::sync::CancellationToken;
 
 use super::transport::{ExchangeKind, Inbound, Message, Subscription, Transport};
 use crate::topology::Names;
-use crate::{Error, Result};
+use crate::Result;
 use connection::Link;
 pub(crate) use connection::Role;
 
@@ -30,6 +31,8 @@ pub(crate) use connection::Role;
 #[derive(Debug)]
 pub(crate) struct Amqp {
     link: Arc<Link>,
+    /// Idle channels for `basic.get`.
+    get_channels: Arc<get::GetChannels>,
 }
 
 impl Amqp {
@@ -44,7 +47,10 @@ impl Amqp {
     ) -> Result<Self> {
         let link = Arc::new(Link::new(url, names, role));
         link.session_wait(shutdown).await?;
-        Ok(Self { link })
+        Ok(Self {
+            link,
+            get_channels: Arc::default(),
+        })
     }
 }
 
@@ -98,32 +104,7 @@ impl Transport for Amqp {
     }
 
     async fn get(&self, queue: &str) -> Result<Option<Inbound>> {
-        let session = self.link.session().await.map_err(|f| f.into_error())?;
-        // Its own channel, kept until the message is settled: acknowledging needs the
-        // channel that delivered it, and closing it gives an unsettled message back.
-        let channel = session
-            .conn
-            .create_channel()
-            .await
-            .map_err(|e| Error::Bus(format!("opening a channel: {e}")))?;
-        let got = channel
-            .basic_get(queue.into(), BasicGetOptions { no_ack: false })
-            .await;
-        match got {
-            Ok(Some(message)) => Ok(Some(consume::inbound(
-                self.link.clone(),
-                message.delivery,
-                Some(channel),
-            ))),
-            Ok(None) => {
-                consume::close(&channel).await;
-                Ok(None)
-            }
-            Err(e) => {
-                consume::close(&channel).await;
-                Err(Error::Bus(format!("basic.get on {queue}: {e}")))
-            }
-        }
+        get::get(&self.link, &self.get_channels, queue).await
     }
 
     async fn message_count(&self, queue: &str) -> Result<u32> {

@@ -1,0 +1,118 @@
+//! `basic.get` on pooled channels: the gateway's task polls take messages one at a time,
+//! and a channel opened and closed for each (two more round trips, and a process the
+//! broker starts and stops) cost more than the take itself.
+//!
+//! A message taken keeps its channel until settled (acknowledging needs the channel that
+//! delivered it); then the channel goes back to the pool. One dropped unsettled takes its
+//! channel with it, and the channel's close gives the message back to the queue.
+
+use std::sync::{Arc, Mutex};
+
+use lapin::options::BasicGetOptions;
+use lapin::Channel;
+
+use super::connection::Link;
+use super::consume;
+use crate::bus::transport::Inbound;
+use crate::{Error, Result};
+
+/// Idle channels kept for the next takes; more are closed when given back.
+const MAX_IDLE: usize = 32;
+
+/// The idle channels of one connection's takes (those of a lost connection are dropped
+/// when met).
+#[derive(Debug, Default)]
+pub(crate) struct GetChannels {
+    idle: Mutex<Vec<Channel>>,
+}
+
+/// The channel a taken message came on, to give back once it is settled.
+#[derive(Debug)]
+pub(crate) struct OwnChannel {
+    channel: Channel,
+    pool: Arc<GetChannels>,
+}
+
+impl OwnChannel {
+    /// The message is settled: the channel serves the next take.
+    pub(crate) async fn release(&self) {
+        self.pool.give_back(self.channel.clone()).await;
+    }
+}
+
+impl GetChannels {
+    fn take_idle(&self) -> Option<Channel> {
+        let mut idle = self.idle.lock().expect("get channels lock");
+        while let Some(channel) = idle.pop() {
+            if channel.status().connected() {
+                return Some(channel);
+            }
+        }
+        None
+    }
+
+    async fn give_back(&self, channel: Channel) {
+        if channel.status().connected() {
+            let mut idle = self.idle.lock().expect("get channels lock");
+            if idle.len() < MAX_IDLE {
+                idle.push(channel);
+                return;
+            }
+        }
+        consume::close(&channel).await;
+    }
+}
+
+/// Takes the next ready message of `queue`, on an idle channel of `pool` or a new one.
+pub(crate) async fn get(
+    link: &Arc<Link>,
+    pool: &Arc<GetChannels>,
+    queue: &str,
+) -> Result<Option<Inbound>> {
+    if let Some(channel) = pool.take_idle() {
+        // An idle channel the broker closed a moment ago fails: a new one is tried.
+        if let Ok(got) = get_on(link, pool, channel, queue).await {
+            return Ok(got);
+        }
+    }
+    let session = link.session().await.map_err(|f| f.into_error())?;
+    let channel = session
+        .conn
+        .create_channel()
+        .await
+        .map_err(|e| Error::Bus(format!("opening a channel: {e}")))?;
+    get_on(link, pool, channel, queue).await
+}
+
+async fn get_on(
+    link: &Arc<Link>,
+    pool: &Arc<GetChannels>,
+    channel: Channel,
+    queue: &str,
+) -> Result<Option<Inbound>> {
+    let got = channel
+        .basic_get(queue.into(), BasicGetOptions { no_ack: false })
+        .await;
+    match got {
+        Ok(Some(message)) => {
+            let own = OwnChannel {
+                channel,
+                pool: pool.clone(),
+            };
+            Ok(Some(consume::inbound(
+                link.clone(),
+                message.delivery,
+                Some(own),
+            )))
+        }
+        Ok(None) => {
+            pool.give_back(channel).await;
+            Ok(None)
+        }
+        Err(e) => {
+            // A refused get (no such queue) closed the channel already.
+            consume::close(&channel).await;
+            Err(Error::Bus(format!("basic.get on {queue}: {e}")))
+        }
+    }
+}
