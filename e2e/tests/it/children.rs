@@ -9,6 +9,7 @@ crate::on_both_backends!(
     sub_workflows_run_as_child_runs_and_report_back,
     a_group_of_children_succeeds_or_fails_by_its_success_percent,
     a_sub_workflow_named_by_an_earlier_task_runs_the_registered_definition,
+    every_failed_run_starts_its_own_failure_workflow_children_and_started_runs_too,
 );
 
 async fn dynamic_forks_run_what_the_input_lists(suite: Suite) {
@@ -269,7 +270,7 @@ async fn a_sub_workflow_named_by_an_earlier_task_runs_the_registered_definition(
     let wf = crate::ended(&suite, &id, "FAILED").await;
     let reason = wf["reasonForIncompletion"].as_str().unwrap_or_default();
     assert!(
-        reason.contains("workflow definition no_such_flow not found"),
+        reason.contains("workflow definition no_such_flow is not registered"),
         "{wf}"
     );
 
@@ -293,6 +294,86 @@ async fn a_sub_workflow_named_by_an_earlier_task_runs_the_registered_definition(
     complete(&suite, step, json!({"said": "inline"})).await;
     let wf = crate::ended(&suite, &id, "COMPLETED").await;
     assert_eq!(wf["output"], json!({"said": "inline"}), "{wf}");
+}
+
+/// A run's `failureWorkflow` starts when that run fails, whoever started it: a child
+/// embedded at its parent's start, a child named at run time, a START_WORKFLOW's run named
+/// at run time (the gateway freezes only the started run's own; the decider freezes the
+/// others' when it starts them). One that is not registered fails the task that would
+/// start the run, naming it.
+async fn every_failed_run_starts_its_own_failure_workflow_children_and_started_runs_too(
+    suite: Suite,
+) {
+    let client = suite.client();
+    client
+        .register(&json!({"name": "kid_cleanup", "version": 1, "tasks": [
+            {"name": "note", "taskReferenceName": "note", "type": "SET_VARIABLE",
+             "inputParameters": {"seen": "${workflow.input.workflowId}"}}],
+         "outputParameters": {"failed": "${workflow.input.workflowId}",
+                              "status": "${workflow.input.failureStatus}"}}))
+        .await
+        .unwrap();
+    let doomed = |name: &str, failure: &str| {
+        json!({"name": name, "version": 1, "failureWorkflow": failure, "tasks": [
+            {"name": "boom", "taskReferenceName": "boom", "type": "INLINE",
+             "inputParameters": {"evaluatorType": "javascript",
+                                 "expression": "(function () { throw 'boom'; })()"}}]})
+    };
+    client
+        .register(&doomed("doomed_kid", "kid_cleanup"))
+        .await
+        .unwrap();
+    client
+        .register(&doomed("doomed_kid_by_input", "$workflow.input.cleanup"))
+        .await
+        .unwrap();
+    client
+        .register(&doomed("orphan_kid", "no_such_cleanup"))
+        .await
+        .unwrap();
+    client
+        .register(&json!({"name": "kids_parent", "version": 1, "tasks": [
+            {"name": "fixed", "taskReferenceName": "fixed", "type": "SUB_WORKFLOW",
+             "optional": true, "subWorkflowParam": {"name": "doomed_kid"}},
+            {"name": "late", "taskReferenceName": "late", "type": "SUB_WORKFLOW",
+             "optional": true, "subWorkflowParam": {"name": "${workflow.input.kid}"},
+             "inputParameters": {"cleanup": "kid_cleanup"}},
+            {"name": "started", "taskReferenceName": "started", "type": "START_WORKFLOW",
+             "inputParameters": {"startWorkflow": {"name": "${workflow.input.kid}",
+                                                   "input": {"cleanup": "kid_cleanup"}}}},
+            {"name": "orphan", "taskReferenceName": "orphan", "type": "SUB_WORKFLOW",
+             "optional": true, "subWorkflowParam": {"name": "${workflow.input.orphan}"}}]}))
+        .await
+        .unwrap();
+    let input = json!({"kid": "doomed_kid_by_input", "orphan": "orphan_kid"});
+    let id = client.start("kids_parent", input).await.unwrap();
+    let parent = crate::ended(&suite, &id, "COMPLETED").await;
+    let tasks = parent["tasks"].as_array().unwrap();
+    let task = |r: &str| tasks.iter().find(|t| t["referenceTaskName"] == r).unwrap();
+    let fixed = task("fixed")["subWorkflowId"].as_str().unwrap().to_owned();
+    let late = task("late")["subWorkflowId"].as_str().unwrap().to_owned();
+    let started = task("started")["outputData"]["workflowId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    for kid in [&fixed, &late, &started] {
+        let failed = crate::ended(&suite, kid, "FAILED").await;
+        // Conductor names the failure workflow it started in the failed run's output.
+        let cleanup = failed["output"]["conductor.failure_workflow"]
+            .as_str()
+            .unwrap_or_else(|| panic!("run {kid} names no failure workflow: {failed}"));
+        let wf = crate::ended(&suite, cleanup, "COMPLETED").await;
+        assert_eq!(wf["workflowName"], "kid_cleanup", "{wf}");
+        assert_eq!(
+            wf["output"],
+            json!({"failed": kid, "status": "FAILED"}),
+            "{wf}"
+        );
+    }
+    let orphan = task("orphan");
+    assert_eq!(orphan["status"], "COMPLETED_WITH_ERRORS", "{orphan}");
+    let reason = orphan["reasonForIncompletion"].as_str().unwrap_or_default();
+    assert!(reason.contains("no_such_cleanup"), "{orphan}");
 }
 
 /// `POST /api/tasks`: `task` COMPLETED with `output`.

@@ -3,6 +3,7 @@
 //! version check → publish the outbox → acknowledge. Several commands share a
 //! transaction (group commit); their order per run is the queue's order.
 
+use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -13,7 +14,8 @@ use tracing::Instrument as _;
 use chrono::Utc;
 use uuid::Uuid;
 use weft::bus::{Bus, Delivery, Disposition, ExchangeKind};
-use weft::dsl::TaskType;
+use weft::dsl::failure_workflow::needs_freezing;
+use weft::dsl::{TaskType, WorkflowDef};
 use weft::event_location::EventLocation;
 use weft::messages::{
     ActivityMessage, ActivityTask, AttemptRef, ChildWorkflowEnded, Command, Event,
@@ -1030,21 +1032,28 @@ impl Shard {
             ..
         } = &decision
         {
-            let registered;
-            let definition = match definition {
-                ChildDefinition::Frozen(frozen) => &**frozen,
+            let mut child: Cow<WorkflowDef> = match definition {
+                ChildDefinition::Frozen(frozen) => Cow::Borrowed(&**frozen),
                 ChildDefinition::Registered { name, version } => {
-                    match self.registered_child(name, *version).await? {
-                        Ok(found) => {
-                            registered = found;
-                            &registered
+                    match self.registered_frozen(name, *version).await? {
+                        Ok(found) => Cow::Owned(found),
+                        Err(why) => {
+                            let named = match version {
+                                Some(v) => format!("workflow definition {name} version {v}"),
+                                None => format!("workflow definition {name}"),
+                            };
+                            return Ok(child_refused(decision, &w.state, why.of(&named)));
                         }
-                        Err(why) => return Ok(child_refused(decision, &w.state, why)),
                     }
                 }
             };
+            if needs_freezing(&child) {
+                if let Err(why) = self.freeze_failure_workflow(child.to_mut(), input).await? {
+                    return Ok(child_refused(decision, &w.state, why));
+                }
+            }
             let (message, start) =
-                self.child_start(&w.state, *task_id, child_workflow_id, definition, input)?;
+                self.child_start(&w.state, *task_id, child_workflow_id, &child, input)?;
             w.outbox.push(message);
             w.starts.push(start);
         }
@@ -1264,7 +1273,27 @@ impl Shard {
         let seq = w.state.tasks.len() as i32;
         let definition = match definition {
             Some(definition) => Ok(*definition),
-            None => self.registered(&name, version).await?,
+            None => self
+                .registered_frozen(&name, version)
+                .await?
+                .map_err(|why| {
+                    let which =
+                        version.map_or("any version".to_owned(), |v| format!("version {v}"));
+                    format!(
+                        "startWorkflow: {}",
+                        why.of(&format!("workflow {name:?} ({which})"))
+                    )
+                }),
+        };
+        let definition = match definition {
+            Ok(mut definition) => match self
+                .freeze_failure_workflow(&mut definition, &run_input)
+                .await?
+            {
+                Ok(()) => Ok(definition),
+                Err(why) => Err(format!("startWorkflow: {why}")),
+            },
+            Err(why) => Err(why),
         };
         let definition = match definition {
             Ok(definition) => definition,
@@ -1321,52 +1350,66 @@ impl Shard {
         Ok(events_for(decision, seq, Utc::now()))
     }
 
-    /// The registered definition `name` (`version`, or the latest), checked as a start
-    /// checks it; `Err` says why it cannot be started.
-    async fn registered(
-        &self,
-        name: &str,
-        version: Option<i32>,
-    ) -> Result<Result<weft::dsl::WorkflowDef, String>, Error> {
-        let Some(stored) = self.store.get_definition(name, version).await? else {
-            let which = version.map_or("any version".to_owned(), |v| format!("version {v}"));
-            return Ok(Err(format!(
-                "startWorkflow: workflow {name:?} ({which}) is not registered"
-            )));
-        };
-        Ok(weft::dsl::parse_definition(&stored.definition)
-            .and_then(|def| weft::dsl::validate::check_executable(&def).map(|()| def))
-            .map_err(|e| format!("startWorkflow: {name:?} cannot run: {}", e.message)))
-    }
-
-    /// The registered definition `name` (`version`, else the latest) as a child run
-    /// named when its task is scheduled runs it: checked, with the task definitions
+    /// The registered definition `name` (`version`, else the latest) as a run this decider
+    /// starts from a name runs it (a child named when its task is scheduled, a
+    /// START_WORKFLOW's run, a failure workflow): checked, with the task definitions
     /// registered now frozen in (its own children are resolved when they are scheduled).
-    /// `Ok(Err(why))` when there is no such definition to run; `Err` when the store
-    /// cannot say (the batch is applied again later).
-    async fn registered_child(
+    /// `Ok(Err(_))` when there is no such definition to run; `Err` when the store cannot
+    /// say (the batch is applied again later).
+    async fn registered_frozen(
         &self,
         name: &str,
         version: Option<i32>,
-    ) -> Result<Result<weft::dsl::WorkflowDef, String>, Error> {
-        let named = match version {
-            Some(v) => format!("workflow definition {name} version {v}"),
-            None => format!("workflow definition {name}"),
-        };
+    ) -> Result<Result<WorkflowDef, Unrunnable>, Error> {
         let Some(stored) = self.store.get_definition(name, version).await? else {
-            return Ok(Err(format!("{named} not found")));
+            return Ok(Err(Unrunnable::NotRegistered));
         };
         let mut definition = match weft::dsl::parse_definition(&stored.definition)
             .and_then(|d| weft::dsl::validate::check_executable(&d).map(|()| d))
         {
             Ok(d) => d,
-            Err(e) => return Ok(Err(format!("{named} cannot run: {e}"))),
+            Err(e) => return Ok(Err(Unrunnable::Invalid(e.to_string()))),
         };
         self.store.freeze_task_defs(&mut definition).await?;
         if let Err(e) = weft::dsl::taskdef::check_all_policies_apply(&definition.tasks, "tasks") {
-            return Ok(Err(format!("{named} cannot run: {e}")));
+            return Ok(Err(Unrunnable::Invalid(e.to_string())));
         }
         Ok(Ok(definition))
+    }
+
+    /// Freezes the `failureWorkflow` of a run this decider starts into its definition, when
+    /// it names one not frozen yet: a child named at run time, a START_WORKFLOW's run, a
+    /// child embedded at its parent's start (the gateway freezes only the started run's
+    /// own). The latest registered version with its task definitions, as a start freezes
+    /// it; `input` is the new run's (a name `$workflow.input.<key>` reads it).
+    /// `Ok(Err(why))` when there is no such workflow to start.
+    async fn freeze_failure_workflow(
+        &self,
+        definition: &mut weft::dsl::WorkflowDef,
+        input: &serde_json::Value,
+    ) -> Result<Result<(), String>, Error> {
+        use weft::dsl::failure_workflow::{failure_workflow_name, needs_freezing};
+        if !needs_freezing(definition) {
+            return Ok(Ok(()));
+        }
+        definition.failure_workflow = failure_workflow_name(definition, input.as_object());
+        let Some(name) = definition.failure_workflow.clone() else {
+            return Ok(Ok(()));
+        };
+        let failure = match self.registered_frozen(&name, None).await? {
+            Ok(failure) => failure,
+            Err(why) => {
+                return Ok(Err(format!(
+                    "failureWorkflow: {}",
+                    why.of(&format!("{name:?}"))
+                )))
+            }
+        };
+        definition.extra.insert(
+            weft::dsl::FAILURE_WORKFLOW_DEFINITION.to_owned(),
+            serde_json::to_value(&failure)?,
+        );
+        Ok(Ok(()))
     }
 
     /// The `StartWorkflow` command of a SUB_WORKFLOW's child, to the child's shard.
@@ -1767,6 +1810,26 @@ fn attempt_end(
 }
 
 /// The events of a SUB_WORKFLOW task whose child has no definition to run (`why`): the
+
+/// Why a registered definition named at run time cannot be run.
+#[derive(Debug)]
+enum Unrunnable {
+    /// No such definition (or version) is registered.
+    NotRegistered,
+    /// It is registered but cannot run: the reason.
+    Invalid(String),
+}
+
+impl Unrunnable {
+    /// The reason, naming the definition as `named`.
+    fn of(&self, named: &str) -> String {
+        match self {
+            Unrunnable::NotRegistered => format!("{named} is not registered"),
+            Unrunnable::Invalid(why) => format!("{named} cannot run: {why}"),
+        }
+    }
+}
+
 /// task is scheduled and fails at once, for good, as Conductor's mapper fails it.
 fn child_refused(decision: Decision, state: &RunState, why: String) -> Vec<Event> {
     let Decision::StartChild {

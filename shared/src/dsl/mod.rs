@@ -2,6 +2,7 @@
 //! parameter expressions, and the sandboxes that run scripts and jq programs.
 
 pub mod expr;
+pub mod failure_workflow;
 pub mod hooks;
 pub mod jq;
 pub mod model;

@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use serde_json::{Map, Value};
+use weft::dsl::failure_workflow::{failure_workflow_name, input_key};
 use weft::dsl::{
     self, validate::check_executable, DslError, WorkflowDef, FAILURE_WORKFLOW_DEFINITION,
 };
@@ -461,14 +462,15 @@ async fn freeze_failure_workflow(
     def: &mut WorkflowDef,
     input: &Map<String, Value>,
 ) -> Result<(), ApiError> {
-    if let Some(named) = def.failure_workflow.as_deref().and_then(input_key) {
+    if def
+        .failure_workflow
+        .as_deref()
+        .and_then(input_key)
+        .is_some()
+    {
         // Conductor's `$workflow.input.<key>`: the name comes from the run's input (no
         // failure workflow when the input has none).
-        def.failure_workflow = input
-            .get(named)
-            .and_then(Value::as_str)
-            .filter(|n| !n.is_empty())
-            .map(str::to_owned);
+        def.failure_workflow = failure_workflow_name(def, Some(input));
     }
     let Some(name) = def.failure_workflow.clone().filter(|n| !n.is_empty()) else {
         return Ok(());
@@ -493,23 +495,15 @@ async fn freeze_failure_workflow(
     Ok(())
 }
 
-/// The input key a name of the form `$workflow.input.<key>` (Conductor's `failureWorkflow`)
-/// or `${workflow.input.<key>}` (a sub-workflow's name) refers to.
-fn input_key(name: &str) -> Option<&str> {
-    let path = name
-        .strip_prefix("${")
-        .and_then(|p| p.strip_suffix('}'))
-        .or_else(|| name.strip_prefix('$'))?;
-    path.strip_prefix("workflow.input.")
-        .filter(|k| !k.is_empty())
-}
-
 /// START_WORKFLOW: the definition of `inputParameters.startWorkflow.name` (`version`, or
 /// the latest), frozen, travels as `startWorkflowDefinition`.
 async fn embed_started(state: &AppState, task: &mut Value, depth: usize) -> Result<(), ApiError> {
+    // A name an expression gives is known when the task runs: the decider reads the
+    // registered definition then.
     let Some(name) = task
         .pointer("/inputParameters/startWorkflow/name")
         .and_then(Value::as_str)
+        .filter(|n| !n.contains("${"))
         .map(str::to_owned)
     else {
         return Ok(());
@@ -759,21 +753,4 @@ pub async fn start_run(state: &AppState, request: StartRequest) -> Result<Starte
         workflow_id,
         repeated: false,
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::input_key;
-
-    #[test]
-    fn a_failure_workflow_may_name_an_input_key() {
-        assert_eq!(
-            input_key("$workflow.input.failureWfName"),
-            Some("failureWfName")
-        );
-        assert_eq!(input_key("${workflow.input.wf}"), Some("wf"));
-        assert_eq!(input_key("cleanup"), None);
-        assert_eq!(input_key("$workflow.input."), None);
-        assert_eq!(input_key("${workflow.variables.x}"), None);
-    }
 }
