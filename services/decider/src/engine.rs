@@ -35,6 +35,7 @@ use crate::apply::{apply_command, Applied, ResetPlan};
 use crate::committer::{Committer, PublishedEarly};
 use crate::interpreter::{decide, events_for, ChildDefinition, Decision};
 use crate::metrics::DeciderMetrics;
+use crate::recent_verdicts::RecentVerdicts;
 use crate::spare_offers::{Eager, SpareOffers};
 use crate::state::{RunState, RunStatus};
 
@@ -66,6 +67,8 @@ pub struct Shard {
     watches: crate::watch::Watches,
     /// The process's eager offers that their runs did not take.
     spares: SpareOffers,
+    /// Verdicts the shard committed lately, for `WatchVerdict` calls.
+    verdicts: RecentVerdicts,
     /// The current batch is a single command: the shard has no backlog, and a spare
     /// offer saves its activity a claim's latency. Under load claims go together and
     /// cost little, and spares are left alone (BENCHMARKS.md, seventh session).
@@ -197,6 +200,7 @@ impl Shard {
             events,
             watches: crate::watch::Watches::default(),
             spares: SpareOffers::default(),
+            verdicts: RecentVerdicts::default(),
             quiet: std::sync::atomic::AtomicBool::new(false),
         }
     }
@@ -410,6 +414,7 @@ impl Shard {
             .map(|w| w.eager_dispatched)
             .sum();
         self.metrics.eager_dispatches.inc_by(eager);
+        self.verdicts.remember(&batch.outcomes);
         self.answer_verdicts(&batch.outcomes, verdict_watches).await;
         self.settle_watches(&working, &order, new_watches).await?;
         self.remember(working, &order);
@@ -896,12 +901,9 @@ impl Shard {
         for (delivery, request_id) in watches {
             let found = match recorded.iter().find(|o| o.request_id == request_id) {
                 Some(o) => Some((o.status, o.body.clone())),
-                None => match self.store.operation_outcome(request_id).await {
-                    Ok(found) => found.map(|o| (o.status, o.body)),
-                    Err(e) => {
-                        tracing::info!(%request_id, error = %e, "verdict not read; its caller probes");
-                        None
-                    }
+                None => match self.verdicts.get(request_id) {
+                    Some(kept) => Some(kept),
+                    None => self.read_verdict(request_id).await,
                 },
             };
             if let Some((status, body)) = found {
@@ -930,6 +932,19 @@ impl Shard {
                 }
             }
         });
+    }
+
+    /// A verdict the shard did not commit lately, from the store; `None` when it is not
+    /// there (yet) or cannot be read: its caller reads it itself.
+    async fn read_verdict(&self, request_id: Uuid) -> Option<(i16, serde_json::Value)> {
+        self.metrics.verdicts_read.inc();
+        match self.store.operation_outcome(request_id).await {
+            Ok(found) => found.map(|o| (o.status, o.body)),
+            Err(e) => {
+                tracing::info!(%request_id, error = %e, "verdict not read; its caller probes");
+                None
+            }
+        }
     }
 
     /// The run of `workflow_id` from the cache, or the store on a miss — unless the
@@ -1809,8 +1824,6 @@ fn attempt_end(
     })
 }
 
-/// The events of a SUB_WORKFLOW task whose child has no definition to run (`why`): the
-
 /// Why a registered definition named at run time cannot be run.
 #[derive(Debug)]
 enum Unrunnable {
@@ -1830,6 +1843,7 @@ impl Unrunnable {
     }
 }
 
+/// The events of a SUB_WORKFLOW task whose child has no definition to run (`why`): the
 /// task is scheduled and fails at once, for good, as Conductor's mapper fails it.
 fn child_refused(decision: Decision, state: &RunState, why: String) -> Vec<Event> {
     let Decision::StartChild {

@@ -13,6 +13,7 @@ pub mod hooks;
 pub mod interpreter;
 pub mod lifecycle;
 pub mod metrics;
+pub mod recent_verdicts;
 pub mod reset;
 pub mod skip;
 pub mod spare_offers;

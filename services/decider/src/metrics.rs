@@ -33,6 +33,9 @@ pub struct DeciderMetrics {
     /// Outbox rows left out of a commit because the broker had confirmed their messages
     /// before it (docs/eager-dispatch.md, "Dispatch while committing").
     pub outbox_rows_skipped: Counter,
+    /// Verdicts a gateway's `WatchVerdict` needed read from the store: neither in the
+    /// call's batch nor committed lately by its shard (`recent_verdicts`).
+    pub verdicts_read: Counter,
 }
 
 impl DeciderMetrics {
@@ -52,6 +55,10 @@ impl DeciderMetrics {
             eager_dispatches: registry.counter(
                 "weft_decider_eager_dispatches",
                 "Activities dispatched to the worker that offered to run them, claimed at dispatch",
+            ),
+            verdicts_read: registry.counter(
+                "weft_decider_verdicts_read",
+                "Verdicts asked for that had to be read from the store (not committed lately by the shard)",
             ),
             outbox_rows_skipped: registry.counter(
                 "weft_decider_outbox_rows_skipped",
