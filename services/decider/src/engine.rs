@@ -1063,9 +1063,7 @@ impl Shard {
                 }
             };
             if needs_freezing(&child) {
-                if let Err(why) = self.freeze_failure_workflow(child.to_mut(), input).await? {
-                    return Ok(child_refused(decision, &w.state, why));
-                }
+                self.freeze_failure_workflow(child.to_mut(), input).await?;
             }
             let (message, start) =
                 self.child_start(&w.state, *task_id, child_workflow_id, &child, input)?;
@@ -1301,17 +1299,11 @@ impl Shard {
                 }),
         };
         let definition = match definition {
-            Ok(mut definition) => match self
-                .freeze_failure_workflow(&mut definition, &run_input)
-                .await?
-            {
-                Ok(()) => Ok(definition),
-                Err(why) => Err(format!("startWorkflow: {why}")),
-            },
-            Err(why) => Err(why),
-        };
-        let definition = match definition {
-            Ok(definition) => definition,
+            Ok(mut definition) => {
+                self.freeze_failure_workflow(&mut definition, &run_input)
+                    .await?;
+                definition
+            }
             Err(why) => {
                 let started = Decision::StartSystemTask {
                     task_id,
@@ -1396,35 +1388,35 @@ impl Shard {
     /// it names one not frozen yet: a child named at run time, a START_WORKFLOW's run, a
     /// child embedded at its parent's start (the gateway freezes only the started run's
     /// own). The latest registered version with its task definitions, as a start freezes
-    /// it; `input` is the new run's (a name `$workflow.input.<key>` reads it).
-    /// `Ok(Err(why))` when there is no such workflow to start.
+    /// it; `input` is the new run's (a name `$workflow.input.<key>` reads it). One that
+    /// cannot be had is logged and left out: the run starts without it, as Conductor's
+    /// (which finds out only when the run fails); only a start through the gateway is
+    /// refused for it.
     async fn freeze_failure_workflow(
         &self,
-        definition: &mut weft::dsl::WorkflowDef,
+        definition: &mut WorkflowDef,
         input: &serde_json::Value,
-    ) -> Result<Result<(), String>, Error> {
+    ) -> Result<(), Error> {
         use weft::dsl::failure_workflow::{failure_workflow_name, needs_freezing};
         if !needs_freezing(definition) {
-            return Ok(Ok(()));
+            return Ok(());
         }
         definition.failure_workflow = failure_workflow_name(definition, input.as_object());
         let Some(name) = definition.failure_workflow.clone() else {
-            return Ok(Ok(()));
+            return Ok(());
         };
-        let failure = match self.registered_frozen(&name, None).await? {
-            Ok(failure) => failure,
-            Err(why) => {
-                return Ok(Err(format!(
-                    "failureWorkflow: {}",
-                    why.of(&format!("{name:?}"))
-                )))
+        match self.registered_frozen(&name, None).await? {
+            Ok(failure) => {
+                definition.extra.insert(
+                    weft::dsl::FAILURE_WORKFLOW_DEFINITION.to_owned(),
+                    serde_json::to_value(&failure)?,
+                );
             }
-        };
-        definition.extra.insert(
-            weft::dsl::FAILURE_WORKFLOW_DEFINITION.to_owned(),
-            serde_json::to_value(&failure)?,
-        );
-        Ok(Ok(()))
+            Err(why) => tracing::warn!(workflow = %definition.name,
+                reason = %why.of(&format!("failure workflow {name:?}")),
+                "a run starts without its failure workflow"),
+        }
+        Ok(())
     }
 
     /// The `StartWorkflow` command of a SUB_WORKFLOW's child, to the child's shard.

@@ -38,14 +38,14 @@ impl RecentVerdicts {
         }
         let mut kept = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         for outcome in committed {
-            let verdict = (outcome.status, outcome.body.clone());
-            if kept
-                .by_request
-                .insert(outcome.request_id, verdict)
-                .is_none()
-            {
-                kept.order.push_back(outcome.request_id);
+            // The first verdict stands, as in the store (a command applied again after
+            // its commit is judged again, and that later verdict is not the one kept).
+            if kept.by_request.contains_key(&outcome.request_id) {
+                continue;
             }
+            let verdict = (outcome.status, outcome.body.clone());
+            kept.by_request.insert(outcome.request_id, verdict);
+            kept.order.push_back(outcome.request_id);
         }
         while kept.order.len() > CAPACITY {
             if let Some(oldest) = kept.order.pop_front() {
@@ -83,6 +83,12 @@ mod tests {
         recent.remember(&[outcome(1, 200), outcome(2, 409)]);
         assert_eq!(recent.get(Uuid::from_u128(1)), Some((200, json!({"n": 1}))));
         assert_eq!(recent.get(Uuid::from_u128(2)), Some((409, json!({"n": 2}))));
+        recent.remember(&[outcome(1, 409)]);
+        assert_eq!(
+            recent.get(Uuid::from_u128(1)),
+            Some((200, json!({"n": 1}))),
+            "the first verdict stands"
+        );
         let newer: Vec<_> = (3..3 + CAPACITY as u128).map(|n| outcome(n, 200)).collect();
         recent.remember(&newer);
         assert_eq!(

@@ -9,6 +9,10 @@
 //! than one message that other consumers of the queue (bus workers, other gateways)
 //! could have taken.
 //!
+//! Handing one message out also wakes the next caller to look at the queue itself
+//! (`basic.get`): when tasks arrive in a burst, the waiting polls take them at once
+//! instead of one push at a time.
+//!
 //! A message pushed when every caller has gone (their polls answered empty a moment
 //! before) is kept for the next caller for [`LINGER`] at most, then given back to the
 //! queue; a doorbell nobody waits on for as long is closed. So an idle queue costs no
@@ -51,10 +55,19 @@ struct Doorbell {
     arrived: Notify,
 }
 
+/// What a waiting caller is handed.
+#[derive(Debug)]
+enum Push {
+    /// A message, unsettled.
+    Message(Box<Taken>),
+    /// Another caller was handed one: the queue may hold more, look at it.
+    LookAgain,
+}
+
 #[derive(Debug, Default)]
 struct Waiting {
     /// Waiting callers, longest-waiting first.
-    callers: VecDeque<oneshot::Sender<Taken>>,
+    callers: VecDeque<oneshot::Sender<Push>>,
     /// Whether the consumer's task runs.
     running: bool,
 }
@@ -68,8 +81,9 @@ impl Waiting {
 
 impl Bus {
     /// Waits until `until` for a message of `queue` pushed to this process, unsettled:
-    /// `None` when none came (or `shutdown` fired). Look at the queue with [`Bus::get`]
-    /// first: only messages that arrive while someone waits are pushed.
+    /// `None` when none came, when `shutdown` fired, or when the queue may hold more
+    /// (another caller was just handed one): look at it with [`Bus::get`] then. Look at
+    /// the queue first too: only messages that arrive while someone waits are pushed.
     pub async fn wait_for_message(
         &self,
         queue: &str,
@@ -95,10 +109,26 @@ impl Bus {
         }
         doorbell.arrived.notify_one();
         tokio::select! {
-            taken = rx => Ok(taken.ok()),
+            // A message handed over while the wait ends is taken, not dropped.
+            biased;
+            pushed = rx => match pushed {
+                Ok(Push::Message(taken)) => Ok(Some(*taken)),
+                Ok(Push::LookAgain) | Err(_) => Ok(None),
+            },
             _ = tokio::time::sleep_until(until) => Ok(None),
             _ = shutdown.cancelled() => Ok(None),
         }
+    }
+}
+
+impl Bus {
+    /// How many callers wait on `queue`'s doorbell now (tests).
+    #[doc(hidden)]
+    pub fn callers_waiting(&self, queue: &str) -> usize {
+        let doorbell = self.doorbells.of(queue);
+        let mut state = doorbell.state.lock().expect("doorbell lock");
+        state.prune();
+        state.callers.len()
     }
 }
 
@@ -205,14 +235,26 @@ async fn serve(
     lost
 }
 
-/// Gives `taken` to the longest-waiting caller still waiting; back when there is none.
-fn hand(doorbell: &Doorbell, mut taken: Taken) -> Option<Taken> {
+/// Gives `taken` to the longest-waiting caller still waiting, and tells the next one to
+/// look at the queue; back when nobody waits.
+fn hand(doorbell: &Doorbell, taken: Taken) -> Option<Taken> {
     let mut state = doorbell.state.lock().expect("doorbell lock");
+    let mut push = Push::Message(Box::new(taken));
     while let Some(caller) = state.callers.pop_front() {
-        match caller.send(taken) {
-            Ok(()) => return None,
-            Err(back) => taken = back,
+        match caller.send(push) {
+            Ok(()) => {
+                while let Some(next) = state.callers.pop_front() {
+                    if next.send(Push::LookAgain).is_ok() {
+                        break;
+                    }
+                }
+                return None;
+            }
+            Err(back) => push = back,
         }
     }
-    Some(taken)
+    match push {
+        Push::Message(taken) => Some(*taken),
+        Push::LookAgain => None,
+    }
 }

@@ -117,9 +117,15 @@ async fn a_long_poll_is_handed_the_task_the_broker_pushes_while_it_waits() {
     let env = TestEnv::new().await;
     let task_name = format!("pushed_{}", random_suffix());
     let poll = format!("/api/tasks/poll/batch/{task_name}?workerid=w1&count=2&timeout=30000");
+    let queue = env.bus.names().activity_queue(&task_name);
     let (r, s) = tokio::join!(env.get(&poll), async {
         // The poll finds the queue empty and waits before the task is scheduled.
-        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        for _ in 0..4_000 {
+            if env.bus.callers_waiting(&queue) > 0 {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
         schedule(&env, &task_name).await
     });
     assert_eq!(r.status, StatusCode::OK, "{}", r.text());

@@ -126,8 +126,7 @@ impl Acker for AmqpAcker {
     async fn ack(&self) -> Result<()> {
         let res = self.raw.acker.ack(BasicAckOptions::default()).await;
         self.done().await;
-        res?;
-        Ok(())
+        settled(res, "acknowledge")
     }
 
     async fn requeue(&self) -> Result<()> {
@@ -137,8 +136,7 @@ impl Acker for AmqpAcker {
         };
         let res = self.raw.acker.nack(options).await;
         self.done().await;
-        res?;
-        Ok(())
+        settled(res, "requeue")
     }
 
     /// Copies the message to `<queue>.dlq` (confirmed, with all its original properties),
@@ -163,5 +161,18 @@ impl Acker for AmqpAcker {
             .publish("", &Names::dlq(queue), &self.raw.data, props)
             .await?;
         self.ack().await
+    }
+}
+
+/// lapin answers `Ok(false)` when it did not send the settlement: the delivery's channel
+/// was closed (the broker gives the message to someone else) or it was settled before.
+/// Either way the caller's settlement did not happen, and must not be taken as done
+/// (a task poll would hand out a task the broker hands out again).
+fn settled(res: lapin::Result<bool>, what: &str) -> Result<()> {
+    match res? {
+        true => Ok(()),
+        false => Err(crate::Error::Bus(format!(
+            "could not {what} the delivery: its channel is closed or it was settled already"
+        ))),
     }
 }
