@@ -212,3 +212,27 @@ fn check_effects(effects: &Effects, kind: Kind, n: u64, wf: &Value) -> Vec<Strin
     }
     problems
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn a_retry_runs_first_attempt_passes_only_when_its_task_ran_twice() {
+        let effects = Effects::default();
+        let wf = json!({"output": {"attempt": 1},
+                        "tasks": [{"status": "COMPLETED", "taskId": "t1"}]});
+        effects.count("task:t1".into());
+        assert!(
+            check_retried(&effects, &wf).is_some(),
+            "ran once: its one run failed"
+        );
+        effects.count("task:t1".into());
+        assert_eq!(check_retried(&effects, &wf), None, "delivered twice");
+        let later = json!({"output": {"attempt": 2},
+                           "tasks": [{"status": "COMPLETED", "taskId": "t2"}]});
+        assert_eq!(check_retried(&Effects::default(), &later), None);
+    }
+}

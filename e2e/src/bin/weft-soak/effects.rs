@@ -27,7 +27,8 @@ pub struct Effects {
 }
 
 impl Effects {
-    fn count(&self, key: String) -> u32 {
+    /// Counts one execution of `key`; how many so far.
+    pub(crate) fn count(&self, key: String) -> u32 {
         let mut map = self.executions.lock().expect("effects lock");
         let n = map.entry(key).or_default();
         *n += 1;
