@@ -1062,6 +1062,7 @@ impl Shard {
                     }
                 }
             };
+            // Asked first: a definition frozen at the parent's start is copied only then.
             if needs_freezing(&child) {
                 self.freeze_failure_workflow(child.to_mut(), input).await?;
             }

@@ -462,16 +462,9 @@ async fn freeze_failure_workflow(
     def: &mut WorkflowDef,
     input: &Map<String, Value>,
 ) -> Result<(), ApiError> {
-    if def
-        .failure_workflow
-        .as_deref()
-        .and_then(input_key)
-        .is_some()
-    {
-        // Conductor's `$workflow.input.<key>`: the name comes from the run's input (no
-        // failure workflow when the input has none).
-        def.failure_workflow = failure_workflow_name(def, Some(input));
-    }
+    // Conductor's `$workflow.input.<key>`: the name comes from the run's input (no
+    // failure workflow when the input has none).
+    def.failure_workflow = failure_workflow_name(def, Some(input));
     let Some(name) = def.failure_workflow.clone().filter(|n| !n.is_empty()) else {
         return Ok(());
     };

@@ -3,12 +3,13 @@
 //!
 //! A poll takes tasks from the same `<ns>.activity.<taskType>` queue that bus workers
 //! consume; a long poll finding it empty waits for the broker to push the next task
-//! (`Bus::wait_for_message`), not for its next look. A task is handed out only once its attempt is claimed (running) in the
-//! heartbeat registry and acknowledged on the queue; a worker that then dies goes silent,
-//! the heartbeat service times the attempt out, and the decider retries the task. A task
-//! whose run moved on (terminated, skipped, reset, stopped) is dropped from the queue and
-//! never handed out. A task over its task definition's limits (docs/task-limits.md) goes
-//! back to its queue at once, and the poll answers as if the queue had nothing more.
+//! (`Bus::wait_for_message`), not for its next look. A task is handed out only once its
+//! attempt is claimed (running) in the heartbeat registry and acknowledged on the queue;
+//! a worker that then dies goes silent, the heartbeat service times the attempt out, and
+//! the decider retries the task. A task whose run moved on (terminated, skipped, reset,
+//! stopped) is dropped from the queue and never handed out. A task over its task
+//! definition's limits (docs/task-limits.md) goes back to its queue at once, and the poll
+//! answers as if the queue had nothing more.
 
 use std::time::Duration;
 
