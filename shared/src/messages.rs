@@ -275,6 +275,24 @@ pub struct Reset {
     /// `useLatestDefinitions`): the new run executes it instead of the old run's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub definition: Option<Box<WorkflowDef>>,
+    /// On a retry passed down to a child (`resumeSubworkflowTasks`): the parent to retry
+    /// instead when the child has nothing to retry, as Conductor's retry does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fallback: Option<RetryFallback>,
+}
+
+/// The parent a retry passed down came from (see [`Reset::fallback`]): retried in place,
+/// without passing the retry down again, when its child cannot be retried.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RetryFallback {
+    /// The parent workflow.
+    pub workflow_id: String,
+    /// The parent's run the retry was aimed at: a parent retried meanwhile by someone
+    /// else refuses the fallback (409) instead of being retried twice.
+    pub run_id: Uuid,
+    /// The run id the parent's retry would have given its successor.
+    pub new_run_id: Uuid,
 }
 
 /// The task a reset goes back to.

@@ -22,6 +22,7 @@ crate::on_both_backends!(
     terminate_racing_completions_never_leaves_a_lying_status,
     a_task_skipped_while_scheduled_never_runs_on_a_worker_that_comes_later,
     a_bulk_restart_on_the_latest_definitions_runs_each_on_the_newest_version,
+    a_retry_resuming_a_child_with_nothing_to_retry_retries_the_parent,
 );
 
 /// Rounds of [`a_task_skipped_while_scheduled_never_runs_on_a_worker_that_comes_later`]:
@@ -749,4 +750,57 @@ async fn a_bulk_restart_on_the_latest_definitions_runs_each_on_the_newest_versio
         let wf = crate::ended(&suite, id, "COMPLETED").await;
         assert_eq!(wf["workflowVersion"], 2, "{}", wf["workflowVersion"]);
     }
+}
+
+/// `POST /api/workflow/{id}/retry?resumeSubworkflowTasks=true` for a run whose child has
+/// no failed task (it ended FAILED through a TERMINATE task) retries the parent itself,
+/// as Conductor's retry does: its SUB_WORKFLOW task starts a new child. It used to
+/// answer 204 and change nothing (the child refused the retry passed down to it).
+async fn a_retry_resuming_a_child_with_nothing_to_retry_retries_the_parent(suite: Suite) {
+    let client = suite.client();
+    let kid = json!({"name": "pd_kid", "version": 1, "tasks": [
+        {"name": "pd_step", "taskReferenceName": "step", "type": "SIMPLE"},
+        {"name": "decide", "taskReferenceName": "decide", "type": "SWITCH",
+         "evaluatorType": "value-param", "expression": "verdict",
+         "inputParameters": {"verdict": "${step.output.verdict}"},
+         "decisionCases": {"fail": [
+            {"name": "end", "taskReferenceName": "end", "type": "TERMINATE",
+             "inputParameters": {"terminationStatus": "FAILED",
+                                 "terminationReason": "told to fail"}}]}}]});
+    let parent = json!({"name": "pd_parent", "version": 1, "tasks": [
+        {"name": "pd_kid", "taskReferenceName": "kid", "type": "SUB_WORKFLOW",
+         "subWorkflowParam": {"name": "pd_kid", "version": 1}}]});
+    client.register(&kid).await.unwrap();
+    client.register(&parent).await.unwrap();
+    let id = client.start("pd_parent", json!({})).await.unwrap();
+    let answer = |verdict: &str| {
+        let verdict = verdict.to_owned();
+        let suite = &suite;
+        async move {
+            let task = crate::http_tasks::poll_one(suite, "pd_step", "pd-worker").await;
+            let done = json!({"taskId": task["taskId"], "status": "COMPLETED",
+                              "outputData": {"verdict": verdict}});
+            let r = suite.client().post_json("/api/tasks", &done).await.unwrap();
+            assert_eq!(r.status, 200, "{}", r.text);
+        }
+    };
+    answer("fail").await;
+    let failed = crate::ended(&suite, &id, "FAILED").await;
+    let first_child = task(&failed, "kid")["subWorkflowId"].clone();
+    assert!(first_child.is_string(), "{failed}");
+
+    let (status, _, text) = send(
+        client,
+        Method::POST,
+        &format!("/api/workflow/{id}/retry?resumeSubworkflowTasks=true"),
+        None,
+    )
+    .await;
+    assert_eq!(status, 204, "{text}");
+    // The parent was retried: a second child, which this time completes.
+    answer("pass").await;
+    let done = crate::ended(&suite, &id, "COMPLETED").await;
+    let second_child = task(&done, "kid")["subWorkflowId"].clone();
+    assert!(second_child.is_string(), "{done}");
+    assert_ne!(first_child, second_child, "{done}");
 }

@@ -38,6 +38,17 @@ pub enum Applied {
         /// The retry to send it.
         reset: weft::messages::Reset,
     },
+    /// A retry passed down to this run, which has nothing to retry: the parent that
+    /// passed it down is retried instead (Conductor's fallback). The verdict is that
+    /// retry's.
+    FallBack {
+        /// The parent to retry.
+        workflow_id: String,
+        /// The retry to send it.
+        reset: weft::messages::Reset,
+        /// Why this run could not take the retry.
+        why: String,
+    },
 }
 
 /// A validated reset: where the successor run's history is cut.

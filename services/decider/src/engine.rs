@@ -494,6 +494,7 @@ impl Shard {
     ) -> Result<Option<Verdict>, Error> {
         // `try_batch` loaded the run (if there is one) before the command's span.
         let wf = delivery.envelope.workflow_id.clone();
+        let mut handed_on = false;
         let verdict = match (working.get_mut(&wf), command) {
             (None, Command::StartWorkflow(start)) => {
                 let w = self.start_run(&wf, start, delivery.traceparent.clone())?;
@@ -539,6 +540,19 @@ impl Shard {
                         "retry passed down to the child the run failed with");
                     let message = self.command_to(&child_workflow_id, &Command::Reset(reset))?;
                     w.outbox.push(message);
+                    handed_on = true;
+                    None
+                }
+                Applied::FallBack {
+                    workflow_id,
+                    reset,
+                    why,
+                } => {
+                    tracing::info!(workflow_id = %wf, parent = %workflow_id, reason = %why,
+                        "retry passed down has nothing to retry here; its parent is retried instead");
+                    let message = self.command_to(&workflow_id, &Command::Reset(reset))?;
+                    w.outbox.push(message);
+                    handed_on = true;
                     None
                 }
                 Applied::Reset(_) if self.run_exists(command).await? => {
@@ -574,7 +588,8 @@ impl Shard {
             }
             self.flush_effects(w)?;
         }
-        if command.request_id().is_none() {
+        // A retry handed on to another run is judged there, under the same request id.
+        if command.request_id().is_none() || handed_on {
             return Ok(None);
         }
         Ok(verdict.or_else(|| {
@@ -727,6 +742,7 @@ impl Shard {
             workflow_input: None,
             task_input: None,
             definition: None,
+            fallback: None,
         });
         self.command_to(&parent.workflow_id, &command).map(Some)
     }

@@ -34,6 +34,7 @@ fn reset_to(task_ref: &str) -> Reset {
         workflow_input: None,
         task_input: None,
         definition: None,
+        fallback: None,
     }
 }
 

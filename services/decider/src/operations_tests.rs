@@ -39,6 +39,7 @@ fn reset(target: ResetTarget) -> Reset {
         workflow_input: None,
         task_input: None,
         definition: None,
+        fallback: None,
     }
 }
 
@@ -534,6 +535,79 @@ fn a_retry_resuming_sub_workflow_tasks_is_passed_down_to_the_failed_child() {
     let newest = retried.state.latest("child").unwrap();
     assert_eq!(newest.attempt, 2);
     assert_ne!(newest.child_workflow_id(), Some(child.as_str()));
+}
+
+/// A retry passed down to a child that has nothing to retry (it ended FAILED through a
+/// TERMINATE task: no failed task of its own) falls back to the parent, which is retried
+/// in place, as Conductor's; the operator's request id goes along, so the verdict the
+/// operator waits for is the run's that took the retry (it used to be a 204 with no
+/// effect).
+#[test]
+fn a_retry_passed_down_to_a_child_with_nothing_to_retry_retries_the_parent_instead() {
+    let (mut sim, child) = parent_with_a_child();
+    sim.command(&child_ended(&sim, &child, "FAILED"));
+    let mut retry = reset(ResetTarget::LastFailed {
+        resume_subworkflow_tasks: true,
+    });
+    retry.op.request_id = Some(Uuid::from_u128(77));
+    let Applied::PassDown { reset: passed, .. } = sim.verdict(&Command::Reset(retry.clone()))
+    else {
+        panic!("passed down");
+    };
+    assert_eq!(passed.op.request_id, Some(Uuid::from_u128(77)));
+    assert_eq!(
+        passed.op.expected_run_id, None,
+        "the child's run is not the parent's"
+    );
+    let fallback = passed.fallback.clone().expect("the parent to fall back on");
+    assert_eq!(fallback.workflow_id, sim.state.workflow_id);
+    assert_eq!(fallback.run_id, sim.state.run_id);
+    assert_eq!(fallback.new_run_id, retry.new_run_id);
+
+    let terminated_failed = json!({"name": "kid", "tasks": [
+        {"name": "end", "taskReferenceName": "end", "type": "TERMINATE",
+         "inputParameters": {"terminationStatus": "FAILED"}}]});
+    let kid = Sim::start(terminated_failed, json!({}));
+    assert_eq!(kid.state.record().status, "FAILED");
+    let Applied::FallBack {
+        workflow_id,
+        reset: back,
+        why,
+    } = kid.verdict(&Command::Reset(passed.clone()))
+    else {
+        panic!("falls back to the parent");
+    };
+    assert!(why.contains("no retryable tasks"), "{why}");
+    assert_eq!(workflow_id, sim.state.workflow_id);
+    assert_eq!(
+        back.target,
+        ResetTarget::LastFailed {
+            resume_subworkflow_tasks: false
+        }
+    );
+    assert_eq!(back.op.request_id, Some(Uuid::from_u128(77)));
+    assert_eq!(back.op.expected_run_id, Some(sim.state.run_id));
+    assert_eq!(back.new_run_id, retry.new_run_id);
+    assert_eq!(back.fallback, None);
+
+    // The parent takes it: its SUB_WORKFLOW task gets one more attempt, a new child.
+    let retried = sim.reset(&back);
+    let newest = retried.state.latest("child").unwrap();
+    assert_eq!(newest.attempt, 2);
+    assert_ne!(newest.child_workflow_id(), Some(child.as_str()));
+    // A parent retried meanwhile by someone else refuses the fallback.
+    assert_eq!(refused_with(retried.verdict(&Command::Reset(back))).0, 409);
+
+    // A child with a failed task takes the retry itself: no fallback.
+    let mut failing = Sim::start(
+        json!({"name": "kid", "tasks": [{"name": "t", "taskReferenceName": "k1"}]}),
+        json!({}),
+    );
+    failing.fail("k1", "boom");
+    assert!(matches!(
+        failing.verdict(&Command::Reset(passed)),
+        Applied::Reset(_)
+    ));
 }
 
 #[test]

@@ -21,7 +21,7 @@ use chrono::{DateTime, Utc};
 use uuid::Uuid;
 use weft::dsl::TaskType;
 use weft::messages::{
-    Event, Reset, ResetTarget, RollbackHookRef, TaskAt, TaskCanceled, WorkflowReset,
+    Event, Reset, ResetTarget, RetryFallback, RollbackHookRef, TaskAt, TaskCanceled, WorkflowReset,
 };
 use weft::store::runs::StoredEvent;
 
@@ -85,16 +85,56 @@ pub fn plan(state: &RunState, reset: &Reset) -> Applied {
             Some(child_workflow_id) => Applied::PassDown {
                 child_workflow_id: child_workflow_id.to_owned(),
                 reset: Reset {
-                    op: weft::messages::Operation::default(),
+                    // The operator's request id goes along: whichever run takes the retry
+                    // records the verdict the operator waits for.
+                    op: weft::messages::Operation {
+                        request_id: reset.op.request_id,
+                        expected_run_id: None,
+                    },
                     target: reset.target.clone(),
                     new_run_id: Uuid::new_v5(&reset.new_run_id, child_workflow_id.as_bytes()),
                     reason: reset.reason.clone(),
                     workflow_input: None,
                     task_input: None,
                     definition: None,
+                    fallback: Some(RetryFallback {
+                        workflow_id: state.workflow_id.clone(),
+                        run_id: state.run_id,
+                        new_run_id: reset.new_run_id,
+                    }),
                 },
             },
-            None => retry(state),
+            None => match (retry(state), &reset.fallback) {
+                // Nothing to retry here: the parent that passed the retry down is retried
+                // itself, as Conductor's retry falls back to the last workflow that has a
+                // failed task.
+                (
+                    Applied::Rejected {
+                        status: 409,
+                        message,
+                    },
+                    Some(fallback),
+                ) => Applied::FallBack {
+                    workflow_id: fallback.workflow_id.clone(),
+                    why: message,
+                    reset: Reset {
+                        op: weft::messages::Operation {
+                            request_id: reset.op.request_id,
+                            expected_run_id: Some(fallback.run_id),
+                        },
+                        target: ResetTarget::LastFailed {
+                            resume_subworkflow_tasks: false,
+                        },
+                        new_run_id: fallback.new_run_id,
+                        reason: reset.reason.clone(),
+                        workflow_input: None,
+                        task_input: None,
+                        definition: None,
+                        fallback: None,
+                    },
+                },
+                (applied, _) => applied,
+            },
         },
         ResetTarget::ResumeChild { child_workflow_id } => resume_child(state, child_workflow_id),
         ResetTarget::First => {

@@ -198,6 +198,7 @@ fn retry_command() -> weft::messages::Reset {
         workflow_input: None,
         task_input: None,
         definition: None,
+        fallback: None,
     }
 }
 
@@ -1577,6 +1578,7 @@ fn a_rerun_runs_its_task_with_the_task_input_it_was_given_once() {
         reason: None,
         workflow_input: None,
         definition: None,
+        fallback: None,
         task_input: Some(json!({"v": "given"})),
     });
     assert_eq!(

@@ -426,6 +426,7 @@ fn reset_of(target: ResetTarget) -> Reset {
         workflow_input: None,
         task_input: None,
         definition: None,
+        fallback: None,
     }
 }
 
