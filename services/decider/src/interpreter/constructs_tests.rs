@@ -1678,3 +1678,38 @@ fn a_sub_workflow_definition_given_by_an_expression_is_the_child_s() {
         other => panic!("{other:?}"),
     }
 }
+
+/// A group JOIN that failed its run is judged again after a retry in place gives the
+/// failed branch one more attempt (the run used to complete without it, the JOIN left
+/// CANCELED and its output empty).
+#[test]
+fn a_group_join_reopened_by_a_retry_judges_again() {
+    let mut sim = Sim::start(group(80), json!({}));
+    sim.fail("job_0", "nope");
+    for r in ["job_1", "job_2", "job_3"] {
+        sim.complete(r, json!({}));
+    }
+    assert_eq!(sim.state.status, RunStatus::Failed);
+    // Failing again, the group is judged again, and fails its run again.
+    let mut again = sim.reset(&retry_command());
+    again.fail("job_0", "still no");
+    assert_eq!(again.state.status, RunStatus::Failed);
+    let judged = again.state.latest("all").unwrap().status.as_str();
+    assert_eq!(
+        judged, "FAILED_WITH_TERMINAL_ERROR",
+        "as at its first judgment"
+    );
+    assert!(again.state.reason.clone().unwrap().contains("3 of 4"));
+
+    let mut retried = sim.reset(&retry_command());
+    assert_eq!(retried.state.status, RunStatus::Running);
+    assert_eq!(retried.pending(), vec!["job_0"]);
+    retried.complete("job_0", json!({"again": true}));
+    assert_eq!(retried.state.status, RunStatus::Completed);
+    assert_eq!(
+        retried.state.latest("all").unwrap().status.as_str(),
+        "COMPLETED"
+    );
+    let out = retried.state.latest("all").unwrap().output.clone().unwrap();
+    assert_eq!(out["succeeded"], json!(4), "{out}");
+}

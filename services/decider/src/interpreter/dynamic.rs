@@ -235,13 +235,16 @@ impl Walker<'_> {
     /// The JOIN of a group of children: completes when every forked task has ended and
     /// at least `percent` of them completed; its output lists each child.
     pub(super) fn group_join(&self, join: &WorkflowTask, refs: &[String], percent: f64) -> Flow {
-        if self
+        let latest = self
             .state
             .latest_at(&join.task_reference_name, self.iteration)
-            .is_some()
-        {
+            .filter(|t| t.status != crate::state::TaskStatus::Canceled);
+        // Judged already. A JOIN a retry reopened waits IN_PROGRESS: it judges again
+        // now that the branches are done, finishing that task.
+        if latest.is_some_and(|t| !t.status.is_pending()) {
             return Flow::Done;
         }
+        let started = latest;
         let mut children = Vec::new();
         let mut succeeded = 0usize;
         for r in refs {
@@ -272,28 +275,36 @@ impl Walker<'_> {
         });
         let input = self.input(join, 1);
         if share + f64::EPSILON >= percent {
-            return Flow::Waiting(vec![self.complete(
-                join,
-                TaskType::Join,
-                input,
-                output,
-                None,
-            )]);
+            return Flow::Waiting(vec![match started {
+                Some(t) => super::Decision::CompleteStartedTask {
+                    task_id: t.task_id,
+                    task_ref: t.task_ref.clone(),
+                    output,
+                    errors: None,
+                },
+                None => self.complete(join, TaskType::Join, input, output, None),
+            }]);
         }
         let reason = format!(
             "{succeeded} of {total} children succeeded ({share:.0}%), below successPercent {percent}"
         );
-        let task_id = self.task_id(join, 1);
-        Flow::Stop(vec![
-            super::Decision::StartSystemTask {
-                task_id,
-                task_ref: join.task_reference_name.clone(),
-                task_type: TaskType::Join.as_str().to_owned(),
-                task_name: join.name.clone(),
-                input,
-                attempt: 1,
-                iteration: self.iteration,
-            },
+        let (task_id, start) = match started {
+            Some(t) => (t.task_id, None),
+            None => {
+                let task_id = self.task_id(join, 1);
+                let start = super::Decision::StartSystemTask {
+                    task_id,
+                    task_ref: join.task_reference_name.clone(),
+                    task_type: TaskType::Join.as_str().to_owned(),
+                    task_name: join.name.clone(),
+                    input,
+                    attempt: 1,
+                    iteration: self.iteration,
+                };
+                (task_id, Some(start))
+            }
+        };
+        let failed = [
             super::Decision::FailStartedTask {
                 task_id,
                 task_ref: join.task_reference_name.clone(),
@@ -305,6 +316,7 @@ impl Walker<'_> {
                 failed_task_refs: vec![join.task_reference_name.clone()],
                 output: None,
             },
-        ])
+        ];
+        Flow::Stop(start.into_iter().chain(failed).collect())
     }
 }
