@@ -1174,13 +1174,19 @@ fn group_join_completes_when_enough_branches_succeed_and_failures_spare_siblings
     assert_eq!(out["children"][0]["status"], json!("FAILED"));
 }
 
-#[test]
-fn group_join_fails_the_run_below_its_success_percent() {
+/// A group of four (80 % must succeed) whose first branch failed: its run FAILED.
+fn failed_group() -> Sim {
     let mut sim = Sim::start(group(80), json!({}));
     sim.fail("job_0", "nope");
     for r in ["job_1", "job_2", "job_3"] {
         sim.complete(r, json!({}));
     }
+    sim
+}
+
+#[test]
+fn group_join_fails_the_run_below_its_success_percent() {
+    let sim = failed_group();
     assert_eq!(sim.state.status, RunStatus::Failed);
     assert!(sim.state.reason.clone().unwrap().contains("3 of 4"));
 }
@@ -1684,11 +1690,7 @@ fn a_sub_workflow_definition_given_by_an_expression_is_the_child_s() {
 /// CANCELED and its output empty).
 #[test]
 fn a_group_join_reopened_by_a_retry_judges_again() {
-    let mut sim = Sim::start(group(80), json!({}));
-    sim.fail("job_0", "nope");
-    for r in ["job_1", "job_2", "job_3"] {
-        sim.complete(r, json!({}));
-    }
+    let mut sim = failed_group();
     assert_eq!(sim.state.status, RunStatus::Failed);
     // Failing again, the group is judged again, and fails its run again.
     let mut again = sim.reset(&retry_command());
