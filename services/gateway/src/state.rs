@@ -163,10 +163,13 @@ impl HttpMetrics {
         }
     }
 
-    /// Counts one task handed to a poller, found as `via` (`looked`, `pushed`).
-    pub fn polled(&self, via: &str) {
+    /// Counts `n` tasks handed to pollers, found as `via` (`looked`, `pushed`).
+    pub fn polled(&self, via: &str, n: usize) {
+        if n == 0 {
+            return;
+        }
         let labels: Labels = vec![("via".to_owned(), via.to_owned())];
-        self.polled.get_or_create(&labels).inc();
+        self.polled.get_or_create(&labels).inc_by(n as u64);
     }
 
     /// Counts one verdict wait that ended as `source` (`pushed`, `read`, `none`).

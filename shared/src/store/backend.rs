@@ -331,6 +331,9 @@ pub trait OperationStore {
 pub trait TaskApiStore {
     /// A task with its run's ids.
     async fn task_with_run(&self, task_id: Uuid) -> Result<Option<TaskWithRun>>;
+    /// The tasks of `task_ids` that exist, with their runs' ids, in no given order (a
+    /// batch poll reads its tasks together).
+    async fn tasks_with_runs(&self, task_ids: &[Uuid]) -> Result<Vec<TaskWithRun>>;
     /// Appends log lines to a task.
     async fn append_task_logs(&self, task_id: Uuid, lines: &[TaskLog]) -> Result<()>;
     /// A task's log lines, oldest first.

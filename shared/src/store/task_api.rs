@@ -20,6 +20,15 @@ pub struct TaskWithRun {
     pub run_is_current: bool,
 }
 
+/// The select of a [`TaskWithRun`] (both back-ends), a `WHERE` on `t.task_id` to follow.
+pub(crate) const SELECT_TASK_WITH_RUN: &str =
+    "SELECT t.task_id, t.run_id, t.workflow_id, t.task_ref, t.task_type, t.task_name,
+            t.seq, t.iteration, t.attempt, t.status, t.input, t.output, t.reason,
+            t.worker_id, t.scheduled_time, t.start_time, t.end_time, t.update_time,
+            t.callback_after_seconds, t.domain,
+            r.workflow_name, r.correlation_id, r.is_current AS run_is_current
+     FROM tasks t JOIN runs r ON r.run_id = t.run_id";
+
 /// One line of a task's execution log.
 #[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct TaskLog {

@@ -82,6 +82,15 @@ async fn schedule(env: &TestEnv, task_name: &str) -> Scheduled {
     }
 }
 
+/// Cancels the row of `task_id`, as the decider does when its run moves on.
+async fn cancel_row(env: &TestEnv, task_id: Uuid) {
+    sqlx::query("UPDATE tasks SET status = 'CANCELED' WHERE task_id = $1")
+        .bind(task_id)
+        .execute(env.store.pg_pool().unwrap())
+        .await
+        .expect("cancel the row");
+}
+
 /// The task ids of a batch poll's answer, in order.
 fn task_ids(tasks: &Value) -> Vec<Value> {
     let tasks = tasks.as_array().expect("an array of tasks");
@@ -405,11 +414,7 @@ async fn tasks_of_runs_that_moved_on_are_never_handed_out() {
     let task_name = format!("stale_{}", random_suffix());
     let stale = schedule(&env, &task_name).await;
     let live = schedule(&env, &task_name).await;
-    sqlx::query("UPDATE tasks SET status = 'CANCELED' WHERE task_id = $1")
-        .bind(stale.task_id)
-        .execute(env.store.pg_pool().unwrap())
-        .await
-        .expect("cancel the row");
+    cancel_row(&env, stale.task_id).await;
     let r = env
         .get(&format!(
             "/api/tasks/poll/batch/{task_name}?count=2&timeout=0"
@@ -417,6 +422,57 @@ async fn tasks_of_runs_that_moved_on_are_never_handed_out() {
         .await;
     assert_eq!(r.status, StatusCode::OK, "{}", r.text());
     assert_eq!(task_ids(&r.json()), [json!(live.task_id.to_string())]);
+    let none = env
+        .get(&format!("/api/tasks/poll/batch/{task_name}?timeout=0"))
+        .await;
+    assert_eq!(none.json(), json!([]));
+    finish(env, &task_name).await;
+}
+
+/// A batch poll takes every waiting message first, then reads, claims and reports the
+/// lot together: each task still awaited is handed out, claimed for the poller and
+/// reported started; the one whose run moved on is dropped, in whatever place it stood.
+#[tokio::test]
+async fn a_batch_poll_hands_out_the_awaited_tasks_of_all_it_took() {
+    let env = TestEnv::new().await;
+    let task_name = format!("lot_{}", random_suffix());
+    let mut commands = env.consume_commands_applying_updates();
+    let first = schedule(&env, &task_name).await;
+    let stale = schedule(&env, &task_name).await;
+    let third = schedule(&env, &task_name).await;
+    let fourth = schedule(&env, &task_name).await;
+    cancel_row(&env, stale.task_id).await;
+    let r = env
+        .get(&format!(
+            "/api/tasks/poll/batch/{task_name}?workerid=w1&count=10&timeout=0"
+        ))
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text());
+    let expected: Vec<Value> = [&first, &third, &fourth]
+        .iter()
+        .map(|s| json!(s.task_id.to_string()))
+        .collect();
+    assert_eq!(task_ids(&r.json()), expected);
+    let mut started = Vec::new();
+    for _ in 0..3 {
+        match next_command(&mut commands, "ActivityStarted").await {
+            Command::ActivityStarted(s) => {
+                assert_eq!(s.worker_id.as_deref(), Some("w1"));
+                started.push(s.task_id);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    started.sort();
+    let mut handed = vec![first.task_id, third.task_id, fourth.task_id];
+    handed.sort();
+    assert_eq!(started, handed);
+    for s in [&first, &third, &fourth] {
+        let beat = env
+            .post(&format!("/api/tasks/{}/heartbeat", s.task_id), &json!({}))
+            .await;
+        assert_eq!(beat.json()["action"], json!("CONTINUE"), "{}", beat.text());
+    }
     let none = env
         .get(&format!("/api/tasks/poll/batch/{task_name}?timeout=0"))
         .await;

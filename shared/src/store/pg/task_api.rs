@@ -6,6 +6,7 @@ use uuid::Uuid;
 
 use super::PgStore;
 use crate::store::backend::TaskApiStore;
+use crate::store::task_api::SELECT_TASK_WITH_RUN;
 use crate::store::task_api::{TaskLog, TaskWithRun};
 use crate::Result;
 
@@ -14,17 +15,23 @@ impl TaskApiStore for PgStore {
     /// Task `task_id` with its run's name (primary keys of `tasks` and `runs`); `None` for
     /// an unknown task.
     async fn task_with_run(&self, task_id: Uuid) -> Result<Option<TaskWithRun>> {
-        Ok(sqlx::query_as::<_, TaskWithRun>(
-            "SELECT t.task_id, t.run_id, t.workflow_id, t.task_ref, t.task_type, t.task_name,
-                    t.seq, t.iteration, t.attempt, t.status, t.input, t.output, t.reason,
-                    t.worker_id, t.scheduled_time, t.start_time, t.end_time, t.update_time,
-                    t.callback_after_seconds, t.domain,
-                    r.workflow_name, r.correlation_id, r.is_current AS run_is_current
-             FROM tasks t JOIN runs r ON r.run_id = t.run_id
-             WHERE t.task_id = $1",
-        )
+        Ok(sqlx::query_as::<_, TaskWithRun>(&format!(
+            "{SELECT_TASK_WITH_RUN} WHERE t.task_id = $1"
+        ))
         .bind(task_id)
         .fetch_optional(&self.pool)
+        .await?)
+    }
+
+    async fn tasks_with_runs(&self, task_ids: &[Uuid]) -> Result<Vec<TaskWithRun>> {
+        if task_ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        Ok(sqlx::query_as::<_, TaskWithRun>(&format!(
+            "{SELECT_TASK_WITH_RUN} WHERE t.task_id = ANY($1)"
+        ))
+        .bind(task_ids)
+        .fetch_all(&self.pool)
         .await?)
     }
 

@@ -11,7 +11,10 @@
 //! definition's limits (docs/task-limits.md) goes back to its queue at once, and the poll
 //! answers as if the queue had nothing more.
 
+use std::collections::HashMap;
 use std::time::Duration;
+
+use futures_util::future::join_all;
 
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -19,6 +22,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use chrono::Utc;
 use serde::Deserialize;
+use uuid::Uuid;
 use weft::bus::{Disposition, Taken};
 use weft::messages::{
     ActivityMessage, ActivityStarted, ActivityTask, AttemptStarted, ClaimAttempt, Command,
@@ -121,17 +125,9 @@ pub async fn batch(
     let deadline = tokio::time::Instant::now() + timeout;
     let mut tasks = Vec::new();
     loop {
-        let mut limited = false;
-        while tasks.len() < count {
-            match take(&state, &queue, worker.as_deref()).await? {
-                Took::Task(task) => tasks.push(*task),
-                Took::Nothing => break,
-                Took::Limited => {
-                    limited = true;
-                    break;
-                }
-            }
-        }
+        let took = take_up_to(&state, &queue, worker.as_deref(), count - tasks.len()).await?;
+        let limited = took.limited;
+        tasks.extend(took.tasks);
         let now = tokio::time::Instant::now();
         // Over its limit, the queue's next task would be deferred again at every look:
         // the poller is answered now, as when the queue is empty, and polls again.
@@ -147,13 +143,11 @@ pub async fn batch(
             .wait_for_message(&queue, until, &state.shutdown)
             .await?;
         if let Some(taken) = pushed {
-            match hand_out(&state, taken, worker.as_deref()).await? {
-                HandOut::Task(task) => {
-                    state.http.polled("pushed");
-                    tasks.push(*task);
-                }
-                HandOut::Deferred => return Ok(Json(tasks)),
-                HandOut::Dropped => {}
+            let handed = hand_out(&state, vec![taken], worker.as_deref()).await?;
+            state.http.polled("pushed", handed.tasks.len());
+            tasks.extend(handed.tasks);
+            if handed.deferred {
+                return Ok(Json(tasks));
             }
         }
     }
@@ -229,116 +223,205 @@ impl Took {
     }
 }
 
-/// What became of one message.
-enum HandOut {
-    Task(Box<Task>),
-    /// Dropped: its task is no longer awaited.
-    Dropped,
-    /// Given back: over its task's limits.
-    Deferred,
+/// What [`hand_out`] made of the messages it was given.
+#[derive(Default)]
+struct Handed {
+    /// The tasks claimed for the poller, in the order taken.
+    tasks: Vec<Task>,
+    /// Messages dropped: their tasks are no longer awaited (or they are no tasks).
+    dropped: usize,
+    /// A task over its task definition's limits went back to its queue.
+    deferred: bool,
+}
+
+/// What [`take_up_to`] found.
+struct TookSome {
+    tasks: Vec<Task>,
+    /// The queue's next task is over its task definition's limits (see [`Took::Limited`]).
+    limited: bool,
 }
 
 /// Takes the next task of `queue` that is still awaited and hands it to `worker`.
 pub async fn take(state: &AppState, queue: &str, worker: Option<&str>) -> Result<Took, ApiError> {
-    for _ in 0..MAX_STALE_PER_POLL {
-        let Some(taken) = state.bus.get(queue).await? else {
-            return Ok(Took::Nothing);
-        };
-        match hand_out(state, taken, worker).await? {
-            HandOut::Task(task) => {
-                state.http.polled("looked");
-                return Ok(Took::Task(task));
-            }
-            HandOut::Deferred => return Ok(Took::Limited),
-            HandOut::Dropped => {}
-        }
-    }
-    Ok(Took::Nothing)
+    let took = take_up_to(state, queue, worker, 1).await?;
+    Ok(match took.tasks.into_iter().next() {
+        Some(task) => Took::Task(Box::new(task)),
+        None if took.limited => Took::Limited,
+        None => Took::Nothing,
+    })
 }
 
-/// Registers the attempt and acknowledges the message; the message is dropped when the
-/// task is no longer awaited, and given back when its task is over its limits. On a
-/// failure the message goes back to the queue.
+/// Takes up to `want` tasks of `queue` that are still awaited and hands them to
+/// `worker`: the messages waiting are taken first, then their tasks are read, claimed
+/// and reported started together (one statement each for the lot, not one per task).
+async fn take_up_to(
+    state: &AppState,
+    queue: &str,
+    worker: Option<&str>,
+    want: usize,
+) -> Result<TookSome, ApiError> {
+    let mut tasks = Vec::new();
+    let mut stale = 0;
+    while tasks.len() < want && stale < MAX_STALE_PER_POLL {
+        let missing = want - tasks.len();
+        let mut taken = Vec::with_capacity(missing);
+        while taken.len() < missing {
+            match state.bus.get(queue).await? {
+                Some(message) => taken.push(message),
+                None => break,
+            }
+        }
+        let drained = taken.len() < missing;
+        if taken.is_empty() {
+            break;
+        }
+        let handed = hand_out(state, taken, worker).await?;
+        state.http.polled("looked", handed.tasks.len());
+        tasks.extend(handed.tasks);
+        stale += handed.dropped;
+        if handed.deferred {
+            return Ok(TookSome {
+                tasks,
+                limited: true,
+            });
+        }
+        if drained {
+            break;
+        }
+    }
+    Ok(TookSome {
+        tasks,
+        limited: false,
+    })
+}
+
+/// Claims the attempts of `taken` for `worker` and acknowledges their messages; a
+/// message is dropped when its task is no longer awaited, and given back when its task
+/// is over its limits. Each task is reported started before the poller gets it. On a
+/// failure the messages not settled yet go back to the queue.
 async fn hand_out(
     state: &AppState,
-    taken: Taken,
+    taken: Vec<Taken>,
     worker: Option<&str>,
-) -> Result<HandOut, ApiError> {
-    let task = match taken.delivery.envelope.decode::<ActivityMessage>() {
-        Ok(ActivityMessage::ActivityTask(task)) if !task.reply_to.is_empty() => task,
-        Ok(_) => {
-            taken
-                .settle(Disposition::DeadLetter(
-                    "activity task without reply_to".into(),
-                ))
-                .await;
-            return Ok(HandOut::Dropped);
-        }
+) -> Result<Handed, ApiError> {
+    let mut handed = Handed::default();
+    let mut decoded: Vec<(Taken, ActivityTask)> = Vec::with_capacity(taken.len());
+    for message in taken {
+        let reason = match message.delivery.envelope.decode::<ActivityMessage>() {
+            Ok(ActivityMessage::ActivityTask(task)) if !task.reply_to.is_empty() => {
+                decoded.push((message, task));
+                continue;
+            }
+            Ok(_) => "activity task without reply_to".to_owned(),
+            Err(e) => format!("not an activity task: {e}"),
+        };
+        handed.dropped += 1;
+        message.settle(Disposition::DeadLetter(reason)).await;
+    }
+    if decoded.is_empty() {
+        return Ok(handed);
+    }
+    let ids: Vec<Uuid> = decoded.iter().map(|(_, t)| t.task_id).collect();
+    let mut rows: HashMap<Uuid, view::TaskRow> = match state.store.tasks_with_runs(&ids).await {
+        Ok(rows) => rows.into_iter().map(|r| (r.task.task_id, r)).collect(),
         Err(e) => {
-            taken
-                .settle(Disposition::DeadLetter(format!(
-                    "not an activity task: {e}"
-                )))
-                .await;
-            return Ok(HandOut::Dropped);
-        }
-    };
-    let row = match view::load(&state.store, task.task_id).await {
-        Ok(row) => row,
-        Err(e) => {
-            taken.requeue().await;
+            join_all(decoded.into_iter().map(|(m, _)| m.requeue())).await;
             return Err(e.into());
         }
     };
-    let Some(row) = row.filter(|r| view::is_pending(r) && r.task.attempt == task.attempt) else {
-        tracing::info!(task_id = %task.task_id, attempt = task.attempt,
-            "dropping an activity task that is no longer awaited");
-        taken.settle(Disposition::Ack).await;
-        return Ok(HandOut::Dropped);
-    };
+    let mut awaited = Vec::with_capacity(decoded.len());
+    for (message, task) in decoded {
+        let row = rows
+            .remove(&task.task_id)
+            .filter(|r| view::is_pending(r) && r.task.attempt == task.attempt);
+        match row {
+            Some(row) => awaited.push((message, task, row)),
+            None => {
+                tracing::info!(task_id = %task.task_id, attempt = task.attempt,
+                    "dropping an activity task that is no longer awaited");
+                handed.dropped += 1;
+                message.settle(Disposition::Ack).await;
+            }
+        }
+    }
+    if awaited.is_empty() {
+        return Ok(handed);
+    }
     let started_at = Utc::now();
     let worker_id = worker.unwrap_or("http-worker").to_owned();
-    let claim = ClaimAttempt {
-        started: AttemptStarted::of(&task, &worker_id, started_at),
-        // A task that waited out a worker's eager queue is claimed for that worker already
-        // (docs/eager-dispatch.md): taken over, as a redelivered one.
-        takeover: taken.delivery.redelivered || task.eager,
+    let claims: Vec<ClaimAttempt> = awaited
+        .iter()
+        .map(|(message, task, _)| ClaimAttempt {
+            started: AttemptStarted::of(task, &worker_id, started_at),
+            // A task that waited out a worker's eager queue is claimed for that worker
+            // already (docs/eager-dispatch.md): taken over, as a redelivered one.
+            takeover: message.delivery.redelivered || task.eager,
+        })
+        .collect();
+    let outcomes = match state.registry.claim_many(&claims).await {
+        Ok(outcomes) if outcomes.len() == awaited.len() => outcomes,
+        failed => {
+            join_all(awaited.into_iter().map(|(m, _, _)| m.requeue())).await;
+            let e = failed.err().unwrap_or_else(|| {
+                weft::Error::Decode("the claims returned another number of outcomes".into())
+            });
+            return Err(e.into());
+        }
     };
-    match state.registry.claim(&claim).await {
-        Ok(outcome) if outcome.claimed => {}
-        Ok(outcome) if outcome.deferred.is_some() => {
+    let mut claimed = Vec::with_capacity(awaited.len());
+    for ((message, task, row), outcome) in awaited.into_iter().zip(outcomes) {
+        if outcome.claimed {
+            claimed.push((message, task, row));
+        } else if outcome.deferred.is_some() {
             // Back at once (a poller holds no message between polls); its next poll
             // claims it again, or another poller's does.
             tracing::debug!(task_id = %task.task_id, reason = ?outcome.deferred,
                 "a polled task is over its task's limit; it goes back to its queue");
-            taken.requeue().await;
-            return Ok(HandOut::Deferred);
-        }
-        Ok(outcome) => {
+            handed.deferred = true;
+            message.requeue().await;
+        } else {
             tracing::info!(task_id = %task.task_id, status = ?outcome.stored.status,
                 "dropping an activity task whose attempt was stopped or taken");
-            taken.settle(Disposition::Ack).await;
-            return Ok(HandOut::Dropped);
-        }
-        Err(e) => {
-            taken.requeue().await;
-            return Err(e.into());
+            handed.dropped += 1;
+            message.settle(Disposition::Ack).await;
         }
     }
-    let redelivered = taken.delivery.redelivered;
-    if let Err(e) = taken.ack().await {
-        // The broker gives it to someone else: do not hand it out twice.
-        tracing::warn!(error = %e, task_id = %task.task_id, "could not acknowledge a polled task");
-        return Ok(HandOut::Dropped);
-    }
-    report_started(state, &task, &worker_id, started_at).await;
-    Ok(HandOut::Task(Box::new(Task::polled(
-        row,
-        worker.map(str::to_owned),
-        started_at,
-        task.response_timeout_seconds,
-        redelivered,
-    ))))
+    let claimed_count = claimed.len();
+    let acked = join_all(claimed.into_iter().map(|(message, task, row)| async move {
+        let redelivered = message.delivery.redelivered;
+        match message.ack().await {
+            Ok(()) => Some((task, row, redelivered)),
+            Err(e) => {
+                // The broker gives it to someone else: do not hand it out twice.
+                tracing::warn!(error = %e, task_id = %task.task_id, "could not acknowledge a polled task");
+                None
+            }
+        }
+    }))
+    .await;
+    let acked: Vec<(ActivityTask, view::TaskRow, bool)> = acked.into_iter().flatten().collect();
+    // Counted with the dropped: a poll loops over the queue only so often.
+    handed.dropped += claimed_count - acked.len();
+    // Reported together: the poller is answered once every start is on its way.
+    join_all(
+        acked
+            .iter()
+            .map(|(task, _, _)| report_started(state, task, &worker_id, started_at)),
+    )
+    .await;
+    handed.tasks = acked
+        .into_iter()
+        .map(|(task, row, redelivered)| {
+            Task::polled(
+                row,
+                worker.map(str::to_owned),
+                started_at,
+                task.response_timeout_seconds,
+                redelivered,
+            )
+        })
+        .collect();
+    Ok(handed)
 }
 
 /// Tells the run the task is IN_PROGRESS before the poller gets it: the start is then
