@@ -201,3 +201,50 @@ async fn waiting_tasks_are_held_back_until_due_on_the_services() {
 async fn waiting_tasks_are_held_back_until_due_on_weft_dev() {
     waiting_tasks_are_held_back_until_due(Backend::Dev).await;
 }
+
+/// A task given back twice waits out the second callback alone: the first one's timer
+/// goes with the second giving back (it used to fire too, handing the task out early).
+async fn a_task_given_back_twice_waits_out_its_last_callback(backend: Backend) {
+    let suite = Suite::start_on(backend).await.unwrap();
+    let client = suite.client();
+    client
+        .register(&json!({"name": "callbacks_twice", "version": 1, "tasks": [
+            {"name": TASK, "taskReferenceName": "work", "type": "SIMPLE"}]}))
+        .await
+        .unwrap();
+    let id = client.start("callbacks_twice", json!({})).await.unwrap();
+    let task = poll_until_given(&suite).await;
+    result(
+        &suite,
+        &task,
+        "IN_PROGRESS",
+        json!({"callbackAfterSeconds": 1, "outputData": {"step": 1}}),
+    )
+    .await;
+    task_where(&suite, &id, "given back", |t| t["outputData"]["step"] == 1).await;
+    result(
+        &suite,
+        &task,
+        "IN_PROGRESS",
+        json!({"callbackAfterSeconds": 3600, "outputData": {"step": 2}}),
+    )
+    .await;
+    let waiting = task_where(&suite, &id, "given back again", |t| {
+        t["outputData"]["step"] == 2
+    })
+    .await;
+    assert_eq!(waiting["callbackAfterSeconds"], 3600, "{waiting}");
+    // Well past the first callback's second.
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    held_back(&suite, "its last callback").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_given_back_twice_waits_out_its_last_callback_on_the_services() {
+    a_task_given_back_twice_waits_out_its_last_callback(Backend::Services).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_given_back_twice_waits_out_its_last_callback_on_weft_dev() {
+    a_task_given_back_twice_waits_out_its_last_callback(Backend::Dev).await;
+}

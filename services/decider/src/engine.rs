@@ -1956,6 +1956,14 @@ fn append(w: &mut Working, event: Event) -> Result<(), Error> {
         w.timers.retain(|t| t.id != timer_id);
         w.cancelled_timers.push(timer_id);
     }
+    // A task given back again while its message waits out the last callback: that
+    // message's timer goes, the new one alone hands the task out.
+    if let Event::TaskPostponed(p) = &event {
+        if let Some(timer_id) = w.state.task(p.task_id).and_then(|t| t.dispatch_timer) {
+            w.timers.retain(|t| t.id != timer_id);
+            w.cancelled_timers.push(timer_id);
+        }
+    }
     let task_id = match &event {
         Event::TaskScheduled(s) => Some(s.task_id),
         Event::TaskCompleted(c) => Some(c.task_id),
