@@ -38,8 +38,13 @@
 //! Every evaluation gets a fresh QuickJS runtime and context, so no script can see or change
 //! another one's state. The context holds only ECMAScript built-ins (no `std`/`os` modules, no
 //! I/O, no timers, no module loader, no `performance`, no `WeakRef`/`FinalizationRegistry`).
-//! [`Limits::time`] is enforced by QuickJS's interrupt handler (polled while the interpreter
-//! runs, regular expressions included), which raises an uncatchable error at the deadline;
+//! [`Limits::steps`] and [`Limits::time`] are enforced by QuickJS's interrupt handler (polled
+//! while the interpreter runs, about every 10,000 jumps and calls, regular expressions
+//! included), which raises an uncatchable error past either. The steps (the handler's calls)
+//! are the bound a script meets first: they count the work done, so a script stops at the
+//! same point on every machine however busy it is. The time is a backstop only, far above
+//! what the steps allow on any machine Weft runs on (a wall-clock bound alone failed
+//! correct scripts whose thread the scheduler set aside under load);
 //! [`Limits::memory_bytes`] is QuickJS's allocator limit for the whole runtime (input, script
 //! and result included). The native stack is bounded to [`MAX_STACK_BYTES`], so deep recursion
 //! is a JavaScript `RangeError`, not a crashed process.
@@ -61,7 +66,7 @@
 //! finish on one host and not on another), so callers should record the outcome of an
 //! evaluation in history rather than re-evaluate it on replay.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -70,13 +75,25 @@ use rquickjs::context::EvalOptions;
 use rquickjs::{Coerced, Context, Ctx, Function, Object, Runtime, Value as JsValue};
 use serde_json::Value;
 
+/// Why the interrupt handler stopped a script: it did not.
+const RUNNING: u8 = 0;
+/// It reached [`Limits::steps`].
+const OUT_OF_STEPS: u8 = 1;
+/// It ran past [`Limits::time`].
+const OUT_OF_TIME: u8 = 2;
+
 /// Native stack QuickJS may use for one evaluation; deeper recursion raises a `RangeError`.
 pub const MAX_STACK_BYTES: usize = 256 * 1024;
 
 /// Bounds on one evaluation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
-    /// Wall-clock time the script may run before it is interrupted (default 100 ms).
+    /// Interrupt checks the script may reach (about 10,000 jumps and calls each) before it
+    /// is stopped: the bound of the work it does, the same on every machine (default
+    /// 5,000: an empty loop's 50 million iterations, about 0.1 s on a core).
+    pub steps: u64,
+    /// Wall-clock time the script may run before it is interrupted, a backstop for work
+    /// the steps see little of, such as long built-in calls (default 1 s).
     pub time: Duration,
     /// Memory the whole JavaScript runtime may allocate, input and result included
     /// (default 16 MiB).
@@ -86,7 +103,8 @@ pub struct Limits {
 impl Default for Limits {
     fn default() -> Self {
         Limits {
-            time: Duration::from_millis(100),
+            steps: 5_000,
+            time: Duration::from_secs(1),
             memory_bytes: 16 * 1024 * 1024,
         }
     }
@@ -114,6 +132,12 @@ pub enum ScriptError {
         /// The time limit that was exceeded.
         limit: Duration,
     },
+    /// The script did more work than [`Limits::steps`] allows.
+    #[error("The script did not finish within its budget of {limit} steps and was stopped.")]
+    StepLimit {
+        /// The step budget that was exceeded.
+        limit: u64,
+    },
     /// The script (with its input) needed more than [`Limits::memory_bytes`].
     #[error("The script ran out of memory: it needed more than its limit of {limit_bytes} bytes.")]
     OutOfMemory {
@@ -136,7 +160,7 @@ pub fn evaluate(script: &str, input: &Value, limits: Limits) -> Result<Value, Sc
     let input_json = serde_json::to_string(input).map_err(|e| ScriptError::Runtime {
         message: format!("the input could not be serialised: {e}"),
     })?;
-    let timed_out = Arc::new(AtomicBool::new(false));
+    let stopped = Arc::new(AtomicU8::new(RUNNING));
     let oom = ScriptError::OutOfMemory {
         limit_bytes: limits.memory_bytes,
     };
@@ -145,13 +169,19 @@ pub fn evaluate(script: &str, input: &Value, limits: Limits) -> Result<Value, Sc
     runtime.set_memory_limit(limits.memory_bytes);
     runtime.set_max_stack_size(MAX_STACK_BYTES);
     let deadline = Instant::now().checked_add(limits.time);
-    let flag = Arc::clone(&timed_out);
+    let flag = Arc::clone(&stopped);
+    let mut steps: u64 = 0;
     runtime.set_interrupt_handler(Some(Box::new(move || {
-        let expired = deadline.is_some_and(|d| Instant::now() >= d);
-        if expired {
-            flag.store(true, Ordering::Relaxed);
-        }
-        expired
+        steps += 1;
+        let why = if steps > limits.steps {
+            OUT_OF_STEPS
+        } else if deadline.is_some_and(|d| Instant::now() >= d) {
+            OUT_OF_TIME
+        } else {
+            return false;
+        };
+        flag.store(why, Ordering::Relaxed);
+        true
     })));
 
     type Intrinsics = (
@@ -168,13 +198,14 @@ pub fn evaluate(script: &str, input: &Value, limits: Limits) -> Result<Value, Sc
     let context = Context::custom::<Intrinsics>(&runtime).map_err(|_| oom.clone())?;
 
     let outcome = context.with(|ctx| run(&ctx, script, &input_json));
-    let result = match outcome {
-        Ok(value) => Ok(value),
-        Err(_) if timed_out.load(Ordering::Relaxed) => {
-            Err(ScriptError::Timeout { limit: limits.time })
-        }
-        Err(Failure::OutOfMemory) => Err(oom),
-        Err(Failure::Script(e)) => Err(e),
+    let result = match (outcome, stopped.load(Ordering::Relaxed)) {
+        (Ok(value), _) => Ok(value),
+        (Err(_), OUT_OF_STEPS) => Err(ScriptError::StepLimit {
+            limit: limits.steps,
+        }),
+        (Err(_), OUT_OF_TIME) => Err(ScriptError::Timeout { limit: limits.time }),
+        (Err(Failure::OutOfMemory), _) => Err(oom),
+        (Err(Failure::Script(e)), _) => Err(e),
     };
     drop(context);
     drop(runtime);
@@ -655,9 +686,44 @@ mod tests {
         assert_eq!(msg, "The script threw an exception: TypeError: bad.");
     }
 
+    /// The step budget stops a script at the same point on every machine, busy or not:
+    /// an endless loop is stopped by it long before the time backstop, and a long but
+    /// bounded loop under it finishes however slowly its thread runs.
+    #[test]
+    fn endless_loops_meet_the_step_budget_whatever_the_clock() {
+        let limits = Limits {
+            steps: 200,
+            time: Duration::from_secs(600),
+            ..Limits::default()
+        };
+        for script in [
+            "while(true){}",
+            "function f(){ while(true){} } f()",
+            "/(a+)+b/.test('a'.repeat(40))",
+        ] {
+            match evaluate(script, &json!({}), limits) {
+                Err(ScriptError::StepLimit { limit }) => assert_eq!(limit, 200),
+                other => panic!("{script}: expected the step budget, got {other:?}"),
+            }
+        }
+        let msg = evaluate("while(true){}", &json!({}), limits)
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            msg,
+            "The script did not finish within its budget of 200 steps and was stopped."
+        );
+        let bounded = "let i = 0; while (i < 1000000) { i++ } i";
+        assert_eq!(
+            evaluate(bounded, &json!({}), Limits::default()),
+            Ok(json!(1000000))
+        );
+    }
+
     #[test]
     fn endless_loops_time_out() {
         let limits = Limits {
+            steps: u64::MAX,
             time: Duration::from_millis(50),
             ..Limits::default()
         };
