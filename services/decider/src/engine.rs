@@ -1699,6 +1699,9 @@ impl Shard {
             Some(timer_id) => {
                 let delay_ms = t.callback_after_seconds.saturating_mul(1_000);
                 let timer = dispatch_timer(&w.state, timer_id, message, delay_ms);
+                // Once per timer in a commit (a giving back and a `resetcallbacks` in one
+                // batch set the same timer twice: the statement may not write a row twice).
+                w.timers.retain(|other| other.id != timer_id);
                 w.timers.push(timer);
             }
             None => w.outbox.push(message),

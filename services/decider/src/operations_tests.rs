@@ -598,6 +598,17 @@ fn a_retry_passed_down_to_a_child_with_nothing_to_retry_retries_the_parent_inste
     // A parent retried meanwhile by someone else refuses the fallback.
     assert_eq!(refused_with(retried.verdict(&Command::Reset(back))).0, 409);
 
+    // A child running again (retried directly, its parent not resumed yet) refuses it:
+    // falling back would start a second child beside it.
+    let running = Sim::start(
+        json!({"name": "kid", "tasks": [{"name": "t", "taskReferenceName": "k1"}]}),
+        json!({}),
+    );
+    assert_eq!(
+        refused_with(running.verdict(&Command::Reset(passed.clone()))).0,
+        409
+    );
+
     // A child with a failed task takes the retry itself: no fallback.
     let mut failing = Sim::start(
         json!({"name": "kid", "tasks": [{"name": "t", "taskReferenceName": "k1"}]}),

@@ -107,14 +107,15 @@ pub fn plan(state: &RunState, reset: &Reset) -> Applied {
             None => match (retry(state), &reset.fallback) {
                 // Nothing to retry here: the parent that passed the retry down is retried
                 // itself, as Conductor's retry falls back to the last workflow that has a
-                // failed task.
+                // failed task. Not while this run runs (retried directly, its resumption
+                // of the parent on the way): the parent would start a second child.
                 (
                     Applied::Rejected {
                         status: 409,
                         message,
                     },
                     Some(fallback),
-                ) => Applied::FallBack {
+                ) if state.status != RunStatus::Running => Applied::FallBack {
                     workflow_id: fallback.workflow_id.clone(),
                     why: message,
                     reset: Reset {

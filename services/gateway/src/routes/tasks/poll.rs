@@ -45,6 +45,10 @@ const MAX_STALE_PER_POLL: usize = 100;
 const LOOK_AGAIN: Duration = Duration::from_secs(1);
 /// Longest worker id accepted.
 const MAX_WORKER_ID: usize = 256;
+/// Messages one round of a batch poll takes before handing them out: each holds its
+/// channel until settled, and the pool keeps 32 idle ones, so a round stays within it
+/// (a batch of 100 takes several rounds).
+const TAKE_PER_ROUND: usize = 16;
 
 /// Query of `GET /api/tasks/poll/{taskType}`.
 #[derive(Debug, Deserialize)]
@@ -125,7 +129,10 @@ pub async fn batch(
     let deadline = tokio::time::Instant::now() + timeout;
     let mut tasks = Vec::new();
     loop {
-        let took = take_up_to(&state, &queue, worker.as_deref(), count - tasks.len()).await?;
+        let took = match take_up_to(&state, &queue, worker.as_deref(), count - tasks.len()).await {
+            Ok(took) => took,
+            Err(e) => return answer_taken(tasks, e),
+        };
         let limited = took.limited;
         tasks.extend(took.tasks);
         let now = tokio::time::Instant::now();
@@ -143,7 +150,10 @@ pub async fn batch(
             .wait_for_message(&queue, until, &state.shutdown)
             .await?;
         if let Some(taken) = pushed {
-            let handed = hand_out(&state, vec![taken], worker.as_deref()).await?;
+            let handed = match hand_out(&state, vec![taken], worker.as_deref()).await {
+                Ok(handed) => handed,
+                Err(e) => return answer_taken(tasks, e),
+            };
             state.http.polled("pushed", handed.tasks.len());
             tasks.extend(handed.tasks);
             if handed.deferred {
@@ -151,6 +161,18 @@ pub async fn batch(
             }
         }
     }
+}
+
+/// A batch poll that failed after it took some tasks answers with them: they are
+/// claimed for the poller and acknowledged, and would otherwise wait for their heartbeat
+/// timeout. With none, the error.
+fn answer_taken(tasks: Vec<Task>, error: ApiError) -> Result<Json<Vec<Task>>, ApiError> {
+    if tasks.is_empty() {
+        return Err(error);
+    }
+    tracing::warn!(error = ?error, taken = tasks.len(),
+        "a batch poll failed after taking tasks; answering with them");
+    Ok(Json(tasks))
 }
 
 /// The worker id, if any; refused when absurdly long.
@@ -263,19 +285,19 @@ async fn take_up_to(
     let mut tasks = Vec::new();
     let mut stale = 0;
     while tasks.len() < want && stale < MAX_STALE_PER_POLL {
-        let missing = want - tasks.len();
-        let mut taken = Vec::with_capacity(missing);
-        while taken.len() < missing {
-            match state.bus.get(queue).await? {
-                Some(message) => taken.push(message),
-                None => break,
+        let missing = (want - tasks.len()).min(TAKE_PER_ROUND);
+        let round = take_round(state, queue, worker, missing).await;
+        let (handed, drained) = match round {
+            Ok(Some(round)) => round,
+            Ok(None) => break,
+            // Tasks of earlier rounds are claimed and acknowledged: the poller gets them.
+            Err(e) if !tasks.is_empty() => {
+                tracing::warn!(error = ?e, taken = tasks.len(),
+                    "a batch poll's next round failed; answering with the tasks taken");
+                break;
             }
-        }
-        let drained = taken.len() < missing;
-        if taken.is_empty() {
-            break;
-        }
-        let handed = hand_out(state, taken, worker).await?;
+            Err(e) => return Err(e),
+        };
         state.http.polled("looked", handed.tasks.len());
         tasks.extend(handed.tasks);
         stale += handed.dropped;
@@ -293,6 +315,29 @@ async fn take_up_to(
         tasks,
         limited: false,
     })
+}
+
+/// One round of [`take_up_to`]: takes up to `missing` messages and hands them out; `None`
+/// when the queue had none, else what was handed out and whether the queue ran dry.
+async fn take_round(
+    state: &AppState,
+    queue: &str,
+    worker: Option<&str>,
+    missing: usize,
+) -> Result<Option<(Handed, bool)>, ApiError> {
+    let mut taken = Vec::with_capacity(missing);
+    while taken.len() < missing {
+        match state.bus.get(queue).await? {
+            Some(message) => taken.push(message),
+            None => break,
+        }
+    }
+    if taken.is_empty() {
+        return Ok(None);
+    }
+    let drained = taken.len() < missing;
+    let handed = hand_out(state, taken, worker).await?;
+    Ok(Some((handed, drained)))
 }
 
 /// Claims the attempts of `taken` for `worker` and acknowledges their messages; a
