@@ -182,6 +182,19 @@ fn task<'a>(wf: &'a Value, task_ref: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("no task {task_ref} in {wf}"))
 }
 
+/// `GET /api/workflow/{id}/runs`: the workflow's runs, oldest first.
+async fn runs_of(client: &Client, id: &str) -> Vec<Value> {
+    let (status, chain, text) = send(
+        client,
+        Method::GET,
+        &format!("/api/workflow/{id}/runs"),
+        None,
+    )
+    .await;
+    assert_eq!(status, 200, "{text}");
+    chain.as_array().cloned().unwrap_or_default()
+}
+
 async fn wait_task(client: &Client, id: &str, task_ref: &str, status: &str) -> Value {
     let deadline = tokio::time::Instant::now() + RUN_TIMEOUT;
     loop {
@@ -440,15 +453,7 @@ async fn reset_retry_and_restart(suite: Suite) {
         task(&wf, "b")["outputData"],
         task(&first, "b")["outputData"]
     );
-    let (status, chain, _) = send(
-        client,
-        Method::GET,
-        &format!("/api/workflow/{id}/runs"),
-        None,
-    )
-    .await;
-    assert_eq!(status, 200);
-    let chain = chain.as_array().unwrap().clone();
+    let chain = runs_of(client, &id).await;
     assert_eq!(chain.len(), 2, "{chain:?}");
     assert_eq!(chain[1]["runId"], new_run.as_str());
     assert_eq!(chain[1]["resetFrom"]["taskRef"], "c");
@@ -607,15 +612,7 @@ async fn reset_retry_and_restart(suite: Suite) {
     // No run is reset twice: the chain of runs never forks. Both answer 200 only when one
     // request read the workflow after the other's reset had made its new run (a request
     // held up on a busy machine): it then reset that new run, in turn.
-    let (status, chain, _) = send(
-        client,
-        Method::GET,
-        &format!("/api/workflow/{id}/runs"),
-        None,
-    )
-    .await;
-    assert_eq!(status, 200);
-    let chain = chain.as_array().unwrap().clone();
+    let chain = runs_of(client, &id).await;
     for (i, run) in chain.iter().enumerate().skip(1) {
         assert_eq!(
             run["resetFrom"]["runId"],

@@ -533,24 +533,17 @@ impl Shard {
                     None
                 }
                 Applied::PassDown {
-                    child_workflow_id,
+                    child_workflow_id: to,
                     reset,
-                } => {
-                    tracing::info!(workflow_id = %wf, child = %child_workflow_id,
-                        "retry passed down to the child the run failed with");
-                    let message = self.command_to(&child_workflow_id, &Command::Reset(reset))?;
-                    w.outbox.push(message);
-                    handed_on = true;
-                    None
                 }
-                Applied::FallBack {
-                    workflow_id,
+                | Applied::FallBack {
+                    workflow_id: to,
                     reset,
-                    why,
+                    ..
                 } => {
-                    tracing::info!(workflow_id = %wf, parent = %workflow_id, reason = %why,
-                        "retry passed down has nothing to retry here; its parent is retried instead");
-                    let message = self.command_to(&workflow_id, &Command::Reset(reset))?;
+                    tracing::info!(workflow_id = %wf, to = %to,
+                        "retry handed on: down to the child the run failed with, or back to the parent when this run has nothing to retry");
+                    let message = self.command_to(&to, &Command::Reset(reset))?;
                     w.outbox.push(message);
                     handed_on = true;
                     None

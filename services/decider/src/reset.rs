@@ -84,25 +84,17 @@ pub fn plan(state: &RunState, reset: &Reset) -> Applied {
         {
             Some(child_workflow_id) => Applied::PassDown {
                 child_workflow_id: child_workflow_id.to_owned(),
-                reset: Reset {
-                    // The operator's request id goes along: whichever run takes the retry
-                    // records the verdict the operator waits for.
-                    op: weft::messages::Operation {
-                        request_id: reset.op.request_id,
-                        expected_run_id: None,
-                    },
-                    target: reset.target.clone(),
-                    new_run_id: Uuid::new_v5(&reset.new_run_id, child_workflow_id.as_bytes()),
-                    reason: reset.reason.clone(),
-                    workflow_input: None,
-                    task_input: None,
-                    definition: None,
-                    fallback: Some(RetryFallback {
+                reset: handed_on(
+                    reset,
+                    None,
+                    true,
+                    Uuid::new_v5(&reset.new_run_id, child_workflow_id.as_bytes()),
+                    Some(RetryFallback {
                         workflow_id: state.workflow_id.clone(),
                         run_id: state.run_id,
                         new_run_id: reset.new_run_id,
                     }),
-                },
+                ),
             },
             None => match (retry(state), &reset.fallback) {
                 // Nothing to retry here: the parent that passed the retry down is retried
@@ -118,21 +110,13 @@ pub fn plan(state: &RunState, reset: &Reset) -> Applied {
                 ) if state.status != RunStatus::Running => Applied::FallBack {
                     workflow_id: fallback.workflow_id.clone(),
                     why: message,
-                    reset: Reset {
-                        op: weft::messages::Operation {
-                            request_id: reset.op.request_id,
-                            expected_run_id: Some(fallback.run_id),
-                        },
-                        target: ResetTarget::LastFailed {
-                            resume_subworkflow_tasks: false,
-                        },
-                        new_run_id: fallback.new_run_id,
-                        reason: reset.reason.clone(),
-                        workflow_input: None,
-                        task_input: None,
-                        definition: None,
-                        fallback: None,
-                    },
+                    reset: handed_on(
+                        reset,
+                        Some(fallback.run_id),
+                        false,
+                        fallback.new_run_id,
+                        None,
+                    ),
                 },
                 (applied, _) => applied,
             },
@@ -305,6 +289,34 @@ fn failed_child(state: &RunState) -> Option<&str> {
         return None;
     }
     sub_workflow.child_workflow_id()
+}
+
+/// The retry `reset` handed on to another run (a child it passes down to, or the parent
+/// it falls back on): the operator's request id goes along, so that whichever run takes it
+/// records the verdict the operator waits for; `expected_run_id` guards a parent retried
+/// meanwhile; `resume` passes it down again.
+fn handed_on(
+    reset: &Reset,
+    expected_run_id: Option<Uuid>,
+    resume: bool,
+    new_run_id: Uuid,
+    fallback: Option<RetryFallback>,
+) -> Reset {
+    Reset {
+        op: weft::messages::Operation {
+            request_id: reset.op.request_id,
+            expected_run_id,
+        },
+        target: ResetTarget::LastFailed {
+            resume_subworkflow_tasks: resume,
+        },
+        new_run_id,
+        reason: reset.reason.clone(),
+        workflow_input: None,
+        task_input: None,
+        definition: None,
+        fallback,
+    }
 }
 
 /// A child of the run was retried in place: when the run ended and the SUB_WORKFLOW task

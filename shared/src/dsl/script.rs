@@ -42,9 +42,10 @@
 //! while the interpreter runs, about every 10,000 jumps and calls, regular expressions
 //! included), which raises an uncatchable error past either. The steps (the handler's calls)
 //! are the bound a script meets first: they count the work done, so a script stops at the
-//! same point on every machine however busy it is. The time is a backstop only, far above
-//! what the steps allow on any machine Weft runs on (a wall-clock bound alone failed
-//! correct scripts whose thread the scheduler set aside under load);
+//! same point on every machine however busy it is. The time is a backstop for work the
+//! steps see little of: a loop of heavy built-in calls (`JSON.stringify` in a loop) does
+//! far more between two checks than an empty one. (A wall-clock bound alone failed correct
+//! scripts whose thread the scheduler set aside under load.)
 //! [`Limits::memory_bytes`] is QuickJS's allocator limit for the whole runtime (input, script
 //! and result included). The native stack is bounded to [`MAX_STACK_BYTES`], so deep recursion
 //! is a JavaScript `RangeError`, not a crashed process.

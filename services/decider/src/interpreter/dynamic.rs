@@ -244,7 +244,6 @@ impl Walker<'_> {
         if latest.is_some_and(|t| !t.status.is_pending()) {
             return Flow::Done;
         }
-        let started = latest;
         let mut children = Vec::new();
         let mut succeeded = 0usize;
         for r in refs {
@@ -275,7 +274,7 @@ impl Walker<'_> {
         });
         let input = self.input(join, 1);
         if share + f64::EPSILON >= percent {
-            return Flow::Waiting(vec![match started {
+            return Flow::Waiting(vec![match latest {
                 Some(t) => super::Decision::CompleteStartedTask {
                     task_id: t.task_id,
                     task_ref: t.task_ref.clone(),
@@ -288,7 +287,7 @@ impl Walker<'_> {
         let reason = format!(
             "{succeeded} of {total} children succeeded ({share:.0}%), below successPercent {percent}"
         );
-        let (task_id, start) = match started {
+        let (task_id, start) = match latest {
             Some(t) => (t.task_id, None),
             None => {
                 let task_id = self.task_id(join, 1);
