@@ -2,6 +2,7 @@
 //! events), the workflow DSL, and the plumbing shared by the services and by users'
 //! workers (bus over RabbitMQ, PostgreSQL store, telemetry, configuration, the worker SDK).
 
+pub mod activity_batch;
 pub mod admin;
 pub mod auth_settings;
 pub mod bus;

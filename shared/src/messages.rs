@@ -644,6 +644,11 @@ pub struct EagerOffer {
     /// When the offer was made (the worker's clock): an old one (a result that waited in
     /// a backlog) is not taken, the worker may be gone.
     pub offered_at: DateTime<Utc>,
+    /// The worker takes [`ActivityMessage::ActivityTasks`] on its eager queues: eager
+    /// tasks for it that meet at the decider go as one message (docs/eager-dispatch.md,
+    /// "Eager tasks sent together"). Absent: one message a task.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub batches: bool,
 }
 
 /// Messages on `weft.activity.<task>` queues, consumed by workers.
@@ -652,15 +657,21 @@ pub struct EagerOffer {
 pub enum ActivityMessage {
     /// Run one attempt of an activity.
     ActivityTask(ActivityTask),
+    /// Run several attempts: eager tasks for one worker's queue sent as one message
+    /// (only to a worker whose offer says `batches`; never on a shared queue).
+    ActivityTasks(ActivityTaskBatch),
 }
 
 impl Typed for ActivityMessage {
     fn kind(&self) -> &'static str {
         match self {
             ActivityMessage::ActivityTask(_) => "ActivityTask",
+            ActivityMessage::ActivityTasks(_) => "ActivityTasks",
         }
     }
 }
+
+pub use crate::activity_batch::{ActivityTaskBatch, BatchedMessage};
 
 /// One attempt of an activity, as a worker receives it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -1532,10 +1543,12 @@ mod tests {
                 queue_prefix: "weft.eager.0123456789abcdef0123456789abcdef".into(),
                 task_names: vec!["shout".into()],
                 offered_at: Utc::now(),
+                batches: true,
             }),
         });
         let env = Envelope::new("wf", None, &cmd).unwrap();
         assert_eq!(env.payload["eager"]["taskNames"][0], "shout");
+        assert_eq!(env.payload["eager"]["batches"], true);
         assert_eq!(env.kind, "ActivityCompleted");
         assert_eq!(env.payload["output"]["x"], 1);
         let back = Envelope::from_bytes(&env.to_bytes().unwrap()).unwrap();

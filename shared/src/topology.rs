@@ -119,6 +119,13 @@ impl Names {
         (valid && queue.len() <= 255).then_some(queue)
     }
 
+    /// Where eager tasks that waited too long in a worker's eager queue go (its
+    /// dead-letter target): the decider sends each on to its task's shared queue, one
+    /// message a task (docs/eager-dispatch.md).
+    pub fn eager_expired_queue(&self) -> String {
+        format!("{}.eager.expired", self.ns)
+    }
+
     /// The task whose eager queue `queue` is (`<ns>.eager.<32 hex digits>.<task>` of this
     /// namespace), the inverse of [`Names::eager_queue`].
     pub fn eager_task<'q>(&self, queue: &'q str) -> Option<&'q str> {

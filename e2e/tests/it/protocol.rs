@@ -114,7 +114,19 @@ fn messages() -> Vec<Envelope> {
         reason: task.then(|| "boom".into()),
         time: Utc::now(),
     };
+    let eager_task = ActivityTask {
+        eager: true,
+        ..t.clone()
+    };
+    let one = Envelope::new(wf, run, &ActivityMessage::ActivityTask(eager_task))
+        .unwrap()
+        .to_bytes()
+        .unwrap();
+    let trace = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    let together =
+        weft::messages::ActivityTaskBatch::encode(&[(&one, Some(trace)), (&one, None)]).unwrap();
     vec![
+        serde_json::from_slice(&together).unwrap(),
         Envelope::new(wf, run, &ActivityMessage::ActivityTask(t.clone())).unwrap(),
         Envelope::new(wf, run, &ActivityMessage::ActivityTask(t.clone()))
             .unwrap()
@@ -155,6 +167,7 @@ fn messages() -> Vec<Envelope> {
                     queue_prefix: "weft.eager.0123456789abcdef0123456789abcdef".into(),
                     task_names: vec!["shout".into()],
                     offered_at: Utc::now(),
+                    batches: true,
                 }),
             }),
         )
@@ -199,7 +212,7 @@ async fn every_message_weft_writes_matches_its_json_schema() {
         .collect();
     let kinds: std::collections::BTreeSet<&str> =
         good.iter().map(|m| m["type"].as_str().unwrap()).collect();
-    assert_eq!(kinds.len(), 8, "every enveloped message type: {kinds:?}");
+    assert_eq!(kinds.len(), 9, "every enveloped message type: {kinds:?}");
     let mut broken = Vec::new();
     for m in &good {
         let mut missing = m.clone();

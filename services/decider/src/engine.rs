@@ -33,6 +33,7 @@ use weft::{Envelope, Error};
 
 use crate::apply::{apply_command, Applied, ResetPlan};
 use crate::committer::{Committer, PublishedEarly};
+use crate::eager_batcher::EagerBatcher;
 use crate::interpreter::{decide, events_for, ChildDefinition, Decision};
 use crate::metrics::DeciderMetrics;
 use crate::recent_verdicts::RecentVerdicts;
@@ -67,6 +68,9 @@ pub struct Shard {
     watches: crate::watch::Watches,
     /// The process's eager offers that their runs did not take.
     spares: SpareOffers,
+    /// The process's sender of eager tasks (docs/eager-dispatch.md, "Eager tasks sent
+    /// together").
+    eager_sender: EagerBatcher,
     /// Verdicts the shard committed lately, for `WatchVerdict` calls.
     verdicts: RecentVerdicts,
     /// The current batch is a single command: the shard has no backlog, and a spare
@@ -112,6 +116,9 @@ struct Working {
     /// Activities dispatched eagerly in this batch: counted once committed (a batch
     /// retried after a conflict decides them again).
     eager_dispatched: u64,
+    /// The outbox ids of its eager tasks whose worker takes them sent together
+    /// (`EagerOffer::batches`).
+    sent_together: Vec<Uuid>,
 }
 
 /// A task that left its pending state without a result.
@@ -154,6 +161,7 @@ impl Working {
             lifecycle: Vec::new(),
             eager: None,
             eager_dispatched: 0,
+            sent_together: Vec::new(),
             deliveries: Vec::new(),
             checks: Vec::new(),
             starts: Vec::new(),
@@ -191,7 +199,7 @@ impl Shard {
     ) -> Self {
         Self {
             store,
-            bus,
+            bus: bus.clone(),
             committer,
             cache: Mutex::new(HashMap::new()),
             publishers,
@@ -200,6 +208,7 @@ impl Shard {
             events,
             watches: crate::watch::Watches::default(),
             spares: SpareOffers::default(),
+            eager_sender: EagerBatcher::new(bus.clone()),
             verdicts: RecentVerdicts::default(),
             quiet: std::sync::atomic::AtomicBool::new(false),
         }
@@ -209,6 +218,13 @@ impl Shard {
     /// process share (a run ends on one shard, the next starts on another).
     pub fn sharing_offers(mut self, spares: SpareOffers) -> Self {
         self.spares = spares;
+        self
+    }
+
+    /// Sends its eager tasks through `sender`, which the other shards of the process
+    /// share (tasks of many shards for one worker go together).
+    pub fn sharing_eager_sender(mut self, sender: EagerBatcher) -> Self {
+        self.eager_sender = sender;
         self
     }
 
@@ -397,7 +413,12 @@ impl Shard {
         for other in traced.iter().skip(1) {
             weft::telemetry::add_link(&commit, Some(other));
         }
-        let early = self.dispatch_early(&batch.outbox);
+        let together: HashSet<Uuid> = working
+            .values()
+            .chain(&retired)
+            .flat_map(|w| w.sent_together.iter().copied())
+            .collect();
+        let early = self.dispatch_early(&batch.outbox, &together);
         let published_early = early.as_ref().map(|e| e.published.clone());
         let (batch, committed) = self
             .committer
@@ -453,24 +474,33 @@ impl Shard {
     /// EVENT task's message (those go out, confirmed, before every envelope of their
     /// commit), nor when the bus publishes through the store's writer (`weft dev`), which
     /// the commit holds.
-    fn dispatch_early(&self, outbox: &[OutboxMessage]) -> Option<EarlyDispatch> {
+    ///
+    /// They go through the process's eager sender: those in `together` (their worker
+    /// takes batches) with other tasks for the same queue when they meet there.
+    fn dispatch_early(
+        &self,
+        outbox: &[OutboxMessage],
+        together: &HashSet<Uuid>,
+    ) -> Option<EarlyDispatch> {
         if self.bus.publishes_through_the_store() || outbox.iter().any(|m| m.raw) {
             return None;
         }
         let eager_exchange = self.bus.names().eager_exchange();
-        let tasks: Vec<OutboxMessage> = outbox
+        let tasks: Vec<(OutboxMessage, bool)> = outbox
             .iter()
             .filter(|m| m.exchange == eager_exchange)
-            .cloned()
+            .map(|m| (m.clone(), together.contains(&m.id)))
             .collect();
         if tasks.is_empty() {
             return None;
         }
-        let published = Arc::new(PublishedEarly::new(tasks.iter().map(|m| m.id).collect()));
-        let (bus, flag) = (self.bus.clone(), published.clone());
+        let published = Arc::new(PublishedEarly::new(
+            tasks.iter().map(|(m, _)| m.id).collect(),
+        ));
+        let (sender, flag, count) = (self.eager_sender.clone(), published.clone(), tasks.len());
         let publishing = tokio::spawn(async move {
-            let (sent, outcome) = weft::store::outbox::publish_messages(&bus, &tasks).await;
-            if outcome.is_ok() && sent.len() == tasks.len() {
+            let (sent, outcome) = sender.publish(tasks).await;
+            if outcome.is_ok() && sent.len() == count {
                 flag.mark_confirmed();
             }
             (sent, outcome)
@@ -1104,10 +1134,13 @@ impl Shard {
                     None => self.take_eager(w, scheduled, &limits),
                 };
                 let (message, worker_id) = match &eager {
-                    Some((queue, eager)) => (
-                        self.eager_message(&w.state, scheduled, queue)?,
-                        Some(eager.worker_id.clone()),
-                    ),
+                    Some((queue, eager)) => {
+                        let message = self.eager_message(&w.state, scheduled, queue)?;
+                        if eager.offer.batches {
+                            w.sent_together.push(message.id);
+                        }
+                        (message, Some(eager.worker_id.clone()))
+                    }
                     None => (self.activity_message(&w.state, scheduled)?, None),
                 };
                 match held {

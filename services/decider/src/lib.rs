@@ -8,6 +8,8 @@
 
 pub mod apply;
 pub mod committer;
+pub mod eager_batcher;
+pub mod eager_expired;
 pub mod engine;
 pub mod hooks;
 pub mod interpreter;
@@ -73,6 +75,7 @@ pub async fn run_on(
     );
     let mut consumers = Vec::new();
     let spares = spare_offers::SpareOffers::default();
+    let eager_sender = eager_batcher::EagerBatcher::new(deps.bus.clone());
     for k in 0..names.shards() {
         let shard = Arc::new(
             engine::Shard::new(
@@ -87,7 +90,8 @@ pub async fn run_on(
                 },
                 config.events.clone(),
             )
-            .sharing_offers(spares.clone()),
+            .sharing_offers(spares.clone())
+            .sharing_eager_sender(eager_sender.clone()),
         );
         consumers.push(deps.bus.consume_batches(
             &names.command_queue(k),
@@ -100,6 +104,7 @@ pub async fn run_on(
             shutdown.clone(),
         ));
     }
+    consumers.push(eager_expired::consume(&deps.bus, shutdown.clone()));
     tracing::info!(shards = names.shards(), events = %config.events, "decider consuming command shards");
     shutdown.cancelled().await;
     for c in consumers {

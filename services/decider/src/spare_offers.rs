@@ -159,6 +159,7 @@ mod tests {
                 queue_prefix: format!("ns.eager.{worker}"),
                 task_names: tasks.iter().map(|t| (*t).to_owned()).collect(),
                 offered_at: Utc::now(),
+                batches: false,
             },
         }
     }

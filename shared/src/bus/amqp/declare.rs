@@ -29,8 +29,9 @@ pub(crate) enum QueueKind {
     DeadLetter,
     /// A worker process's eager queue of one task (`<ns>.eager.<instance>.<task>`,
     /// docs/eager-dispatch.md); `ns_len` is the namespace's length in its name. What waits
-    /// in it longer than [`EAGER_TTL_MS`] goes on to the task's activity queue; unused for
-    /// [`EAGER_EXPIRES_MS`], it is deleted. It has no DLQ.
+    /// in it longer than [`EAGER_TTL_MS`] goes to `<ns>.eager.expired`, whence the decider
+    /// sends it on to the task's activity queue; unused for [`EAGER_EXPIRES_MS`], it is
+    /// deleted. It has no DLQ.
     Eager { ns_len: usize },
 }
 
@@ -58,16 +59,17 @@ pub(crate) fn queue_arguments(queue: &str, kind: QueueKind, queue_type: QueueTyp
         return args;
     }
     if let QueueKind::Eager { ns_len } = kind {
-        // `<ns>.eager.<32 hex digits>.<task>`: past its TTL a task goes on to
-        // `<ns>.activity` with its task's name as the key, i.e. to its shared queue.
+        // `<ns>.eager.<32 hex digits>.<task>`: past its TTL a message goes to
+        // `<ns>.eager.expired` (through the default exchange, which every worker may
+        // write to), where the decider splits what was sent together and sends each task
+        // on to its shared queue: a shared queue only ever holds single tasks.
         let ns = &queue[..ns_len];
-        let task = &queue[ns_len + ".eager.".len() + 33..];
         let text = |s: String| AMQPValue::LongString(LongString::from(s));
+        args.insert("x-dead-letter-exchange".into(), text(String::new()));
         args.insert(
-            "x-dead-letter-exchange".into(),
-            text(format!("{ns}.activity")),
+            "x-dead-letter-routing-key".into(),
+            text(format!("{ns}.eager.expired")),
         );
-        args.insert("x-dead-letter-routing-key".into(), text(task.to_owned()));
         args.insert("x-message-ttl".into(), AMQPValue::LongUInt(EAGER_TTL_MS));
         args.insert("x-expires".into(), AMQPValue::LongUInt(EAGER_EXPIRES_MS));
         return args;
@@ -297,6 +299,7 @@ pub(crate) async fn core(
         declare_queue(&ch, &names.command_queue(k), QueueKind::Shard, &binding, qt).await?;
     }
     declare_queue(&ch, &names.heartbeat_queue(), QueueKind::Work, &[], qt).await?;
+    declare_queue(&ch, &names.eager_expired_queue(), QueueKind::Work, &[], qt).await?;
     let every_start = [(names.starts_exchange(), "#".to_owned())];
     declare_queue(
         &ch,
@@ -409,6 +412,7 @@ impl Link {
             .map(|k| names.command_queue(k))
             .collect();
         queues.push(names.heartbeat_queue());
+        queues.push(names.eager_expired_queue());
         queues.push(names.starts_queue());
         queues.extend(self.declared().keys().cloned());
         queues.extend(extra_queues.iter().cloned());
@@ -489,6 +493,29 @@ mod tests {
         );
         assert!(classic.inner().contains_key("x-max-priority"));
         assert!(!classic.inner().contains_key("x-queue-type"));
+    }
+
+    #[test]
+    fn an_eager_queue_dead_letters_to_the_expired_queue_through_the_default_exchange() {
+        let names = Names::new("ns", 4);
+        let queue = "ns.eager.0123456789abcdef0123456789abcdef.shout";
+        let args = queue_arguments(queue, kind_of(&names, queue), QueueType::Classic);
+        let inner = args.inner();
+        let text = |s: &str| Some(AMQPValue::LongString(s.into()));
+        assert_eq!(inner.get("x-dead-letter-exchange").cloned(), text(""));
+        assert_eq!(
+            inner.get("x-dead-letter-routing-key").cloned(),
+            text(&names.eager_expired_queue())
+        );
+        assert_eq!(
+            inner.get("x-message-ttl"),
+            Some(&AMQPValue::LongUInt(EAGER_TTL_MS))
+        );
+        assert_eq!(
+            kind_of(&names, &names.eager_expired_queue()),
+            QueueKind::Work,
+            "the expired queue is a work queue with a DLQ of its own"
+        );
     }
 
     #[test]

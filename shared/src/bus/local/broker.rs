@@ -257,6 +257,7 @@ impl Core {
             }
         }
         state.ensure_queue(&names.heartbeat_queue(), false);
+        state.ensure_queue(&names.eager_expired_queue(), false);
         state.ensure_queue(&names.starts_queue(), false);
         // Cannot fail: the starts exchange was just declared.
         if let Err(e) = state.bind(&names.starts_exchange(), &names.starts_queue(), "#") {

@@ -318,6 +318,7 @@ impl Shared {
             queue_prefix: eager.prefix.clone(),
             task_names: eager.task_names.clone(),
             offered_at: Utc::now(),
+            batches: true,
         })
     }
 

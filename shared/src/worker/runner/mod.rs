@@ -328,7 +328,9 @@ impl Shared {
             .saturating_sub(self.slots.available_permits())
     }
 
-    /// One delivery of `task_name`'s queue, start to disposition.
+    /// One delivery of `task_name`'s queue, start to disposition: one task, or several
+    /// sent together to this process's eager queue (docs/eager-dispatch.md, "Eager tasks
+    /// sent together"), run side by side and settled as one message.
     async fn handle(
         self: Arc<Self>,
         task_name: String,
@@ -340,8 +342,15 @@ impl Shared {
             self.stats.incr(Counter::Requeued);
             return Disposition::Requeue;
         }
-        let task = match delivery.envelope.decode::<ActivityMessage>() {
-            Ok(ActivityMessage::ActivityTask(task)) => task,
+        let tasks = match delivery.envelope.decode::<ActivityMessage>() {
+            Ok(ActivityMessage::ActivityTask(task)) => {
+                Ok(vec![(task, delivery.traceparent.clone())])
+            }
+            Ok(ActivityMessage::ActivityTasks(batch)) => batch.into_tasks(),
+            Err(e) => Err(e),
+        };
+        let tasks = match tasks {
+            Ok(tasks) => tasks,
             Err(e) => {
                 self.stats.incr(Counter::DeadLettered);
                 tracing::warn!(queue = %delivery.queue, id = %delivery.envelope.id, error = %e,
@@ -349,14 +358,51 @@ impl Shared {
                 return Disposition::DeadLetter(format!("not an activity task: {e}"));
             }
         };
-        if task.reply_to.is_empty() {
+        if let Some((task, _)) = tasks.iter().find(|(task, _)| task.reply_to.is_empty()) {
             self.stats.incr(Counter::DeadLettered);
             tracing::warn!(queue = %delivery.queue, task_id = %task.task_id,
                 "activity task without replyTo; dead-lettering it");
             return Disposition::DeadLetter("activity task has an empty replyTo".into());
         }
+        let redelivered = delivery.redelivered;
+        if tasks.len() == 1 {
+            let (task, traceparent) = tasks.into_iter().next().expect("one task");
+            return self
+                .handle_task(&task_name, handler, task, traceparent, redelivered, source)
+                .await;
+        }
+        let sent_together = tasks.len();
+        let each = tasks.into_iter().map(|(task, traceparent)| {
+            let handler = Arc::clone(&handler);
+            self.handle_task(&task_name, handler, task, traceparent, redelivered, source)
+        });
+        let settled = join_all(each).await;
+        // One message: acknowledged once every task is done with. Should one have to go
+        // back (its result could not be published, or shutdown abandoned it), the whole
+        // message does, and the tasks already done run again: at least once, as a
+        // redelivery always means (the decider refuses their second results).
+        match settled.iter().all(|d| matches!(d, Disposition::Ack)) {
+            true => Disposition::Ack,
+            false => {
+                tracing::warn!(queue = %delivery.queue, sent_together,
+                    "a task sent together with others goes back to its queue: all of them do");
+                Disposition::Requeue
+            }
+        }
+    }
+
+    /// One task of a delivery, from its slot to its disposition.
+    async fn handle_task(
+        &self,
+        task_name: &str,
+        handler: BoxedHandler,
+        task: crate::messages::ActivityTask,
+        traceparent: Option<String>,
+        redelivered: bool,
+        source: Source,
+    ) -> Disposition {
         if task.task_name != task_name {
-            tracing::warn!(queue = %delivery.queue, task_name = %task.task_name,
+            tracing::warn!(task_name = %task.task_name, queue_task = %task_name,
                 "activity task on another task's queue; running this queue's handler");
         }
         // Wait for a slot, unless shutdown comes first: then the task goes back untouched.
@@ -378,11 +424,11 @@ impl Shared {
             task_id = %task.task_id,
             attempt = task.attempt,
             worker_id = %self.worker_id,
-            redelivered = delivery.redelivered,
+            redelivered,
         );
-        crate::telemetry::set_parent(&span, delivery.traceparent.as_deref());
+        crate::telemetry::set_parent(&span, traceparent.as_deref());
         let executed = self
-            .execute(handler, task, delivery.redelivered, source)
+            .execute(handler, task, redelivered, source)
             .instrument(span)
             .await;
         drop(slot);

@@ -562,6 +562,88 @@ async fn malformed_activity_messages_are_dead_lettered_without_blocking_the_queu
     decider.teardown().await;
 }
 
+/// Eager tasks the decider sent together (one `ActivityTasks` message to the worker's
+/// eager queue, docs/eager-dispatch.md) each run, without a claim, and report their
+/// results; the message is acknowledged once, when all are done.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tasks_sent_together_to_the_eager_queue_each_run_and_are_settled_as_one_message() {
+    let mut decider = Decider::start().await;
+    let first = decider.task("shout", json!({"text": "first"}));
+    decider.schedule(&first).await;
+    let worker = decider
+        .worker()
+        .handler("shout", |t: ActivityTask| async move {
+            Ok(json!({"text": t.input["text"].as_str().unwrap_or_default().to_uppercase()}))
+        })
+        .build();
+    let shutdown = CancellationToken::new();
+    let run = spawn(worker, &shutdown);
+
+    let (_, command) = decider.next_result().await;
+    let Command::ActivityCompleted(done) = command else {
+        panic!("expected ActivityCompleted, got {command:?}");
+    };
+    let offer = done.eager.expect("the result offers the next activity");
+    assert!(offer.batches, "the SDK takes tasks sent together");
+
+    let together: Vec<ActivityTask> = ["a", "b", "c"]
+        .iter()
+        .map(|text| ActivityTask {
+            eager: true,
+            ..decider.task("shout", json!({ "text": text }))
+        })
+        .collect();
+    let bodies: Vec<Vec<u8>> = together
+        .iter()
+        .map(|t| {
+            let message = ActivityMessage::ActivityTask(t.clone());
+            Envelope::new(&t.workflow_id, Some(t.run_id), &message)
+                .unwrap()
+                .to_bytes()
+                .unwrap()
+        })
+        .collect();
+    let parts: Vec<(&[u8], Option<&str>)> = bodies
+        .iter()
+        .map(|b| (b.as_slice(), Some(PARENT)))
+        .collect();
+    let batch = weft::messages::ActivityTaskBatch::encode(&parts).unwrap();
+    let queue = decider
+        .names
+        .eager_queue(&offer.queue_prefix, "shout")
+        .expect("the offer names an eager queue of the namespace");
+    decider
+        .bus
+        .publish_bytes(&decider.names.eager_exchange(), &queue, &batch, None)
+        .await
+        .unwrap();
+
+    let mut results = decider.results_by_task(3).await;
+    results.sort_by_key(|(id, _)| *id);
+    let mut expected: Vec<(Uuid, String)> = together
+        .iter()
+        .map(|t| (t.task_id, t.input["text"].as_str().unwrap().to_uppercase()))
+        .collect();
+    expected.sort();
+    for ((id, command), (task_id, text)) in results.iter().zip(&expected) {
+        assert_eq!(id, task_id);
+        let Command::ActivityCompleted(done) = command else {
+            panic!("expected ActivityCompleted, got {command:?}");
+        };
+        assert_eq!(done.output, json!({ "text": text }));
+    }
+    decider.assert_no_result().await;
+    assert_eq!(
+        decider.bus.message_count(&queue).await.unwrap(),
+        0,
+        "the message was acknowledged, not left or requeued"
+    );
+
+    shutdown.cancel();
+    stopped(run).await;
+    decider.teardown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn result_joins_the_trace_of_the_activity_task() {
     let _telemetry = weft::telemetry::init("weft-worker-test").unwrap();

@@ -1,0 +1,186 @@
+//! Eager tasks sent together (docs/eager-dispatch.md, "Eager tasks sent together"): the
+//! `ActivityTasks` message that carries several `ActivityTask` envelopes to one worker's
+//! eager queue, written from the envelopes as they were encoded (the decider's outbox rows)
+//! and read back into them.
+
+use chrono::Utc;
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+
+use crate::envelope::VERSION;
+use crate::messages::{ActivityMessage, ActivityTask};
+use crate::{Envelope, Error, Result};
+
+/// Tasks sent together at most: bounds a message's size (and what one lost confirm sends
+/// again).
+pub const MAX_MESSAGES: usize = 32;
+
+/// Eager tasks for one worker's eager queue sent as one message: each as the
+/// `ActivityTask` envelope it would have been sent as alone, with its trace context.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ActivityTaskBatch {
+    /// The tasks, in the order they were decided.
+    pub messages: Vec<BatchedMessage>,
+}
+
+/// One message of an [`ActivityTaskBatch`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BatchedMessage {
+    /// The `ActivityTask` envelope.
+    pub envelope: Envelope,
+    /// Its W3C trace context (the `traceparent` header it would have had alone).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traceparent: Option<String>,
+}
+
+impl ActivityTaskBatch {
+    /// The encoded `ActivityTasks` envelope of `messages` (each an encoded envelope and
+    /// its trace context), written around them without decoding them. The batch's own
+    /// envelope names the first message's workflow (a batch holds tasks of many runs).
+    pub fn encode(messages: &[(&[u8], Option<&str>)]) -> Result<Vec<u8>> {
+        #[derive(Serialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Head<'a> {
+            id: uuid::Uuid,
+            #[serde(rename = "type")]
+            kind: &'static str,
+            version: u32,
+            workflow_id: &'a str,
+            time: chrono::DateTime<Utc>,
+            payload: Payload<'a>,
+        }
+        #[derive(Serialize)]
+        struct Payload<'a> {
+            messages: Vec<Item<'a>>,
+        }
+        #[derive(Serialize)]
+        struct Item<'a> {
+            envelope: &'a RawValue,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            traceparent: Option<&'a str>,
+        }
+        #[derive(Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct WorkflowOf<'a> {
+            #[serde(borrow)]
+            workflow_id: std::borrow::Cow<'a, str>,
+        }
+        let Some((first, _)) = messages.first() else {
+            return Err(Error::Decode("an empty batch of activity tasks".into()));
+        };
+        let first: WorkflowOf<'_> = serde_json::from_slice(first)?;
+        let items = messages
+            .iter()
+            .map(|(body, traceparent)| {
+                Ok(Item {
+                    envelope: serde_json::from_slice(body)?,
+                    traceparent: *traceparent,
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let head = Head {
+            id: crate::ids::new_id(),
+            kind: "ActivityTasks",
+            version: VERSION,
+            workflow_id: &first.workflow_id,
+            time: Utc::now(),
+            payload: Payload { messages: items },
+        };
+        Ok(serde_json::to_vec(&head)?)
+    }
+
+    /// The tasks with their trace contexts; an error names the first message that is not
+    /// an `ActivityTask`.
+    pub fn into_tasks(self) -> Result<Vec<(ActivityTask, Option<String>)>> {
+        self.messages
+            .into_iter()
+            .map(|m| match m.envelope.decode::<ActivityMessage>()? {
+                ActivityMessage::ActivityTask(task) => Ok((task, m.traceparent)),
+                ActivityMessage::ActivityTasks(_) => Err(Error::Decode(format!(
+                    "message {} of a batch is a batch itself",
+                    m.envelope.id
+                ))),
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+    use uuid::Uuid;
+
+    use super::*;
+
+    fn task(workflow_id: &str, task_ref: &str) -> Envelope {
+        let task = ActivityTask {
+            task_id: Uuid::new_v4(),
+            workflow_id: workflow_id.into(),
+            run_id: Uuid::new_v4(),
+            task_ref: task_ref.into(),
+            task_name: "shout".into(),
+            task_type: "SIMPLE".into(),
+            attempt: 1,
+            input: json!({"text": task_ref}),
+            reply_to: "3".into(),
+            scheduled_at: Utc::now(),
+            response_timeout_seconds: 30,
+            eager: true,
+        };
+        Envelope::new(
+            workflow_id,
+            Some(task.run_id),
+            &ActivityMessage::ActivityTask(task),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn a_batch_is_written_around_its_envelopes_and_read_back_into_them() {
+        let (a, b) = (task("wf-a", "one"), task("wf-b", "two"));
+        let (body_a, body_b) = (a.to_bytes().unwrap(), b.to_bytes().unwrap());
+        let trace = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+        let encoded =
+            ActivityTaskBatch::encode(&[(&body_a, Some(trace)), (&body_b, None)]).unwrap();
+
+        let envelope: Envelope = serde_json::from_slice(&encoded).unwrap();
+        assert_eq!(envelope.kind, "ActivityTasks");
+        assert_eq!(
+            envelope.workflow_id, "wf-a",
+            "named after its first task's run"
+        );
+        let ActivityMessage::ActivityTasks(batch) = envelope.decode().unwrap() else {
+            panic!("not a batch: {envelope:?}");
+        };
+        assert_eq!(
+            batch.messages[0].envelope, a,
+            "each envelope as it was sent"
+        );
+        assert_eq!(batch.messages[1].envelope, b);
+        let tasks = batch.into_tasks().unwrap();
+        let refs: Vec<_> = tasks.iter().map(|(t, _)| t.task_ref.as_str()).collect();
+        assert_eq!(refs, ["one", "two"]);
+        assert_eq!(tasks[0].1.as_deref(), Some(trace));
+        assert_eq!(tasks[1].1, None);
+    }
+
+    #[test]
+    fn an_empty_or_undecodable_batch_is_an_error() {
+        assert!(ActivityTaskBatch::encode(&[]).is_err());
+        assert!(ActivityTaskBatch::encode(&[(b"not json", None)]).is_err());
+        let nested = ActivityTaskBatch {
+            messages: vec![BatchedMessage {
+                envelope: Envelope::new(
+                    "wf",
+                    None,
+                    &ActivityMessage::ActivityTasks(ActivityTaskBatch { messages: vec![] }),
+                )
+                .unwrap(),
+                traceparent: None,
+            }],
+        };
+        assert!(nested.into_tasks().is_err());
+    }
+}
