@@ -25,6 +25,7 @@ pub mod client;
 pub mod env;
 pub mod greet;
 pub mod infra;
+pub mod metrics;
 pub mod process;
 pub mod python;
 pub mod suite;

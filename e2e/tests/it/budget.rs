@@ -59,24 +59,11 @@ impl Costs {
 
     /// Adds the counters of one process's `/metrics` text.
     fn add(&mut self, metrics: &str) {
+        for ((kind, delivery), n) in weft_e2e::metrics::published(metrics) {
+            *self.published.entry((kind, delivery)).or_default() += n;
+        }
         for line in metrics.lines() {
-            if let Some(rest) = line.strip_prefix("weft_bus_published_total{") {
-                let Some((labels, value)) = rest.split_once("} ") else {
-                    continue;
-                };
-                let label = |name: &str| {
-                    labels
-                        .split(',')
-                        .find_map(|kv| kv.strip_prefix(&format!("{name}=\"")))
-                        .map(|v| v.trim_end_matches('"').to_owned())
-                        .unwrap_or_default()
-                };
-                let n: u64 = value.trim().parse().unwrap_or(0);
-                *self
-                    .published
-                    .entry((label("type"), label("delivery")))
-                    .or_default() += n;
-            } else if let Some(value) = line.strip_prefix("weft_decider_commits_total ") {
+            if let Some(value) = line.strip_prefix("weft_decider_commits_total ") {
                 self.commits += value.trim().parse::<u64>().unwrap_or(0);
             } else if let Some(value) = line.strip_prefix("weft_decider_eager_dispatches_total ") {
                 self.eager += value.trim().parse::<u64>().unwrap_or(0);

@@ -73,10 +73,6 @@ pub struct Shard {
     eager_sender: EagerBatcher,
     /// Verdicts the shard committed lately, for `WatchVerdict` calls.
     verdicts: RecentVerdicts,
-    /// The current batch is a single command: the shard has no backlog, and a spare
-    /// offer saves its activity a claim's latency. Under load claims go together and
-    /// cost little, and spares are left alone (BENCHMARKS.md, seventh session).
-    quiet: std::sync::atomic::AtomicBool,
 }
 
 /// A run being changed by the current batch.
@@ -210,7 +206,6 @@ impl Shard {
             spares: SpareOffers::default(),
             eager_sender: EagerBatcher::new(bus.clone()),
             verdicts: RecentVerdicts::default(),
-            quiet: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -232,8 +227,6 @@ impl Shard {
     pub async fn handle_batch(&self, deliveries: Vec<Delivery>) -> Vec<Disposition> {
         self.metrics.commands.inc_by(deliveries.len() as u64);
         self.metrics.batch_size.observe(deliveries.len() as f64);
-        self.quiet
-            .store(deliveries.len() == 1, std::sync::atomic::Ordering::Relaxed);
         let commands: Vec<Result<Command, String>> = deliveries
             .iter()
             .map(|d| d.envelope.decode::<Command>().map_err(|e| e.to_string()))
@@ -1643,10 +1636,7 @@ impl Shard {
         });
         let eager = match own {
             Some(own) => own,
-            None if self.quiet.load(std::sync::atomic::Ordering::Relaxed) => {
-                self.spares.take(key, EAGER_OFFER_MAX_AGE)?
-            }
-            None => return None,
+            None => self.spares.take(key, EAGER_OFFER_MAX_AGE)?,
         };
         let queue = self
             .bus

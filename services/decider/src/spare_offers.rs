@@ -88,9 +88,9 @@ impl SpareOffers {
     /// Keeps an offer its run did not take. The same offer again (a batch decided again
     /// after a failed commit) is kept once.
     ///
-    /// Under load every ending run keeps one and none is taken (spares go only to a
-    /// quiet shard), so the expired ones go here too, and the repeat check compares the
-    /// offer's time first: the other fields are the same for every offer of a worker.
+    /// Under load every ending run keeps one, so the expired ones go here too, and the
+    /// repeat check compares the offer's time first: the other fields are the same for
+    /// every offer of a worker.
     pub fn keep(&self, eager: Eager) {
         let mut inner = self.lock();
         inner.forget_expired();

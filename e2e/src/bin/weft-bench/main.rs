@@ -34,6 +34,7 @@
 
 mod cpu;
 mod http_workers;
+mod messages;
 mod runs;
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -263,12 +264,15 @@ async fn bench(suite: &Suite, runs: &Runs, args: &Args) -> anyhow::Result<String
     );
     let before = runs.count("COMPLETED").await?;
     let cpu_before = cpu::CpuSample::take(suite);
+    let published_before = messages::Published::take(suite).await;
     let t0 = Instant::now();
     let t0_wall = chrono::Utc::now();
     let starts = start_many(client, args.runs, args.concurrency).await?;
     let accepted = t0.elapsed();
     wait_completed(runs, before + starts.len() as i64, Duration::from_secs(600)).await?;
     let cpu_rows = cpu_before.rows_until(&cpu::CpuSample::take(suite), args.runs);
+    let message_row =
+        published_before.row_until(&messages::Published::take(suite).await, args.runs);
     // The last run's end as the decider stamped it (same machine, same clock): exact,
     // whatever the polling interval.
     let last_end = runs.last_end().await?;
@@ -366,6 +370,7 @@ async fn bench(suite: &Suite, runs: &Runs, args: &Args) -> anyhow::Result<String
          | throughput ({runs} runs, {conc} starts in flight) | {per_sec:.1} workflows/s \
          ({total:.2?} first start to last COMPLETED; starts accepted in {accepted:.2?}) |\n\
          {cpu_rows}\
+         {message_row}\
          | latency ({lat} sequential runs, start to COMPLETED) | p50 {p50:.1?}, \
          p99 {p99:.1?}, max {max:.1?} |\n\
          | engine latency (same runs, start accepted to the decider deciding WorkflowCompleted; its commit follows) | \

@@ -1,0 +1,58 @@
+//! The broker messages a run costs: the `weft_bus_published_total` counters of every
+//! process of the suite (`/metrics`), before and after the throughput phase, per run and
+//! by message type. The example worker's and the benchmark's own publishes are not in
+//! them (the worker exports no `/metrics`; its results are `ActivityCompleted`, one a task).
+
+use std::collections::BTreeMap;
+
+use weft_e2e::{Service, Suite};
+
+/// Published messages by (type, delivery), summed over the suite's processes.
+#[derive(Debug, Default, Clone)]
+pub struct Published(BTreeMap<(String, String), u64>);
+
+impl Published {
+    /// The counters now (a process that does not answer counts nothing).
+    pub async fn take(suite: &Suite) -> Self {
+        let http = reqwest::Client::new();
+        let mut counts = BTreeMap::new();
+        for service in Service::ALL.into_iter().chain([Service::Dev]) {
+            for id in suite.procs(service) {
+                let url = format!("http://{}/metrics", suite.proc(id).addr);
+                let Ok(response) = http.get(&url).send().await else {
+                    continue;
+                };
+                let Ok(text) = response.text().await else {
+                    continue;
+                };
+                for ((kind, delivery), n) in weft_e2e::metrics::published(&text) {
+                    *counts.entry((kind, delivery)).or_default() += n;
+                }
+            }
+        }
+        Self(counts)
+    }
+
+    /// A report row: messages a run between `self` and `after`, persistent first.
+    pub fn row_until(&self, after: &Published, runs: usize) -> String {
+        let per_run = |n: u64| n as f64 / runs.max(1) as f64;
+        let mut parts: Vec<(String, f64)> = after
+            .0
+            .iter()
+            .map(|(key, n)| (key, n.saturating_sub(self.0.get(key).copied().unwrap_or(0))))
+            .filter(|(_, n)| *n > 0)
+            .map(|((kind, delivery), n)| (format!("{kind} {delivery}"), per_run(n)))
+            .collect();
+        parts.sort_by(|a, b| b.1.total_cmp(&a.1));
+        let persistent: f64 = parts
+            .iter()
+            .filter(|(k, _)| k.ends_with(" persistent"))
+            .map(|(_, n)| n)
+            .sum();
+        let detail: Vec<String> = parts.iter().map(|(k, n)| format!("{k} {n:.2}")).collect();
+        format!(
+            "| broker messages per run, throughput phase (the services' counters; the worker's results are 3 `ActivityCompleted` a run more) | {persistent:.2} persistent ({}) |\n",
+            detail.join(", ")
+        )
+    }
+}
