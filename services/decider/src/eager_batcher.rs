@@ -3,18 +3,21 @@
 //! Under load the committer joins many shards' batches, and most of their eager tasks go
 //! to the same few queues (one per worker process and task). Each would be a persistent
 //! message of its own: the broker's work per message, not per byte, is what a run costs
-//! it. So eager tasks are sent through this process-wide sender, which keeps at most one
-//! message in flight per eager queue: a task for a queue whose last message the broker has
-//! not confirmed yet waits, and whatever waited goes as one `ActivityTasks` message when
-//! the confirm comes. A queue with nothing in flight sends at once, so a quiet system
-//! waits for nothing; a busy one sends fewer, larger messages, as many as its confirms
-//! allow. Only to a worker whose offer says it takes batches; one message a task
-//! otherwise.
+//! it. So eager tasks are sent through this process-wide sender, which keeps one round of
+//! messages in flight per eager queue: a task for a queue whose last round the broker has
+//! not confirmed yet waits, and whatever waited goes as one `ActivityTasks` message (32
+//! tasks at most) when the confirm comes. A queue with nothing in flight sends at once,
+//! so a quiet system waits for nothing; a busy one sends fewer, larger messages, as many
+//! as its confirms allow. Only to a worker whose offer says it takes batches; one message
+//! a task, at once, otherwise.
 
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use tokio::sync::oneshot;
 use uuid::Uuid;
@@ -25,6 +28,12 @@ use weft::Error;
 
 /// Tasks sent together at most.
 pub const MAX_SENT_TOGETHER: usize = weft::activity_batch::MAX_MESSAGES;
+
+/// A task that waited this long behind a message in flight (a confirm that does not come:
+/// the broker is in trouble) is not sent: its outbox row stays for the sweeper, which
+/// publishes rows older than `WEFT_OUTBOX_SWEEP_AFTER_MS` (5 s by default). Sending it
+/// as well would put it at its worker twice.
+const MAX_WAIT: Duration = Duration::from_secs(2);
 
 /// A message published and confirmed (or not).
 type Sending = Pin<Box<dyn Future<Output = Result<(), Error>> + Send>>;
@@ -80,8 +89,8 @@ struct Queue {
 
 struct Waiting {
     message: OutboxMessage,
-    together: bool,
     done: oneshot::Sender<Result<(), Error>>,
+    since: Instant,
 }
 
 impl<P: Publisher> EagerBatcher<P> {
@@ -93,10 +102,10 @@ impl<P: Publisher> EagerBatcher<P> {
         }
     }
 
-    /// Publishes eager tasks (each with whether its worker takes batches), together with
-    /// other tasks for the same queue where they meet. Returns, as
-    /// `weft::store::outbox::publish_messages` does, the ids of the confirmed ones and
-    /// the first failure.
+    /// Publishes eager tasks (each with whether its worker takes batches): those of
+    /// workers that do together with other tasks for the same queue where they meet, the
+    /// others at once, alone. Returns, as `weft::store::outbox::publish_messages` does,
+    /// the ids of the confirmed ones and the first failure.
     pub async fn publish(
         &self,
         messages: Vec<(OutboxMessage, bool)>,
@@ -108,6 +117,17 @@ impl<P: Publisher> EagerBatcher<P> {
             for (message, together) in messages {
                 let (done, answer) = oneshot::channel();
                 answers.push((message.id, answer));
+                if !together {
+                    let publisher = self.publisher.clone();
+                    tokio::spawn(async move {
+                        let m = message;
+                        let sent = publisher
+                            .publish(&m.exchange, &m.routing_key, m.body, m.traceparent)
+                            .await;
+                        let _ = done.send(sent);
+                    });
+                    continue;
+                }
                 let key = message.routing_key.clone();
                 // An entry exists exactly while a message of its queue is in flight.
                 let queue = queues.entry(key.clone()).or_insert_with(|| {
@@ -116,8 +136,8 @@ impl<P: Publisher> EagerBatcher<P> {
                 });
                 queue.waiting.push(Waiting {
                     message,
-                    together,
                     done,
+                    since: Instant::now(),
                 });
             }
         }
@@ -161,16 +181,23 @@ impl<P: Publisher> EagerBatcher<P> {
         }
     }
 
-    /// Publishes `taken`: those whose worker takes batches in messages of up to
-    /// [`MAX_SENT_TOGETHER`], the others one by one; all side by side, each answered
-    /// with its message's confirm.
+    /// Publishes `taken` in messages of up to [`MAX_SENT_TOGETHER`] tasks, side by
+    /// side (a backlog above that goes as several messages in one round), each task
+    /// answered with its message's confirm; those that waited longer than [`MAX_WAIT`]
+    /// are answered with an error instead (left to the sweeper).
     async fn send(&self, taken: Vec<Waiting>) {
-        let (together, alone): (Vec<Waiting>, Vec<Waiting>) =
-            taken.into_iter().partition(|w| w.together);
-        let mut groups: Vec<Vec<Waiting>> = alone.into_iter().map(|w| vec![w]).collect();
-        let mut together = together.into_iter().peekable();
-        while together.peek().is_some() {
-            groups.push(together.by_ref().take(MAX_SENT_TOGETHER).collect());
+        let (stale, fresh): (Vec<Waiting>, Vec<Waiting>) = taken
+            .into_iter()
+            .partition(|w| w.since.elapsed() >= MAX_WAIT);
+        for waiting in stale {
+            let late =
+                format!("waited over {MAX_WAIT:?} for a confirm; left to the outbox sweeper");
+            let _ = waiting.done.send(Err(Error::Bus(late)));
+        }
+        let mut groups: Vec<Vec<Waiting>> = Vec::new();
+        let mut fresh = fresh.into_iter().peekable();
+        while fresh.peek().is_some() {
+            groups.push(fresh.by_ref().take(MAX_SENT_TOGETHER).collect());
         }
         let sends = groups.into_iter().map(|group| async move {
             let outcome = self.send_group(&group).await;
@@ -344,7 +371,8 @@ mod tests {
         // A quiet queue: the first task goes at once, alone.
         let (recorder, batcher, first) = one_in_flight("q1", "a", false).await;
         // Three more for q1 while a's confirm is awaited, one for q2 (nothing in flight
-        // there: at once), and one for q1 whose worker takes no batches.
+        // there: at once), and one for q1 whose worker takes no batches (at once too:
+        // nothing to wait for).
         let second = spawn_publish(
             &batcher,
             vec![
@@ -357,15 +385,18 @@ mod tests {
             &batcher,
             vec![(task("q1", "d"), true), (task("q1", "lone"), false)],
         );
-        until_sent(&recorder, 2).await;
+        until_sent(&recorder, 3).await;
         tokio::task::yield_now().await;
+        let mut at_once = recorder.sent();
+        at_once.sort();
         assert_eq!(
-            recorder.sent(),
+            at_once,
             [
                 ("q1".into(), vec!["a".into()]),
-                ("q2".into(), vec!["x".into()])
+                ("q1".into(), vec!["lone".into()]),
+                ("q2".into(), vec!["x".into()]),
             ],
-            "nothing more for q1 while its message is in flight"
+            "nothing more of those that take batches for q1 while its message is in flight"
         );
 
         // Confirms come one release at a time; a's releases q1's next round.
@@ -376,15 +407,10 @@ mod tests {
         assert!(outcome.is_ok() && sent.len() == 3, "{outcome:?}");
         let (sent, outcome) = third.await.unwrap();
         assert!(outcome.is_ok() && sent.len() == 2, "{outcome:?}");
-        let mut later: Vec<_> = recorder.sent().split_off(2);
-        later.sort();
         assert_eq!(
-            later,
-            [
-                ("q1".into(), vec!["b".into(), "c".into(), "d".into()]),
-                ("q1".into(), vec!["lone".into()]),
-            ],
-            "what waited for q1 goes as one message; a worker without batches gets its own"
+            recorder.sent().split_off(3),
+            [("q1".into(), vec!["b".into(), "c".into(), "d".into()])],
+            "what waited for q1 goes as one message"
         );
         assert!(batcher.lock().is_empty(), "idle queues are forgotten");
     }
@@ -412,5 +438,23 @@ mod tests {
         confirm_until_answered(&recorder, &[&first, &rest]).await;
         let sizes: Vec<usize> = recorder.sent().iter().map(|(_, r)| r.len()).collect();
         assert_eq!(sizes, [1, MAX_SENT_TOGETHER, 3]);
+    }
+
+    /// A confirm that does not come for long: what waited behind it is not sent, but
+    /// left to the outbox sweeper (which would send it too).
+    #[tokio::test(start_paused = true)]
+    async fn what_waited_too_long_behind_a_message_in_flight_is_left_to_the_sweeper() {
+        let (recorder, batcher, first) = one_in_flight("q", "a", false).await;
+        let late = spawn_publish(&batcher, vec![(task("q", "late"), true)]);
+        tokio::task::yield_now().await;
+        tokio::time::advance(MAX_WAIT).await;
+        confirm_until_answered(&recorder, &[&first, &late]).await;
+        let (sent, outcome) = late.await.unwrap();
+        assert!(sent.is_empty(), "{sent:?}");
+        assert!(
+            matches!(outcome, Err(Error::Bus(ref m)) if m.contains("sweeper")),
+            "{outcome:?}"
+        );
+        assert_eq!(recorder.sent().len(), 1, "only a was published");
     }
 }

@@ -7,8 +7,11 @@
 
 use weft::bus::{Bus, ConsumeOptions, Delivery, Disposition};
 use weft::dsl::TaskType;
-use weft::messages::{ActivityMessage, ActivityTask};
+use weft::messages::{ActivityMessage, ActivityTask, ActivityTaskBatch};
 use weft::{Envelope, Error};
+
+/// A task of an expired eager message: its envelope as decided, its trace context.
+type Expired = (Envelope, Option<String>, ActivityTask);
 
 /// Consumes `<ns>.eager.expired` until `shutdown`.
 pub fn consume(
@@ -33,17 +36,15 @@ pub fn consume(
 }
 
 /// Publishes the task (or each task) of an expired eager message to its shared queue,
-/// as the envelope it was decided as; acknowledged once all are confirmed.
+/// as the envelope it was decided as; acknowledged once all are confirmed. A message
+/// that is no activity task is dead-lettered (the valid tasks of a batch go on first).
+/// When a publish fails, what is left goes back to this queue as a message of its own
+/// and the delivery is acknowledged, so that no task already sent on is sent twice (two
+/// copies would both take the attempt over).
 pub async fn send_on(bus: &Bus, delivery: Delivery) -> Disposition {
-    let tasks = match single_tasks(&delivery) {
-        Ok(tasks) => tasks,
-        Err(e) => {
-            tracing::warn!(id = %delivery.envelope.id, error = %e, "an expired eager message that is no activity task; dead-lettering it");
-            return Disposition::DeadLetter(format!("not an activity task: {e}"));
-        }
-    };
+    let (tasks, invalid) = single_tasks(&delivery);
     let exchange = bus.names().activity_exchange();
-    for (envelope, traceparent, task) in &tasks {
+    for (i, (envelope, traceparent, task)) in tasks.iter().enumerate() {
         let key = shared_queue_key(task);
         let sent = async {
             bus.declare_activity_queue(&key).await?;
@@ -57,10 +58,13 @@ pub async fn send_on(bus: &Bus, delivery: Delivery) -> Disposition {
             .await
         };
         if let Err(e) = sent.await {
-            // Those sent already go again with the rest: a duplicate task is claimed once.
             tracing::warn!(task_id = %task.task_id, error = %e, "could not send an expired eager task on to its shared queue; it is tried again");
-            return Disposition::Requeue;
+            return again(bus, &tasks[i..]).await;
         }
+    }
+    if let Some(e) = invalid {
+        tracing::warn!(id = %delivery.envelope.id, error = %e, "an expired eager message that is no activity task; dead-lettering it");
+        return Disposition::DeadLetter(format!("not an activity task: {e}"));
     }
     tracing::debug!(
         tasks = tasks.len(),
@@ -69,27 +73,63 @@ pub async fn send_on(bus: &Bus, delivery: Delivery) -> Disposition {
     Disposition::Ack
 }
 
-/// The tasks of an expired eager message, each as its own envelope.
-fn single_tasks(
-    delivery: &Delivery,
-) -> Result<Vec<(Envelope, Option<String>, ActivityTask)>, Error> {
-    match delivery.envelope.decode::<ActivityMessage>()? {
-        ActivityMessage::ActivityTask(task) => Ok(vec![(
-            delivery.envelope.clone(),
-            delivery.traceparent.clone(),
-            task,
-        )]),
-        ActivityMessage::ActivityTasks(batch) => batch
-            .messages
-            .into_iter()
-            .map(|m| match m.envelope.decode::<ActivityMessage>()? {
-                ActivityMessage::ActivityTask(task) => Ok((m.envelope, m.traceparent, task)),
-                ActivityMessage::ActivityTasks(_) => {
-                    Err(Error::Decode("a batch inside a batch".into()))
-                }
-            })
-            .collect(),
+/// Puts `left` back on `<ns>.eager.expired` as one message and acknowledges the
+/// delivery; gives the delivery back when even that fails (the broker is away: what
+/// was sent on may then go twice).
+async fn again(bus: &Bus, left: &[Expired]) -> Disposition {
+    let bodies: Result<Vec<Vec<u8>>, Error> = left.iter().map(|(e, _, _)| e.to_bytes()).collect();
+    let body = bodies.and_then(|bodies| {
+        let parts: Vec<(&[u8], Option<&str>)> = bodies
+            .iter()
+            .zip(left)
+            .map(|(b, (_, trace, _))| (b.as_slice(), trace.as_deref()))
+            .collect();
+        ActivityTaskBatch::encode(&parts)
+    });
+    let queue = bus.names().eager_expired_queue();
+    let sent = match body {
+        Ok(body) => bus.publish_bytes("", &queue, &body, None).await,
+        Err(e) => Err(e),
+    };
+    match sent {
+        Ok(()) => Disposition::Ack,
+        Err(_) => {
+            // No hot loop while the broker is away.
+            tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+            Disposition::Requeue
+        }
     }
+}
+
+/// The tasks of an expired eager message, each as its own envelope, and why the
+/// message (or a part of it) is no activity task.
+fn single_tasks(delivery: &Delivery) -> (Vec<Expired>, Option<Error>) {
+    let batch = match delivery.envelope.decode::<ActivityMessage>() {
+        Ok(ActivityMessage::ActivityTask(task)) => {
+            let one = (
+                delivery.envelope.clone(),
+                delivery.traceparent.clone(),
+                task,
+            );
+            return (vec![one], None);
+        }
+        Ok(ActivityMessage::ActivityTasks(batch)) => batch,
+        Err(e) => return (Vec::new(), Some(e)),
+    };
+    let mut tasks = Vec::with_capacity(batch.messages.len());
+    let mut invalid = None;
+    for m in batch.messages {
+        match m.envelope.decode::<ActivityMessage>() {
+            Ok(ActivityMessage::ActivityTask(task)) => {
+                tasks.push((m.envelope, m.traceparent, task))
+            }
+            Ok(ActivityMessage::ActivityTasks(_)) => {
+                invalid = Some(Error::Decode("a batch inside a batch".into()))
+            }
+            Err(e) => invalid = Some(e),
+        }
+    }
+    (tasks, invalid)
 }
 
 /// The shared queue (routing key) of an eager task: HTTP tasks go to the built-in HTTP
@@ -111,7 +151,6 @@ mod tests {
     use tokio::sync::mpsc;
     use tokio_util::sync::CancellationToken;
     use uuid::Uuid;
-    use weft::messages::ActivityTaskBatch;
     use weft::topology::Names;
 
     use super::*;
@@ -237,30 +276,46 @@ mod tests {
         bus.teardown(&[eager_queue, http_queue]).await.unwrap();
     }
 
-    /// A message there that is no activity task is dead-lettered with the reason.
+    /// A message there that is no activity task is dead-lettered with the reason; in a
+    /// batch, the valid tasks go on to their shared queues first.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn what_is_no_activity_task_is_dead_lettered() {
         let (names, stop, bus) = test_bus().await;
+        bus.declare_activity_queue("shout").await.unwrap();
+        let mut shout = read(&bus, &names.activity_queue("shout"), &stop);
         let splitter = consume(&bus, stop.clone());
         let mut dead = read(&bus, &Names::dlq(&names.eager_expired_queue()), &stop);
         let command = weft::messages::Command::TimerFired(weft::messages::TimerFired {
             timer_id: Uuid::new_v4(),
             run_id: Uuid::new_v4(),
         });
-        let envelope = Envelope::new("wf", None, &command).unwrap();
-        bus.publish_bytes(
-            "",
-            &names.eager_expired_queue(),
-            &envelope.to_bytes().unwrap(),
-            None,
-        )
-        .await
-        .unwrap();
-        let d = tokio::time::timeout(Duration::from_secs(20), dead.recv())
+        let not_a_task = Envelope::new("wf", None, &command).unwrap();
+        let valid = task("shout", "SIMPLE", "ok");
+        let (a, b) = (not_a_task.to_bytes().unwrap(), valid.to_bytes().unwrap());
+        let mixed = ActivityTaskBatch::encode(&[(&b, None), (&a, None)]).unwrap();
+        let expired = names.eager_expired_queue();
+        bus.publish_bytes("", &expired, &a, None).await.unwrap();
+        bus.publish_bytes("", &expired, &mixed, None).await.unwrap();
+
+        let within = Duration::from_secs(20);
+        let first = tokio::time::timeout(within, dead.recv())
             .await
-            .expect("dead-lettered in time")
+            .expect("in time")
             .unwrap();
-        assert_eq!(d.envelope.id, envelope.id);
+        assert_eq!(first.envelope.id, not_a_task.id);
+        let second = tokio::time::timeout(within, dead.recv())
+            .await
+            .expect("in time")
+            .unwrap();
+        assert_eq!(
+            second.envelope.kind, "ActivityTasks",
+            "the batch, for an operator to see"
+        );
+        let sent_on = tokio::time::timeout(within, shout.recv())
+            .await
+            .expect("in time")
+            .unwrap();
+        assert_eq!(sent_on.envelope, valid, "its valid task went on");
         stop.cancel();
         let _ = splitter.await;
         bus.teardown(&[]).await.unwrap();

@@ -143,7 +143,9 @@ pub trait Transport: Send + Sync + Debug {
     async fn declare_queue(&self, queue: &str, bindings: Vec<(String, String)>) -> Result<()>;
     /// Declares a worker process's eager queue of one task (`<ns>.eager.<instance>.<task>`,
     /// docs/eager-dispatch.md) bound to the eager exchange with its own name: what waits
-    /// in it too long goes on to the task's activity queue, and it goes away unused. A
+    /// in it too long goes on toward the task's activity queue (on RabbitMQ through
+    /// `<ns>.eager.expired` and the decider; in process straight there), and it goes away
+    /// unused. A
     /// transport that cannot do that (no message expiry) refuses; the worker then goes
     /// without eager dispatch.
     async fn declare_eager_queue(&self, queue: &str) -> Result<()> {

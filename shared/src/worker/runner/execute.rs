@@ -135,7 +135,7 @@ impl Shared {
     /// one over its task's limits is [`Executed::Deferred`], untouched.
     ///
     /// A task from this process's eager queue was claimed for it by the decider: it runs
-    /// without a claim. One that waited too long in some worker's eager queue and came on
+    /// without a claim (unless redelivered). One that waited too long in some worker's eager queue and came on
     /// to its shared queue may take its attempt over (docs/eager-dispatch.md), as a
     /// redelivered one may.
     pub(super) async fn execute(
@@ -146,9 +146,12 @@ impl Shared {
         source: Source,
     ) -> Executed {
         let started_at = Utc::now();
+        // A redelivered eager task (its worker died holding it, or gave it back) is
+        // claimed as any redelivery is: its attempt may have been stopped, or its result
+        // applied, meanwhile.
         let claimed = match source {
-            Source::Eager => Ok(Claim::Granted),
-            Source::Shared => tokio::select! {
+            Source::Eager if !redelivered => Ok(Claim::Granted),
+            Source::Eager | Source::Shared => tokio::select! {
                 claimed = self.claim(&task, started_at, redelivered || task.eager) => claimed,
                 _ = self.abandon.cancelled() => Err(Error::ShuttingDown),
             },

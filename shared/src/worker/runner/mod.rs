@@ -16,9 +16,9 @@ use super::heartbeat::{self, BusTransport, Heartbeats};
 use super::stats::{Counter, Stats};
 use super::Worker;
 use crate::bus::{Bus, ConsumeOptions, Delivery, Disposition};
-use crate::messages::ActivityMessage;
+use crate::messages::{ActivityMessage, ActivityTaskBatch};
 use crate::topology::Names;
-use crate::{Error, Result};
+use crate::{Envelope, Error, Result};
 use execute::Executed;
 
 /// How often the counters are logged while anything happens.
@@ -349,21 +349,25 @@ impl Shared {
             Ok(ActivityMessage::ActivityTasks(batch)) => batch.into_tasks(),
             Err(e) => Err(e),
         };
-        let tasks = match tasks {
-            Ok(tasks) => tasks,
-            Err(e) => {
-                self.stats.incr(Counter::DeadLettered);
-                tracing::warn!(queue = %delivery.queue, id = %delivery.envelope.id, error = %e,
-                    "not an activity task; dead-lettering it");
-                return Disposition::DeadLetter(format!("not an activity task: {e}"));
-            }
+        let invalid = match &tasks {
+            Ok(tasks) => tasks
+                .iter()
+                .find(|(task, _)| task.reply_to.is_empty())
+                .map(|(task, _)| format!("activity task {} has an empty replyTo", task.task_id)),
+            Err(e) => Some(format!("not an activity task: {e}")),
         };
-        if let Some((task, _)) = tasks.iter().find(|(task, _)| task.reply_to.is_empty()) {
+        if let Some(reason) = invalid {
             self.stats.incr(Counter::DeadLettered);
-            tracing::warn!(queue = %delivery.queue, task_id = %task.task_id,
-                "activity task without replyTo; dead-lettering it");
-            return Disposition::DeadLetter("activity task has an empty replyTo".into());
+            tracing::warn!(queue = %delivery.queue, id = %delivery.envelope.id, %reason,
+                "a message that is not a valid activity task; dead-lettering it");
+            return match source {
+                Source::Shared => Disposition::DeadLetter(reason),
+                // An eager queue has no DLQ: the decider's consumer of expired eager
+                // tasks sends on what it can and dead-letters the rest.
+                Source::Eager => self.pass_on_bytes(delivery.envelope.to_bytes()).await,
+            };
         }
+        let tasks = tasks.unwrap_or_default();
         let redelivered = delivery.redelivered;
         if tasks.len() == 1 {
             let (task, traceparent) = tasks.into_iter().next().expect("one task");
@@ -371,21 +375,59 @@ impl Shared {
                 .handle_task(&task_name, handler, task, traceparent, redelivered, source)
                 .await;
         }
-        let sent_together = tasks.len();
-        let each = tasks.into_iter().map(|(task, traceparent)| {
+        let each = tasks.iter().cloned().map(|(task, traceparent)| {
             let handler = Arc::clone(&handler);
             self.handle_task(&task_name, handler, task, traceparent, redelivered, source)
         });
         let settled = join_all(each).await;
-        // One message: acknowledged once every task is done with. Should one have to go
-        // back (its result could not be published, or shutdown abandoned it), the whole
-        // message does, and the tasks already done run again: at least once, as a
-        // redelivery always means (the decider refuses their second results).
-        match settled.iter().all(|d| matches!(d, Disposition::Ack)) {
-            true => Disposition::Ack,
-            false => {
-                tracing::warn!(queue = %delivery.queue, sent_together,
-                    "a task sent together with others goes back to its queue: all of them do");
+        // One message: acknowledged once every task is done with. The tasks that have to
+        // go back (a result that could not be published, shutdown) go on alone to the
+        // decider's queue of expired eager tasks, which sends each to its shared queue,
+        // where another worker claims it: requeueing the message would run the finished
+        // ones again.
+        let unfinished: Vec<_> = tasks
+            .into_iter()
+            .zip(&settled)
+            .filter(|(_, d)| !matches!(d, Disposition::Ack))
+            .map(|(task, _)| task)
+            .collect();
+        if unfinished.is_empty() {
+            return Disposition::Ack;
+        }
+        tracing::info!(queue = %delivery.queue, tasks = unfinished.len(),
+            "tasks sent together that this worker did not finish go on to their shared queues");
+        let encoded: Result<Vec<Vec<u8>>> = unfinished
+            .iter()
+            .map(|(task, _)| {
+                let message = ActivityMessage::ActivityTask(task.clone());
+                Envelope::new(&task.workflow_id, Some(task.run_id), &message)?.to_bytes()
+            })
+            .collect();
+        let body = encoded.and_then(|bodies| {
+            let parts: Vec<(&[u8], Option<&str>)> = bodies
+                .iter()
+                .zip(&unfinished)
+                .map(|(b, (_, trace))| (b.as_slice(), trace.as_deref()))
+                .collect();
+            ActivityTaskBatch::encode(&parts)
+        });
+        self.pass_on_bytes(body).await
+    }
+
+    /// Sends an eager message (or what is left of one) to `<ns>.eager.expired`, as the
+    /// broker does with one that waited too long, and acknowledges the delivery; gives
+    /// it back when that fails.
+    async fn pass_on_bytes(&self, body: Result<Vec<u8>>) -> Disposition {
+        let queue = self.bus.names().eager_expired_queue();
+        let sent = match body {
+            Ok(body) => self.bus.publish_bytes("", &queue, &body, None).await,
+            Err(e) => Err(e),
+        };
+        match sent {
+            Ok(()) => Disposition::Ack,
+            Err(e) => {
+                self.stats.incr(Counter::Requeued);
+                tracing::warn!(%queue, error = %e, "could not pass the tasks on; they go back to their queue");
                 Disposition::Requeue
             }
         }

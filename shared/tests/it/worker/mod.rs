@@ -562,18 +562,29 @@ async fn malformed_activity_messages_are_dead_lettered_without_blocking_the_queu
     decider.teardown().await;
 }
 
-/// Eager tasks the decider sent together (one `ActivityTasks` message to the worker's
-/// eager queue, docs/eager-dispatch.md) each run, without a claim, and report their
-/// results; the message is acknowledged once, when all are done.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn tasks_sent_together_to_the_eager_queue_each_run_and_are_settled_as_one_message() {
-    let mut decider = Decider::start().await;
+/// Runs a `shout` worker (tasks whose text is "stuck" never end) and one task from its
+/// shared queue, whose result's offer names the worker's eager queue; then sends it the
+/// tasks of `texts` together, as the decider would. Gives the tasks, the eager queue, the
+/// worker and its shutdown.
+async fn sent_together(
+    decider: &mut Decider,
+    texts: &[&str],
+) -> (
+    Vec<ActivityTask>,
+    String,
+    JoinHandle<weft::Result<()>>,
+    CancellationToken,
+) {
     let first = decider.task("shout", json!({"text": "first"}));
     decider.schedule(&first).await;
     let worker = decider
         .worker()
         .handler("shout", |t: ActivityTask| async move {
-            Ok(json!({"text": t.input["text"].as_str().unwrap_or_default().to_uppercase()}))
+            let text = t.input["text"].as_str().unwrap_or_default().to_owned();
+            if text == "stuck" {
+                std::future::pending::<()>().await;
+            }
+            Ok(json!({"text": text.to_uppercase()}))
         })
         .build();
     let shutdown = CancellationToken::new();
@@ -586,7 +597,7 @@ async fn tasks_sent_together_to_the_eager_queue_each_run_and_are_settled_as_one_
     let offer = done.eager.expect("the result offers the next activity");
     assert!(offer.batches, "the SDK takes tasks sent together");
 
-    let together: Vec<ActivityTask> = ["a", "b", "c"]
+    let together: Vec<ActivityTask> = texts
         .iter()
         .map(|text| ActivityTask {
             eager: true,
@@ -617,6 +628,16 @@ async fn tasks_sent_together_to_the_eager_queue_each_run_and_are_settled_as_one_
         .publish_bytes(&decider.names.eager_exchange(), &queue, &batch, None)
         .await
         .unwrap();
+    (together, queue, run, shutdown)
+}
+
+/// Eager tasks the decider sent together (one `ActivityTasks` message to the worker's
+/// eager queue, docs/eager-dispatch.md) each run, without a claim, and report their
+/// results; the message is acknowledged once, when all are done.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tasks_sent_together_to_the_eager_queue_each_run_and_are_settled_as_one_message() {
+    let mut decider = Decider::start().await;
+    let (together, queue, run, shutdown) = sent_together(&mut decider, &["a", "b", "c"]).await;
 
     let mut results = decider.results_by_task(3).await;
     results.sort_by_key(|(id, _)| *id);
@@ -641,6 +662,59 @@ async fn tasks_sent_together_to_the_eager_queue_each_run_and_are_settled_as_one_
 
     shutdown.cancel();
     stopped(run).await;
+    decider.teardown().await;
+}
+
+/// A task sent together with others that the worker does not finish (shutdown abandons
+/// it) goes on alone to `<ns>.eager.expired`, whence the decider sends it to its shared
+/// queue; the message is acknowledged, so the finished task does not run again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_sent_together_that_is_not_finished_goes_on_alone_and_the_rest_is_not_run_again() {
+    let mut decider = Decider::start().await;
+    decider.config.shutdown_grace = Duration::from_millis(300);
+    let (expired_tx, mut expired) = mpsc::unbounded_channel();
+    let opts = ConsumeOptions {
+        prefetch: 8,
+        concurrency: 1,
+    };
+    decider.bus.consume(
+        &decider.names.eager_expired_queue(),
+        opts,
+        move |d: Delivery| {
+            let _ = expired_tx.send(d);
+            async { Disposition::Ack }
+        },
+        decider.consumers.clone(),
+    );
+    let (together, queue, run, shutdown) = sent_together(&mut decider, &["ok", "stuck"]).await;
+    let (_, command) = decider.next_result().await;
+    assert_eq!(task_id(&command), together[0].task_id, "the task that ends");
+    shutdown.cancel();
+    stopped(run).await;
+
+    let passed_on = tokio::time::timeout(WAIT, expired.recv())
+        .await
+        .expect("passed on in time")
+        .unwrap();
+    let ActivityMessage::ActivityTasks(batch) = passed_on.envelope.decode().unwrap() else {
+        panic!("not tasks sent together: {:?}", passed_on.envelope);
+    };
+    let left: Vec<Uuid> = batch
+        .into_tasks()
+        .unwrap()
+        .into_iter()
+        .map(|(t, trace)| {
+            assert_eq!(trace.as_deref(), Some(PARENT), "its trace goes with it");
+            t.task_id
+        })
+        .collect();
+    assert_eq!(left, [together[1].task_id], "only the unfinished task");
+    assert_eq!(
+        decider.bus.message_count(&queue).await.unwrap(),
+        0,
+        "the message was acknowledged, not requeued (its finished task would run again)"
+    );
+    decider.assert_no_result().await;
     decider.teardown().await;
 }
 
