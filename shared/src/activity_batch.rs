@@ -91,18 +91,42 @@ impl ActivityTaskBatch {
         Ok(serde_json::to_vec(&head)?)
     }
 
-    /// The tasks with their trace contexts; an error names the first message that is not
-    /// an `ActivityTask`.
-    pub fn into_tasks(self) -> Result<Vec<(ActivityTask, Option<String>)>> {
+    /// [`ActivityTaskBatch::encode`] of envelopes at hand (encoded here first).
+    pub fn encode_envelopes<'a>(
+        messages: impl IntoIterator<Item = (&'a Envelope, Option<&'a str>)>,
+    ) -> Result<Vec<u8>> {
+        let (bodies, traces): (Vec<Vec<u8>>, Vec<Option<&str>>) = messages
+            .into_iter()
+            .map(|(envelope, trace)| Ok((envelope.to_bytes()?, trace)))
+            .collect::<Result<Vec<_>>>()?
+            .into_iter()
+            .unzip();
+        let parts: Vec<(&[u8], Option<&str>)> =
+            bodies.iter().map(Vec::as_slice).zip(traces).collect();
+        Self::encode(&parts)
+    }
+
+    /// Each message as its envelope, its trace context and its task, or why it is not an
+    /// `ActivityTask`.
+    pub fn into_messages(self) -> Vec<Result<(Envelope, Option<String>, ActivityTask)>> {
         self.messages
             .into_iter()
             .map(|m| match m.envelope.decode::<ActivityMessage>()? {
-                ActivityMessage::ActivityTask(task) => Ok((task, m.traceparent)),
+                ActivityMessage::ActivityTask(task) => Ok((m.envelope, m.traceparent, task)),
                 ActivityMessage::ActivityTasks(_) => Err(Error::Decode(format!(
                     "message {} of a batch is a batch itself",
                     m.envelope.id
                 ))),
             })
+            .collect()
+    }
+
+    /// The tasks with their trace contexts; an error names the first message that is not
+    /// an `ActivityTask`.
+    pub fn into_tasks(self) -> Result<Vec<(ActivityTask, Option<String>)>> {
+        self.into_messages()
+            .into_iter()
+            .map(|m| m.map(|(_, trace, task)| (task, trace)))
             .collect()
     }
 }

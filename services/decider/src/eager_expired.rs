@@ -77,15 +77,10 @@ pub async fn send_on(bus: &Bus, delivery: Delivery) -> Disposition {
 /// delivery; gives the delivery back when even that fails (the broker is away: what
 /// was sent on may then go twice).
 async fn again(bus: &Bus, left: &[Expired]) -> Disposition {
-    let bodies: Result<Vec<Vec<u8>>, Error> = left.iter().map(|(e, _, _)| e.to_bytes()).collect();
-    let body = bodies.and_then(|bodies| {
-        let parts: Vec<(&[u8], Option<&str>)> = bodies
-            .iter()
-            .zip(left)
-            .map(|(b, (_, trace, _))| (b.as_slice(), trace.as_deref()))
-            .collect();
-        ActivityTaskBatch::encode(&parts)
-    });
+    let body = ActivityTaskBatch::encode_envelopes(
+        left.iter()
+            .map(|(envelope, trace, _)| (envelope, trace.as_deref())),
+    );
     let queue = bus.names().eager_expired_queue();
     let sent = match body {
         Ok(body) => bus.publish_bytes("", &queue, &body, None).await,
@@ -118,14 +113,9 @@ fn single_tasks(delivery: &Delivery) -> (Vec<Expired>, Option<Error>) {
     };
     let mut tasks = Vec::with_capacity(batch.messages.len());
     let mut invalid = None;
-    for m in batch.messages {
-        match m.envelope.decode::<ActivityMessage>() {
-            Ok(ActivityMessage::ActivityTask(task)) => {
-                tasks.push((m.envelope, m.traceparent, task))
-            }
-            Ok(ActivityMessage::ActivityTasks(_)) => {
-                invalid = Some(Error::Decode("a batch inside a batch".into()))
-            }
+    for message in batch.into_messages() {
+        match message {
+            Ok(task) => tasks.push(task),
             Err(e) => invalid = Some(e),
         }
     }

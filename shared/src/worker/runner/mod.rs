@@ -396,20 +396,20 @@ impl Shared {
         }
         tracing::info!(queue = %delivery.queue, tasks = unfinished.len(),
             "tasks sent together that this worker did not finish go on to their shared queues");
-        let encoded: Result<Vec<Vec<u8>>> = unfinished
+        let envelopes: Result<Vec<Envelope>> = unfinished
             .iter()
             .map(|(task, _)| {
                 let message = ActivityMessage::ActivityTask(task.clone());
-                Envelope::new(&task.workflow_id, Some(task.run_id), &message)?.to_bytes()
+                Envelope::new(&task.workflow_id, Some(task.run_id), &message)
             })
             .collect();
-        let body = encoded.and_then(|bodies| {
-            let parts: Vec<(&[u8], Option<&str>)> = bodies
-                .iter()
-                .zip(&unfinished)
-                .map(|(b, (_, trace))| (b.as_slice(), trace.as_deref()))
-                .collect();
-            ActivityTaskBatch::encode(&parts)
+        let body = envelopes.and_then(|envelopes| {
+            ActivityTaskBatch::encode_envelopes(
+                envelopes
+                    .iter()
+                    .zip(&unfinished)
+                    .map(|(envelope, (_, trace))| (envelope, trace.as_deref())),
+            )
         });
         self.pass_on_bytes(body).await
     }
