@@ -20,6 +20,21 @@ pub fn published(text: &str) -> Vec<((String, String), u64)> {
         .collect()
 }
 
+/// The `<name>_sum` and `<name>_count` of a histogram in a `/metrics` text (both 0 when
+/// absent).
+pub fn histogram_sum_count(text: &str, name: &str) -> (f64, u64) {
+    let value = |suffix: &str| {
+        let prefix = format!("{name}_{suffix} ");
+        text.lines()
+            .find_map(|line| line.strip_prefix(prefix.as_str()))
+            .map(str::trim)
+    };
+    (
+        value("sum").and_then(|v| v.parse().ok()).unwrap_or(0.0),
+        value("count").and_then(|v| v.parse().ok()).unwrap_or(0),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -35,5 +50,18 @@ mod tests {
                 (("ClaimAttempts".into(), "transient".into()), 3),
             ]
         );
+    }
+
+    #[test]
+    fn a_histograms_sum_and_count_are_read_by_name() {
+        let text = "weft_decider_commit_seconds_sum 0.75\n\
+                    weft_decider_commit_seconds_count 3\n\
+                    weft_decider_commit_seconds_bucket{le=\"0.0001\"} 0\n\
+                    weft_decider_outbox_publish_seconds_count 9\n";
+        assert_eq!(
+            super::histogram_sum_count(text, "weft_decider_commit_seconds"),
+            (0.75, 3)
+        );
+        assert_eq!(super::histogram_sum_count(text, "weft_absent"), (0.0, 0));
     }
 }

@@ -16,6 +16,9 @@
 //!   classic queue storage versions; 0, the default, declares none: the broker's default).
 //! - `--transient 1` publishes the messages transient (delivery mode 1) instead: what
 //!   persistence costs the broker.
+//! - `--ack-every K` has the consumer of the rate phase acknowledge every K-th delivery
+//!   with `multiple` (and the last), instead of each one: what one acknowledgement for
+//!   many costs the broker against one each.
 //!
 //! `WEFT_AMQP_URL` (default the local broker). The queue is declared and deleted by the
 //! program.
@@ -43,6 +46,7 @@ struct Args {
     max_priority: u8,
     queue_version: u8,
     transient: bool,
+    ack_every: usize,
 }
 
 fn parse_args() -> anyhow::Result<Args> {
@@ -53,6 +57,7 @@ fn parse_args() -> anyhow::Result<Args> {
         max_priority: 0,
         queue_version: 0,
         transient: false,
+        ack_every: 1,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -63,6 +68,7 @@ fn parse_args() -> anyhow::Result<Args> {
             "--in-flight" => args.in_flight = n.max(1),
             "--latency" => args.latency = n,
             "--transient" => args.transient = n != 0,
+            "--ack-every" => args.ack_every = n.max(1),
             "--max-priority" => {
                 args.max_priority = u8::try_from(n).context("--max-priority is at most 255")?
             }
@@ -73,7 +79,7 @@ fn parse_args() -> anyhow::Result<Args> {
                 }
             }
             other => anyhow::bail!(
-                "unknown argument {other:?}; usage: weft-bench-broker [--messages N] [--in-flight C] [--latency M] [--max-priority P] [--queue-version V] [--transient 0|1]"
+                "unknown argument {other:?}; usage: weft-bench-broker [--messages N] [--in-flight C] [--latency M] [--max-priority P] [--queue-version V] [--transient 0|1] [--ack-every K]"
             ),
         }
     }
@@ -158,14 +164,20 @@ async fn main() -> anyhow::Result<()> {
     // Rate: pipelined publishes, confirms awaited in windows of `in_flight`.
     let started = Instant::now();
     let total = args.messages;
+    let ack_every = args.ack_every;
     let consume = tokio::spawn(async move {
         let mut got = 0usize;
         while got < total {
             let Some(Ok(d)) = deliveries.next().await else {
                 break;
             };
-            d.ack(BasicAckOptions::default()).await?;
             got += 1;
+            if got.is_multiple_of(ack_every) || got == total {
+                d.ack(BasicAckOptions {
+                    multiple: ack_every > 1,
+                })
+                .await?;
+            }
         }
         Ok::<_, lapin::Error>((got, deliveries))
     });

@@ -33,6 +33,7 @@
 //! local ones.
 
 mod cpu;
+mod decider;
 mod http_workers;
 mod messages;
 mod runs;
@@ -290,6 +291,7 @@ async fn bench(suite: &Suite, runs: &Runs, args: &Args) -> anyhow::Result<String
     // client's view adds to the engine's, before the start is accepted and after the run
     // has ended.
     let mut sent_and_seen = Vec::with_capacity(args.latency_runs);
+    let decider_before = decider::DeciderTimes::take(suite).await;
     for i in 0..args.latency_runs {
         let (t, sent) = (Instant::now(), chrono::Utc::now());
         let id = client.start("greet", greet::input("B", 3)).await?;
@@ -300,6 +302,8 @@ async fn bench(suite: &Suite, runs: &Runs, args: &Args) -> anyhow::Result<String
         latencies.push(t.elapsed());
         sent_and_seen.push((sent, chrono::Utc::now()));
     }
+    let decider_row =
+        decider_before.row_until(&decider::DeciderTimes::take(suite).await, "sequential runs");
     latencies.sort_unstable();
     // The same runs as the engine saw them: from the gateway accepting the start to the
     // decider deciding WorkflowCompleted (the run's `end_time`, stamped before the commit
@@ -380,6 +384,7 @@ async fn bench(suite: &Suite, runs: &Runs, args: &Args) -> anyhow::Result<String
          | latency ({lat} sequential synchronous executions, request to the COMPLETED \
          run's answer, no polling) | p50 {x50:.1?}, p99 {x99:.1?}, max {xmax:.1?} |\n\
          {phase_rows}\
+         {decider_row}\
          | machine | {machine} |\n\
          | command | `scripts/bench{argv}` |\n",
         runs = args.runs,
