@@ -19,22 +19,12 @@ impl DeciderTimes {
     /// The histograms now (`weft dev` included; a process that does not answer counts
     /// nothing).
     pub async fn take(suite: &Suite) -> Self {
-        let http = reqwest::Client::new();
         let mut times = Self::default();
-        for service in [Service::Decider, Service::Dev] {
-            for id in suite.procs(service) {
-                let url = format!("http://{}/metrics", suite.proc(id).addr);
-                let Ok(response) = http.get(&url).send().await else {
-                    continue;
-                };
-                let Ok(text) = response.text().await else {
-                    continue;
-                };
-                for (total, name) in [(&mut times.commit, COMMIT), (&mut times.publish, PUBLISH)] {
-                    let (sum, count) = weft_e2e::metrics::histogram_sum_count(&text, name);
-                    total.0 += sum;
-                    total.1 += count;
-                }
+        for text in crate::scrape::metrics(suite, &[Service::Decider, Service::Dev]).await {
+            for (total, name) in [(&mut times.commit, COMMIT), (&mut times.publish, PUBLISH)] {
+                let (sum, count) = weft_e2e::metrics::histogram_sum_count(&text, name);
+                total.0 += sum;
+                total.1 += count;
             }
         }
         times

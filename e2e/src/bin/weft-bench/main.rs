@@ -37,6 +37,7 @@ mod decider;
 mod http_workers;
 mod messages;
 mod runs;
+mod scrape;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;

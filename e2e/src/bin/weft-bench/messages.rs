@@ -14,20 +14,11 @@ pub struct Published(BTreeMap<(String, String), u64>);
 impl Published {
     /// The counters now (a process that does not answer counts nothing).
     pub async fn take(suite: &Suite) -> Self {
-        let http = reqwest::Client::new();
+        let services: Vec<Service> = Service::ALL.into_iter().chain([Service::Dev]).collect();
         let mut counts = BTreeMap::new();
-        for service in Service::ALL.into_iter().chain([Service::Dev]) {
-            for id in suite.procs(service) {
-                let url = format!("http://{}/metrics", suite.proc(id).addr);
-                let Ok(response) = http.get(&url).send().await else {
-                    continue;
-                };
-                let Ok(text) = response.text().await else {
-                    continue;
-                };
-                for ((kind, delivery), n) in weft_e2e::metrics::published(&text) {
-                    *counts.entry((kind, delivery)).or_default() += n;
-                }
+        for text in crate::scrape::metrics(suite, &services).await {
+            for ((kind, delivery), n) in weft_e2e::metrics::published(&text) {
+                *counts.entry((kind, delivery)).or_default() += n;
             }
         }
         Self(counts)
