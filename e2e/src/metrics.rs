@@ -20,6 +20,15 @@ pub fn published(text: &str) -> Vec<((String, String), u64)> {
         .collect()
 }
 
+/// The value of counter `<name>_total` in a `/metrics` text (0 when absent).
+pub fn counter(text: &str, name: &str) -> u64 {
+    let prefix = format!("{name}_total ");
+    text.lines()
+        .find_map(|line| line.strip_prefix(prefix.as_str()))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0)
+}
+
 /// The `<name>_sum` and `<name>_count` of a histogram in a `/metrics` text (both 0 when
 /// absent).
 pub fn histogram_sum_count(text: &str, name: &str) -> (f64, u64) {
@@ -63,5 +72,13 @@ mod tests {
             (0.75, 3)
         );
         assert_eq!(super::histogram_sum_count(text, "weft_absent"), (0.0, 0));
+    }
+
+    #[test]
+    fn a_counter_is_read_by_name() {
+        let text = "weft_bus_ack_frames_total 12\nweft_bus_acked_deliveries_total 40\n";
+        assert_eq!(super::counter(text, "weft_bus_ack_frames"), 12);
+        assert_eq!(super::counter(text, "weft_bus_acked_deliveries"), 40);
+        assert_eq!(super::counter(text, "weft_absent"), 0);
     }
 }

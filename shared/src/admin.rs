@@ -149,6 +149,12 @@ impl Metrics {
         self.get_or_register(name, help, Counter::default)
     }
 
+    /// `counter` as a registration of `counter` itself: a process-wide counter kept by
+    /// code that has no registry at hand (the bus's transports).
+    pub fn counter_of(&self, name: &str, help: &str, counter: &Counter) -> Counter {
+        self.get_or_register(name, help, || counter.clone())
+    }
+
     /// A counter per label set (exported as `<name>_total{…}`).
     pub fn counter_family(&self, name: &str, help: &str) -> CounterFamily {
         self.get_or_register(name, help, CounterFamily::default)

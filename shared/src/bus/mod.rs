@@ -203,6 +203,18 @@ impl Bus {
             "weft_bus_published",
             "Messages sent to the broker, by envelope type and delivery mode",
         ));
+        // Consumers' acknowledgements over AMQP, one frame for many when they meet
+        // (`amqp::ack_batch`): process-wide counters.
+        metrics.counter_of(
+            "weft_bus_ack_frames",
+            "basic.ack frames sent by this process's consumers",
+            &amqp::ACKS_SENT,
+        );
+        metrics.counter_of(
+            "weft_bus_acked_deliveries",
+            "Deliveries acknowledged by those frames",
+            &amqp::DELIVERIES_ACKED,
+        );
     }
 
     /// Counts one message of `kind` sent.

@@ -158,6 +158,7 @@ both_transports!(
     consume_batches_hands_over_what_is_buffered_in_order,
     declaring_the_topology_twice_works,
     shutdown_finishes_the_running_handler_and_leaves_the_rest_queued,
+    a_delivery_still_handled_is_not_acknowledged_with_those_after_it,
     many_concurrent_publishes_are_all_confirmed,
     teardown_removes_the_namespace,
     a_panicking_handler_dead_letters_its_message_and_the_consumer_goes_on,
@@ -660,6 +661,63 @@ async fn shutdown_finishes_the_running_handler_and_leaves_the_rest_queued(kind: 
     // The first was finished and acked; the two buffered ones went back to the queue.
     assert_eq!(ready_count(&bus, &queue, 2).await, 2);
     assert!(started.try_recv().is_err());
+    bus.teardown(&[]).await.unwrap();
+}
+
+/// Acknowledgements that meet go as one `multiple` acknowledgement over AMQP
+/// (`bus::amqp::ack_batch`): never one that would settle a delivery whose handler still
+/// runs. Here the first delivery's handler waits for all the others to be acknowledged,
+/// then requeues it: it must come back (settled by a multiple acknowledgement, it would
+/// be gone, and its requeue an unknown delivery tag to the broker).
+async fn a_delivery_still_handled_is_not_acknowledged_with_those_after_it(kind: Kind) {
+    const COUNT: u64 = 30;
+    let bus = bus(kind).await;
+    let names = bus.names().clone();
+    bus.declare_activity_queue("held").await.unwrap();
+    for n in 0..COUNT {
+        bus.publish(&names.activity_exchange(), "held", &envelope("wf-held", n))
+            .await
+            .unwrap();
+    }
+    let (seen_tx, mut seen) = mpsc::unbounded_channel();
+    let others = Arc::new(AtomicUsize::new(0));
+    let all_others = Arc::new(tokio::sync::Notify::new());
+    let handler = {
+        let (others, all_others) = (others.clone(), all_others.clone());
+        move |d: Delivery| {
+            let (n, redelivered) = (n_of(&d), d.redelivered);
+            let _ = seen_tx.send((n, redelivered));
+            let (others, all_others) = (others.clone(), all_others.clone());
+            async move {
+                if n != 0 {
+                    if others.fetch_add(1, Ordering::SeqCst) + 1 == COUNT as usize - 1 {
+                        all_others.notify_one();
+                    }
+                    return Disposition::Ack;
+                }
+                if redelivered {
+                    return Disposition::Ack;
+                }
+                all_others.notified().await;
+                // The others' acknowledgements are sent once their handlers returned.
+                tokio::time::sleep(Duration::from_millis(300)).await;
+                Disposition::Requeue
+            }
+        }
+    };
+    let stop = CancellationToken::new();
+    let queue = names.activity_queue("held");
+    let task = bus.consume(&queue, opts(64, 16), handler, stop.clone());
+    let mut deliveries = Vec::new();
+    while deliveries.len() < COUNT as usize + 1 {
+        deliveries.push(recv(&mut seen).await);
+    }
+    assert!(deliveries.contains(&(0, true)), "{deliveries:?}");
+    assert_eq!(deliveries.iter().filter(|(n, _)| *n == 0).count(), 2);
+    stop.cancel();
+    tokio::time::timeout(WAIT, task).await.unwrap().unwrap();
+    // Everything was acknowledged in the end: nothing goes back to the queue.
+    assert_eq!(ready_count(&bus, &queue, 0).await, 0);
     bus.teardown(&[]).await.unwrap();
 }
 

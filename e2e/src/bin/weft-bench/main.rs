@@ -209,7 +209,16 @@ async fn main() -> anyhow::Result<()> {
     }
     suite.stop_all().await?;
     if let Some((bus, queue, seen)) = events {
-        eprintln!("the listener got {} events", seen.load(Ordering::Relaxed));
+        // This process's own consumer is the listener: its acknowledgements, as counted
+        // by the bus.
+        let metrics = weft::admin::Metrics::new();
+        bus.count_publishes(&metrics);
+        let text = metrics.render();
+        eprintln!(
+            "the listener got {} events, acknowledged in {} frames",
+            seen.load(Ordering::Relaxed),
+            weft_e2e::metrics::counter(&text, "weft_bus_ack_frames"),
+        );
         // The services are stopped: the namespace's topology and the listener's queue go.
         let _ = bus.teardown(&[queue]).await;
     }

@@ -12,6 +12,7 @@ use lapin::options::{
 use lapin::types::{AMQPValue, FieldTable, LongString};
 use lapin::{Channel, Consumer};
 
+use super::ack_batch::AckBatcher;
 use super::connection::{Link, Session};
 use super::get::OwnChannel;
 use super::publish::{self, PERSISTENT};
@@ -44,6 +45,7 @@ pub(crate) async fn open(
         link,
         channel,
         consumer,
+        acks: AckBatcher::new(),
     })
 }
 
@@ -61,13 +63,19 @@ pub(crate) struct AmqpSubscription {
     link: Arc<Link>,
     channel: Channel,
     consumer: Consumer,
+    /// Its deliveries' acknowledgements, sent together when they meet.
+    acks: Arc<AckBatcher>,
 }
 
 #[async_trait]
 impl Subscription for AmqpSubscription {
     async fn next(&mut self) -> Result<Inbound, String> {
         match self.consumer.next().await {
-            Some(Ok(raw)) => Ok(inbound(self.link.clone(), raw, None)),
+            Some(Ok(raw)) => {
+                self.acks.delivered(raw.delivery_tag);
+                let settle = Settle::Consumed(self.acks.clone());
+                Ok(inbound(self.link.clone(), raw, settle))
+            }
             Some(Err(e)) => Err(e.to_string()),
             None => Err("the consumer was cancelled".into()),
         }
@@ -87,36 +95,46 @@ impl Subscription for AmqpSubscription {
     }
 }
 
-/// Wraps a raw delivery; `own_channel` is the channel a `basic.get` took it on, given
-/// back to its pool once the delivery is settled.
-pub(crate) fn inbound(
-    link: Arc<Link>,
-    raw: RawDelivery,
-    own_channel: Option<OwnChannel>,
-) -> Inbound {
+/// How a delivery is settled, by where it came from.
+pub(crate) enum Settle {
+    /// Pushed to a consumer: acknowledged with the others of its channel that meet it
+    /// (`ack_batch`).
+    Consumed(Arc<AckBatcher>),
+    /// Taken by a `basic.get` on a channel of its own, given back to its pool once the
+    /// delivery is settled.
+    Taken(OwnChannel),
+}
+
+/// Wraps a raw delivery, settled as `settle` says.
+pub(crate) fn inbound(link: Arc<Link>, raw: RawDelivery, settle: Settle) -> Inbound {
     Inbound {
         message: publish::message_of(&raw.data, &raw.properties),
         redelivered: raw.redelivered,
-        acker: Box::new(AmqpAcker {
-            link,
-            raw,
-            own_channel,
-        }),
+        acker: Box::new(AmqpAcker { link, raw, settle }),
     }
 }
 
 /// Settles one AMQP delivery on the channel that delivered it.
-#[derive(Debug)]
 struct AmqpAcker {
     link: Arc<Link>,
     raw: RawDelivery,
-    own_channel: Option<OwnChannel>,
+    settle: Settle,
+}
+
+impl std::fmt::Debug for AmqpAcker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AmqpAcker")
+            .field("delivery_tag", &self.raw.delivery_tag)
+            .finish_non_exhaustive()
+    }
 }
 
 impl AmqpAcker {
+    /// The delivery is settled (by whatever means).
     async fn done(&self) {
-        if let Some(own) = &self.own_channel {
-            own.release().await;
+        match &self.settle {
+            Settle::Consumed(acks) => acks.settled_alone(self.raw.delivery_tag),
+            Settle::Taken(own) => own.release().await,
         }
     }
 }
@@ -124,8 +142,17 @@ impl AmqpAcker {
 #[async_trait]
 impl Acker for AmqpAcker {
     async fn ack(&self) -> Result<()> {
-        let res = self.raw.acker.ack(BasicAckOptions::default()).await;
-        self.done().await;
+        let res = match &self.settle {
+            Settle::Consumed(acks) => acks
+                .ack(self.raw.delivery_tag, self.raw.acker.clone())
+                .await
+                .map_err(crate::Error::Bus),
+            Settle::Taken(own) => {
+                let res = self.raw.acker.ack(BasicAckOptions::default()).await;
+                own.release().await;
+                res.map_err(crate::Error::from)
+            }
+        };
         settled(res, "acknowledge")
     }
 
@@ -136,7 +163,7 @@ impl Acker for AmqpAcker {
         };
         let res = self.raw.acker.nack(options).await;
         self.done().await;
-        settled(res, "requeue")
+        settled(res.map_err(crate::Error::from), "requeue")
     }
 
     /// Copies the message to `<queue>.dlq` (confirmed, with all its original properties),
@@ -168,7 +195,7 @@ impl Acker for AmqpAcker {
 /// was closed (the broker gives the message to someone else) or it was settled before.
 /// Either way the caller's settlement did not happen, and must not be taken as done
 /// (a task poll would hand out a task the broker hands out again).
-fn settled(res: lapin::Result<bool>, what: &str) -> Result<()> {
+fn settled(res: Result<bool>, what: &str) -> Result<()> {
     match res? {
         true => Ok(()),
         false => Err(crate::Error::Bus(format!(

@@ -102,7 +102,7 @@ async fn get_on(
             Ok(Some(consume::inbound(
                 link.clone(),
                 message.delivery,
-                Some(own),
+                consume::Settle::Taken(own),
             )))
         }
         Ok(None) => {

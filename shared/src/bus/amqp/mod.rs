@@ -7,6 +7,7 @@
 //! mapping of [`Message`] to AMQP properties, `consume` consumer channels and ackers,
 //! `get` `basic.get` on pooled channels, `rpc` direct reply-to.
 
+mod ack_batch;
 mod connection;
 mod consume;
 mod declare;
@@ -24,6 +25,7 @@ use tokio_util::sync::CancellationToken;
 use super::transport::{ExchangeKind, Inbound, Message, Subscription, Transport};
 use crate::topology::Names;
 use crate::Result;
+pub(crate) use ack_batch::{ACKS_SENT, DELIVERIES_ACKED};
 use connection::Link;
 pub(crate) use connection::Role;
 
