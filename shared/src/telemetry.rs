@@ -44,6 +44,14 @@ const TRACER_NAME: &str = "weft";
 
 /// Set once a call to [`init`] has installed the global subscriber.
 static INSTALLED: AtomicBool = AtomicBool::new(false);
+/// Set once [`init`] installed an exporter of spans (an OTLP endpoint is configured).
+static EXPORTING: AtomicBool = AtomicBool::new(false);
+
+/// Whether this process exports its spans. Spans made only for the trace (not for the
+/// logs' context) can be left out when it does not: nobody would see them.
+pub fn exporting() -> bool {
+    EXPORTING.load(Ordering::Relaxed)
+}
 
 /// Keeps the trace pipeline alive; dropping it flushes pending spans and shuts the exporter
 /// down. Hold it in `main` until the process is about to exit.
@@ -139,6 +147,7 @@ pub fn init(service_name: &str) -> Result<TelemetryGuard> {
         return Ok(TelemetryGuard::noop());
     }
     INSTALLED.store(true, Ordering::SeqCst);
+    EXPORTING.store(endpoint.is_some(), Ordering::SeqCst);
 
     opentelemetry::global::set_text_map_propagator(TraceContextPropagator::new());
     opentelemetry::global::set_tracer_provider(provider.clone());

@@ -17,6 +17,16 @@ pub(crate) fn outgoing(
     let priority = envelope_head(&body)
         .priority
         .map_or(0, super::priority::level);
+    outgoing_with_priority(body, message_id, traceparent, priority)
+}
+
+/// [`outgoing`] for a caller that knows the message's priority level already.
+pub(crate) fn outgoing_with_priority(
+    body: Vec<u8>,
+    message_id: Option<Uuid>,
+    traceparent: Option<&str>,
+    priority: u8,
+) -> Message {
     let mut message = Message {
         body,
         message_id: message_id.map(|id| id.to_string()),

@@ -324,15 +324,17 @@ impl Bus {
     ) -> Result<()> {
         let body = envelope.to_bytes()?;
         let traceparent = crate::telemetry::current_traceparent();
-        let mut message = message::outgoing(body, Some(envelope.id), traceparent.as_deref());
-        message.priority = envelope.priority.map_or(0, priority::level);
+        let level = envelope.priority.map_or(0, priority::level);
+        let message =
+            message::outgoing_with_priority(body, Some(envelope.id), traceparent.as_deref(), level);
         self.send(exchange, routing_key, &envelope.kind, message)
             .await
     }
 
     /// Publishes pre-encoded bytes (the outbox, timers), persistent, confirmed. A traced
     /// message (`traceparent` given) gets a `bus.publish` span, child of the span that
-    /// produced it, which the consumer's side continues.
+    /// produced it, which the consumer's side continues — when this process exports
+    /// traces ([`crate::telemetry::exporting`]); otherwise it carries `traceparent` as is.
     pub async fn publish_bytes(
         &self,
         exchange: &str,
@@ -359,17 +361,22 @@ impl Bus {
         let id = head.id.or(id);
         let kind = head.kind.as_deref().unwrap_or("raw");
         let level = head.priority.map_or(0, priority::level);
-        let Some(parent) = traceparent else {
-            let mut message = message::outgoing(body.to_vec(), id, None);
-            message.priority = level;
+        // The `bus.publish` span exists for the trace's exporter: without one it would be
+        // made and dropped unseen for every message (a tenth of the decider's CPU with
+        // every event switched on), so the message carries its producer's context as is.
+        let Some(parent) = traceparent.filter(|_| crate::telemetry::exporting()) else {
+            let message = message::outgoing_with_priority(body.to_vec(), id, traceparent, level);
             return self.send(exchange, routing_key, kind, message).await;
         };
         let span = tracing::info_span!("bus.publish", exchange, routing_key);
         crate::telemetry::set_parent(&span, Some(parent));
         let traceparent = crate::telemetry::traceparent_of_span(&span);
-        let mut message =
-            message::outgoing(body.to_vec(), id, traceparent.as_deref().or(Some(parent)));
-        message.priority = level;
+        let message = message::outgoing_with_priority(
+            body.to_vec(),
+            id,
+            traceparent.as_deref().or(Some(parent)),
+            level,
+        );
         self.send(exchange, routing_key, kind, message)
             .instrument(span)
             .await
