@@ -109,10 +109,6 @@ impl<A> State<A> {
             .collect();
         Round { together, alone }
     }
-
-    fn has_acknowledged(&self) -> bool {
-        self.open.values().any(Option::is_some)
-    }
 }
 
 impl<A: SendAck> AckBatcher<A> {
@@ -144,25 +140,30 @@ impl<A: SendAck> AckBatcher<A> {
     }
 
     /// Acknowledges delivery `tag` with the next round; answers once that round is sent.
+    ///
+    /// Rounds are sent by a task of their own, never inside a caller's future: a caller
+    /// that goes away (an HTTP poll whose client hung up) must not leave a round half
+    /// sent, its other waiters unanswered and the channel's rounds stopped.
     pub(crate) async fn ack(self: &Arc<Self>, tag: Tag, acker: A) -> Outcome {
         let (done, outcome) = oneshot::channel();
         let lead = {
             let mut state = self.state();
-            state.open.insert(tag, Some(Waiting { acker, done }));
-            !std::mem::replace(&mut state.sending, true)
+            match state.open.get_mut(&tag) {
+                Some(slot @ None) => {
+                    *slot = Some(Waiting { acker, done });
+                    Ok(!std::mem::replace(&mut state.sending, true))
+                }
+                // Not open (never delivered here, or settled already): not something a
+                // run may cover; acknowledged alone, as lapin would.
+                _ => Err(acker),
+            }
+        };
+        let lead = match lead {
+            Ok(lead) => lead,
+            Err(acker) => return acker.send_ack(false).await,
         };
         if lead {
-            // This acknowledgement is in the round it sends; what meets that round goes on
-            // in a task of its own, so that no handler sends rounds for others for long.
-            let round = self.state().take_round();
-            send(round).await;
-            let mut state = self.state();
-            if state.has_acknowledged() {
-                drop(state);
-                tokio::spawn(Arc::clone(self).send_rounds());
-            } else {
-                state.sending = false;
-            }
+            tokio::spawn(Arc::clone(self).send_rounds());
         }
         outcome
             .await
@@ -297,6 +298,34 @@ mod tests {
         }
         // Delivery 1 alone (nothing met it), then 2 to 5 as one.
         assert_eq!(channel.sent(), [(1, true), (5, true)]);
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_caller_that_goes_away_while_its_round_is_sent_stops_nothing() {
+        let channel = Channel::new(1..=3, false);
+        let first = channel.ack(1);
+        settle().await;
+        let second = channel.ack(2);
+        settle().await;
+        // The first caller goes away while its round waits for the gate.
+        first.abort();
+        settle().await;
+        channel
+            .gate
+            .add_permits(tokio::sync::Semaphore::MAX_PERMITS >> 1);
+        let second = tokio::time::timeout(std::time::Duration::from_secs(5), second);
+        assert_eq!(second.await.expect("answered").unwrap(), Ok(true));
+        assert_eq!(channel.ack(3).await.unwrap(), Ok(true));
+        assert_eq!(channel.sent(), [(1, true), (2, true), (3, true)]);
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn an_acknowledgement_of_a_delivery_not_open_goes_alone() {
+        let channel = Channel::new(1..=2, true);
+        channel.batcher.settled_alone(1);
+        assert_eq!(channel.ack(1).await.unwrap(), Ok(true));
+        assert_eq!(channel.ack(2).await.unwrap(), Ok(true));
+        assert_eq!(channel.sent(), [(1, false), (2, true)]);
     }
 
     #[tokio::test(flavor = "current_thread")]
