@@ -97,15 +97,17 @@ impl<A> State<A> {
             }
             together.extend(oldest.remove());
         }
-        let behind: Vec<Tag> = self
-            .open
-            .iter()
-            .filter(|(_, waiting)| waiting.is_some())
-            .map(|(tag, _)| *tag)
-            .collect();
-        let alone = behind
+        // Behind the oldest open delivery: the acknowledged ones go alone, the rest stay.
+        let mut alone = Vec::new();
+        self.open = std::mem::take(&mut self.open)
             .into_iter()
-            .filter_map(|tag| self.open.remove(&tag).flatten())
+            .filter_map(|(tag, waiting)| match waiting {
+                Some(waiting) => {
+                    alone.push(waiting);
+                    None
+                }
+                None => Some((tag, None)),
+            })
             .collect();
         Round { together, alone }
     }

@@ -147,9 +147,9 @@ impl Acker for AmqpAcker {
                 .ack(self.raw.delivery_tag, self.raw.acker.clone())
                 .await
                 .map_err(crate::Error::Bus),
-            Settle::Taken(own) => {
+            Settle::Taken(_) => {
                 let res = self.raw.acker.ack(BasicAckOptions::default()).await;
-                own.release().await;
+                self.done().await;
                 res.map_err(crate::Error::from)
             }
         };
