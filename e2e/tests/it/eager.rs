@@ -348,3 +348,99 @@ async fn an_eager_task_reaches_its_worker_while_its_commit_is_held_back() {
         .unwrap();
     suite.stop_all().await.unwrap();
 }
+
+/// The task ids of the activities the worker logging to `log` started for `workflow_id`.
+fn tasks_started(log: &std::path::Path, workflow_id: &str) -> Vec<String> {
+    let field = |line: &str, name: &str| {
+        line.split([' ', '{', '}', ':'])
+            .find_map(|part| part.strip_prefix(name))
+            .map(str::to_owned)
+    };
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.contains("activity started"))
+        .filter(|l| field(l, "workflow_id=").as_deref() == Some(workflow_id))
+        .filter_map(|l| field(l, "task_id="))
+        .collect()
+}
+
+/// A start whose commit fails is applied again as the same run: the run's id is the start
+/// message's, so its tasks have the same ids. The activity that took a spare offer and
+/// travelled to its worker while the failed commit ran (docs/eager-dispatch.md, "Dispatch
+/// while committing") is then an attempt the run has, run at least once as any activity
+/// — never a task of a run that was not made, which a worker would run with the
+/// workflow's id and whose result would be refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_start_applied_again_after_a_failed_commit_sends_only_tasks_of_its_run() {
+    let mut suite = suite_with(json!({"name": "start_again", "version": 1, "tasks": [
+        {"name": TASK, "taskReferenceName": "only", "type": "SIMPLE",
+         "inputParameters": {"ms": 0}}]}))
+    .await;
+    let client = suite.client();
+    let mut worker = slow_worker(&suite, "worker-a");
+    let pool = suite.env().pool().clone();
+    let log = suite.log_dir().join("worker-a.log");
+
+    // An offer is kept for two seconds: a slow box may miss it once, not every time.
+    let mut sent_early = None;
+    for _ in 0..5 {
+        // A run that ends leaves its worker's offer for the next run's first activity.
+        let before = client.start("start_again", json!({})).await.unwrap();
+        client
+            .wait_for_status(&before, &["COMPLETED"], RUN_TIMEOUT)
+            .await
+            .unwrap();
+        sqlx::query(
+            "ALTER TABLE history_events ADD CONSTRAINT e2e_refuse_events CHECK (false) NOT VALID",
+        )
+        .execute(&pool)
+        .await
+        .unwrap();
+        let id = client.start("start_again", json!({})).await.unwrap();
+        let reached = poll_until(
+            std::time::Duration::from_secs(3),
+            std::time::Duration::from_millis(20),
+            || "no activity of the start reached the worker".into(),
+            || async { Ok((!tasks_started(&log, &id).is_empty()).then_some(())) },
+        )
+        .await;
+        sqlx::query("ALTER TABLE history_events DROP CONSTRAINT e2e_refuse_events")
+            .execute(&pool)
+            .await
+            .unwrap();
+        client
+            .wait_for_status(&id, &["COMPLETED"], RUN_TIMEOUT)
+            .await
+            .unwrap();
+        if reached.is_ok() {
+            sent_early = Some(id);
+            break;
+        }
+    }
+    let id = sent_early.expect("no start's first activity reached the worker before its commit");
+
+    let wf = client.get(&id).await.unwrap();
+    let run_tasks: Vec<&str> = wf["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["taskId"].as_str())
+        .collect();
+    let started = tasks_started(&log, &id);
+    assert!(
+        started.iter().all(|t| run_tasks.contains(&t.as_str())),
+        "the worker ran tasks {started:?} of the workflow, whose run has {run_tasks:?}"
+    );
+    let runs: i64 = sqlx::query_scalar("SELECT count(*) FROM runs WHERE workflow_id = $1")
+        .bind(&id)
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(runs, 1, "one run for the workflow");
+    worker
+        .terminate(std::time::Duration::from_secs(20))
+        .await
+        .unwrap();
+    suite.stop_all().await.unwrap();
+}

@@ -520,7 +520,7 @@ impl Shard {
         let mut handed_on = false;
         let verdict = match (working.get_mut(&wf), command) {
             (None, Command::StartWorkflow(start)) => {
-                let w = self.start_run(&wf, start, delivery.traceparent.clone())?;
+                let w = self.start_run(&wf, start, delivery)?;
                 working.insert(wf.clone(), w);
                 order.push(wf.clone());
                 None
@@ -1009,13 +1009,20 @@ impl Shard {
         Ok(Some(Working::new(state, Some(version), Vec::new())))
     }
 
+    /// The run `start` begins. Its id is the start message's own (a UUIDv7, made when the
+    /// start was): applying the same start again — a redelivery after a commit that
+    /// failed, or a copy the outbox sweeper published again — makes the same run, whose
+    /// tasks have the same ids. An activity dispatched while the failed commit ran
+    /// (docs/eager-dispatch.md) is then an attempt the run has, not one of a run that
+    /// never was.
     fn start_run(
         &self,
         workflow_id: &str,
         start: &StartWorkflow,
-        delivery_trace: Option<String>,
+        delivery: &Delivery,
     ) -> Result<Working, Error> {
-        let run_id = weft::ids::new_id();
+        let run_id = delivery.envelope.id;
+        let delivery_trace = delivery.traceparent.clone();
         let first = StoredEvent {
             run_id,
             event_id: 1,
