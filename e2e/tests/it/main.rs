@@ -28,6 +28,7 @@ mod greet;
 mod heartbeats;
 mod hooks;
 mod http_tasks;
+mod listener_restart;
 mod operations;
 mod outbound;
 mod overload;
