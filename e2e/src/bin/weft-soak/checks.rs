@@ -1,6 +1,6 @@
 //! The invariants every run is checked against once the soak is over.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use tokio::time::Instant;
 
@@ -172,6 +172,25 @@ fn check_retried(effects: &Effects, wf: &Value) -> Option<String> {
     })
 }
 
+/// The tasks the soak's worker ran for a run (`run`) that are none of the run's attempts
+/// (`tasks`, every attempt listed, failed and timed out ones too): an activity sent for
+/// a decision that was never committed and then made otherwise, which a worker must
+/// never be given (docs/eager-dispatch.md, "Dispatch while committing").
+fn tasks_of_no_attempt(run: &HashSet<String>, tasks: &[Value]) -> Vec<String> {
+    let attempts: HashSet<&str> = tasks.iter().filter_map(|t| t["taskId"].as_str()).collect();
+    let mut strays: Vec<&String> = run
+        .iter()
+        .filter(|id| !attempts.contains(id.as_str()))
+        .collect();
+    strays.sort();
+    strays
+        .into_iter()
+        .map(|id| {
+            format!("the worker ran task {id} of the workflow, which is none of its run's attempts")
+        })
+        .collect()
+}
+
 /// The task id an event's attributes name.
 fn task_id(attributes: &Value) -> String {
     attributes["taskId"]
@@ -195,6 +214,8 @@ fn check_effects(effects: &Effects, kind: Kind, n: u64, wf: &Value) -> Vec<Strin
                 problems.push(format!("task {id} COMPLETED but never ran on the worker"));
             }
         }
+        let workflow_id = wf["workflowId"].as_str().unwrap_or_default();
+        problems.extend(tasks_of_no_attempt(&effects.tasks_run(workflow_id), &tasks));
     }
     match kind {
         Kind::Retry => problems.extend(check_retried(effects, wf)),
@@ -234,5 +255,24 @@ mod tests {
         let later = json!({"output": {"attempt": 2},
                            "tasks": [{"status": "COMPLETED", "taskId": "t2"}]});
         assert_eq!(check_retried(&Effects::default(), &later), None);
+    }
+
+    #[test]
+    fn a_task_the_worker_ran_that_is_none_of_the_runs_attempts_is_a_violation() {
+        let tasks = [
+            json!({"status": "FAILED", "taskId": "attempt-1"}),
+            json!({"status": "COMPLETED", "taskId": "attempt-2"}),
+        ];
+        let ran: HashSet<String> = ["attempt-1", "attempt-2"].map(String::from).into();
+        assert!(
+            tasks_of_no_attempt(&ran, &tasks).is_empty(),
+            "both are attempts"
+        );
+        let with_stray: HashSet<String> = ["attempt-1", "of-no-run", "attempt-2"]
+            .map(String::from)
+            .into();
+        let problems = tasks_of_no_attempt(&with_stray, &tasks);
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert!(problems[0].contains("of-no-run"), "{problems:?}");
     }
 }

@@ -2,7 +2,7 @@
 //! HTTP server its HTTP tasks call. The checks read the counts (an activity that
 //! completed must have run at least once).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -21,6 +21,8 @@ const LONG_WORK: Duration = Duration::from_secs(4);
 #[derive(Debug, Clone, Default)]
 pub struct Effects {
     executions: Arc<Mutex<HashMap<String, u32>>>,
+    /// The task ids the soak's worker ran, by workflow id.
+    tasks_run: Arc<Mutex<HashMap<String, HashSet<String>>>>,
     /// Hook calls the checks expected, by hook (`onTimeout`, ...): the report says how
     /// many each check covered.
     hooks_checked: Arc<Mutex<BTreeMap<&'static str, u64>>>,
@@ -33,6 +35,27 @@ impl Effects {
         let n = map.entry(key).or_default();
         *n += 1;
         *n
+    }
+
+    /// Counts one execution by the soak's worker of task `task_id` of `workflow_id`.
+    fn ran(&self, workflow_id: &str, task_id: uuid::Uuid) {
+        self.count(format!("task:{task_id}"));
+        self.tasks_run
+            .lock()
+            .expect("tasks lock")
+            .entry(workflow_id.to_owned())
+            .or_default()
+            .insert(task_id.to_string());
+    }
+
+    /// The ids of the tasks of `workflow_id` that the soak's worker ran.
+    pub fn tasks_run(&self, workflow_id: &str) -> HashSet<String> {
+        self.tasks_run
+            .lock()
+            .expect("tasks lock")
+            .get(workflow_id)
+            .cloned()
+            .unwrap_or_default()
     }
 
     /// How many times `key` ran.
@@ -82,7 +105,7 @@ impl Effects {
             .handler("soak_flaky", move |task| {
                 let effects = flaky.clone();
                 async move {
-                    effects.count(format!("task:{}", task.task_id));
+                    effects.ran(&task.workflow_id, task.task_id);
                     // The run's first execution, whichever attempt it is: a retry always
                     // follows a real failure.
                     let first = effects.count(format!("flaky-run:{}", task.workflow_id)) == 1;
@@ -95,7 +118,7 @@ impl Effects {
             .handler("soak_long", move |task| {
                 let effects = long.clone();
                 async move {
-                    effects.count(format!("task:{}", task.task_id));
+                    effects.ran(&task.workflow_id, task.task_id);
                     tokio::time::sleep(LONG_WORK).await;
                     Ok(json!({"done": true}))
                 }
