@@ -77,9 +77,13 @@ impl Envelope {
                 self.kind, self.version
             )));
         }
-        let tagged = serde_json::json!({ "type": self.kind, "payload": self.payload });
-        serde_json::from_value(tagged)
-            .map_err(|e| Error::Decode(format!("{} payload: {e}", self.kind)))
+        // The enum is read from `{type, payload}` as a map over borrowed values: building
+        // that object would copy the whole payload tree for every message decoded.
+        let kind = serde_json::Value::String(self.kind.clone());
+        let tagged = serde::de::value::MapDeserializer::<_, serde_json::Error>::new(
+            [("type", &kind), ("payload", &self.payload)].into_iter(),
+        );
+        T::deserialize(tagged).map_err(|e| Error::Decode(format!("{} payload: {e}", self.kind)))
     }
 
     /// The JSON bytes put on the wire.
@@ -90,5 +94,42 @@ impl Envelope {
     /// Parses wire bytes; the error names what is wrong.
     pub fn from_bytes(bytes: &[u8]) -> Result<Self> {
         serde_json::from_slice(bytes).map_err(|e| Error::Decode(format!("envelope: {e}")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::messages::{Command, TimerFired};
+
+    fn timer_fired() -> Command {
+        Command::TimerFired(TimerFired {
+            timer_id: Uuid::from_u128(7),
+            run_id: Uuid::from_u128(9),
+        })
+    }
+
+    #[test]
+    fn a_payload_decodes_to_what_was_wrapped_through_the_wire() {
+        let envelope = Envelope::new("wf", None, &timer_fired()).unwrap();
+        let wire = Envelope::from_bytes(&envelope.to_bytes().unwrap()).unwrap();
+        assert_eq!(wire.decode::<Command>().unwrap(), timer_fired());
+        assert_eq!(
+            wire.payload, envelope.payload,
+            "decoding leaves the payload as it was"
+        );
+    }
+
+    #[test]
+    fn a_payload_that_does_not_fit_its_type_names_the_type_and_the_field() {
+        let mut envelope = Envelope::new("wf", None, &timer_fired()).unwrap();
+        envelope.payload = serde_json::json!({"timerId": Uuid::from_u128(7)});
+        let error = envelope.decode::<Command>().unwrap_err().to_string();
+        assert!(error.contains("TimerFired payload"), "{error}");
+        assert!(error.contains("runId"), "{error}");
+
+        envelope.kind = "NoSuchCommand".to_owned();
+        let error = envelope.decode::<Command>().unwrap_err().to_string();
+        assert!(error.contains("NoSuchCommand"), "{error}");
     }
 }
