@@ -28,6 +28,7 @@ pub mod infra;
 pub mod metrics;
 pub mod process;
 pub mod python;
+pub mod starts;
 pub mod suite;
 
 pub use client::{Client, HistoryEvent, RawResponse};

@@ -444,3 +444,58 @@ async fn a_start_applied_again_after_a_failed_commit_sends_only_tasks_of_its_run
         .unwrap();
     suite.stop_all().await.unwrap();
 }
+
+/// A start published again after its run ended (the outbox sweeper re-publishing a start
+/// whose first copy was applied) is a copy the shard recognises: read, not trusted, and
+/// ignored — its run's first activity does not run again, even with a spare offer at hand
+/// that a new run's first activity would take (docs/decider.md).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_start_published_again_after_its_run_ended_runs_no_activity_again() {
+    let definition = json!({"name": "start_copy", "version": 1, "tasks": [
+        {"name": TASK, "taskReferenceName": "only", "type": "SIMPLE",
+         "inputParameters": {"ms": 0}}]});
+    let mut suite = suite_with(definition.clone()).await;
+    let client = suite.client();
+    let mut worker = slow_worker(&suite, "worker-a");
+    let log = suite.log_dir().join("worker-a.log");
+    let names = suite.env().names();
+    let bus = weft_e2e::amqp::RawBus::connect(&suite.env().amqp_url)
+        .await
+        .unwrap();
+
+    // Several times: the copy meets the spare offer its run's end left only while that
+    // offer is fresh (two seconds).
+    for _ in 0..3 {
+        let workflow_id = weft::ids::new_id().to_string();
+        let key = names.command_key_for(&workflow_id);
+        let body = weft_e2e::starts::start_body(&definition, &workflow_id, json!({}));
+        bus.publish(&names.commands_exchange(), &key, &body)
+            .await
+            .unwrap();
+        // Applied again once its run ended (a start on the same shard behind the copy
+        // has run).
+        weft_e2e::starts::publish_again_after_end(
+            &bus,
+            client,
+            &names,
+            (&workflow_id, &body),
+            (&definition, json!({})),
+            RUN_TIMEOUT,
+        )
+        .await
+        .unwrap();
+        let started = tasks_started(&log, &workflow_id);
+        assert_eq!(
+            started.len(),
+            1,
+            "the run's one activity ran {} times: {started:?}",
+            started.len()
+        );
+    }
+    bus.close().await;
+    worker
+        .terminate(std::time::Duration::from_secs(20))
+        .await
+        .unwrap();
+    suite.stop_all().await.unwrap();
+}

@@ -104,50 +104,28 @@ async fn a_start_published_twice_makes_one_run() {
     suite.client().register(&greet::definition()).await.unwrap();
     let names = suite.env().names();
     let bus = RawBus::connect(&suite.env().amqp_url).await.unwrap();
-    let start = |workflow_id: &str| {
-        let definition: weft::dsl::WorkflowDef =
-            serde_json::from_value(greet::definition()).unwrap();
-        let command = weft::messages::Command::StartWorkflow(weft::messages::StartWorkflow {
-            definition,
-            input: greet::input("Twice", 1),
-            correlation_id: None,
-            parent_workflow_id: None,
-            parent: None,
-            traceparent: None,
-            priority: None,
-            task_to_domain: Default::default(),
-        });
-        let envelope = weft::Envelope::new(workflow_id, None, &command).unwrap();
-        envelope.to_bytes().unwrap()
-    };
+    let greet_def = greet::definition();
     let workflow_id = weft::ids::new_id().to_string();
     let key = names.command_key_for(&workflow_id);
-    let body = start(&workflow_id);
+    let body = weft_e2e::starts::start_body(&greet_def, &workflow_id, greet::input("Twice", 1));
     for _ in 0..2 {
         bus.publish(&names.commands_exchange(), &key, &body)
             .await
             .unwrap();
     }
-    let client = suite.client();
-    client
-        .wait_for_status(&workflow_id, &["COMPLETED"], crate::RUN_TIMEOUT)
-        .await
-        .unwrap();
     // Once more after the run ended, then a start of another workflow on the same shard:
     // once that one has run, the copy before it has been applied.
-    bus.publish(&names.commands_exchange(), &key, &body)
-        .await
-        .unwrap();
-    let marker = std::iter::repeat_with(|| weft::ids::new_id().to_string())
-        .find(|id| names.command_key_for(id) == key)
-        .unwrap();
-    bus.publish(&names.commands_exchange(), &key, &start(&marker))
-        .await
-        .unwrap();
-    client
-        .wait_for_status(&marker, &["COMPLETED"], crate::RUN_TIMEOUT)
-        .await
-        .unwrap();
+    weft_e2e::starts::publish_again_after_end(
+        &bus,
+        suite.client(),
+        &names,
+        (&workflow_id, &body),
+        (&greet_def, greet::input("Twice", 1)),
+        crate::RUN_TIMEOUT,
+    )
+    .await
+    .unwrap();
+    let client = suite.client();
     let runs: i64 = sqlx::query_scalar("SELECT count(*) FROM runs WHERE workflow_id = $1")
         .bind(&workflow_id)
         .fetch_one(suite.env().pool())

@@ -153,22 +153,12 @@ async fn wait_with_a_duration_is_woken_by_the_history_services_timer(suite: Suit
 /// service's sweeper publishes it later. Returns the new workflow id.
 async fn accept_start_unpublished(suite: &Suite, definition: &Value) -> String {
     use weft::envelope::Envelope;
-    use weft::messages::{Command, StartWorkflow};
     use weft::store::outbox::OutboxMessage;
     use weft::store::starts::NewStart;
 
     let store = weft::store::Store::from_pool(suite.env().pool().clone());
     let workflow_id = weft::ids::new_id().to_string();
-    let command = Command::StartWorkflow(StartWorkflow {
-        definition: serde_json::from_value(definition.clone()).unwrap(),
-        input: json!({}),
-        correlation_id: None,
-        parent_workflow_id: None,
-        parent: None,
-        traceparent: None,
-        priority: None,
-        task_to_domain: Default::default(),
-    });
+    let command = weft_e2e::starts::start_command(definition, json!({}));
     let names = suite.env().names();
     let mut messages = vec![OutboxMessage::new(
         names.commands_exchange(),

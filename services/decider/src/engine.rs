@@ -36,6 +36,7 @@ use crate::committer::{Committer, PublishedEarly};
 use crate::eager_batcher::EagerBatcher;
 use crate::interpreter::{decide, events_for, ChildDefinition, Decision};
 use crate::metrics::DeciderMetrics;
+use crate::recent_starts::RecentStarts;
 use crate::recent_verdicts::RecentVerdicts;
 use crate::spare_offers::{Eager, SpareOffers};
 use crate::state::{RunState, RunStatus};
@@ -73,6 +74,8 @@ pub struct Shard {
     eager_sender: EagerBatcher,
     /// Verdicts the shard committed lately, for `WatchVerdict` calls.
     verdicts: RecentVerdicts,
+    /// Workflows whose run the shard started lately: a start naming one is a copy.
+    recent_starts: RecentStarts,
 }
 
 /// A run being changed by the current batch.
@@ -206,6 +209,7 @@ impl Shard {
             spares: SpareOffers::default(),
             eager_sender: EagerBatcher::new(bus.clone()),
             verdicts: RecentVerdicts::default(),
+            recent_starts: RecentStarts::default(),
         }
     }
 
@@ -308,7 +312,8 @@ impl Shard {
             // batch is applied again, reading every run (`trust_new_starts` false).
             let new_start = trust_new_starts
                 && !delivery.redelivered
-                && matches!(command, Command::StartWorkflow(_));
+                && matches!(command, Command::StartWorkflow(_))
+                && !self.recent_starts.contains(wf);
             if !working.contains_key(wf) {
                 if let Some(w) = self.load(wf, new_start).await? {
                     working.insert(wf.clone(), w);
@@ -1771,6 +1776,12 @@ impl Shard {
     }
 
     fn remember(&self, mut working: HashMap<String, Working>, order: &[String]) {
+        self.recent_starts.remember(
+            order
+                .iter()
+                .filter(|wf| working.get(*wf).is_some_and(|w| w.loaded_version.is_none()))
+                .map(String::as_str),
+        );
         let mut cache = self.cache_lock();
         if cache.len() > CACHE_CAPACITY {
             cache.clear();
