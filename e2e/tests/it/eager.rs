@@ -121,6 +121,18 @@ async fn a_task_sent_eagerly_to_a_worker_that_dies_moves_on_to_another_worker() 
     suite.stop_all().await.unwrap();
 }
 
+/// While `refused`, the database refuses every new history event, so every decider
+/// commit fails (and its batch comes back).
+async fn refuse_history_events(pool: &sqlx::PgPool, refused: bool) {
+    let sql = match refused {
+        true => {
+            "ALTER TABLE history_events ADD CONSTRAINT e2e_refuse_events CHECK (false) NOT VALID"
+        }
+        false => "ALTER TABLE history_events DROP CONSTRAINT e2e_refuse_events",
+    };
+    sqlx::query(sql).execute(pool).await.unwrap();
+}
+
 /// A batch whose commit fails is decided again when its commands come back (here: the
 /// database refuses every new history event for a while). Its eager dispatch is counted
 /// once, by the commit that makes it, not once per decision: the budget test reads this
@@ -146,12 +158,7 @@ async fn an_eager_dispatch_decided_again_after_a_failed_commit_is_counted_once()
 
     // The first result's batch (and any other) fails to commit, and is requeued.
     let pool = suite.env().pool().clone();
-    sqlx::query(
-        "ALTER TABLE history_events ADD CONSTRAINT e2e_refuse_events CHECK (false) NOT VALID",
-    )
-    .execute(&pool)
-    .await
-    .unwrap();
+    refuse_history_events(&pool, true).await;
     let log = suite.proc(suite.first(Service::Decider)).log_path.clone();
     let failures = |log: &std::path::Path| {
         std::fs::read_to_string(log)
@@ -169,10 +176,7 @@ async fn an_eager_dispatch_decided_again_after_a_failed_commit_is_counted_once()
     )
     .await
     .unwrap();
-    sqlx::query("ALTER TABLE history_events DROP CONSTRAINT e2e_refuse_events")
-        .execute(&pool)
-        .await
-        .unwrap();
+    refuse_history_events(&pool, false).await;
 
     let wf = client
         .wait_for_status(&id, &["COMPLETED"], RUN_TIMEOUT)
@@ -391,12 +395,7 @@ async fn a_start_applied_again_after_a_failed_commit_sends_only_tasks_of_its_run
             .wait_for_status(&before, &["COMPLETED"], RUN_TIMEOUT)
             .await
             .unwrap();
-        sqlx::query(
-            "ALTER TABLE history_events ADD CONSTRAINT e2e_refuse_events CHECK (false) NOT VALID",
-        )
-        .execute(&pool)
-        .await
-        .unwrap();
+        refuse_history_events(&pool, true).await;
         let id = client.start("start_again", json!({})).await.unwrap();
         let reached = poll_until(
             std::time::Duration::from_secs(3),
@@ -405,10 +404,7 @@ async fn a_start_applied_again_after_a_failed_commit_sends_only_tasks_of_its_run
             || async { Ok((!tasks_started(&log, &id).is_empty()).then_some(())) },
         )
         .await;
-        sqlx::query("ALTER TABLE history_events DROP CONSTRAINT e2e_refuse_events")
-            .execute(&pool)
-            .await
-            .unwrap();
+        refuse_history_events(&pool, false).await;
         client
             .wait_for_status(&id, &["COMPLETED"], RUN_TIMEOUT)
             .await
