@@ -164,7 +164,12 @@ async fn write_groups(
         group.iter_mut().for_each(Waiting::skip_confirmed_rows);
         let outcome = {
             let batches: Vec<&CommitBatch> = group.iter().map(|w| &w.batch).collect();
-            store.commit_all(&batches).await
+            let started = std::time::Instant::now();
+            let outcome = store.commit_all(&batches).await;
+            metrics
+                .statement_seconds
+                .observe(started.elapsed().as_secs_f64());
+            outcome
         };
         match outcome {
             Ok(()) => {

@@ -21,6 +21,9 @@ pub struct DeciderMetrics {
     /// Duration of a shard batch's commit, from handing it to the committer to its
     /// outcome.
     pub commit_seconds: Histogram,
+    /// Duration of a group's statement alone (the committer's `commit_all`): the rest of
+    /// `commit_seconds` is the hand-over to the committer and back.
+    pub statement_seconds: Histogram,
     /// Duration from commit to confirmed publish of a batch's outbox.
     pub publish_seconds: Histogram,
     /// Transactions retried after a version conflict.
@@ -77,6 +80,11 @@ impl DeciderMetrics {
             commit_seconds: registry.histogram(
                 "weft_decider_commit_seconds",
                 "Commit transaction duration",
+                exponential_buckets(0.0001, 2.0, 16),
+            ),
+            statement_seconds: registry.histogram(
+                "weft_decider_commit_statement_seconds",
+                "The commit statement of a group of shard batches, alone",
                 exponential_buckets(0.0001, 2.0, 16),
             ),
             publish_seconds: registry.histogram(

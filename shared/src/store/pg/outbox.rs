@@ -46,16 +46,22 @@ pub async fn insert(conn: &mut PgConnection, messages: &[OutboxMessage]) -> Resu
 /// waiting behind its publishes would let the other rows grow old enough to be swept
 /// (published) once more.
 pub(crate) fn janitor(pool: sqlx::PgPool) -> Janitor {
+    // One delete at a time, on a connection kept between them (docs/decider.md, "Held
+    // connections").
+    let held = std::sync::Arc::new(super::held::Held::new(pool, 1));
     Janitor::spawn(move |ids: Vec<Uuid>| {
-        let pool = pool.clone();
+        let held = held.clone();
         Box::pin(async move {
-            sqlx::query(
+            let mut conn = held.take().await?;
+            let deleted = sqlx::query(
                 "DELETE FROM outbox WHERE id IN (
                      SELECT id FROM outbox WHERE id = ANY($1) FOR UPDATE SKIP LOCKED)",
             )
             .bind(&ids)
-            .execute(&pool)
-            .await?;
+            .execute(&mut *conn)
+            .await;
+            conn.keep_if_sound(&deleted);
+            deleted?;
             Ok(())
         })
     })

@@ -48,7 +48,10 @@ type ClaimRow = (
 /// limits add to this statement is a condition and a few columns of rows it reads
 /// anyway. One outcome per distinct attempt (the first claim of a repeated attempt is the
 /// one tried; the others are refused), in no order.
-async fn claim_many(pool: &PgPool, claims: &[ClaimAttempt]) -> Result<Vec<ClaimOutcome>> {
+async fn claim_many(
+    conn: &mut sqlx::PgConnection,
+    claims: &[ClaimAttempt],
+) -> Result<Vec<ClaimOutcome>> {
     let mut seen = std::collections::HashSet::new();
     let unique: Vec<&ClaimAttempt> = claims
         .iter()
@@ -142,7 +145,7 @@ async fn claim_many(pool: &PgPool, claims: &[ClaimAttempt]) -> Result<Vec<ClaimO
             .collect::<Vec<_>>(),
     )
     .bind(unique.iter().map(|c| c.takeover).collect::<Vec<_>>())
-    .fetch_all(pool)
+    .fetch_all(conn)
     .await?;
     rows.into_iter()
         .map(
@@ -453,7 +456,10 @@ type CandidateRow = (
 #[async_trait]
 impl RegistryStore for PgStore {
     async fn claim_many(&self, claims: &[ClaimAttempt]) -> Result<Vec<ClaimOutcome>> {
-        claim_many(&self.pool, claims).await
+        let mut conn = self.claims.take().await?;
+        let outcome = claim_many(&mut conn, claims).await;
+        conn.keep_if_sound_after(&outcome);
+        outcome
     }
 
     async fn claim_limited(&self, claims: &[LimitedClaim]) -> Result<Vec<ClaimOutcome>> {

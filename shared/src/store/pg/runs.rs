@@ -93,6 +93,7 @@ impl RunStore for PgStore {
             return Ok(());
         }
         let refs = |r: &RunRecord| Value::from(r.failed_task_refs.clone());
+        let mut conn = self.commits.take().await?;
         let result = sqlx::query(commit_sql::statement(shape))
             // new runs: $1..$17
             .bind(col!(new, |r| r.run_id))
@@ -215,8 +216,9 @@ impl RunStore for PgStore {
             .bind(&cancelled)
             // tasks' domains (NULL: none, nearly always): $99
             .bind(col!(tk, |t| t.domain.as_deref()))
-            .execute(&self.pool)
+            .execute(&mut *conn)
             .await;
+        conn.keep_if_sound(&result);
         match result {
             Ok(_) => Ok(()),
             Err(sqlx::Error::Database(db)) if db.code().as_deref() == Some(VERSION_MOVED) => {

@@ -56,7 +56,10 @@ impl StartStore for PgStore {
                 .bind(&e.method)
                 .bind(&e.path),
         };
-        let accepted: i64 = query.fetch_one(&self.pool).await?;
+        let mut conn = self.starts.take().await?;
+        let accepted = query.fetch_one(&mut *conn).await;
+        conn.keep_if_sound(&accepted);
+        let accepted: i64 = accepted?;
         if accepted == 1 {
             return Ok(StartOutcome::Accepted);
         }
