@@ -22,6 +22,30 @@ use sqlx::{Connection, PgConnection, PgPool, Postgres};
 /// A held connection idle this long is pinged before its next statement.
 pub(crate) const PING_AFTER_IDLE: Duration = Duration::from_secs(5);
 
+/// The held connections of one store, one set per kind of hot statement.
+#[derive(Debug)]
+pub(crate) struct HeldSets {
+    /// The decider's commits: one a committer task (`WEFT_DECIDER_WRITERS`, 1 by
+    /// default, a few at most).
+    pub(crate) commits: Held,
+    /// The starts: half the pool, so the reads always have the other half.
+    pub(crate) starts: Held,
+    /// The claims: the heartbeat service writes one group at a time.
+    pub(crate) claims: Held,
+}
+
+impl HeldSets {
+    /// Sets over `pool`.
+    pub(crate) fn over(pool: &PgPool) -> Self {
+        let max_connections = pool.options().get_max_connections() as usize;
+        Self {
+            commits: Held::new(pool.clone(), 4),
+            starts: Held::new(pool.clone(), (max_connections / 2).max(1)),
+            claims: Held::new(pool.clone(), 2),
+        }
+    }
+}
+
 /// Connections held for one kind of statement, taken from (and counted in) `pool`.
 #[derive(Debug)]
 pub(crate) struct Held {
@@ -59,10 +83,7 @@ impl Held {
     }
 
     fn hand_out(&self, conn: PoolConnection<Postgres>) -> HeldConnection<'_> {
-        HeldConnection {
-            conn: Some(conn),
-            home: self,
-        }
+        HeldConnection { conn, home: self }
     }
 
     fn pop(&self) -> Option<(PoolConnection<Postgres>, Instant)> {
@@ -76,9 +97,9 @@ impl Held {
 }
 
 /// A connection taken from [`Held`]; given back to the pool when dropped, unless
-/// [`HeldConnection::keep`] holds it for the next statement.
+/// [`HeldConnection::keep_if_sound`] holds it for the next statement.
 pub(crate) struct HeldConnection<'a> {
-    conn: Option<PoolConnection<Postgres>>,
+    conn: PoolConnection<Postgres>,
     home: &'a Held,
 }
 
@@ -88,35 +109,34 @@ impl HeldConnection<'_> {
     /// protocol is in step). Any other error — I/O, a protocol error, a `FATAL` one such
     /// as a terminated backend's, a cancelled statement — gives it back to the pool
     /// instead, whose ping on release closes it.
-    pub(crate) fn keep_if_sound<T>(mut self, outcome: &Result<T, sqlx::Error>) {
-        if is_sound(outcome) {
-            self.keep();
-        }
+    pub(crate) fn keep_if_sound<T>(self, outcome: &Result<T, sqlx::Error>) {
+        self.keep_unless_broken(outcome.as_ref().err());
     }
 
     /// [`HeldConnection::keep_if_sound`] for a store operation's outcome: an error that
     /// is not the database's (decoding a row, say) left the connection in step.
     pub(crate) fn keep_if_sound_after<T>(self, outcome: &crate::Result<T>) {
-        match outcome {
-            Err(crate::Error::Store(e)) if !is_sound_error(Some(e)) => {}
-            _ => {
-                let mut this = self;
-                this.keep();
-            }
-        }
+        let error = match outcome {
+            Err(crate::Error::Store(e)) => Some(e),
+            _ => None,
+        };
+        self.keep_unless_broken(error);
     }
 
-    fn keep(&mut self) {
-        let Some(conn) = self.conn.take() else { return };
+    fn keep_unless_broken(self, error: Option<&sqlx::Error>) {
+        if !is_sound_error(error) {
+            return;
+        }
         let mut idle = self.home.lock();
         if idle.len() < self.home.max_held {
-            idle.push((conn, Instant::now()));
+            idle.push((self.conn, Instant::now()));
         }
         // Otherwise dropped here: back to the pool.
     }
 }
 
 /// Whether a connection is still usable after a statement ended with `outcome`.
+#[cfg(test)]
 fn is_sound<T>(outcome: &Result<T, sqlx::Error>) -> bool {
     is_sound_error(outcome.as_ref().err())
 }
@@ -138,17 +158,13 @@ impl Deref for HeldConnection<'_> {
     type Target = PgConnection;
 
     fn deref(&self) -> &PgConnection {
-        self.conn
-            .as_deref()
-            .expect("a held connection until kept or dropped")
+        &self.conn
     }
 }
 
 impl DerefMut for HeldConnection<'_> {
     fn deref_mut(&mut self) -> &mut PgConnection {
-        self.conn
-            .as_deref_mut()
-            .expect("a held connection until kept or dropped")
+        &mut self.conn
     }
 }
 

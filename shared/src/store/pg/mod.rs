@@ -47,24 +47,8 @@ pub struct PgStore {
     /// Moved on by every change to the definitions; current only while watched
     /// ([`crate::store::backend::DefinitionStore::watch_definitions`]).
     pub(crate) definitions: DefinitionsEpoch,
-    /// Connections the decider's commits keep between statements (`held`).
-    pub(crate) commits: Arc<held::Held>,
-    /// Connections the starts keep between statements.
-    pub(crate) starts: Arc<held::Held>,
-    /// Connections the claims keep between statements (the heartbeat service's groups).
-    pub(crate) claims: Arc<held::Held>,
-}
-
-/// Connections held for the decider's commits: one a committer task
-/// (`WEFT_DECIDER_WRITERS`, 1 by default, a few at most).
-const HELD_FOR_COMMITS: usize = 4;
-
-/// Connections held for claims: the heartbeat service writes one group at a time.
-const HELD_FOR_CLAIMS: usize = 2;
-
-/// Connections held for starts: half the pool, so the reads always have the other half.
-fn held_for_starts(max_connections: u32) -> usize {
-    (max_connections as usize / 2).max(1)
+    /// Connections the commits, starts and claims keep between statements (`held`).
+    pub(crate) held: Arc<held::HeldSets>,
 }
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
@@ -112,12 +96,7 @@ impl PgStore {
             .acquire_timeout(Duration::from_secs(10))
             .connect_lazy_with(options.options([("synchronous_commit", "off")]));
         Ok(Self {
-            commits: Arc::new(held::Held::new(pool.clone(), HELD_FOR_COMMITS)),
-            starts: Arc::new(held::Held::new(
-                pool.clone(),
-                held_for_starts(max_connections),
-            )),
-            claims: Arc::new(held::Held::new(pool.clone(), HELD_FOR_CLAIMS)),
+            held: Arc::new(held::HeldSets::over(&pool)),
             pool,
             replica: None,
             janitor: outbox::janitor(relaxed),
@@ -135,14 +114,8 @@ impl PgStore {
 
     /// Wraps an existing pool (tests); does not migrate. Needs a Tokio runtime.
     pub fn from_pool(pool: PgPool) -> Self {
-        let max_connections = pool.options().get_max_connections();
         Self {
-            commits: Arc::new(held::Held::new(pool.clone(), HELD_FOR_COMMITS)),
-            starts: Arc::new(held::Held::new(
-                pool.clone(),
-                held_for_starts(max_connections),
-            )),
-            claims: Arc::new(held::Held::new(pool.clone(), HELD_FOR_CLAIMS)),
+            held: Arc::new(held::HeldSets::over(&pool)),
             janitor: outbox::janitor(pool.clone()),
             replica: None,
             definitions: DefinitionsEpoch::default(),

@@ -456,7 +456,7 @@ type CandidateRow = (
 #[async_trait]
 impl RegistryStore for PgStore {
     async fn claim_many(&self, claims: &[ClaimAttempt]) -> Result<Vec<ClaimOutcome>> {
-        let mut conn = self.claims.take().await?;
+        let mut conn = self.held.claims.take().await?;
         let outcome = claim_many(&mut conn, claims).await;
         conn.keep_if_sound_after(&outcome);
         outcome

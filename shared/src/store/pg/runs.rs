@@ -93,7 +93,7 @@ impl RunStore for PgStore {
             return Ok(());
         }
         let refs = |r: &RunRecord| Value::from(r.failed_task_refs.clone());
-        let mut conn = self.commits.take().await?;
+        let mut conn = self.held.commits.take().await?;
         let result = sqlx::query(commit_sql::statement(shape))
             // new runs: $1..$17
             .bind(col!(new, |r| r.run_id))

@@ -56,7 +56,7 @@ impl StartStore for PgStore {
                 .bind(&e.method)
                 .bind(&e.path),
         };
-        let mut conn = self.starts.take().await?;
+        let mut conn = self.held.starts.take().await?;
         let accepted = query.fetch_one(&mut *conn).await;
         conn.keep_if_sound(&accepted);
         let accepted: i64 = accepted?;
