@@ -175,22 +175,31 @@ pub struct Timeline {
 }
 
 impl Timeline {
-    /// The run's time split into phases, in milliseconds, by name: the start
-    /// (accepted → run started), decision → worker has the task (the commit, the publish,
-    /// the broker), worker has it → its handler ended (the claim and the handler), and
-    /// the handler's end → the next decision or the run's end (the result's publish, the
-    /// broker, the decider).
-    pub fn phases(&self) -> [(&'static str, f64); 4] {
+    /// The run's time split into phases, in milliseconds, by name. A task's stamps are
+    /// its decision (the decider's clock), the moment its worker began it (the worker's,
+    /// carried in its result: before its claim, if it makes one) and the result applied
+    /// (the decider's). So: the start (accepted → run started); decided → a worker began
+    /// it (the publish, the broker, the worker's receipt), the first task apart from the
+    /// later ones (a first task without a spare offer goes through its shared queue, the
+    /// later ones go eagerly to the worker that ran the one before); began → result
+    /// applied (the claim if any, the handler, the result's publish, the broker, and the
+    /// decider's wait for its previous commit); applied → the next decision or the
+    /// run's end (the decider).
+    pub fn phases(&self) -> [(&'static str, f64); 5] {
         let ms = |a: DateTime<Utc>, b: DateTime<Utc>| {
             (b - a).num_microseconds().unwrap_or(0) as f64 / 1000.0
         };
-        let (mut to_worker, mut claim_and_handler, mut back) = (0.0, 0.0, 0.0);
+        let (mut first_to_worker, mut to_worker, mut began_to_applied, mut back) =
+            (0.0, 0.0, 0.0, 0.0);
         for (i, (scheduled, taken, ended)) in self.tasks.iter().enumerate() {
             let (Some(taken), Some(ended)) = (*taken, *ended) else {
                 continue;
             };
-            to_worker += ms(*scheduled, taken);
-            claim_and_handler += ms(taken, ended);
+            match i {
+                0 => first_to_worker = ms(*scheduled, taken),
+                _ => to_worker += ms(*scheduled, taken),
+            }
+            began_to_applied += ms(taken, ended);
             let next = self.tasks.get(i + 1).map(|t| t.0).unwrap_or(self.ended);
             back += ms(ended, next);
         }
@@ -199,12 +208,19 @@ impl Timeline {
                 "start accepted → run started",
                 ms(self.accepted, self.started),
             ),
-            ("decision → worker has the task (all tasks)", to_worker),
             (
-                "worker has the task → handler ended (all tasks)",
-                claim_and_handler,
+                "decided → a worker began it (the first task)",
+                first_to_worker,
             ),
-            ("handler ended → next decision or run end (all tasks)", back),
+            ("decided → a worker began it (the later tasks)", to_worker),
+            (
+                "a worker began it → its result applied (all tasks)",
+                began_to_applied,
+            ),
+            (
+                "result applied → next decision or run end (all tasks)",
+                back,
+            ),
         ]
     }
 }
