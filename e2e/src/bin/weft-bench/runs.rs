@@ -105,7 +105,7 @@ impl Runs {
     }
 
     /// The moments of one run of `workflow_id`, as the engine stamped them: the start
-    /// accepted, the run started, each task scheduled / taken by a worker / ended (in
+    /// accepted, the run started, each task decided / begun by its worker / its result applied (in
     /// order), the run ended.
     pub async fn timeline(&self, workflow_id: &str) -> anyhow::Result<Timeline> {
         type Row = (DateTime<Utc>, Option<DateTime<Utc>>, Option<DateTime<Utc>>);
@@ -168,7 +168,7 @@ impl Runs {
 pub struct Timeline {
     pub accepted: DateTime<Utc>,
     pub started: DateTime<Utc>,
-    /// Each task's scheduled, taken and ended moments, in order.
+    /// Each task's decided, begun-by-its-worker and result-applied moments, in order.
     #[allow(clippy::type_complexity)]
     pub tasks: Vec<(DateTime<Utc>, Option<DateTime<Utc>>, Option<DateTime<Utc>>)>,
     pub ended: DateTime<Utc>,
