@@ -90,11 +90,5 @@ impl From<serde_json::Error> for Error {
     }
 }
 
-impl From<lapin::Error> for Error {
-    fn from(e: lapin::Error) -> Self {
-        Error::Bus(e.to_string())
-    }
-}
-
 /// Result with the crate's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,4 +1,4 @@
-//! The bus, DESIGN.md §4: over RabbitMQ (lapin), or in process for `weft dev`
+//! The bus, DESIGN.md §4: over RabbitMQ (amqprs), or in process for `weft dev`
 //! (docs/bus-in-process.md).
 //!
 //! [`Bus`] is a cheap-to-clone facade over a [`Transport`]; what does not depend on the
@@ -56,7 +56,7 @@ pub fn envelope_kind(body: &[u8]) -> Option<String> {
 /// AMQP names (exchanges, queues, routing keys) are short strings of at most 255 bytes.
 const MAX_NAME_LEN: usize = 255;
 
-/// Refuses a name the broker could not carry (lapin would panic on it).
+/// Refuses a name the broker could not carry (the AMQP client would panic on it).
 pub(crate) fn check_name(what: &str, name: &str) -> Result<()> {
     if name.len() > MAX_NAME_LEN {
         return Err(Error::Bus(format!(

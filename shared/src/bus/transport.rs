@@ -4,7 +4,7 @@
 //! headers, decoding and dead-lettering undecodable bodies, the consumer loops, panics
 //! in handlers, request timeouts); a [`Transport`] only moves messages: it publishes,
 //! hands out deliveries with their [`Acker`], answers `basic.get`, and carries requests
-//! and their replies. Two implementations: RabbitMQ through lapin (`amqp`) and the
+//! and their replies. Two implementations: RabbitMQ through amqprs (`amqp`) and the
 //! in-process broker of `weft dev` (`local`).
 
 use std::collections::BTreeMap;

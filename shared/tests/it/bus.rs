@@ -628,6 +628,68 @@ async fn publishing_and_consuming_resume_after_the_broker_closes_the_connection(
     bus.teardown(&[]).await.unwrap();
 }
 
+/// An outside publisher may put bytes that are not UTF-8 in a header of a start event
+/// (AMQP long strings are bytes); the event must still be delivered (the header as lossy
+/// text), and its consumer's connection must survive it: a client that cannot decode the
+/// frame drops the connection, and the broker redelivers the message to the next
+/// consumer, for ever (`bus::amqp::outside`).
+#[tokio::test]
+async fn a_start_event_header_that_is_not_utf8_neither_blocks_the_queue_nor_drops_the_connection() {
+    let bus = bus(Kind::Amqp).await;
+    let names = bus.names().clone();
+    let queue = names.starts_queue();
+    let stop = CancellationToken::new();
+    let (handler, mut rx) = forwarding();
+    let task = bus.consume(&queue, opts(8, 1), handler, stop.clone());
+
+    let outside = raw().await;
+    let channel = outside.create_channel().await.unwrap();
+    channel
+        .confirm_select(lapin::options::ConfirmSelectOptions::default())
+        .await
+        .unwrap();
+    let sent = [envelope("wf-bytes", 1), envelope("wf-bytes", 2)];
+    let publish = |sent: &Envelope, note: Vec<u8>| {
+        let channel = channel.clone();
+        let exchange = names.starts_exchange();
+        let body = sent.to_bytes().unwrap();
+        async move {
+            let mut headers = FieldTable::default();
+            headers.insert(
+                "x-note".into(),
+                lapin::types::AMQPValue::LongString(lapin::types::LongString::from(note)),
+            );
+            channel
+                .basic_publish(
+                    exchange.as_str().into(),
+                    "greet".into(),
+                    lapin::options::BasicPublishOptions::default(),
+                    &body,
+                    lapin::BasicProperties::default().with_headers(headers),
+                )
+                .await
+                .unwrap()
+                .await
+                .unwrap();
+        }
+    };
+    publish(&sent[0], vec![b'a', 0xff, 0xfe]).await;
+    publish(&sent[1], b"plain".to_vec()).await;
+    let first = recv(&mut rx).await;
+    assert_eq!(first.envelope, sent[0]);
+    let second = recv(&mut rx).await;
+    assert_eq!(second.envelope, sent[1]);
+    assert!(
+        !first.redelivered && !second.redelivered,
+        "a connection was dropped on the way"
+    );
+
+    stop.cancel();
+    task.await.unwrap();
+    let _ = outside.close(200, "OK".into()).await;
+    bus.teardown(&[]).await.unwrap();
+}
+
 async fn shutdown_finishes_the_running_handler_and_leaves_the_rest_queued(kind: Kind) {
     let bus = bus(kind).await;
     let names = bus.names().clone();

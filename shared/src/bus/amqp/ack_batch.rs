@@ -22,8 +22,9 @@ use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::{Arc, LazyLock, Mutex};
 
-use lapin::options::BasicAckOptions;
 use tokio::sync::oneshot;
+
+use super::consume::Delivery;
 
 /// `basic.ack` frames sent by this process's consumers (exported by
 /// [`crate::bus::Bus::count_publishes`]).
@@ -36,26 +37,19 @@ pub(crate) static DELIVERIES_ACKED: LazyLock<prometheus_client::metrics::counter
 /// A delivery tag of one channel.
 type Tag = u64;
 
-/// What an acknowledgement came to: lapin's answer (`false`: not sent, the channel is
+/// What an acknowledgement came to: `true` once sent (`false`: not sent, the channel is
 /// closed or the delivery was settled before), or its error.
 pub(crate) type Outcome = Result<bool, String>;
 
-/// What sends an acknowledgement of one delivery (lapin's acker; a recorder in tests).
+/// What sends an acknowledgement of one delivery (the delivery itself; a recorder in
+/// tests).
 pub(crate) trait SendAck: Send + 'static {
     /// Acknowledges this delivery, and with `multiple` every open one before it.
     fn send_ack(&self, multiple: bool) -> impl Future<Output = Outcome> + Send;
 }
 
-impl SendAck for lapin::Acker {
-    async fn send_ack(&self, multiple: bool) -> Outcome {
-        self.ack(BasicAckOptions { multiple })
-            .await
-            .map_err(|e| e.to_string())
-    }
-}
-
 /// The acknowledgements of one consumer's channel.
-pub(crate) struct AckBatcher<A = lapin::Acker> {
+pub(crate) struct AckBatcher<A = Arc<Delivery>> {
     state: Mutex<State<A>>,
 }
 
@@ -156,7 +150,7 @@ impl<A: SendAck> AckBatcher<A> {
                     Ok(!std::mem::replace(&mut state.sending, true))
                 }
                 // Not open (never delivered here, or settled already): not something a
-                // run may cover; acknowledged alone, as lapin would.
+                // run may cover; acknowledged alone.
                 _ => Err(acker),
             }
         };

@@ -1,6 +1,6 @@
 //! The live AMQP connection and its replacement when it dies.
 //!
-//! lapin's own auto-recovery is off: recovery here is explicit so that every
+//! The client recovers nothing by itself: recovery here is explicit so that every
 //! reconnection also re-declares the topology and consumers restart through the same
 //! code path as a first start.
 
@@ -9,9 +9,12 @@ use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use std::time::{Duration, Instant};
 
-use lapin::{Connection, ConnectionProperties};
+use std::sync::atomic::AtomicUsize;
+
+use amqprs::connection::{Connection, OpenConnectionArguments};
 use tokio_util::sync::CancellationToken;
 
+use super::client::{self, Chan, MAX_SERVER_CLOSED_CHANNELS};
 use super::declare;
 use super::publish::Pool;
 use crate::bus::backoff::Backoff;
@@ -31,8 +34,9 @@ const PER_BROKER_TIMEOUT: Duration = Duration::from_secs(5);
 /// each hammering a broker that is down.
 const FAILURE_MEMORY: Duration = Duration::from_millis(50);
 
-/// AMQP reply code for a connection closed on purpose by an operator.
-const CONNECTION_FORCED: u16 = 320;
+/// The heartbeat asked of the broker (seconds) unless the URL's `heartbeat` says
+/// otherwise.
+const DEFAULT_HEARTBEAT: u16 = 60;
 
 /// Queues declared through a `Bus` beyond the core topology, with their bindings
 /// `(exchange, routing key)`; re-declared after every reconnect.
@@ -80,11 +84,31 @@ impl fmt::Display for Failure {
 pub(crate) struct Session {
     pub(crate) conn: Connection,
     pub(crate) pool: Pool,
+    /// Its channels the broker closed (see `client`).
+    server_closed: Arc<AtomicUsize>,
 }
 
 impl Session {
+    fn new(conn: Connection) -> Self {
+        Self {
+            conn,
+            pool: Pool::new(),
+            server_closed: Arc::default(),
+        }
+    }
+
+    /// Open, and with channel numbers left to open channels with.
     pub(crate) fn is_up(&self) -> bool {
-        self.conn.status().connected()
+        self.conn.is_open()
+            && self
+                .server_closed
+                .load(std::sync::atomic::Ordering::Relaxed)
+                < MAX_SERVER_CLOSED_CHANNELS
+    }
+
+    /// Opens a channel on this connection.
+    pub(crate) async fn channel(&self) -> Result<Chan, client::AmqpError> {
+        Chan::open(&self.conn, &self.server_closed).await
     }
 }
 
@@ -153,6 +177,13 @@ impl Link {
 
     pub(crate) fn is_connected(&self) -> bool {
         self.current().is_some_and(|s| s.is_up())
+    }
+
+    /// The brokers of `WEFT_AMQP_URL`, starting with the one of the last connection.
+    pub(crate) fn urls_in_order(&self) -> Vec<String> {
+        let first = self.preferred.load(std::sync::atomic::Ordering::Relaxed);
+        let n = self.urls.len();
+        (0..n).map(|i| self.urls[(first + i) % n].clone()).collect()
     }
 
     /// The live session, or one attempt to open a new one.
@@ -238,31 +269,28 @@ impl Link {
     /// Connects and declares the core topology (a client: finds the core exchanges)
     /// plus every queue declared so far.
     async fn open(&self) -> Result<Session, Failure> {
-        let conn = self.connect().await?;
+        let session = Session::new(self.connect().await?);
         let declared = self.declared().clone();
-        if let Err(e) = declare::core(&conn, &self.names, self.role, &declared).await {
-            let _ = conn.close(200, "declaration failed".into()).await;
+        if let Err(e) = declare::core(&session, &self.names, self.role, &declared).await {
+            let _ = client::disconnect(&session.conn).await;
             // NOT_FOUND while declaring is RabbitMQ's race between connections declaring
             // the same new durable queue at once ("home node … is down or inaccessible",
             // several services starting together): declaring again succeeds. For a
             // client it is also an exchange no service has declared yet: it will be.
             // Other refusals (a queue with other arguments) stay refusals.
-            let raced = e.to_string().contains("NOT_FOUND");
+            let raced = e.is(client::code::NOT_FOUND);
             let mut why = format!("declaring the topology: {e}");
             if raced && self.role == Role::Client {
                 why.push_str(" (waiting for a service of the namespace to declare it)");
             }
             let err = Error::Bus(why);
-            return Err(if e.is_amqp_soft_error() && !raced {
+            return Err(if e.is_soft() && !raced {
                 Failure::Fatal(err)
             } else {
                 Failure::Transient(err)
             });
         }
-        Ok(Session {
-            conn,
-            pool: Pool::new(),
-        })
+        Ok(session)
     }
 
     /// A connection to the first broker of the list that accepts one, starting with the
@@ -274,15 +302,15 @@ impl Link {
         let mut failures = Vec::new();
         for i in 0..self.urls.len() {
             let k = (first + i) % self.urls.len();
-            let props = ConnectionProperties::default()
-                .with_connection_name(self.connection_name.clone().into());
             let broker = broker_of(&self.urls[k]);
-            match tokio::time::timeout(
-                PER_BROKER_TIMEOUT,
-                Connection::connect(&self.urls[k], props),
-            )
-            .await
-            {
+            let args = match connection_arguments(&self.urls[k], &self.connection_name) {
+                Ok(args) => args,
+                Err(e) => {
+                    failures.push(format!("{broker}: {e}"));
+                    continue;
+                }
+            };
+            match tokio::time::timeout(PER_BROKER_TIMEOUT, client::connect(args)).await {
                 Ok(Ok(conn)) => {
                     if k != first {
                         tracing::info!(%broker, "failing over to the next broker of WEFT_AMQP_URL");
@@ -305,11 +333,7 @@ impl Link {
     /// Closes the current connection; the next use reconnects.
     pub(crate) async fn force_disconnect(&self) {
         if let Some(session) = self.current() {
-            if let Err(e) = session
-                .conn
-                .close(CONNECTION_FORCED, "forced disconnect".into())
-                .await
-            {
+            if let Err(e) = client::disconnect(&session.conn).await {
                 tracing::debug!(error = %e, "closing the connection on request failed");
             }
         }
@@ -331,10 +355,126 @@ pub(crate) fn broker_urls(url: &str) -> Vec<String> {
     }
 }
 
+/// A broker URL's parts: `amqp://user:password@host:port/vhost?heartbeat=N`, the
+/// user, password and vhost percent-decoded (`%2f` is the vhost `/`). Defaults: guest,
+/// guest, port 5672, vhost `/`, heartbeat 60 s.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct BrokerUrl {
+    pub(crate) user: String,
+    pub(crate) password: String,
+    pub(crate) host: String,
+    pub(crate) port: u16,
+    pub(crate) vhost: String,
+    pub(crate) heartbeat: u16,
+}
+
+impl std::str::FromStr for BrokerUrl {
+    type Err = String;
+
+    fn from_str(url: &str) -> Result<Self, String> {
+        let rest = match url.split_once("://") {
+            Some(("amqp", rest)) => rest,
+            Some(("amqps", _)) => {
+                return Err("amqps (TLS) is not supported: use amqp:// (a TLS proxy beside the broker, or a private network)".into())
+            }
+            _ => return Err("not an amqp:// URL".into()),
+        };
+        let (rest, query) = rest.split_once('?').unwrap_or((rest, ""));
+        let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
+        let (userinfo, hostport) = match authority.rsplit_once('@') {
+            Some((userinfo, hostport)) => (Some(userinfo), hostport),
+            None => (None, authority),
+        };
+        let (user, password) = match userinfo {
+            Some(info) => {
+                let (user, password) = info.split_once(':').unwrap_or((info, ""));
+                (percent_decode(user)?, percent_decode(password)?)
+            }
+            None => ("guest".to_owned(), "guest".to_owned()),
+        };
+        let (host, port) = match hostport.strip_prefix('[') {
+            // An IPv6 address: `[::1]:5672`.
+            Some(v6) => {
+                let (host, after) = v6.split_once(']').ok_or("an unclosed [ in the host")?;
+                (host, after.strip_prefix(':'))
+            }
+            None => match hostport.rsplit_once(':') {
+                Some((host, port)) => (host, Some(port)),
+                None => (hostport, None),
+            },
+        };
+        if host.is_empty() {
+            return Err("no host".into());
+        }
+        let port = match port {
+            Some(port) => port
+                .parse()
+                .map_err(|_| format!("port {port:?} is not a port number"))?,
+            None => 5672,
+        };
+        let vhost = match path {
+            "" => "/".to_owned(),
+            path => percent_decode(path)?,
+        };
+        let mut heartbeat = DEFAULT_HEARTBEAT;
+        for pair in query.split('&').filter(|p| !p.is_empty()) {
+            if let Some(("heartbeat", value)) = pair.split_once('=') {
+                heartbeat = match value.parse() {
+                    Ok(0) | Err(_) => {
+                        return Err(format!(
+                            "heartbeat={value}: a number of seconds from 1 to 65535 is expected"
+                        ))
+                    }
+                    Ok(seconds) => seconds,
+                };
+            }
+        }
+        Ok(Self {
+            user,
+            password,
+            host: host.to_owned(),
+            port,
+            vhost,
+            heartbeat,
+        })
+    }
+}
+
+fn percent_decode(s: &str) -> Result<String, String> {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = s.get(i + 1..i + 3).unwrap_or_default();
+            let byte = u8::from_str_radix(hex, 16)
+                .map_err(|_| format!("a bad percent escape in {s:?}"))?;
+            out.push(byte);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).map_err(|_| format!("{s:?} does not decode to UTF-8"))
+}
+
+/// The client's arguments for connecting to `url` as `name`.
+fn connection_arguments(url: &str, name: &str) -> Result<OpenConnectionArguments, String> {
+    let url: BrokerUrl = url.parse()?;
+    Ok(
+        OpenConnectionArguments::new(&url.host, url.port, &url.user, &url.password)
+            .virtual_host(&url.vhost)
+            .heartbeat(url.heartbeat)
+            .connection_name(name)
+            .finish(),
+    )
+}
+
 /// `host:port` of a broker URL, for logs and errors: never its user or password.
 pub(crate) fn broker_of(url: &str) -> String {
-    match url.parse::<lapin::uri::AMQPUri>() {
-        Ok(uri) => format!("{}:{}", uri.authority.host, uri.authority.port),
+    match url.parse::<BrokerUrl>() {
+        Ok(url) => format!("{}:{}", url.host, url.port),
         Err(_) => "an unparsable AMQP URL".to_owned(),
     }
 }
@@ -354,5 +494,40 @@ mod tests {
         assert_eq!(broker_urls("amqp://a"), ["amqp://a"]);
         assert!(!broker_of("amqp://u:secret@a:5672/%2f").contains("secret"));
         assert_eq!(broker_of("not a url"), "an unparsable AMQP URL");
+    }
+
+    #[test]
+    fn a_broker_url_is_read_with_its_defaults_and_percent_escapes() {
+        let url: BrokerUrl = "amqp://u%40x:p%3Aw@h:5673/%2f?heartbeat=10"
+            .parse()
+            .unwrap();
+        assert_eq!(
+            url,
+            BrokerUrl {
+                user: "u@x".into(),
+                password: "p:w".into(),
+                host: "h".into(),
+                port: 5673,
+                vhost: "/".into(),
+                heartbeat: 10,
+            }
+        );
+        let bare: BrokerUrl = "amqp://127.0.0.1".parse().unwrap();
+        assert_eq!(
+            (bare.user.as_str(), bare.port, bare.vhost.as_str()),
+            ("guest", 5672, "/")
+        );
+        assert_eq!(bare.heartbeat, DEFAULT_HEARTBEAT);
+        let v6: BrokerUrl = "amqp://[::1]:5672/weft-test".parse().unwrap();
+        assert_eq!((v6.host.as_str(), v6.vhost.as_str()), ("::1", "weft-test"));
+        for bad in [
+            "amqp://h:port",
+            "amqp://h?heartbeat=0",
+            "http://h",
+            "amqps://h",
+            "amqp://h/%zz",
+        ] {
+            assert!(bad.parse::<BrokerUrl>().is_err(), "{bad}");
+        }
     }
 }

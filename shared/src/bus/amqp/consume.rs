@@ -3,16 +3,16 @@
 
 use std::sync::Arc;
 
-use async_trait::async_trait;
-use futures_util::StreamExt;
-use lapin::message::Delivery as RawDelivery;
-use lapin::options::{
-    BasicAckOptions, BasicCancelOptions, BasicConsumeOptions, BasicNackOptions, BasicQosOptions,
+use amqprs::channel::{
+    BasicAckArguments, BasicCancelArguments, BasicConsumeArguments, BasicNackArguments,
+    BasicQosArguments, ConsumerMessage,
 };
-use lapin::types::{AMQPValue, FieldTable, LongString};
-use lapin::{Channel, Consumer};
+use amqprs::BasicProperties;
+use async_trait::async_trait;
+use tokio::sync::mpsc::UnboundedReceiver;
 
-use super::ack_batch::AckBatcher;
+use super::ack_batch::{AckBatcher, Outcome, SendAck};
+use super::client::{AmqpError, Chan};
 use super::connection::{Link, Session};
 use super::get::OwnChannel;
 use super::publish::{self, PERSISTENT};
@@ -27,42 +27,45 @@ pub(crate) async fn open(
     session: &Session,
     queue: &str,
     prefetch: u16,
-) -> lapin::Result<AmqpSubscription> {
-    let channel = session.conn.create_channel().await?;
-    channel
-        .basic_qos(prefetch, BasicQosOptions::default())
-        .await?;
-    let consumer = channel
-        .basic_consume(
-            queue.into(),
-            "".into(),
-            BasicConsumeOptions::default(),
-            FieldTable::default(),
-        )
-        .await?;
-    tracing::debug!(%queue, tag = %consumer.tag(), "consumer open");
+) -> Result<AmqpSubscription, AmqpError> {
+    let channel = session.channel().await?;
+    let consumed = async {
+        channel
+            .call(|c| async move {
+                c.basic_qos(BasicQosArguments::new(0, prefetch, false))
+                    .await
+            })
+            .await?;
+        let args = BasicConsumeArguments::new(queue, "")
+            .manual_ack(true)
+            .finish();
+        channel
+            .call(|c| async move { c.basic_consume_rx(args).await })
+            .await
+    };
+    let (tag, deliveries) = match consumed.await {
+        Ok(consumer) => consumer,
+        Err(e) => {
+            channel.close().await;
+            return Err(e);
+        }
+    };
+    tracing::debug!(%queue, %tag, "consumer open");
     Ok(AmqpSubscription {
         link,
         channel,
-        consumer,
+        tag,
+        deliveries,
         acks: AckBatcher::new(),
     })
-}
-
-/// Closes the channel, which hands every unacknowledged message back to the queue.
-pub(crate) async fn close(channel: &Channel) {
-    if channel.status().connected() {
-        if let Err(e) = channel.close(200, "OK".into()).await {
-            tracing::debug!(error = %e, "closing a channel failed");
-        }
-    }
 }
 
 /// A consumer on its own channel.
 pub(crate) struct AmqpSubscription {
     link: Arc<Link>,
-    channel: Channel,
-    consumer: Consumer,
+    channel: Chan,
+    tag: String,
+    deliveries: UnboundedReceiver<ConsumerMessage>,
     /// Its deliveries' acknowledgements, sent together when they meet.
     acks: Arc<AckBatcher>,
 }
@@ -70,28 +73,65 @@ pub(crate) struct AmqpSubscription {
 #[async_trait]
 impl Subscription for AmqpSubscription {
     async fn next(&mut self) -> Result<Inbound, String> {
-        match self.consumer.next().await {
-            Some(Ok(raw)) => {
-                self.acks.delivered(raw.delivery_tag);
-                let settle = Settle::Consumed(self.acks.clone());
-                Ok(inbound(self.link.clone(), raw, settle))
-            }
-            Some(Err(e)) => Err(e.to_string()),
-            None => Err("the consumer was cancelled".into()),
-        }
+        let Some(raw) = self.deliveries.recv().await else {
+            return Err(match self.channel.is_open() {
+                true => "the broker cancelled the consumer".into(),
+                false => "the consumer's channel closed".into(),
+            });
+        };
+        let (Some(deliver), Some(props), Some(body)) =
+            (raw.deliver, raw.basic_properties, raw.content)
+        else {
+            return Err("the client handed over an incomplete delivery".into());
+        };
+        let tag = deliver.delivery_tag();
+        self.acks.delivered(tag);
+        let delivery = Delivery {
+            channel: self.channel.clone(),
+            tag,
+            props,
+        };
+        let settle = Settle::Consumed(self.acks.clone());
+        Ok(inbound(
+            self.link.clone(),
+            delivery,
+            body,
+            deliver.redelivered(),
+            settle,
+        ))
     }
 
     async fn cancel(&mut self) {
-        let cancel = self
+        let args = BasicCancelArguments::new(&self.tag);
+        if let Err(e) = self
             .channel
-            .basic_cancel(self.consumer.tag(), BasicCancelOptions::default());
-        if let Err(e) = cancel.await {
+            .call(|c| async move { c.basic_cancel(args).await })
+            .await
+        {
             tracing::debug!(error = %e, "cancelling the consumer failed");
         }
     }
 
     async fn close(self: Box<Self>) {
-        close(&self.channel).await;
+        self.channel.close().await;
+    }
+}
+
+/// One delivery of a channel: what settles it and what a dead-letter copy keeps.
+pub(crate) struct Delivery {
+    pub(crate) channel: Chan,
+    pub(crate) tag: u64,
+    pub(crate) props: BasicProperties,
+}
+
+impl SendAck for Delivery {
+    async fn send_ack(&self, multiple: bool) -> Outcome {
+        let args = BasicAckArguments::new(self.tag, multiple);
+        self.channel
+            .send(|c| async move { c.basic_ack(args).await })
+            .await
+            .map(|()| true)
+            .map_err(|e| e.to_string())
     }
 }
 
@@ -105,26 +145,40 @@ pub(crate) enum Settle {
     Taken(OwnChannel),
 }
 
-/// Wraps a raw delivery, settled as `settle` says.
-pub(crate) fn inbound(link: Arc<Link>, raw: RawDelivery, settle: Settle) -> Inbound {
+/// Wraps a delivery, settled as `settle` says.
+pub(crate) fn inbound(
+    link: Arc<Link>,
+    delivery: Delivery,
+    body: Vec<u8>,
+    redelivered: bool,
+    settle: Settle,
+) -> Inbound {
+    let message = publish::message_of(body, &delivery.props);
     Inbound {
-        message: publish::message_of(&raw.data, &raw.properties),
-        redelivered: raw.redelivered,
-        acker: Box::new(AmqpAcker { link, raw, settle }),
+        acker: Box::new(AmqpAcker {
+            link,
+            body: message.body.clone(),
+            delivery: Arc::new(delivery),
+            settle,
+        }),
+        message,
+        redelivered,
     }
 }
 
 /// Settles one AMQP delivery on the channel that delivered it.
 struct AmqpAcker {
     link: Arc<Link>,
-    raw: RawDelivery,
+    delivery: Arc<Delivery>,
+    /// The body as it came, for a dead-letter copy.
+    body: Vec<u8>,
     settle: Settle,
 }
 
 impl std::fmt::Debug for AmqpAcker {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("AmqpAcker")
-            .field("delivery_tag", &self.raw.delivery_tag)
+            .field("delivery_tag", &self.delivery.tag)
             .finish_non_exhaustive()
     }
 }
@@ -133,7 +187,7 @@ impl AmqpAcker {
     /// The delivery is settled (by whatever means).
     async fn done(&self) {
         match &self.settle {
-            Settle::Consumed(acks) => acks.settled_alone(self.raw.delivery_tag),
+            Settle::Consumed(acks) => acks.settled_alone(self.delivery.tag),
             Settle::Taken(own) => own.release().await,
         }
     }
@@ -143,63 +197,64 @@ impl AmqpAcker {
 impl Acker for AmqpAcker {
     async fn ack(&self) -> Result<()> {
         let res = match &self.settle {
-            Settle::Consumed(acks) => acks
-                .ack(self.raw.delivery_tag, self.raw.acker.clone())
-                .await
-                .map_err(crate::Error::Bus),
+            Settle::Consumed(acks) => acks.ack(self.delivery.tag, self.delivery.clone()).await,
             Settle::Taken(_) => {
-                let res = self.raw.acker.ack(BasicAckOptions::default()).await;
+                let res = self.delivery.send_ack(false).await;
                 self.done().await;
-                res.map_err(crate::Error::from)
+                res
             }
         };
         settled(res, "acknowledge")
     }
 
     async fn requeue(&self) -> Result<()> {
-        let options = BasicNackOptions {
-            requeue: true,
-            ..BasicNackOptions::default()
-        };
-        let res = self.raw.acker.nack(options).await;
+        let args = BasicNackArguments::new(self.delivery.tag, false, true);
+        let res = self
+            .delivery
+            .channel
+            .send(|c| async move { c.basic_nack(args).await })
+            .await
+            .map(|()| true)
+            .map_err(|e| e.to_string());
         self.done().await;
-        settled(res.map_err(crate::Error::from), "requeue")
+        settled(res, "requeue")
     }
 
     /// Copies the message to `<queue>.dlq` (confirmed, with all its original properties),
     /// then acks it.
     async fn dead_letter(&self, queue: &str, reason: &str) -> Result<()> {
-        let mut headers = self.raw.properties.headers().clone().unwrap_or_default();
-        headers.insert(
-            DEAD_REASON_HEADER.into(),
-            AMQPValue::LongString(LongString::from(reason)),
-        );
-        headers.insert(
-            ORIGINAL_QUEUE_HEADER.into(),
-            AMQPValue::LongString(LongString::from(queue)),
-        );
-        let props = self
-            .raw
-            .properties
-            .clone()
-            .with_delivery_mode(PERSISTENT)
-            .with_headers(headers);
+        let mut props = self.delivery.props.clone();
+        let mut headers = props.headers().cloned().unwrap_or_default();
+        for (name, value) in [(DEAD_REASON_HEADER, reason), (ORIGINAL_QUEUE_HEADER, queue)] {
+            if let Ok(name) = name.try_into() {
+                headers.insert(name, publish::text(value));
+            }
+        }
+        props.with_delivery_mode(PERSISTENT).with_headers(headers);
         self.link
-            .publish("", &Names::dlq(queue), &self.raw.data, props)
+            .publish("", &Names::dlq(queue), &self.body, props)
             .await?;
         self.ack().await
     }
 }
 
-/// lapin answers `Ok(false)` when it did not send the settlement: the delivery's channel
-/// was closed (the broker gives the message to someone else) or it was settled before.
-/// Either way the caller's settlement did not happen, and must not be taken as done
-/// (a task poll would hand out a task the broker hands out again).
-fn settled(res: Result<bool>, what: &str) -> Result<()> {
-    match res? {
-        true => Ok(()),
-        false => Err(crate::Error::Bus(format!(
+impl SendAck for Arc<Delivery> {
+    async fn send_ack(&self, multiple: bool) -> Outcome {
+        self.as_ref().send_ack(multiple).await
+    }
+}
+
+/// A settlement that was not sent (the delivery's channel is closed: the broker gives
+/// the message to someone else) did not happen, and must not be taken as done (a task
+/// poll would hand out a task the broker hands out again).
+pub(crate) fn settled(res: Outcome, what: &str) -> Result<()> {
+    match res {
+        Ok(true) => Ok(()),
+        Ok(false) => Err(crate::Error::Bus(format!(
             "could not {what} the delivery: its channel is closed or it was settled already"
+        ))),
+        Err(e) => Err(crate::Error::Bus(format!(
+            "could not {what} the delivery: {e}"
         ))),
     }
 }

@@ -3,14 +3,15 @@
 //! RabbitMQ refuses a re-declaration whose arguments differ (PRECONDITION_FAILED), so
 //! every queue's arguments come from [`queue_arguments`] and nowhere else.
 
-use lapin::options::{
-    ExchangeDeclareOptions, ExchangeDeleteOptions, QueueBindOptions, QueueDeclareOptions,
-    QueueDeleteOptions,
+use amqprs::channel::{
+    ExchangeDeclareArguments, ExchangeDeleteArguments, ExchangeType, QueueBindArguments,
+    QueueDeclareArguments, QueueDeleteArguments,
 };
-use lapin::types::{AMQPValue, FieldTable, LongString};
-use lapin::{Channel, Connection, ExchangeKind};
+use amqprs::{FieldTable, FieldValue};
 
-use super::connection::{Declared, Link, Role};
+use super::client::{code, AmqpError, Chan};
+use super::connection::{Declared, Link, Role, Session};
+use super::publish::text;
 use crate::bus::check_name;
 use crate::topology::{Names, QueueType};
 use crate::Result;
@@ -44,16 +45,18 @@ pub(crate) const EAGER_EXPIRES_MS: u32 = 600_000;
 
 /// The arguments of every queue Weft declares.
 pub(crate) fn queue_arguments(queue: &str, kind: QueueKind, queue_type: QueueType) -> FieldTable {
-    let mut args = FieldTable::default();
+    let mut args = FieldTable::new();
+    let mut put = |name: &str, value: FieldValue| {
+        if let Ok(name) = name.try_into() {
+            args.insert(name, value);
+        }
+    };
     // A worker's eager queues too: a task waiting in one must outlive the node it is on,
     // to move on to its shared queue (RabbitMQ 3.10 quorum queues expire messages and
     // themselves).
     let quorum = queue_type == QueueType::Quorum;
     if quorum {
-        args.insert(
-            "x-queue-type".into(),
-            AMQPValue::LongString(LongString::from("quorum")),
-        );
+        put("x-queue-type", text("quorum"));
     }
     if kind == QueueKind::DeadLetter {
         return args;
@@ -64,33 +67,26 @@ pub(crate) fn queue_arguments(queue: &str, kind: QueueKind, queue_type: QueueTyp
         // write to), where the decider splits what was sent together and sends each task
         // on to its shared queue: a shared queue only ever holds single tasks.
         let ns = &queue[..ns_len];
-        let text = |s: String| AMQPValue::LongString(LongString::from(s));
-        args.insert("x-dead-letter-exchange".into(), text(String::new()));
-        args.insert(
-            "x-dead-letter-routing-key".into(),
-            text(format!("{ns}.eager.expired")),
+        put("x-dead-letter-exchange", text(""));
+        put(
+            "x-dead-letter-routing-key",
+            text(&format!("{ns}.eager.expired")),
         );
-        args.insert("x-message-ttl".into(), AMQPValue::LongUInt(EAGER_TTL_MS));
-        args.insert("x-expires".into(), AMQPValue::LongUInt(EAGER_EXPIRES_MS));
+        put("x-message-ttl", FieldValue::i(EAGER_TTL_MS));
+        put("x-expires", FieldValue::i(EAGER_EXPIRES_MS));
         return args;
     }
     // Broker-level rejects (and expiries) land in the DLQ too, not only Weft's own.
-    args.insert(
-        "x-dead-letter-exchange".into(),
-        AMQPValue::LongString(LongString::from("")),
-    );
-    args.insert(
-        "x-dead-letter-routing-key".into(),
-        AMQPValue::LongString(LongString::from(Names::dlq(queue))),
-    );
+    put("x-dead-letter-exchange", text(""));
+    put("x-dead-letter-routing-key", text(&Names::dlq(queue)));
     if kind == QueueKind::Shard {
-        args.insert("x-single-active-consumer".into(), AMQPValue::Boolean(true));
+        put("x-single-active-consumer", FieldValue::t(true));
     }
     // RabbitMQ 3.x quorum queues have no priorities (refused at declaration).
     if kind == QueueKind::Activity && !quorum {
-        args.insert(
-            "x-max-priority".into(),
-            AMQPValue::ShortShortUInt(crate::bus::priority::MAX_LEVEL),
+        put(
+            "x-max-priority",
+            FieldValue::B(crate::bus::priority::MAX_LEVEL),
         );
     }
     args
@@ -125,14 +121,14 @@ pub(crate) fn kind_of(names: &Names, queue: &str) -> QueueKind {
 /// what the services declared — the decider declares an activity queue before it
 /// publishes the first task there, and the consumer waits for it until then.
 async fn declare_kind(
-    conn: &Connection,
+    session: &Session,
     queue: &str,
     kind: QueueKind,
     bindings: &[(String, String)],
     role: Role,
     queue_type: QueueType,
-) -> lapin::Result<()> {
-    let ch = conn.create_channel().await?;
+) -> Result<(), AmqpError> {
+    let ch = session.channel().await?;
     let first = declare_queue(&ch, queue, kind, bindings, queue_type).await;
     match first {
         // A worker's own queue exists only if it declares it: a refusal is an error (the
@@ -140,42 +136,35 @@ async fn declare_kind(
         Err(e) if matches!(kind, QueueKind::Eager { .. }) => Err(e),
         // A client configured otherwise than the services (another WEFT_QUEUE_TYPE):
         // the queue is theirs, so it is consumed as they declared it.
-        Err(e) if role == Role::Client && e.to_string().contains("PRECONDITION_FAILED") => {
+        Err(e) if role == Role::Client && e.is(code::PRECONDITION_FAILED) => {
             tracing::warn!(%queue, error = %e, "the queue exists with other arguments (is WEFT_QUEUE_TYPE the same as the services'?); consuming it as it is");
             Ok(())
         }
-        Err(e) if kind == QueueKind::Activity && e.to_string().contains("PRECONDITION_FAILED") => {
+        Err(e) if kind == QueueKind::Activity && e.is(code::PRECONDITION_FAILED) => {
             // The refusal closed that channel.
-            let ch = conn.create_channel().await?;
+            let ch = session.channel().await?;
             match declare_queue(&ch, queue, QueueKind::Work, bindings, queue_type).await {
                 Ok(()) => {
-                    close(&ch).await;
+                    ch.close().await;
                     tracing::warn!(%queue, error = %e, "activity queue exists without priorities; task priorities are ignored on it until it is deleted and declared again");
                     Ok(())
                 }
                 // Not for want of priorities: another queue type altogether, declared by
                 // a worker configured otherwise. Its tasks must still reach it: failing
                 // here would fail every command that schedules one, again and again.
-                Err(again) if again.to_string().contains("PRECONDITION_FAILED") => {
+                Err(again) if again.is(code::PRECONDITION_FAILED) => {
                     tracing::error!(%queue, error = %again, "the activity queue exists with another queue type (is WEFT_QUEUE_TYPE the same in every process?); publishing to it as it is");
-                    bind_existing(conn, queue, bindings).await
+                    bind_existing(session, queue, bindings).await
                 }
                 Err(again) => Err(again),
             }
         }
-        Err(e) if role == Role::Client && is_access_refused(&e) => {
+        Err(e) if role == Role::Client && e.is(code::ACCESS_REFUSED) => {
             // The refusal closed that channel. A passive declaration needs no permission.
-            let ch = conn.create_channel().await?;
-            let passive = QueueDeclareOptions {
-                passive: true,
-                ..QueueDeclareOptions::default()
-            };
-            match ch
-                .queue_declare(queue.into(), passive, FieldTable::default())
-                .await
-            {
+            let ch = session.channel().await?;
+            match declare_passive(&ch, queue).await {
                 Ok(_) => {
-                    close(&ch).await;
+                    ch.close().await;
                     tracing::info!(%queue, "not permitted to declare the queue; it exists: consuming it as the services declared it");
                 }
                 Err(missing) => {
@@ -185,23 +174,27 @@ async fn declare_kind(
             Ok(())
         }
         other => {
-            close(&ch).await;
+            ch.close().await;
             other
         }
     }
 }
 
-/// Binds `queue` to each `(exchange, routing key)`.
-async fn bind_all(ch: &Channel, queue: &str, bindings: &[(String, String)]) -> lapin::Result<()> {
-    for (exchange, key) in bindings {
-        ch.queue_bind(
-            queue.into(),
-            exchange.as_str().into(),
-            key.as_str().into(),
-            QueueBindOptions::default(),
-            FieldTable::default(),
-        )
+/// A passive declaration of `queue` (no permission needed): its ready messages, or
+/// NOT_FOUND (which closes the channel).
+pub(crate) async fn declare_passive(ch: &Chan, queue: &str) -> Result<u32, AmqpError> {
+    let args = QueueDeclareArguments::new(queue).passive(true).finish();
+    let declared = ch
+        .call(|c| async move { c.queue_declare(args).await })
         .await?;
+    Ok(declared.map_or(0, |(_, messages, _)| messages))
+}
+
+/// Binds `queue` to each `(exchange, routing key)`.
+async fn bind_all(ch: &Chan, queue: &str, bindings: &[(String, String)]) -> Result<(), AmqpError> {
+    for (exchange, key) in bindings {
+        let args = QueueBindArguments::new(queue, exchange, key);
+        ch.call(|c| async move { c.queue_bind(args).await }).await?;
     }
     Ok(())
 }
@@ -209,65 +202,51 @@ async fn bind_all(ch: &Channel, queue: &str, bindings: &[(String, String)]) -> l
 /// Binds `queue`, which exists with arguments of its own, as it is (a passive declaration
 /// first: an error when it does not exist after all).
 async fn bind_existing(
-    conn: &Connection,
+    session: &Session,
     queue: &str,
     bindings: &[(String, String)],
-) -> lapin::Result<()> {
-    let ch = conn.create_channel().await?;
-    let passive = QueueDeclareOptions {
-        passive: true,
-        ..QueueDeclareOptions::default()
-    };
-    ch.queue_declare(queue.into(), passive, FieldTable::default())
-        .await?;
+) -> Result<(), AmqpError> {
+    let ch = session.channel().await?;
+    declare_passive(&ch, queue).await?;
     bind_all(&ch, queue, bindings).await?;
-    close(&ch).await;
+    ch.close().await;
     Ok(())
 }
 
-/// Whether the broker refused an operation for want of permission (403).
-fn is_access_refused(e: &lapin::Error) -> bool {
-    use lapin::protocol::{AMQPErrorKind, AMQPSoftError};
-    matches!(e.kind(), lapin::ErrorKind::ProtocolError(p)
-        if *p.kind() == AMQPErrorKind::Soft(AMQPSoftError::ACCESSREFUSED))
-}
-
-fn durable_queue() -> QueueDeclareOptions {
-    QueueDeclareOptions {
-        durable: true,
-        ..QueueDeclareOptions::default()
-    }
-}
-
-async fn declare_exchange(ch: &Channel, name: &str, kind: ExchangeKind) -> lapin::Result<()> {
-    let opts = ExchangeDeclareOptions {
-        durable: true,
-        ..ExchangeDeclareOptions::default()
-    };
-    ch.exchange_declare(name.into(), kind, opts, FieldTable::default())
+async fn declare_exchange(ch: &Chan, name: &str, kind: ExchangeType) -> Result<(), AmqpError> {
+    let args = ExchangeDeclareArguments::of_type(name, kind)
+        .durable(true)
+        .finish();
+    ch.call(|c| async move { c.exchange_declare(args).await })
         .await
 }
 
 /// Declares `queue` and its DLQ, then binds `queue` to each `(exchange, routing key)`.
 async fn declare_queue(
-    ch: &Channel,
+    ch: &Chan,
     queue: &str,
     kind: QueueKind,
     bindings: &[(String, String)],
     queue_type: QueueType,
-) -> lapin::Result<()> {
+) -> Result<(), AmqpError> {
+    let durable = |name: &str, arguments: FieldTable| {
+        QueueDeclareArguments::new(name)
+            .durable(true)
+            .arguments(arguments)
+            .finish()
+    };
     if !matches!(kind, QueueKind::Eager { .. }) {
         let dlq = Names::dlq(queue);
-        let dlq_args = queue_arguments(&dlq, QueueKind::DeadLetter, queue_type);
-        ch.queue_declare(dlq.as_str().into(), durable_queue(), dlq_args)
+        let args = durable(
+            &dlq,
+            queue_arguments(&dlq, QueueKind::DeadLetter, queue_type),
+        );
+        ch.call(|c| async move { c.queue_declare(args).await })
             .await?;
     }
-    ch.queue_declare(
-        queue.into(),
-        durable_queue(),
-        queue_arguments(queue, kind, queue_type),
-    )
-    .await?;
+    let args = durable(queue, queue_arguments(queue, kind, queue_type));
+    ch.call(|c| async move { c.queue_declare(args).await })
+        .await?;
     bind_all(ch, queue, bindings).await?;
     Ok(())
 }
@@ -275,25 +254,25 @@ async fn declare_queue(
 /// Declares the core topology of `names` (a client: checks that its exchanges exist),
 /// then the queues in `declared`.
 pub(crate) async fn core(
-    conn: &Connection,
+    session: &Session,
     names: &Names,
     role: Role,
     declared: &Declared,
-) -> lapin::Result<()> {
+) -> Result<(), AmqpError> {
     let qt = names.queue_type();
     if role == Role::Client {
-        find_core_exchanges(conn, names).await?;
+        find_core_exchanges(session, names).await?;
         for (queue, bindings) in declared {
-            declare_kind(conn, queue, kind_of(names, queue), bindings, role, qt).await?;
+            declare_kind(session, queue, kind_of(names, queue), bindings, role, qt).await?;
         }
         return Ok(());
     }
-    let ch = conn.create_channel().await?;
-    declare_exchange(&ch, &names.commands_exchange(), ExchangeKind::Direct).await?;
-    declare_exchange(&ch, &names.activity_exchange(), ExchangeKind::Direct).await?;
-    declare_exchange(&ch, &names.events_exchange(), ExchangeKind::Topic).await?;
-    declare_exchange(&ch, &names.starts_exchange(), ExchangeKind::Topic).await?;
-    declare_exchange(&ch, &names.eager_exchange(), ExchangeKind::Direct).await?;
+    let ch = session.channel().await?;
+    declare_exchange(&ch, &names.commands_exchange(), ExchangeType::Direct).await?;
+    declare_exchange(&ch, &names.activity_exchange(), ExchangeType::Direct).await?;
+    declare_exchange(&ch, &names.events_exchange(), ExchangeType::Topic).await?;
+    declare_exchange(&ch, &names.starts_exchange(), ExchangeType::Topic).await?;
+    declare_exchange(&ch, &names.eager_exchange(), ExchangeType::Direct).await?;
     for k in 0..names.shards() {
         let binding = [(names.commands_exchange(), Names::shard_key(k))];
         declare_queue(&ch, &names.command_queue(k), QueueKind::Shard, &binding, qt).await?;
@@ -309,9 +288,9 @@ pub(crate) async fn core(
         qt,
     )
     .await?;
-    close(&ch).await;
+    ch.close().await;
     for (queue, bindings) in declared {
-        declare_kind(conn, queue, kind_of(names, queue), bindings, role, qt).await?;
+        declare_kind(session, queue, kind_of(names, queue), bindings, role, qt).await?;
     }
     Ok(())
 }
@@ -319,12 +298,8 @@ pub(crate) async fn core(
 /// Checks, with passive declarations (which need no permission), that the services
 /// declared the core exchanges: a client binds its queues to them and publishes to them.
 /// NOT_FOUND until a service of the namespace has connected once.
-async fn find_core_exchanges(conn: &Connection, names: &Names) -> lapin::Result<()> {
-    let ch = conn.create_channel().await?;
-    let passive = ExchangeDeclareOptions {
-        passive: true,
-        ..ExchangeDeclareOptions::default()
-    };
+async fn find_core_exchanges(session: &Session, names: &Names) -> Result<(), AmqpError> {
+    let ch = session.channel().await?;
     for exchange in [
         names.commands_exchange(),
         names.activity_exchange(),
@@ -332,22 +307,14 @@ async fn find_core_exchanges(conn: &Connection, names: &Names) -> lapin::Result<
         names.starts_exchange(),
     ] {
         // The kind is not checked by a passive declaration.
-        ch.exchange_declare(
-            exchange.as_str().into(),
-            ExchangeKind::Direct,
-            passive,
-            FieldTable::default(),
-        )
-        .await?;
+        let args = ExchangeDeclareArguments::of_type(&exchange, ExchangeType::Direct)
+            .passive(true)
+            .finish();
+        ch.call(|c| async move { c.exchange_declare(args).await })
+            .await?;
     }
-    close(&ch).await;
+    ch.close().await;
     Ok(())
-}
-
-async fn close(ch: &Channel) {
-    if let Err(e) = ch.close(200, "OK".into()).await {
-        tracing::debug!(error = %e, "closing a declaration channel failed");
-    }
 }
 
 impl Link {
@@ -372,7 +339,7 @@ impl Link {
         let session = self.session().await.map_err(|f| f.into_error())?;
         let kind = kind_of(&self.names, queue);
         let qt = self.names.queue_type();
-        declare_kind(&session.conn, queue, kind, &missing, self.role, qt).await?;
+        declare_kind(&session, queue, kind, &missing, self.role, qt).await?;
         self.declared()
             .entry(queue.to_owned())
             .or_default()
@@ -390,13 +357,14 @@ impl Link {
             return Ok(());
         }
         let kind = match kind {
-            crate::bus::ExchangeKind::Direct => ExchangeKind::Direct,
-            crate::bus::ExchangeKind::Topic => ExchangeKind::Topic,
+            crate::bus::ExchangeKind::Direct => ExchangeType::Direct,
+            crate::bus::ExchangeKind::Topic => ExchangeType::Topic,
         };
         let session = self.session().await.map_err(|f| f.into_error())?;
-        let ch = session.conn.create_channel().await?;
-        declare_exchange(&ch, exchange, kind).await?;
-        close(&ch).await;
+        let ch = session.channel().await?;
+        let declared = declare_exchange(&ch, exchange, kind).await;
+        ch.close().await;
+        declared?;
         self.declared_exchanges().insert(exchange.to_owned());
         Ok(())
     }
@@ -422,16 +390,15 @@ impl Link {
         queues.dedup();
 
         let session = self.session().await.map_err(|f| f.into_error())?;
-        let mut ch = session.conn.create_channel().await?;
+        let mut ch = session.channel().await?;
         for queue in &queues {
             for name in [queue.clone(), Names::dlq(queue)] {
-                let res = ch
-                    .queue_delete(name.as_str().into(), QueueDeleteOptions::default())
-                    .await;
+                let args = QueueDeleteArguments::new(&name);
+                let res = ch.call(|c| async move { c.queue_delete(args).await }).await;
                 if let Err(e) = res {
                     // A failed delete closes the channel; carry on with a new one.
                     tracing::debug!(queue = %name, error = %e, "queue delete failed");
-                    ch = session.conn.create_channel().await?;
+                    ch = session.channel().await?;
                 }
             }
         }
@@ -444,15 +411,16 @@ impl Link {
         ];
         exchanges.extend(std::mem::take(&mut *self.declared_exchanges()));
         for exchange in exchanges {
+            let args = ExchangeDeleteArguments::new(&exchange);
             let res = ch
-                .exchange_delete(exchange.as_str().into(), ExchangeDeleteOptions::default())
+                .call(|c| async move { c.exchange_delete(args).await })
                 .await;
             if let Err(e) = res {
                 tracing::debug!(%exchange, error = %e, "exchange delete failed");
-                ch = session.conn.create_channel().await?;
+                ch = session.channel().await?;
             }
         }
-        close(&ch).await;
+        ch.close().await;
         self.declared().clear();
         Ok(())
     }
@@ -462,18 +430,21 @@ impl Link {
 mod tests {
     use super::*;
 
+    fn arg(args: &FieldTable, name: &str) -> Option<FieldValue> {
+        args.get(&name.try_into().unwrap()).cloned()
+    }
+
     #[test]
     fn quorum_queues_are_declared_quorum_without_priorities() {
         let names = Names::new("weft", 4).with_queue_type(QueueType::Quorum);
         let quorum = |queue: &str| {
             let args = queue_arguments(queue, kind_of(&names, queue), QueueType::Quorum);
-            let inner = args.inner();
             (
-                inner.get("x-queue-type").cloned(),
-                inner.contains_key("x-max-priority"),
+                arg(&args, "x-queue-type"),
+                arg(&args, "x-max-priority").is_some(),
             )
         };
-        let q = Some(AMQPValue::LongString("quorum".into()));
+        let q = Some(text("quorum"));
         assert_eq!(quorum("weft.activity.shout"), (q.clone(), false));
         assert_eq!(quorum("weft.commands.3"), (q.clone(), false));
         assert_eq!(quorum("weft.heartbeat"), (q.clone(), false));
@@ -482,7 +453,7 @@ mod tests {
             QueueKind::DeadLetter,
             QueueType::Quorum,
         );
-        assert_eq!(dlq.inner().get("x-queue-type").cloned(), q);
+        assert_eq!(arg(&dlq, "x-queue-type"), q);
         let eager = "weft.eager.0123456789abcdef0123456789abcdef.shout";
         assert_eq!(quorum(eager), (q, false));
         // Classic activity queues keep their priorities.
@@ -491,8 +462,8 @@ mod tests {
             QueueKind::Activity,
             QueueType::Classic,
         );
-        assert!(classic.inner().contains_key("x-max-priority"));
-        assert!(!classic.inner().contains_key("x-queue-type"));
+        assert!(arg(&classic, "x-max-priority").is_some());
+        assert!(arg(&classic, "x-queue-type").is_none());
     }
 
     #[test]
@@ -500,16 +471,14 @@ mod tests {
         let names = Names::new("ns", 4);
         let queue = "ns.eager.0123456789abcdef0123456789abcdef.shout";
         let args = queue_arguments(queue, kind_of(&names, queue), QueueType::Classic);
-        let inner = args.inner();
-        let text = |s: &str| Some(AMQPValue::LongString(s.into()));
-        assert_eq!(inner.get("x-dead-letter-exchange").cloned(), text(""));
+        assert_eq!(arg(&args, "x-dead-letter-exchange"), Some(text("")));
         assert_eq!(
-            inner.get("x-dead-letter-routing-key").cloned(),
-            text(&names.eager_expired_queue())
+            arg(&args, "x-dead-letter-routing-key"),
+            Some(text(&names.eager_expired_queue()))
         );
         assert_eq!(
-            inner.get("x-message-ttl"),
-            Some(&AMQPValue::LongUInt(EAGER_TTL_MS))
+            arg(&args, "x-message-ttl"),
+            Some(FieldValue::i(EAGER_TTL_MS))
         );
         assert_eq!(
             kind_of(&names, &names.eager_expired_queue()),
@@ -521,18 +490,17 @@ mod tests {
     #[test]
     fn shard_queues_have_a_single_active_consumer_and_a_dlq() {
         let args = queue_arguments("weft.commands.3", QueueKind::Shard, QueueType::Classic);
-        let inner = args.inner();
         assert_eq!(
-            inner.get("x-single-active-consumer"),
-            Some(&AMQPValue::Boolean(true))
+            arg(&args, "x-single-active-consumer"),
+            Some(FieldValue::t(true))
         );
         assert_eq!(
-            inner.get("x-dead-letter-routing-key"),
-            Some(&AMQPValue::LongString("weft.commands.3.dlq".into()))
+            arg(&args, "x-dead-letter-routing-key"),
+            Some(text("weft.commands.3.dlq"))
         );
         assert!(
             queue_arguments("q.dlq", QueueKind::DeadLetter, QueueType::Classic)
-                .inner()
+                .as_ref()
                 .is_empty()
         );
     }

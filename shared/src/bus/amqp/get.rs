@@ -8,11 +8,11 @@
 
 use std::sync::{Arc, Mutex};
 
-use lapin::options::BasicGetOptions;
-use lapin::Channel;
+use amqprs::channel::BasicGetArguments;
 
+use super::client::Chan;
 use super::connection::Link;
-use super::consume;
+use super::consume::{self, Delivery};
 use crate::bus::transport::Inbound;
 use crate::{Error, Result};
 
@@ -23,13 +23,13 @@ const MAX_IDLE: usize = 32;
 /// when met).
 #[derive(Debug, Default)]
 pub(crate) struct GetChannels {
-    idle: Mutex<Vec<Channel>>,
+    idle: Mutex<Vec<Chan>>,
 }
 
 /// The channel a taken message came on, to give back once it is settled.
 #[derive(Debug)]
 pub(crate) struct OwnChannel {
-    channel: Channel,
+    channel: Chan,
     pool: Arc<GetChannels>,
 }
 
@@ -41,25 +41,25 @@ impl OwnChannel {
 }
 
 impl GetChannels {
-    fn take_idle(&self) -> Option<Channel> {
+    fn take_idle(&self) -> Option<Chan> {
         let mut idle = self.idle.lock().expect("get channels lock");
         while let Some(channel) = idle.pop() {
-            if channel.status().connected() {
+            if channel.is_open() {
                 return Some(channel);
             }
         }
         None
     }
 
-    async fn give_back(&self, channel: Channel) {
-        if channel.status().connected() {
+    async fn give_back(&self, channel: Chan) {
+        if channel.is_open() {
             let mut idle = self.idle.lock().expect("get channels lock");
             if idle.len() < MAX_IDLE {
                 idle.push(channel);
                 return;
             }
         }
-        consume::close(&channel).await;
+        channel.close().await;
     }
 }
 
@@ -77,8 +77,7 @@ pub(crate) async fn get(
     }
     let session = link.session().await.map_err(|f| f.into_error())?;
     let channel = session
-        .conn
-        .create_channel()
+        .channel()
         .await
         .map_err(|e| Error::Bus(format!("opening a channel: {e}")))?;
     get_on(link, pool, channel, queue).await
@@ -87,21 +86,29 @@ pub(crate) async fn get(
 async fn get_on(
     link: &Arc<Link>,
     pool: &Arc<GetChannels>,
-    channel: Channel,
+    channel: Chan,
     queue: &str,
 ) -> Result<Option<Inbound>> {
+    let args = BasicGetArguments::new(queue).no_ack(false).finish();
     let got = channel
-        .basic_get(queue.into(), BasicGetOptions { no_ack: false })
+        .call(|c| async move { c.basic_get(args).await })
         .await;
     match got {
-        Ok(Some(message)) => {
+        Ok(Some((get_ok, props, body))) => {
+            let delivery = Delivery {
+                channel: channel.clone(),
+                tag: get_ok.delivery_tag(),
+                props,
+            };
             let own = OwnChannel {
                 channel,
                 pool: pool.clone(),
             };
             Ok(Some(consume::inbound(
                 link.clone(),
-                message.delivery,
+                delivery,
+                body,
+                get_ok.redelivered(),
                 consume::Settle::Taken(own),
             )))
         }
@@ -111,7 +118,7 @@ async fn get_on(
         }
         Err(e) => {
             // A refused get (no such queue) closed the channel already.
-            consume::close(&channel).await;
+            channel.close().await;
             Err(Error::Bus(format!("basic.get on {queue}: {e}")))
         }
     }

@@ -1,25 +1,27 @@
-//! The RabbitMQ transport (lapin).
+//! The RabbitMQ transport (amqprs).
 //!
 //! One [`Amqp`] owns one AMQP connection at a time and replaces it when it dies:
 //! publishers reconnect on demand (bounded retries), consumers re-establish themselves
-//! with back-off. Layout: `connection` keeps the live connection, `declare` the topology
+//! with back-off. Layout: `client` wraps the AMQP client for safe use (cancellation,
+//! reply codes, confirms), `connection` keeps the live connection, `declare` the topology
 //! (the one place queue arguments are built), `publish` confirmed publishing and the
 //! mapping of [`Message`] to AMQP properties, `consume` consumer channels and ackers,
-//! `get` `basic.get` on pooled channels, `rpc` direct reply-to.
+//! `get` `basic.get` on pooled channels, `rpc` direct reply-to, `outside` the start-event
+//! queue (which outside publishers write to) with a second client.
 
 mod ack_batch;
+mod client;
 mod connection;
 mod consume;
 mod declare;
 mod get;
+mod outside;
 mod publish;
 mod rpc;
 
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use lapin::options::QueueDeclareOptions;
-use lapin::types::FieldTable;
 use tokio_util::sync::CancellationToken;
 
 use super::transport::{ExchangeKind, Inbound, Message, Subscription, Transport};
@@ -101,6 +103,10 @@ impl Transport for Amqp {
     ) -> Result<Box<dyn Subscription>> {
         // Consumers must not die from a refused topology: keep retrying it.
         let session = self.link.session_wait_with(shutdown, false).await?;
+        if queue == self.link.names.starts_queue() {
+            let subscription = outside::open(self.link.clone(), queue, prefetch, shutdown).await?;
+            return Ok(Box::new(subscription));
+        }
         let subscription = consume::open(self.link.clone(), &session, queue, prefetch).await?;
         Ok(Box::new(subscription))
     }
@@ -111,16 +117,10 @@ impl Transport for Amqp {
 
     async fn message_count(&self, queue: &str) -> Result<u32> {
         let session = self.link.session().await.map_err(|f| f.into_error())?;
-        let channel = session.conn.create_channel().await?;
-        let passive = QueueDeclareOptions {
-            passive: true,
-            ..QueueDeclareOptions::default()
-        };
-        let declared = channel
-            .queue_declare(queue.into(), passive, FieldTable::default())
-            .await;
-        consume::close(&channel).await;
-        Ok(declared?.message_count())
+        let channel = session.channel().await?;
+        let declared = declare::declare_passive(&channel, queue).await;
+        channel.close().await;
+        Ok(declared?)
     }
 
     async fn request(

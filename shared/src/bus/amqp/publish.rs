@@ -1,19 +1,20 @@
 //! Confirmed, persistent publishing.
 //!
 //! A small pool of confirm-mode channels per connection. A publish holds its channel's
-//! lock only while handing the frames to lapin (lapin numbers confirms when it queues the
-//! frames, so two publishers racing on one channel could swap their confirms); the wait
-//! for the broker's ack happens outside the lock, so many publishes share one channel's
-//! round trip and throughput is not one publish per round trip.
+//! lock only while handing its frames to the client (the broker numbers confirms in the
+//! order publishes arrive on a channel, so two publishers racing on one channel could
+//! swap their confirms); the wait for the broker's ack happens outside the lock, so many
+//! publishes share one channel's round trip and throughput is not one publish per round
+//! trip.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use lapin::options::{BasicPublishOptions, ConfirmSelectOptions};
-use lapin::types::{AMQPValue, FieldTable, LongString};
-use lapin::{BasicProperties, Channel, Confirmation, Connection, PublisherConfirm};
+use amqprs::{BasicProperties, FieldTable, FieldValue, LongStr};
+use tokio::sync::oneshot;
 
-use super::connection::{Failure, Link};
+use super::client::{AmqpError, Chan};
+use super::connection::{Failure, Link, Session};
 use crate::bus::backoff::Backoff;
 use crate::bus::check_name;
 use crate::bus::transport::{HeaderValue, Message};
@@ -36,74 +37,93 @@ const CONFIRM_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The AMQP properties of `message`: JSON, its delivery mode, id, reply route and
 /// headers (text as long strings, integers as long-longs).
+///
+/// A property or header name longer than AMQP carries (255 bytes) is left out: the ids
+/// Weft writes are uuids, and the `Bus` checks names before they get here.
 pub(crate) fn properties(message: &Message) -> BasicProperties {
     let mode = if message.persistent {
         PERSISTENT
     } else {
         TRANSIENT
     };
-    let mut props = BasicProperties::default()
+    let mut props = BasicProperties::default();
+    props
         .with_delivery_mode(mode)
-        .with_content_type("application/json".into());
-    if let Some(id) = &message.message_id {
-        props = props.with_message_id(id.as_str().into());
+        .with_content_type("application/json");
+    let short = |s: &str| s.len() <= 255;
+    if let Some(id) = message.message_id.as_deref().filter(|s| short(s)) {
+        props.with_message_id(id);
     }
-    if let Some(reply_to) = &message.reply_to {
-        props = props.with_reply_to(reply_to.as_str().into());
+    if let Some(reply_to) = message.reply_to.as_deref().filter(|s| short(s)) {
+        props.with_reply_to(reply_to);
     }
-    if let Some(id) = &message.correlation_id {
-        props = props.with_correlation_id(id.as_str().into());
+    if let Some(id) = message.correlation_id.as_deref().filter(|s| short(s)) {
+        props.with_correlation_id(id);
     }
     if message.priority > 0 {
-        props = props.with_priority(message.priority);
+        props.with_priority(message.priority);
     }
-    let mut headers = FieldTable::default();
+    let mut headers = FieldTable::new();
     for (name, value) in &message.headers {
         let value = match value {
-            HeaderValue::Text(s) => AMQPValue::LongString(LongString::from(s.as_str())),
-            HeaderValue::Int(v) => AMQPValue::LongLongInt(*v),
+            HeaderValue::Text(s) => text(s),
+            HeaderValue::Int(v) => FieldValue::l(*v),
         };
-        headers.insert(name.as_str().into(), value);
+        if let Ok(name) = name.as_str().try_into() {
+            headers.insert(name, value);
+        }
     }
-    props.with_headers(headers)
+    props.with_headers(headers);
+    props
+}
+
+/// A text header value (an AMQP long string).
+pub(crate) fn text(s: &str) -> FieldValue {
+    FieldValue::S(LongStr::try_from(s).unwrap_or_default())
 }
 
 /// The [`Message`] view of a delivery's body and properties; header types Weft does not
 /// write are left out.
-pub(crate) fn message_of(data: &[u8], props: &BasicProperties) -> Message {
+pub(crate) fn message_of(data: Vec<u8>, props: &BasicProperties) -> Message {
     let mut headers = std::collections::BTreeMap::new();
-    if let Some(table) = props.headers().as_ref() {
-        for (name, value) in table.inner() {
+    if let Some(table) = props.headers() {
+        for (name, value) in table.as_ref() {
             let value = match value {
-                AMQPValue::LongString(s) => {
-                    HeaderValue::Text(String::from_utf8_lossy(s.as_bytes()).into_owned())
+                FieldValue::S(s) => HeaderValue::Text(s.as_ref().clone()),
+                FieldValue::x(bytes) => {
+                    let bytes: Vec<u8> = bytes.clone().into();
+                    HeaderValue::Text(String::from_utf8_lossy(&bytes).into_owned())
                 }
-                AMQPValue::ShortString(s) => HeaderValue::Text(s.as_str().to_owned()),
-                AMQPValue::LongLongInt(v) => HeaderValue::Int(*v),
-                AMQPValue::LongInt(v) => HeaderValue::Int(i64::from(*v)),
-                AMQPValue::Timestamp(v) => match i64::try_from(*v) {
+                FieldValue::l(v) => HeaderValue::Int(*v),
+                FieldValue::I(v) => HeaderValue::Int(i64::from(*v)),
+                FieldValue::i(v) => HeaderValue::Int(i64::from(*v)),
+                FieldValue::s(v) => HeaderValue::Int(i64::from(*v)),
+                FieldValue::u(v) => HeaderValue::Int(i64::from(*v)),
+                FieldValue::b(v) => HeaderValue::Int(i64::from(*v)),
+                FieldValue::B(v) => HeaderValue::Int(i64::from(*v)),
+                FieldValue::T(v) => match i64::try_from(*v) {
                     Ok(v) => HeaderValue::Int(v),
                     Err(_) => continue,
                 },
                 _ => continue,
             };
-            headers.insert(name.as_str().to_owned(), value);
+            headers.insert(name.as_ref().clone(), value);
         }
     }
     Message {
-        body: data.to_vec(),
+        body: data,
         headers,
-        message_id: props.message_id().as_ref().map(|s| s.to_string()),
-        persistent: props.delivery_mode() == &Some(PERSISTENT),
-        reply_to: props.reply_to().as_ref().map(|s| s.to_string()),
-        correlation_id: props.correlation_id().as_ref().map(|s| s.to_string()),
+        message_id: props.message_id().cloned(),
+        persistent: props.delivery_mode() == Some(PERSISTENT),
+        reply_to: props.reply_to().cloned(),
+        correlation_id: props.correlation_id().cloned(),
         priority: props.priority().unwrap_or(0),
     }
 }
 
 /// Confirm-mode channels of one connection, opened lazily.
 pub(crate) struct Pool {
-    slots: Vec<tokio::sync::Mutex<Option<Channel>>>,
+    slots: Vec<tokio::sync::Mutex<Option<Chan>>>,
     next: AtomicUsize,
 }
 
@@ -116,37 +136,36 @@ impl Pool {
             next: AtomicUsize::new(0),
         }
     }
+}
 
-    /// Queues one publish on a pooled channel and returns its pending confirm.
+impl Session {
+    /// Sends one publish on a pooled channel and returns its confirm to come.
     async fn send(
         &self,
-        conn: &Connection,
         exchange: &str,
         routing_key: &str,
-        body: &[u8],
+        body: Vec<u8>,
         props: BasicProperties,
-    ) -> lapin::Result<PublisherConfirm> {
-        let start = self.next.fetch_add(1, Ordering::Relaxed);
-        let free = (0..self.slots.len())
-            .find_map(|i| self.slots[(start + i) % self.slots.len()].try_lock().ok());
+    ) -> Result<oneshot::Receiver<bool>, AmqpError> {
+        let pool = &self.pool;
+        let start = pool.next.fetch_add(1, Ordering::Relaxed);
+        let free = (0..pool.slots.len())
+            .find_map(|i| pool.slots[(start + i) % pool.slots.len()].try_lock().ok());
         let mut slot = match free {
             Some(slot) => slot,
-            None => self.slots[start % self.slots.len()].lock().await,
+            None => pool.slots[start % pool.slots.len()].lock().await,
         };
-        let channel = match slot.as_ref().filter(|c| c.status().connected()) {
+        let channel = match slot.as_ref().filter(|c| c.is_open()) {
             Some(channel) => channel.clone(),
             None => {
-                let channel = conn.create_channel().await?;
-                channel
-                    .confirm_select(ConfirmSelectOptions::default())
-                    .await?;
+                let channel = self.channel().await?;
+                channel.confirm_select().await?;
                 *slot = Some(channel.clone());
                 channel
             }
         };
-        let opts = BasicPublishOptions::default();
         let res = channel
-            .basic_publish(exchange.into(), routing_key.into(), opts, body, props)
+            .publish_confirmed(exchange, routing_key, body, props)
             .await;
         if res.is_err() {
             *slot = None;
@@ -184,19 +203,19 @@ impl Link {
                 }
             };
             let sent = session
-                .pool
-                .send(&session.conn, exchange, routing_key, body, props.clone())
+                .send(exchange, routing_key, body.to_vec(), props.clone())
                 .await;
-            let confirmed: Result<Confirmation, String> = match sent {
+            let confirmed: Result<bool, String> = match sent {
                 Ok(confirm) => match tokio::time::timeout(CONFIRM_TIMEOUT, confirm).await {
-                    Ok(res) => res.map_err(|e| e.to_string()),
+                    Ok(Ok(acked)) => Ok(acked),
+                    Ok(Err(_)) => Err("the channel closed before the broker confirmed".into()),
                     Err(_) => Err(format!("no publisher confirm within {CONFIRM_TIMEOUT:?}")),
                 },
                 Err(e) => Err(e.to_string()),
             };
             match confirmed {
-                Ok(Confirmation::Ack(_)) => return Ok(()),
-                Ok(Confirmation::Nack(_) | Confirmation::NotRequested) => {
+                Ok(true) => return Ok(()),
+                Ok(false) => {
                     return Err(Error::NotConfirmed {
                         exchange: exchange.to_owned(),
                         routing_key: routing_key.to_owned(),
@@ -242,18 +261,14 @@ mod tests {
             .headers
             .insert("x-weft-published-at".into(), HeaderValue::Int(42));
         let props = properties(&message);
-        assert_eq!(props.delivery_mode(), &Some(PERSISTENT));
+        assert_eq!(props.delivery_mode(), Some(PERSISTENT));
+        let name = TRACEPARENT_HEADER.try_into().unwrap();
         assert_eq!(
-            props
-                .headers()
-                .clone()
-                .unwrap_or_default()
-                .inner()
-                .get(TRACEPARENT_HEADER),
-            Some(&AMQPValue::LongString("00-abc-def-01".into()))
+            props.headers().and_then(|h| h.get(&name)),
+            Some(&text("00-abc-def-01"))
         );
-        assert_eq!(message_of(b"{}", &props), message);
+        assert_eq!(message_of(b"{}".to_vec(), &props), message);
         message.persistent = false;
-        assert_eq!(properties(&message).delivery_mode(), &Some(TRANSIENT));
+        assert_eq!(properties(&message).delivery_mode(), Some(TRANSIENT));
     }
 }

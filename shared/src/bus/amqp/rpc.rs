@@ -17,12 +17,11 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use futures_util::StreamExt;
-use lapin::options::{BasicConsumeOptions, BasicPublishOptions};
-use lapin::types::FieldTable;
-use lapin::{Channel, Consumer};
+use amqprs::channel::{BasicConsumeArguments, ConsumerMessage};
+use tokio::sync::mpsc::UnboundedReceiver;
 use tokio::sync::oneshot;
 
+use super::client::Chan;
 use super::connection::Link;
 use super::publish;
 use crate::bus::transport::Message;
@@ -97,7 +96,7 @@ impl Drop for Registration<'_> {
 /// A reply channel: requests go out on it, replies come back on its consumer.
 #[derive(Clone)]
 struct Route {
-    channel: Channel,
+    channel: Chan,
     waiting: Arc<Waiting>,
 }
 
@@ -106,7 +105,7 @@ struct Route {
 pub(crate) struct Replies {
     route: tokio::sync::Mutex<Option<Route>>,
     /// The channel replies are published on: not in confirm mode (see [`Link::reply`]).
-    answering: tokio::sync::Mutex<Option<Channel>>,
+    answering: tokio::sync::Mutex<Option<Chan>>,
 }
 
 impl std::fmt::Debug for Replies {
@@ -125,27 +124,33 @@ impl Replies {
         let mut current = self.route.lock().await;
         if let Some(route) = current
             .as_ref()
-            .filter(|r| r.channel.status().connected() && !r.waiting.missed())
+            .filter(|r| r.channel.is_open() && !r.waiting.missed())
         {
             return Ok(route.clone());
         }
         if let Some(stale) = current.take() {
-            tokio::spawn(async move { super::consume::close(&stale.channel).await });
+            tokio::spawn(async move { stale.channel.close().await });
         }
         let session = link.session().await.map_err(|f| f.into_error())?;
-        let channel = session.conn.create_channel().await?;
-        let opts = BasicConsumeOptions {
-            no_ack: true,
-            ..BasicConsumeOptions::default()
+        let channel = session.channel().await?;
+        let args = BasicConsumeArguments::new(REPLY_TO, "")
+            .manual_ack(false)
+            .finish();
+        let consumed = channel
+            .call(|c| async move { c.basic_consume_rx(args).await })
+            .await;
+        let (_tag, replies) = match consumed {
+            Ok(consumer) => consumer,
+            Err(e) => {
+                channel.close().await;
+                return Err(e.into());
+            }
         };
-        let consumer = channel
-            .basic_consume(REPLY_TO.into(), "".into(), opts, FieldTable::default())
-            .await?;
         let route = Route {
             channel,
             waiting: Arc::new(Waiting::open()),
         };
-        tokio::spawn(dispatch(consumer, route.waiting.clone()));
+        tokio::spawn(dispatch(replies, route.waiting.clone()));
         *current = Some(route.clone());
         Ok(route)
     }
@@ -153,20 +158,21 @@ impl Replies {
 
 /// Hands every reply to the call waiting for it, until the channel goes away; then fails
 /// the calls still waiting on it.
-async fn dispatch(mut consumer: Consumer, waiting: Arc<Waiting>) {
+async fn dispatch(mut replies: UnboundedReceiver<ConsumerMessage>, waiting: Arc<Waiting>) {
     let why = loop {
-        let raw = match consumer.next().await {
-            Some(Ok(raw)) => raw,
-            Some(Err(e)) => break e.to_string(),
-            None => break "the reply consumer was cancelled".to_owned(),
+        let Some(raw) = replies.recv().await else {
+            break "the reply channel closed".to_owned();
         };
-        let Some(correlation_id) = raw.properties.correlation_id().as_ref() else {
+        let (Some(props), Some(body)) = (raw.basic_properties, raw.content) else {
+            continue;
+        };
+        let Some(correlation_id) = props.correlation_id() else {
             tracing::debug!("a reply without correlation id; dropping it");
             continue;
         };
         // No waiter: the call timed out or was dropped; the reply is simply late.
-        if let Some(waiter) = waiting.remove(correlation_id.as_str()) {
-            let _ = waiter.send(Ok(publish::message_of(&raw.data, &raw.properties)));
+        if let Some(waiter) = waiting.remove(correlation_id) {
+            let _ = waiter.send(Ok(publish::message_of(body, &props)));
         }
     };
     tracing::debug!(reason = %why, "reply channel closed");
@@ -183,26 +189,25 @@ impl Link {
         let mut failure = None;
         for _ in 0..2 {
             let mut slot = self.replies.answering.lock().await;
-            let channel = match slot.as_ref().filter(|c| c.status().connected()) {
+            let channel = match slot.as_ref().filter(|c| c.is_open()) {
                 Some(channel) => channel.clone(),
                 None => {
                     let session = self.session().await.map_err(|f| f.into_error())?;
-                    let channel = session.conn.create_channel().await?;
+                    let channel = session.channel().await?;
                     *slot = Some(channel.clone());
                     channel
                 }
             };
             let sent = channel
-                .basic_publish(
-                    "".into(),
-                    routing_key.into(),
-                    BasicPublishOptions::default(),
-                    &message.body,
+                .publish(
+                    "",
+                    routing_key,
+                    message.body.clone(),
                     publish::properties(message),
                 )
                 .await;
             match sent {
-                Ok(_not_requested) => return Ok(()),
+                Ok(()) => return Ok(()),
                 Err(e) => {
                     *slot = None;
                     failure = Some(e);
@@ -232,15 +237,10 @@ impl Link {
         };
         message.correlation_id = Some(correlation_id.clone());
         message.reply_to = Some(REPLY_TO.to_owned());
+        let props = publish::properties(&message);
         route
             .channel
-            .basic_publish(
-                exchange.into(),
-                routing_key.into(),
-                BasicPublishOptions::default(),
-                &message.body,
-                publish::properties(&message),
-            )
+            .publish(exchange, routing_key, message.body, props)
             .await?;
         rx.await
             .unwrap_or_else(|_| Err(Error::Bus("reply channel dropped".into())))
