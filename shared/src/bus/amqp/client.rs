@@ -53,7 +53,8 @@ pub(crate) mod code {
 }
 
 impl AmqpError {
-    fn client(e: impl fmt::Display) -> Self {
+    /// An error of the client (no reply code).
+    pub(crate) fn client(e: impl fmt::Display) -> Self {
         Self {
             code: None,
             text: e.to_string(),
@@ -326,6 +327,11 @@ impl Chan {
             .await
             .map_err(AmqpError::client)?;
         Ok(Self { raw, state })
+    }
+
+    /// Why the broker closed the channel, if it did.
+    pub(crate) fn closed_by_broker(&self) -> Option<AmqpError> {
+        self.state.closed()
     }
 
     /// Whether the channel (and its connection) is open.

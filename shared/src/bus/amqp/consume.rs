@@ -74,10 +74,15 @@ pub(crate) struct AmqpSubscription {
 impl Subscription for AmqpSubscription {
     async fn next(&mut self) -> Result<Inbound, String> {
         let Some(raw) = self.deliveries.recv().await else {
-            return Err(match self.channel.is_open() {
-                true => "the broker cancelled the consumer".into(),
-                false => "the consumer's channel closed".into(),
-            });
+            return Err(
+                match (self.channel.is_open(), self.channel.closed_by_broker()) {
+                    (true, _) => "the broker cancelled the consumer".into(),
+                    (false, Some(why)) => {
+                        format!("the broker closed the consumer's channel: {why}")
+                    }
+                    (false, None) => "the consumer's channel closed".into(),
+                },
+            );
         };
         let (Some(deliver), Some(props), Some(body)) =
             (raw.deliver, raw.basic_properties, raw.content)

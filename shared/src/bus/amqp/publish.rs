@@ -202,9 +202,19 @@ impl Link {
                     continue;
                 }
             };
-            let sent = session
-                .send(exchange, routing_key, body.to_vec(), props.clone())
-                .await;
+            // Handing the frames over waits for room in the client's outgoing queue, which
+            // fills when the broker stops reading (a memory or disk alarm, a dead peer):
+            // bounded like the confirm. A publish given up here was never sent (`Unsent`).
+            let sent = tokio::time::timeout(
+                CONFIRM_TIMEOUT,
+                session.send(exchange, routing_key, body.to_vec(), props.clone()),
+            )
+            .await
+            .unwrap_or_else(|_| {
+                Err(AmqpError::client(format!(
+                    "the client could not send the publish within {CONFIRM_TIMEOUT:?} (the broker is not reading)"
+                )))
+            });
             let confirmed: Result<bool, String> = match sent {
                 Ok(confirm) => match tokio::time::timeout(CONFIRM_TIMEOUT, confirm).await {
                     Ok(Ok(acked)) => Ok(acked),
