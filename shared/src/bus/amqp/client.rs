@@ -13,9 +13,18 @@
 //! request with a bare "channel closed"; the channel's callback keeps the broker's code
 //! and text, and [`Chan::call`] returns them instead.
 //!
-//! amqprs (2.1) never frees the number of a channel the broker closed; [`Chan::open`]
-//! counts those per connection, and the connection is replaced before the numbers run
-//! out (`MAX_SERVER_CLOSED_CHANNELS`).
+//! Why channel numbers are counted: amqprs (2.1) frees a channel's number only when the
+//! client closes it (explicitly or when its last handle drops), never for a channel the
+//! broker closed, and it panics in the connection's reader when none is left. Each
+//! connection's [`Numbers`] counts the channels open and those the broker closed, a new
+//! channel is refused when the connection's `channel_max` is reached, and the connection
+//! is replaced well before that ([`Numbers::running_out`]).
+//!
+//! Why sends pass a gate: a frame queued after the client's `channel.close-ok` to a
+//! broker's `channel.close` arrives on a channel the broker no longer knows, and the
+//! broker closes the whole connection for it (CHANNEL_ERROR). The channel's callback
+//! takes the gate before the answer is queued; a send holds it from its check to the
+//! frame's queueing.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -30,9 +39,76 @@ use amqprs::{Ack, BasicProperties, Cancel, Close, CloseChannel, Nack, Return};
 use async_trait::async_trait;
 use tokio::sync::oneshot;
 
-/// Channels the broker may close on one connection before it is replaced: amqprs keeps
-/// their numbers taken, and a connection has 2,047.
-pub(crate) const MAX_SERVER_CLOSED_CHANNELS: usize = 1_000;
+/// The share of a connection's channel numbers kept in reserve: a connection with fewer
+/// free numbers than this is replaced (its channels go on until they close).
+const RESERVED_SHARE: usize = 4;
+
+/// The channel numbers of one connection in use: open channels and the channels the
+/// broker closed (see the module's doc).
+#[derive(Debug)]
+pub(crate) struct Numbers {
+    /// Channels opened and not yet dropped by the client.
+    open: AtomicUsize,
+    /// Numbers amqprs keeps taken for the connection's life: channels the broker closed,
+    /// channels that failed to open.
+    lost: AtomicUsize,
+    /// The connection's `channel_max` (AMQP: 0 means 65,535).
+    max: usize,
+}
+
+impl Numbers {
+    /// The numbers of a connection whose negotiated `channel_max` is `channel_max`.
+    pub(crate) fn new(channel_max: u16) -> Self {
+        Self {
+            open: AtomicUsize::new(0),
+            lost: AtomicUsize::new(0),
+            max: match channel_max {
+                0 => usize::from(u16::MAX),
+                max => usize::from(max),
+            },
+        }
+    }
+
+    /// Numbers taken.
+    pub(crate) fn taken(&self) -> usize {
+        self.open.load(Ordering::Relaxed) + self.lost.load(Ordering::Relaxed)
+    }
+
+    /// Fewer numbers left than the reserve: time for a new connection.
+    pub(crate) fn running_out(&self) -> bool {
+        self.taken() + self.max / RESERVED_SHARE >= self.max
+    }
+
+    /// Takes a number for a channel about to open, or says why none is left.
+    fn take(self: &Arc<Self>) -> Result<Taken, AmqpError> {
+        if self.open.fetch_add(1, Ordering::Relaxed) + self.lost.load(Ordering::Relaxed) >= self.max
+        {
+            self.open.fetch_sub(1, Ordering::Relaxed);
+            return Err(AmqpError::client(format!(
+                "no channel number left on this connection (channel_max {})",
+                self.max
+            )));
+        }
+        Ok(Taken(self.clone()))
+    }
+}
+
+/// A channel's number, given back when the channel's last handle drops (amqprs then
+/// closes the channel, which frees the number).
+struct Taken(Arc<Numbers>);
+
+impl Taken {
+    /// The number stays taken for the connection's life.
+    fn lose(self) {
+        self.0.lost.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+impl Drop for Taken {
+    fn drop(&mut self) {
+        self.0.open.fetch_sub(1, Ordering::Relaxed);
+    }
+}
 
 /// A broker or client error; `code` is the broker's AMQP reply code when it closed the
 /// channel or connection.
@@ -166,6 +242,9 @@ struct ChannelState {
     /// Why the broker closed the channel.
     closed: Mutex<Option<AmqpError>>,
     confirms: Mutex<Confirms>,
+    /// Held (shared) by a send from its check to its frame's queueing, and (exclusive)
+    /// by the callback while it learns that the broker closes the channel (module doc).
+    gate: tokio::sync::RwLock<()>,
 }
 
 impl ChannelState {
@@ -206,7 +285,7 @@ impl ChannelState {
 /// publisher confirms, and fails the unconfirmed publishes when the channel goes.
 struct Watch {
     state: Arc<ChannelState>,
-    server_closed: Arc<AtomicUsize>,
+    numbers: Arc<Numbers>,
 }
 
 impl Drop for Watch {
@@ -229,7 +308,10 @@ impl ChannelCallback for Watch {
         _channel: &Channel,
         close: CloseChannel,
     ) -> Result<(), amqprs::error::Error> {
-        self.server_closed.fetch_add(1, Ordering::Relaxed);
+        // Sends under way queue their frames first; later ones see `closed` and refuse.
+        // amqprs answers `close-ok` after this returns.
+        let _gate = self.state.gate.write().await;
+        self.numbers.lost.fetch_add(1, Ordering::Relaxed);
         *self.state.closed.lock().unwrap_or_else(|e| e.into_inner()) = Some(AmqpError {
             code: Some(close.reply_code()),
             text: close.reply_text().clone(),
@@ -279,6 +361,8 @@ impl ChannelCallback for Watch {
 pub(crate) struct Chan {
     raw: Channel,
     state: Arc<ChannelState>,
+    /// The channel's number, counted until the last clone drops.
+    _number: Arc<Taken>,
 }
 
 impl fmt::Debug for Chan {
@@ -308,25 +392,32 @@ impl Drop for Unsent<'_> {
 }
 
 impl Chan {
-    /// Opens a channel on `conn`; `server_closed` counts the connection's channels the
-    /// broker closed.
-    pub(crate) async fn open(
-        conn: &Connection,
-        server_closed: &Arc<AtomicUsize>,
-    ) -> Result<Self, AmqpError> {
+    /// Opens a channel on `conn`, whose channel numbers `numbers` counts.
+    pub(crate) async fn open(conn: &Connection, numbers: &Arc<Numbers>) -> Result<Self, AmqpError> {
+        // Taken before amqprs allocates one: a number it failed to open with may stay
+        // taken, and is then counted until the connection goes.
+        let number = numbers.take()?;
         let opening = conn.clone();
-        let raw = detached(async move { opening.open_channel(None).await })
-            .await
-            .map_err(AmqpError::client)?;
+        let raw = match detached(async move { opening.open_channel(None).await }).await {
+            Ok(raw) => raw,
+            Err(e) => {
+                number.lose();
+                return Err(AmqpError::client(e));
+            }
+        };
         let state = Arc::new(ChannelState::default());
         let watch = Watch {
             state: state.clone(),
-            server_closed: server_closed.clone(),
+            numbers: numbers.clone(),
         };
         raw.register_callback(watch)
             .await
             .map_err(AmqpError::client)?;
-        Ok(Self { raw, state })
+        Ok(Self {
+            raw,
+            state,
+            _number: Arc::new(number),
+        })
     }
 
     /// Why the broker closed the channel, if it did.
@@ -367,10 +458,14 @@ impl Chan {
         F: FnOnce(Channel) -> Fut,
         Fut: Future<Output = Result<(), amqprs::error::Error>>,
     {
+        let _gate = self.state.gate.read().await;
+        if let Some(closed) = self.state.closed() {
+            return Err(closed);
+        }
         if !self.is_open() {
-            return Err(self.state.closed().unwrap_or_else(|| {
-                AmqpError::client("the channel is closed (its connection was lost)")
-            }));
+            return Err(AmqpError::client(
+                "the channel is closed (its connection was lost)",
+            ));
         }
         frame(self.raw.clone()).await.map_err(|e| self.failure(e))
     }
@@ -474,6 +569,41 @@ mod tests {
     }
 
     #[test]
+    fn a_channel_beyond_channel_max_is_refused_and_its_number_comes_back_with_its_handle() {
+        let numbers = Arc::new(Numbers::new(8));
+        let taken: Vec<Taken> = (0..8).map(|_| numbers.take().expect("a number")).collect();
+        assert_eq!(numbers.taken(), 8);
+        let refused = numbers.take().err().expect("none left");
+        assert!(refused.to_string().contains("channel_max 8"), "{refused}");
+        assert_eq!(numbers.taken(), 8, "a refusal takes nothing");
+        let mut taken = taken.into_iter();
+        drop(taken.next());
+        assert_eq!(
+            numbers.taken(),
+            7,
+            "a dropped channel gives its number back"
+        );
+        taken.next().expect("a number").lose();
+        assert_eq!(numbers.taken(), 7, "a lost number stays taken");
+        assert!(numbers.take().is_ok());
+    }
+
+    #[test]
+    fn a_connection_runs_out_of_numbers_with_a_quarter_left() {
+        let numbers = Arc::new(Numbers::new(16));
+        let mut taken = Vec::new();
+        while !numbers.running_out() {
+            taken.push(numbers.take().expect("a number"));
+        }
+        assert_eq!(taken.len(), 12);
+        assert_eq!(
+            Numbers::new(0).max,
+            65_535,
+            "0 means no limit but AMQP's own"
+        );
+    }
+
+    #[test]
     fn a_soft_error_is_a_channel_refusal_and_names_its_code() {
         let refused = AmqpError {
             code: Some(code::PRECONDITION_FAILED),
@@ -487,5 +617,51 @@ mod tests {
             text: "CONNECTION_FORCED".into(),
         };
         assert!(!forced.is_soft());
+    }
+
+    /// A connection to the test broker.
+    async fn broker() -> Connection {
+        let args = super::super::connection::connection_arguments(
+            &crate::testing::amqp_url(),
+            "weft/client-test",
+        )
+        .expect("the test broker's URL");
+        connect(args).await.expect("the test broker")
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn frames_racing_the_broker_closing_their_channel_never_cost_the_connection() {
+        let conn = broker().await;
+        let numbers = Arc::new(Numbers::new(conn.channel_max()));
+        let missing = format!("weft-test-missing-{}", uuid::Uuid::new_v4().simple());
+        for round in 0..200 {
+            // A frame after amqprs's close-ok costs the connection: the broker closes it.
+            let chan = Chan::open(&conn, &numbers)
+                .await
+                .unwrap_or_else(|e| panic!("round {round}: the connection was lost: {e}"));
+            // The broker closes a channel that publishes to a missing exchange (404)
+            // while this one goes on sending until it sees the channel closed.
+            chan.publish(&missing, "k", b"x".to_vec(), BasicProperties::default())
+                .await
+                .expect("the first publish is queued");
+            let mut sends = 0u32;
+            while chan
+                .publish("", &missing, b"x".to_vec(), BasicProperties::default())
+                .await
+                .is_ok()
+            {
+                sends += 1;
+                assert!(sends < 10_000_000, "the channel was never seen closed");
+            }
+            let why = chan.closed_by_broker().expect("closed by the broker");
+            assert!(why.is(code::NOT_FOUND), "{why}");
+        }
+        let last = Chan::open(&conn, &numbers).await;
+        assert!(last.is_ok(), "the connection was lost: {:?}", last.err());
+        assert!(
+            numbers.taken() >= 200,
+            "the broker-closed channels stay counted"
+        );
+        let _ = disconnect(&conn).await;
     }
 }

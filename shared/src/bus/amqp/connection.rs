@@ -9,12 +9,10 @@ use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use std::time::{Duration, Instant};
 
-use std::sync::atomic::AtomicUsize;
-
 use amqprs::connection::{Connection, OpenConnectionArguments};
 use tokio_util::sync::CancellationToken;
 
-use super::client::{self, Chan, MAX_SERVER_CLOSED_CHANNELS};
+use super::client::{self, Chan, Numbers};
 use super::declare;
 use super::publish::Pool;
 use crate::bus::backoff::Backoff;
@@ -84,31 +82,27 @@ impl fmt::Display for Failure {
 pub(crate) struct Session {
     pub(crate) conn: Connection,
     pub(crate) pool: Pool,
-    /// Its channels the broker closed (see `client`).
-    server_closed: Arc<AtomicUsize>,
+    /// Its channel numbers in use (see `client`).
+    numbers: Arc<Numbers>,
 }
 
 impl Session {
     fn new(conn: Connection) -> Self {
         Self {
+            numbers: Arc::new(Numbers::new(conn.channel_max())),
             conn,
             pool: Pool::new(),
-            server_closed: Arc::default(),
         }
     }
 
     /// Open, and with channel numbers left to open channels with.
     pub(crate) fn is_up(&self) -> bool {
-        self.conn.is_open()
-            && self
-                .server_closed
-                .load(std::sync::atomic::Ordering::Relaxed)
-                < MAX_SERVER_CLOSED_CHANNELS
+        self.conn.is_open() && !self.numbers.running_out()
     }
 
     /// Opens a channel on this connection.
     pub(crate) async fn channel(&self) -> Result<Chan, client::AmqpError> {
-        Chan::open(&self.conn, &self.server_closed).await
+        Chan::open(&self.conn, &self.numbers).await
     }
 }
 
@@ -460,7 +454,10 @@ fn percent_decode(s: &str) -> Result<String, String> {
 }
 
 /// The client's arguments for connecting to `url` as `name`.
-fn connection_arguments(url: &str, name: &str) -> Result<OpenConnectionArguments, String> {
+pub(super) fn connection_arguments(
+    url: &str,
+    name: &str,
+) -> Result<OpenConnectionArguments, String> {
     let url: BrokerUrl = url.parse()?;
     Ok(
         OpenConnectionArguments::new(&url.host, url.port, &url.user, &url.password)
