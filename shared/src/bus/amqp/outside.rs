@@ -204,24 +204,123 @@ impl Acker for OutsideAcker {
     }
 
     /// Copies the message to `<queue>.dlq` (confirmed, through the bus's own
-    /// connection: its body, id, headers and the reason), then acks it.
+    /// connection; see [`dead_letter_properties`]), then acks it.
     async fn dead_letter(&self, queue: &str, reason: &str) -> Result<()> {
-        let mut message = message_of(&self.raw.data, &self.raw.properties);
-        message.persistent = true;
-        message
-            .headers
-            .insert(DEAD_REASON_HEADER.into(), HeaderValue::Text(reason.into()));
-        message.headers.insert(
-            ORIGINAL_QUEUE_HEADER.into(),
-            HeaderValue::Text(queue.into()),
-        );
-        let mut props = publish::properties(&message);
-        props.with_delivery_mode(PERSISTENT);
+        let props = dead_letter_properties(&self.raw.properties, queue, reason);
         self.link
-            .publish("", &Names::dlq(queue), &message.body, props)
+            .publish("", &Names::dlq(queue), &self.raw.data, props)
             .await?;
         self.ack().await
     }
+}
+
+/// The properties of a dead-letter copy: the original's as its publisher sent them,
+/// headers of every type included (a long string that is not UTF-8 as the byte array
+/// it is), with the reason and the queue among the headers, made persistent. Two are
+/// left out: `expiration` (the copy must not expire from the dead-letter queue) and
+/// `user_id` (the broker refuses a publish whose user id is not its connection's user).
+fn dead_letter_properties(
+    props: &BasicProperties,
+    queue: &str,
+    reason: &str,
+) -> amqprs::BasicProperties {
+    let mut headers = props
+        .headers()
+        .as_ref()
+        .map(field_table)
+        .unwrap_or_default();
+    for (name, value) in [(DEAD_REASON_HEADER, reason), (ORIGINAL_QUEUE_HEADER, queue)] {
+        if let Ok(name) = name.try_into() {
+            headers.insert(name, publish::text(value));
+        }
+    }
+    let mut copy = amqprs::BasicProperties::default();
+    copy.with_headers(headers).with_delivery_mode(PERSISTENT);
+    type Setter =
+        for<'a> fn(&'a mut amqprs::BasicProperties, &str) -> &'a mut amqprs::BasicProperties;
+    let texts: [(&Option<lapin::types::ShortString>, Setter); 7] = [
+        (
+            props.content_type(),
+            amqprs::BasicProperties::with_content_type,
+        ),
+        (
+            props.content_encoding(),
+            amqprs::BasicProperties::with_content_encoding,
+        ),
+        (
+            props.correlation_id(),
+            amqprs::BasicProperties::with_correlation_id,
+        ),
+        (props.reply_to(), amqprs::BasicProperties::with_reply_to),
+        (props.message_id(), amqprs::BasicProperties::with_message_id),
+        (props.kind(), amqprs::BasicProperties::with_message_type),
+        (props.app_id(), amqprs::BasicProperties::with_app_id),
+    ];
+    for (value, set) in texts {
+        if let Some(value) = value {
+            set(&mut copy, value.as_str());
+        }
+    }
+    if let Some(v) = *props.priority() {
+        copy.with_priority(v);
+    }
+    if let Some(v) = *props.timestamp() {
+        copy.with_timestamp(v);
+    }
+    copy
+}
+
+/// A header table as amqprs writes it (values it cannot carry left out).
+fn field_table(table: &FieldTable) -> amqprs::FieldTable {
+    let mut copy = amqprs::FieldTable::new();
+    for (name, value) in table.inner() {
+        if let (Ok(name), Some(value)) = (name.as_str().try_into(), field_value(value)) {
+            copy.insert(name, value);
+        }
+    }
+    copy
+}
+
+/// A header value as amqprs writes it; a long string that is not UTF-8 becomes the
+/// byte array it is. `None` for what does not fit an AMQP field (a string over 255
+/// bytes where a short string is asked, an array over 4 GiB).
+fn field_value(value: &AMQPValue) -> Option<amqprs::FieldValue> {
+    use amqprs::FieldValue as F;
+    Some(match value {
+        AMQPValue::Boolean(v) => F::t(*v),
+        AMQPValue::ShortShortInt(v) => F::b(*v),
+        AMQPValue::ShortShortUInt(v) => F::B(*v),
+        AMQPValue::ShortInt(v) => F::s(*v),
+        AMQPValue::ShortUInt(v) => F::u(*v),
+        AMQPValue::LongInt(v) => F::I(*v),
+        AMQPValue::LongUInt(v) => F::i(*v),
+        AMQPValue::LongLongInt(v) => F::l(*v),
+        AMQPValue::Float(v) => F::f(*v),
+        AMQPValue::Double(v) => F::d(*v),
+        // AMQP's decimal is a scale and 32 bits; the two clients differ on their sign.
+        AMQPValue::DecimalValue(d) => F::D(amqprs::DecimalValue::new(
+            d.scale,
+            i32::from_ne_bytes(d.value.to_ne_bytes()),
+        )),
+        AMQPValue::ShortString(s) => F::S(s.as_str().try_into().ok()?),
+        AMQPValue::LongString(s) => match std::str::from_utf8(s.as_bytes()) {
+            Ok(text) => F::S(text.try_into().ok()?),
+            Err(_) => F::x(s.as_bytes().to_vec().try_into().ok()?),
+        },
+        AMQPValue::FieldArray(values) => F::A(
+            values
+                .as_slice()
+                .iter()
+                .filter_map(field_value)
+                .collect::<Vec<_>>()
+                .try_into()
+                .ok()?,
+        ),
+        AMQPValue::Timestamp(v) => F::T(*v),
+        AMQPValue::FieldTable(table) => F::F(field_table(table)),
+        AMQPValue::ByteArray(bytes) => F::x(bytes.as_slice().to_vec().try_into().ok()?),
+        AMQPValue::Void => F::V,
+    })
 }
 
 /// The [`Message`] view of a delivery: long strings that are not UTF-8 as lossy text,
@@ -267,6 +366,81 @@ fn message_of(data: &[u8], props: &BasicProperties) -> Message {
 mod tests {
     use super::*;
     use lapin::types::LongString;
+
+    #[test]
+    fn a_dead_letter_copy_keeps_what_its_publisher_sent_but_its_expiry_and_user() {
+        let mut nested = FieldTable::default();
+        nested.insert("depth".into(), AMQPValue::LongInt(2));
+        let mut headers = FieldTable::default();
+        headers.insert(
+            "x-raw".into(),
+            AMQPValue::LongString(LongString::from(vec![b'a', 0xff])),
+        );
+        headers.insert("x-flag".into(), AMQPValue::Boolean(true));
+        headers.insert(
+            "x-list".into(),
+            AMQPValue::FieldArray(
+                vec![
+                    AMQPValue::LongInt(1),
+                    AMQPValue::LongString(LongString::from("two")),
+                ]
+                .into(),
+            ),
+        );
+        headers.insert("x-nested".into(), AMQPValue::FieldTable(nested));
+        let props = BasicProperties::default()
+            .with_headers(headers)
+            .with_content_type("text/plain".into())
+            .with_content_encoding("gzip".into())
+            .with_message_id("m-1".into())
+            .with_correlation_id("c-1".into())
+            .with_type("order.placed".into())
+            .with_app_id("shop".into())
+            .with_timestamp(1_700_000_000)
+            .with_priority(3)
+            .with_expiration("60000".into())
+            .with_user_id("shop-publisher".into());
+        let copy = dead_letter_properties(&props, "ns.starts", "not JSON");
+        assert_eq!(copy.content_type().map(String::as_str), Some("text/plain"));
+        assert_eq!(copy.content_encoding().map(String::as_str), Some("gzip"));
+        assert_eq!(copy.message_id().map(String::as_str), Some("m-1"));
+        assert_eq!(copy.correlation_id().map(String::as_str), Some("c-1"));
+        assert_eq!(
+            copy.message_type().map(String::as_str),
+            Some("order.placed")
+        );
+        assert_eq!(copy.app_id().map(String::as_str), Some("shop"));
+        assert_eq!(copy.timestamp(), Some(1_700_000_000));
+        assert_eq!(copy.priority(), Some(3));
+        assert_eq!(copy.delivery_mode(), Some(PERSISTENT));
+        assert_eq!(copy.expiration(), None, "the copy must not expire");
+        assert_eq!(
+            copy.user_id(),
+            None,
+            "the broker checks it against our user"
+        );
+        let headers = copy.headers().expect("headers");
+        let get = |name: &str| {
+            let name: amqprs::FieldName = name.try_into().unwrap();
+            headers.as_ref().get(&name).cloned()
+        };
+        assert!(
+            matches!(get("x-raw"), Some(amqprs::FieldValue::x(_))),
+            "bytes stay bytes: {:?}",
+            get("x-raw")
+        );
+        assert!(matches!(get("x-flag"), Some(amqprs::FieldValue::t(true))));
+        assert!(matches!(get("x-list"), Some(amqprs::FieldValue::A(_))));
+        assert!(matches!(get("x-nested"), Some(amqprs::FieldValue::F(_))));
+        assert_eq!(
+            get(DEAD_REASON_HEADER).map(|v| v.to_string()),
+            Some("not JSON".into())
+        );
+        assert_eq!(
+            get(ORIGINAL_QUEUE_HEADER).map(|v| v.to_string()),
+            Some("ns.starts".into())
+        );
+    }
 
     #[test]
     fn a_long_string_that_is_not_utf8_is_read_as_lossy_text() {
