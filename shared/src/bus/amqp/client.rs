@@ -214,6 +214,8 @@ impl ConnectionCallback for Logged {
         Ok(())
     }
 
+    // amqprs 2.1 does not advertise `connection.blocked`, so RabbitMQ sends neither
+    // notice (docs/bus.md); logged should a later version advertise it.
     async fn blocked(&mut self, connection: &Connection, reason: String) {
         tracing::warn!(connection = %connection.connection_name(), %reason, "the broker blocks publishing on this connection (flow control)");
     }
