@@ -27,7 +27,7 @@ use super::connection::{broker_of, Link};
 use super::consume::settled;
 use super::publish::{self, PERSISTENT};
 use crate::bus::backoff::Backoff;
-use crate::bus::transport::{Acker, HeaderValue, Inbound, Message, Subscription};
+use crate::bus::transport::{Acker, Inbound, Message, Subscription};
 use crate::bus::{DEAD_REASON_HEADER, ORIGINAL_QUEUE_HEADER};
 use crate::topology::Names;
 use crate::{Error, Result};
@@ -214,28 +214,35 @@ impl Acker for OutsideAcker {
     }
 }
 
-/// The properties of a dead-letter copy: the original's as its publisher sent them,
-/// headers of every type included (a long string that is not UTF-8 as the byte array
-/// it is), with the reason and the queue among the headers, made persistent. Two are
-/// left out: `expiration` (the copy must not expire from the dead-letter queue) and
-/// `user_id` (the broker refuses a publish whose user id is not its connection's user).
+/// The properties of a dead-letter copy: the original's as its publisher sent them
+/// ([`amqprs_properties`]), with the reason and the queue among the headers, made
+/// persistent. Two are left out: `expiration` (the copy must not expire from the
+/// dead-letter queue) and `user_id` (the broker refuses a publish whose user id is not
+/// its connection's user).
 fn dead_letter_properties(
     props: &BasicProperties,
     queue: &str,
     reason: &str,
 ) -> amqprs::BasicProperties {
-    let mut headers = props
-        .headers()
-        .as_ref()
-        .map(field_table)
-        .unwrap_or_default();
+    let mut copy = amqprs_properties(props);
+    let mut headers = copy.headers().cloned().unwrap_or_default();
     for (name, value) in [(DEAD_REASON_HEADER, reason), (ORIGINAL_QUEUE_HEADER, queue)] {
         if let Ok(name) = name.try_into() {
             headers.insert(name, publish::text(value));
         }
     }
-    let mut copy = amqprs::BasicProperties::default();
     copy.with_headers(headers).with_delivery_mode(PERSISTENT);
+    copy
+}
+
+/// A delivery's properties as amqprs writes them: headers of every type (a long string
+/// that is not UTF-8 as the byte array it is), content type and encoding, ids, type, app
+/// id, timestamp, priority, delivery mode; not `expiration` nor `user_id`.
+fn amqprs_properties(props: &BasicProperties) -> amqprs::BasicProperties {
+    let mut copy = amqprs::BasicProperties::default();
+    if let Some(headers) = props.headers() {
+        copy.with_headers(field_table(headers));
+    }
     type Setter =
         for<'a> fn(&'a mut amqprs::BasicProperties, &str) -> &'a mut amqprs::BasicProperties;
     let texts: [(&Option<lapin::types::ShortString>, Setter); 7] = [
@@ -266,6 +273,9 @@ fn dead_letter_properties(
     }
     if let Some(v) = *props.timestamp() {
         copy.with_timestamp(v);
+    }
+    if let Some(v) = *props.delivery_mode() {
+        copy.with_delivery_mode(v);
     }
     copy
 }
@@ -323,43 +333,11 @@ fn field_value(value: &AMQPValue) -> Option<amqprs::FieldValue> {
     })
 }
 
-/// The [`Message`] view of a delivery: long strings that are not UTF-8 as lossy text,
-/// header types Weft does not write left out.
+/// The [`Message`] view of a delivery, read as every other queue's
+/// ([`publish::message_of`]): a long string that is not UTF-8 as lossy text, header
+/// types Weft does not write left out.
 fn message_of(data: &[u8], props: &BasicProperties) -> Message {
-    let mut headers = std::collections::BTreeMap::new();
-    if let Some(table) = props.headers().as_ref() {
-        for (name, value) in table.inner() {
-            let value = match value {
-                AMQPValue::LongString(s) => {
-                    HeaderValue::Text(String::from_utf8_lossy(s.as_bytes()).into_owned())
-                }
-                AMQPValue::ShortString(s) => HeaderValue::Text(s.as_str().to_owned()),
-                AMQPValue::ByteArray(b) => {
-                    HeaderValue::Text(String::from_utf8_lossy(b.as_slice()).into_owned())
-                }
-                AMQPValue::LongLongInt(v) => HeaderValue::Int(*v),
-                AMQPValue::LongInt(v) => HeaderValue::Int(i64::from(*v)),
-                AMQPValue::LongUInt(v) => HeaderValue::Int(i64::from(*v)),
-                AMQPValue::ShortInt(v) => HeaderValue::Int(i64::from(*v)),
-                AMQPValue::ShortUInt(v) => HeaderValue::Int(i64::from(*v)),
-                AMQPValue::Timestamp(v) => match i64::try_from(*v) {
-                    Ok(v) => HeaderValue::Int(v),
-                    Err(_) => continue,
-                },
-                _ => continue,
-            };
-            headers.insert(name.as_str().to_owned(), value);
-        }
-    }
-    Message {
-        body: data.to_vec(),
-        headers,
-        message_id: props.message_id().as_ref().map(|s| s.to_string()),
-        persistent: props.delivery_mode() == &Some(PERSISTENT),
-        reply_to: props.reply_to().as_ref().map(|s| s.to_string()),
-        correlation_id: props.correlation_id().as_ref().map(|s| s.to_string()),
-        priority: props.priority().unwrap_or(0),
-    }
+    publish::message_of(data.to_vec(), &amqprs_properties(props))
 }
 
 #[cfg(test)]
