@@ -1,6 +1,8 @@
-//! Eager tasks sent together (docs/eager-dispatch.md, "Eager tasks sent together"): the
-//! `ActivityTasks` message that carries several `ActivityTask` envelopes to one worker's
-//! eager queue, written from the envelopes as they were encoded (the decider's outbox rows)
+//! Messages sent together as one (`crate::bus::together`): the `ActivityTasks` message
+//! that carries several `ActivityTask` envelopes to one worker's eager queue
+//! (docs/eager-dispatch.md, "Eager tasks sent together"), and the `ActivityResults`
+//! message that carries several results to one command shard (docs/worker-sdk.md,
+//! "Results sent together"). Both are written around their envelopes as they were encoded
 //! and read back into them.
 
 use chrono::Utc;
@@ -11,9 +13,25 @@ use crate::envelope::VERSION;
 use crate::messages::{ActivityMessage, ActivityTask};
 use crate::{Envelope, Error, Result};
 
-/// Tasks sent together at most: bounds a message's size (and what one lost confirm sends
-/// again).
+/// Messages sent together at most: bounds a message's size (and what one lost confirm
+/// sends again).
 pub const MAX_MESSAGES: usize = 32;
+
+/// The envelope type of eager tasks sent together.
+pub const TASKS_KIND: &str = "ActivityTasks";
+
+/// The envelope type of results sent together.
+pub const RESULTS_KIND: &str = "ActivityResults";
+
+/// The commands an `ActivityResults` message may carry: what a worker reports about an
+/// attempt. Requests (which want a reply of their own) and commands that are not a
+/// worker's never go together.
+pub const RESULT_KINDS: [&str; 4] = [
+    "ActivityCompleted",
+    "ActivityFailed",
+    "ActivityStarted",
+    "ActivityPostponed",
+];
 
 /// Eager tasks for one worker's eager queue sent as one message: each as the
 /// `ActivityTask` envelope it would have been sent as alone, with its trace context.
@@ -28,67 +46,73 @@ pub struct ActivityTaskBatch {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct BatchedMessage {
-    /// The `ActivityTask` envelope.
+    /// The envelope, as it would have been sent alone.
     pub envelope: Envelope,
     /// Its W3C trace context (the `traceparent` header it would have had alone).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub traceparent: Option<String>,
 }
 
+/// The encoded envelope of type `kind` around `messages` (each an encoded envelope and its
+/// trace context), written without decoding them. Its own envelope names the first
+/// message's workflow (a batch holds messages of many runs) and has no run.
+pub fn encode(kind: &'static str, messages: &[(&[u8], Option<&str>)]) -> Result<Vec<u8>> {
+    #[derive(Serialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Head<'a> {
+        id: uuid::Uuid,
+        #[serde(rename = "type")]
+        kind: &'static str,
+        version: u32,
+        workflow_id: &'a str,
+        time: chrono::DateTime<Utc>,
+        payload: Payload<'a>,
+    }
+    #[derive(Serialize)]
+    struct Payload<'a> {
+        messages: Vec<Item<'a>>,
+    }
+    #[derive(Serialize)]
+    struct Item<'a> {
+        envelope: &'a RawValue,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        traceparent: Option<&'a str>,
+    }
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct WorkflowOf<'a> {
+        #[serde(borrow)]
+        workflow_id: std::borrow::Cow<'a, str>,
+    }
+    let Some((first, _)) = messages.first() else {
+        return Err(Error::Decode("an empty batch of messages".into()));
+    };
+    let first: WorkflowOf<'_> = serde_json::from_slice(first)?;
+    let items = messages
+        .iter()
+        .map(|(body, traceparent)| {
+            Ok(Item {
+                envelope: serde_json::from_slice(body)?,
+                traceparent: *traceparent,
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let head = Head {
+        id: crate::ids::new_id(),
+        kind,
+        version: VERSION,
+        workflow_id: &first.workflow_id,
+        time: Utc::now(),
+        payload: Payload { messages: items },
+    };
+    Ok(serde_json::to_vec(&head)?)
+}
+
 impl ActivityTaskBatch {
     /// The encoded `ActivityTasks` envelope of `messages` (each an encoded envelope and
-    /// its trace context), written around them without decoding them. The batch's own
-    /// envelope names the first message's workflow (a batch holds tasks of many runs).
+    /// its trace context), written around them without decoding them ([`encode`]).
     pub fn encode(messages: &[(&[u8], Option<&str>)]) -> Result<Vec<u8>> {
-        #[derive(Serialize)]
-        #[serde(rename_all = "camelCase")]
-        struct Head<'a> {
-            id: uuid::Uuid,
-            #[serde(rename = "type")]
-            kind: &'static str,
-            version: u32,
-            workflow_id: &'a str,
-            time: chrono::DateTime<Utc>,
-            payload: Payload<'a>,
-        }
-        #[derive(Serialize)]
-        struct Payload<'a> {
-            messages: Vec<Item<'a>>,
-        }
-        #[derive(Serialize)]
-        struct Item<'a> {
-            envelope: &'a RawValue,
-            #[serde(skip_serializing_if = "Option::is_none")]
-            traceparent: Option<&'a str>,
-        }
-        #[derive(Deserialize)]
-        #[serde(rename_all = "camelCase")]
-        struct WorkflowOf<'a> {
-            #[serde(borrow)]
-            workflow_id: std::borrow::Cow<'a, str>,
-        }
-        let Some((first, _)) = messages.first() else {
-            return Err(Error::Decode("an empty batch of activity tasks".into()));
-        };
-        let first: WorkflowOf<'_> = serde_json::from_slice(first)?;
-        let items = messages
-            .iter()
-            .map(|(body, traceparent)| {
-                Ok(Item {
-                    envelope: serde_json::from_slice(body)?,
-                    traceparent: *traceparent,
-                })
-            })
-            .collect::<Result<Vec<_>>>()?;
-        let head = Head {
-            id: crate::ids::new_id(),
-            kind: "ActivityTasks",
-            version: VERSION,
-            workflow_id: &first.workflow_id,
-            time: Utc::now(),
-            payload: Payload { messages: items },
-        };
-        Ok(serde_json::to_vec(&head)?)
+        encode(TASKS_KIND, messages)
     }
 
     /// [`ActivityTaskBatch::encode`] of envelopes at hand (encoded here first).
@@ -131,6 +155,53 @@ impl ActivityTaskBatch {
     }
 }
 
+/// Results for one command shard sent as one `ActivityResults` message by a worker
+/// (docs/worker-sdk.md, "Results sent together"): each as the envelope it would have been
+/// sent as alone (one of [`RESULT_KINDS`]), with its trace context. A worker sends them
+/// only for tasks whose decider said it takes them (`ActivityTask::results_together`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ActivityResultBatch {
+    /// The results, in the order the worker had them.
+    pub messages: Vec<BatchedMessage>,
+}
+
+impl ActivityResultBatch {
+    /// The encoded `ActivityResults` envelope of `messages` ([`encode`]).
+    pub fn encode(messages: &[(&[u8], Option<&str>)]) -> Result<Vec<u8>> {
+        encode(RESULTS_KIND, messages)
+    }
+
+    /// The results an `ActivityResults` envelope carries; the error says what makes it
+    /// unusable as a whole (another type or version, an empty batch, a message that is
+    /// not a worker's result).
+    pub fn unpack(envelope: &Envelope) -> Result<Vec<BatchedMessage>> {
+        if envelope.kind != RESULTS_KIND || envelope.version != VERSION {
+            return Err(Error::Decode(format!(
+                "{} version {} is not an {RESULTS_KIND} message of version {VERSION}",
+                envelope.kind, envelope.version
+            )));
+        }
+        let batch = ActivityResultBatch::deserialize(&envelope.payload)
+            .map_err(|e| Error::Decode(format!("{RESULTS_KIND} payload: {e}")))?;
+        if batch.messages.is_empty() {
+            return Err(Error::Decode(format!("an {RESULTS_KIND} without messages")));
+        }
+        if let Some((i, m)) = batch
+            .messages
+            .iter()
+            .enumerate()
+            .find(|(_, m)| !RESULT_KINDS.contains(&m.envelope.kind.as_str()))
+        {
+            return Err(Error::Decode(format!(
+                "message {i} ({}) of an {RESULTS_KIND} is a {}, not one of {RESULT_KINDS:?}",
+                m.envelope.id, m.envelope.kind
+            )));
+        }
+        Ok(batch.messages)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -152,6 +223,7 @@ mod tests {
             scheduled_at: Utc::now(),
             response_timeout_seconds: 30,
             eager: true,
+            results_together: false,
         };
         Envelope::new(
             workflow_id,
@@ -206,5 +278,65 @@ mod tests {
             }],
         };
         assert!(nested.into_tasks().is_err());
+    }
+
+    fn completed(workflow_id: &str) -> Envelope {
+        let done = crate::messages::ActivityCompleted {
+            task_id: Uuid::new_v4(),
+            run_id: Uuid::new_v4(),
+            attempt: 1,
+            output: json!({"ok": true}),
+            worker_id: None,
+            started_at: None,
+            eager: None,
+        };
+        Envelope::new(
+            workflow_id,
+            Some(done.run_id),
+            &crate::messages::Command::ActivityCompleted(done),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn results_sent_together_unpack_into_the_envelopes_they_were() {
+        let (a, b) = (completed("wf-a"), completed("wf-b"));
+        let (body_a, body_b) = (a.to_bytes().unwrap(), b.to_bytes().unwrap());
+        let trace = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+        let encoded =
+            ActivityResultBatch::encode(&[(&body_a, None), (&body_b, Some(trace))]).unwrap();
+        let envelope = Envelope::from_bytes(&encoded).unwrap();
+        assert_eq!(envelope.kind, RESULTS_KIND);
+        assert_eq!(envelope.workflow_id, "wf-a");
+        let messages = ActivityResultBatch::unpack(&envelope).unwrap();
+        assert_eq!(messages.len(), 2);
+        assert_eq!(messages[0].envelope, a);
+        assert_eq!(messages[0].traceparent, None);
+        assert_eq!(messages[1].envelope, b);
+        assert_eq!(messages[1].traceparent.as_deref(), Some(trace));
+    }
+
+    #[test]
+    fn a_results_batch_holding_anything_but_results_is_refused_whole() {
+        let result = completed("wf-a").to_bytes().unwrap();
+        let stranger = task("wf-b", "t").to_bytes().unwrap();
+        let encoded = ActivityResultBatch::encode(&[(&result, None), (&stranger, None)]).unwrap();
+        let why = ActivityResultBatch::unpack(&Envelope::from_bytes(&encoded).unwrap())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            why.contains("message 1") && why.contains("ActivityTask"),
+            "{why}"
+        );
+
+        let tasks = ActivityTaskBatch::encode(&[(&stranger, None)]).unwrap();
+        let why = ActivityResultBatch::unpack(&Envelope::from_bytes(&tasks).unwrap())
+            .unwrap_err()
+            .to_string();
+        assert!(why.contains("ActivityTasks"), "{why}");
+
+        let mut empty = Envelope::from_bytes(&encoded).unwrap();
+        empty.payload = json!({"messages": []});
+        assert!(ActivityResultBatch::unpack(&empty).is_err());
     }
 }

@@ -709,6 +709,12 @@ pub struct ActivityTask {
     /// takes it claims it with a takeover.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub eager: bool,
+    /// The decider that sent it takes this task's result together with others for the
+    /// same shard, in one `ActivityResults` message (docs/worker-sdk.md, "Results sent
+    /// together"). Absent: the result goes alone, as `ActivityCompleted` or
+    /// `ActivityFailed`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub results_together: bool,
 }
 
 /// A lifecycle change of a run or a task, published to the events exchange (topic) with
@@ -1573,6 +1579,7 @@ mod tests {
                 scheduled_at: Utc::now(),
                 response_timeout_seconds: 0,
                 eager: false,
+                results_together: false,
             }),
         )
         .unwrap();

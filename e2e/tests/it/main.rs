@@ -39,6 +39,7 @@ mod python_worker;
 mod quorum;
 mod rabbitmq_users;
 mod read_replica;
+mod results_together;
 mod run_routes;
 mod sdk_heartbeats;
 mod start_events;

@@ -50,6 +50,7 @@ fn task() -> ActivityTask {
         scheduled_at: Utc::now(),
         response_timeout_seconds: 30,
         eager: false,
+        results_together: false,
     }
 }
 
@@ -116,6 +117,7 @@ fn messages() -> Vec<Envelope> {
     };
     let eager_task = ActivityTask {
         eager: true,
+        results_together: false,
         ..t.clone()
     };
     let one = Envelope::new(wf, run, &ActivityMessage::ActivityTask(eager_task))
@@ -125,8 +127,35 @@ fn messages() -> Vec<Envelope> {
     let trace = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
     let together =
         weft::messages::ActivityTaskBatch::encode(&[(&one, Some(trace)), (&one, None)]).unwrap();
+    let results_together = ActivityTask {
+        results_together: true,
+        ..t.clone()
+    };
+    let completed = Envelope::new(
+        wf,
+        run,
+        &Command::ActivityCompleted(ActivityCompleted {
+            task_id: t.task_id,
+            run_id: t.run_id,
+            attempt: 1,
+            output: json!({"text": "HI"}),
+            worker_id: Some("worker-1".into()),
+            started_at: Some(Utc::now()),
+            eager: None,
+        }),
+    )
+    .unwrap()
+    .to_bytes()
+    .unwrap();
+    let results = weft::activity_batch::ActivityResultBatch::encode(&[
+        (&completed, Some(trace)),
+        (&completed, None),
+    ])
+    .unwrap();
     vec![
         serde_json::from_slice(&together).unwrap(),
+        serde_json::from_slice(&results).unwrap(),
+        Envelope::new(wf, run, &ActivityMessage::ActivityTask(results_together)).unwrap(),
         Envelope::new(wf, run, &ActivityMessage::ActivityTask(t.clone())).unwrap(),
         Envelope::new(wf, run, &ActivityMessage::ActivityTask(t.clone()))
             .unwrap()
@@ -212,7 +241,7 @@ async fn every_message_weft_writes_matches_its_json_schema() {
         .collect();
     let kinds: std::collections::BTreeSet<&str> =
         good.iter().map(|m| m["type"].as_str().unwrap()).collect();
-    assert_eq!(kinds.len(), 9, "every enveloped message type: {kinds:?}");
+    assert_eq!(kinds.len(), 10, "every enveloped message type: {kinds:?}");
     let mut broken = Vec::new();
     for m in &good {
         let mut missing = m.clone();

@@ -4,101 +4,42 @@
 //! to the same few queues (one per worker process and task). Each would be a persistent
 //! message of its own: the broker's work per message, not per byte, is what a run costs
 //! it. So eager tasks are sent through this process-wide sender, which keeps one round of
-//! messages in flight per eager queue: a task for a queue whose last round the broker has
-//! not confirmed yet waits, and whatever waited goes as one `ActivityTasks` message (32
-//! tasks at most) when the confirm comes. A queue with nothing in flight sends at once,
-//! so a quiet system waits for nothing; a busy one sends fewer, larger messages, as many
-//! as its confirms allow. Only to a worker whose offer says it takes batches; one message
-//! a task, at once, otherwise.
+//! messages in flight per eager queue (`weft::bus::together`): whatever waited for a
+//! queue's confirm goes as one `ActivityTasks` message. Only to a worker whose offer says
+//! it takes batches; one message a task, at once, otherwise. A task that waited
+//! [`weft::bus::together::MAX_WAIT`] behind a confirm that does not come is not sent: its
+//! outbox row stays for the sweeper, which publishes rows older than
+//! `WEFT_OUTBOX_SWEEP_AFTER_MS` (5 s by default). Sending it as well would put it at its
+//! worker twice.
 
-use std::collections::HashMap;
-use std::future::Future;
-use std::pin::Pin;
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
-
-use tokio::time::Instant;
-
-use tokio::sync::oneshot;
 use uuid::Uuid;
+use weft::activity_batch::TASKS_KIND;
+use weft::bus::together::{Outgoing, Publisher, Together};
 use weft::bus::Bus;
-use weft::messages::ActivityTaskBatch;
 use weft::store::outbox::OutboxMessage;
 use weft::Error;
 
 /// Tasks sent together at most.
 pub const MAX_SENT_TOGETHER: usize = weft::activity_batch::MAX_MESSAGES;
 
-/// A task that waited this long behind a message in flight (a confirm that does not come:
-/// the broker is in trouble) is not sent: its outbox row stays for the sweeper, which
-/// publishes rows older than `WEFT_OUTBOX_SWEEP_AFTER_MS` (5 s by default). Sending it
-/// as well would put it at its worker twice.
-const MAX_WAIT: Duration = Duration::from_secs(2);
-
-/// A message published and confirmed (or not).
-type Sending = Pin<Box<dyn Future<Output = Result<(), Error>> + Send>>;
-
-/// Where the messages go: the bus, or a test's recorder.
-pub trait Publisher: Send + Sync + 'static {
-    /// Publishes `body` (persistent, confirmed) to `exchange` with `routing_key`.
-    fn publish(
-        &self,
-        exchange: &str,
-        routing_key: &str,
-        body: Vec<u8>,
-        traceparent: Option<String>,
-    ) -> Sending;
-}
-
-impl Publisher for Bus {
-    fn publish(
-        &self,
-        exchange: &str,
-        routing_key: &str,
-        body: Vec<u8>,
-        traceparent: Option<String>,
-    ) -> Sending {
-        let (bus, exchange, key) = (self.clone(), exchange.to_owned(), routing_key.to_owned());
-        Box::pin(async move {
-            bus.publish_with_id(&exchange, &key, &body, None, traceparent.as_deref())
-                .await
-        })
-    }
-}
-
 /// The process's sender of eager tasks; cheap to clone.
 pub struct EagerBatcher<P = Bus> {
-    publisher: Arc<P>,
-    queues: Arc<Mutex<HashMap<String, Queue>>>,
+    together: Together<P>,
 }
 
 impl<P> Clone for EagerBatcher<P> {
     fn clone(&self) -> Self {
         Self {
-            publisher: self.publisher.clone(),
-            queues: self.queues.clone(),
+            together: self.together.clone(),
         }
     }
-}
-
-/// One eager queue's tasks waiting for its message in flight.
-#[derive(Default)]
-struct Queue {
-    waiting: Vec<Waiting>,
-}
-
-struct Waiting {
-    message: OutboxMessage,
-    done: oneshot::Sender<Result<(), Error>>,
-    since: Instant,
 }
 
 impl<P: Publisher> EagerBatcher<P> {
     /// A sender publishing through `publisher`.
     pub fn new(publisher: P) -> Self {
         Self {
-            publisher: Arc::new(publisher),
-            queues: Arc::default(),
+            together: Together::new(publisher, TASKS_KIND),
         }
     }
 
@@ -110,47 +51,39 @@ impl<P: Publisher> EagerBatcher<P> {
         &self,
         messages: Vec<(OutboxMessage, bool)>,
     ) -> (Vec<Uuid>, Result<(), Error>) {
-        let mut answers = Vec::with_capacity(messages.len());
-        let mut idle = Vec::new();
-        {
-            let mut queues = self.lock();
-            for (message, together) in messages {
-                let (done, answer) = oneshot::channel();
-                answers.push((message.id, answer));
-                if !together {
-                    let publisher = self.publisher.clone();
-                    tokio::spawn(async move {
-                        let m = message;
-                        let sent = publisher
-                            .publish(&m.exchange, &m.routing_key, m.body, m.traceparent)
-                            .await;
-                        let _ = done.send(sent);
-                    });
-                    continue;
-                }
-                let key = message.routing_key.clone();
-                // An entry exists exactly while a message of its queue is in flight.
-                let queue = queues.entry(key.clone()).or_insert_with(|| {
-                    idle.push(key);
-                    Queue::default()
-                });
-                queue.waiting.push(Waiting {
-                    message,
-                    done,
-                    since: Instant::now(),
-                });
-            }
-        }
-        for key in idle {
-            tokio::spawn(self.clone().send_queue(key));
-        }
+        let answers: Vec<_> = messages
+            .into_iter()
+            .map(|(m, together)| {
+                let id = m.id;
+                let answer = if together {
+                    let outgoing = Outgoing {
+                        exchange: m.exchange,
+                        routing_key: m.routing_key,
+                        body: m.body,
+                        traceparent: m.traceparent,
+                    };
+                    futures_util::future::Either::Left(self.together.send(outgoing))
+                } else {
+                    // Started now, not when awaited: the tasks sent alone go side by side.
+                    let sending = tokio::spawn(self.together.publisher().publish(
+                        &m.exchange,
+                        &m.routing_key,
+                        m.body,
+                        m.traceparent,
+                    ));
+                    futures_util::future::Either::Right(async move {
+                        sending.await.unwrap_or_else(|e| {
+                            Err(Error::Bus(format!("publishing an eager task: {e}")))
+                        })
+                    })
+                };
+                (id, answer)
+            })
+            .collect();
         let mut sent = Vec::with_capacity(answers.len());
         let mut first = Ok(());
         for (id, answer) in answers {
-            let outcome = answer
-                .await
-                .unwrap_or_else(|_| Err(Error::Bus("the eager sender stopped".into())));
-            match outcome {
+            match answer.await {
                 Ok(()) => sent.push(id),
                 Err(e) => {
                     if first.is_ok() {
@@ -161,93 +94,16 @@ impl<P: Publisher> EagerBatcher<P> {
         }
         (sent, first)
     }
-
-    /// Sends what waits for `key`, one message (or group of messages) at a time, until
-    /// nothing waits; then forgets the queue.
-    async fn send_queue(self, key: String) {
-        loop {
-            let taken = {
-                let mut queues = self.lock();
-                let Some(queue) = queues.get_mut(&key) else {
-                    return;
-                };
-                if queue.waiting.is_empty() {
-                    queues.remove(&key);
-                    return;
-                }
-                std::mem::take(&mut queue.waiting)
-            };
-            self.send(taken).await;
-        }
-    }
-
-    /// Publishes `taken` in messages of up to [`MAX_SENT_TOGETHER`] tasks, side by
-    /// side (a backlog above that goes as several messages in one round), each task
-    /// answered with its message's confirm; those that waited longer than [`MAX_WAIT`]
-    /// are answered with an error instead (left to the sweeper).
-    async fn send(&self, taken: Vec<Waiting>) {
-        let (stale, fresh): (Vec<Waiting>, Vec<Waiting>) = taken
-            .into_iter()
-            .partition(|w| w.since.elapsed() >= MAX_WAIT);
-        for waiting in stale {
-            let late =
-                format!("waited over {MAX_WAIT:?} for a confirm; left to the outbox sweeper");
-            let _ = waiting.done.send(Err(Error::Bus(late)));
-        }
-        let mut groups: Vec<Vec<Waiting>> = Vec::new();
-        let mut fresh = fresh.into_iter().peekable();
-        while fresh.peek().is_some() {
-            groups.push(fresh.by_ref().take(MAX_SENT_TOGETHER).collect());
-        }
-        let sends = groups.into_iter().map(|group| async move {
-            let outcome = self.send_group(&group).await;
-            for waiting in group {
-                let answer = match &outcome {
-                    Ok(()) => Ok(()),
-                    Err(e) => Err(Error::Bus(e.to_string())),
-                };
-                let _ = waiting.done.send(answer);
-            }
-        });
-        futures_util::future::join_all(sends).await;
-    }
-
-    /// One message: the task alone as it was encoded, or an `ActivityTasks` of them all.
-    async fn send_group(&self, group: &[Waiting]) -> Result<(), Error> {
-        let first = &group[0].message;
-        if group.len() == 1 {
-            return self
-                .publisher
-                .publish(
-                    &first.exchange,
-                    &first.routing_key,
-                    first.body.clone(),
-                    first.traceparent.clone(),
-                )
-                .await;
-        }
-        let parts: Vec<(&[u8], Option<&str>)> = group
-            .iter()
-            .map(|w| (w.message.body.as_slice(), w.message.traceparent.as_deref()))
-            .collect();
-        let body = ActivityTaskBatch::encode(&parts)?;
-        self.publisher
-            .publish(&first.exchange, &first.routing_key, body, None)
-            .await
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Queue>> {
-        // A poisoned lock only means a panic elsewhere; the map itself stays usable.
-        self.queues.lock().unwrap_or_else(|p| p.into_inner())
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{Arc, Mutex};
 
     use serde_json::json;
     use tokio::sync::Notify;
+    use weft::bus::together::{Sending, MAX_WAIT};
     use weft::messages::{ActivityMessage, ActivityTask};
     use weft::Envelope;
 
@@ -262,7 +118,18 @@ mod tests {
         fail: AtomicBool,
     }
 
-    impl Publisher for Arc<Recorder> {
+    /// The recorder as the batcher's publisher (a local type: `Publisher` is `weft`'s).
+    #[derive(Clone, Default)]
+    struct Shared(Arc<Recorder>);
+
+    impl std::ops::Deref for Shared {
+        type Target = Recorder;
+        fn deref(&self) -> &Recorder {
+            &self.0
+        }
+    }
+
+    impl Publisher for Shared {
         fn publish(
             &self,
             _exchange: &str,
@@ -271,7 +138,7 @@ mod tests {
             _traceparent: Option<String>,
         ) -> Sending {
             let envelope: Envelope = serde_json::from_slice(&body).expect("an envelope");
-            let recorder = self.clone();
+            let recorder = self.0.clone();
             let key = routing_key.to_owned();
             recorder.sent.lock().unwrap().push((key, envelope));
             Box::pin(async move {
@@ -315,6 +182,7 @@ mod tests {
             scheduled_at: chrono::Utc::now(),
             response_timeout_seconds: 0,
             eager: true,
+            results_together: false,
         };
         let (workflow_id, run_id) = (task.workflow_id.clone(), task.run_id);
         let envelope = Envelope::new(
@@ -336,7 +204,7 @@ mod tests {
 
     /// `batcher.publish(messages)` on a task of its own.
     fn spawn_publish(
-        batcher: &EagerBatcher<Arc<Recorder>>,
+        batcher: &EagerBatcher<Shared>,
         messages: Vec<(OutboxMessage, bool)>,
     ) -> Publishing {
         let batcher = batcher.clone();
@@ -349,8 +217,8 @@ mod tests {
         queue: &str,
         task_ref: &str,
         failing: bool,
-    ) -> (Arc<Recorder>, EagerBatcher<Arc<Recorder>>, Publishing) {
-        let recorder = Arc::new(Recorder::default());
+    ) -> (Shared, EagerBatcher<Shared>, Publishing) {
+        let recorder = Shared::default();
         recorder.fail.store(failing, Ordering::SeqCst);
         let batcher = EagerBatcher::new(recorder.clone());
         let first = spawn_publish(&batcher, vec![(task(queue, task_ref), true)]);
@@ -412,7 +280,7 @@ mod tests {
             [("q1".into(), vec!["b".into(), "c".into(), "d".into()])],
             "what waited for q1 goes as one message"
         );
-        assert!(batcher.lock().is_empty(), "idle queues are forgotten");
+        assert_eq!(batcher.together.in_flight(), 0, "idle queues are forgotten");
     }
 
     #[tokio::test]
@@ -452,7 +320,7 @@ mod tests {
         let (sent, outcome) = late.await.unwrap();
         assert!(sent.is_empty(), "{sent:?}");
         assert!(
-            matches!(outcome, Err(Error::Bus(ref m)) if m.contains("sweeper")),
+            matches!(outcome, Err(Error::Bus(ref m)) if m.contains("not sent")),
             "{outcome:?}"
         );
         assert_eq!(recorder.sent().len(), 1, "only a was published");

@@ -159,6 +159,7 @@ mod tests {
             scheduled_at: Utc::now(),
             response_timeout_seconds: 0,
             eager: true,
+            results_together: false,
         };
         let (workflow_id, run_id) = (task.workflow_id.clone(), task.run_id);
         Envelope::new(

@@ -1767,6 +1767,7 @@ impl Shard {
             scheduled_at: Utc::now(),
             response_timeout_seconds: response_timeout_seconds(state, &s.task_ref),
             eager: false,
+            results_together: true,
         }
     }
 

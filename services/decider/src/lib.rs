@@ -18,6 +18,7 @@ pub mod metrics;
 pub mod recent_starts;
 pub mod recent_verdicts;
 pub mod reset;
+pub mod result_batches;
 pub mod skip;
 pub mod spare_offers;
 pub mod state;
@@ -100,7 +101,14 @@ pub async fn run_on(
             batch,
             move |deliveries| {
                 let shard = shard.clone();
-                async move { shard.handle_batch(deliveries).await }
+                async move {
+                    let unpacked = result_batches::unpack(deliveries);
+                    let applied = match unpacked.deliveries.is_empty() {
+                        true => Vec::new(),
+                        false => shard.handle_batch(unpacked.deliveries).await,
+                    };
+                    unpacked.origins.repack(applied)
+                }
             },
             shutdown.clone(),
         ));

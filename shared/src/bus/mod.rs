@@ -23,6 +23,7 @@ mod local;
 mod message;
 pub mod priority;
 mod rpc;
+pub mod together;
 mod transport;
 mod watch;
 
@@ -47,6 +48,10 @@ pub const DEAD_REASON_HEADER: &str = "x-weft-dead-reason";
 pub const ORIGINAL_QUEUE_HEADER: &str = "x-weft-original-queue";
 /// AMQP header carrying the W3C trace context.
 pub const TRACEPARENT_HEADER: &str = "traceparent";
+
+/// How long a publish waits for the broker's confirm: the broker confirms in well under
+/// this; past it the connection is presumed dead.
+pub const CONFIRM_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// The `type` of an encoded envelope; `None` when the body is not one.
 pub fn envelope_kind(body: &[u8]) -> Option<String> {

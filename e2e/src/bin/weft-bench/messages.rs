@@ -55,7 +55,7 @@ impl Published {
         let frames = after.acks.0.saturating_sub(self.acks.0);
         let acked = after.acks.1.saturating_sub(self.acks.1);
         format!(
-            "| broker messages per run, throughput phase (the services' counters; the worker's results are 3 `ActivityCompleted` a run more) | {persistent:.2} persistent ({}) |\n\
+            "| broker messages per run, throughput phase (the services' counters; the worker's three results a run come on top, one message each or several for one shard together: the deliveries below count both) | {persistent:.2} persistent ({}) |\n\
              | &nbsp;&nbsp;acknowledgements per run, throughput phase (the services' consumers: `basic.ack` frames, and the deliveries they settled) | {:.2} frames for {:.2} deliveries |\n",
             detail.join(", "),
             per_run(frames),

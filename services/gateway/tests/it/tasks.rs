@@ -69,6 +69,7 @@ async fn schedule(env: &TestEnv, task_name: &str) -> Scheduled {
         scheduled_at: now,
         response_timeout_seconds: 30,
         eager: false,
+        results_together: false,
     });
     let envelope = Envelope::new(&workflow_id, Some(run_id), &message).expect("envelope");
     env.bus
@@ -732,6 +733,7 @@ async fn queue_sizes_count_the_tasks_waiting_for_a_worker() {
             scheduled_at: chrono::Utc::now(),
             response_timeout_seconds: 0,
             eager: false,
+            results_together: false,
         });
         let envelope = weft::Envelope::new(&format!("wf-{i}"), None, &message).unwrap();
         env.bus

@@ -182,6 +182,7 @@ impl Decider {
             scheduled_at: Utc::now(),
             response_timeout_seconds: 0,
             eager: false,
+            results_together: false,
         };
         let message = ActivityMessage::ActivityTask(task.clone());
         let envelope = Envelope::new(&task.workflow_id, Some(task.run_id), &message).unwrap();

@@ -8,7 +8,6 @@
 //! trip.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Duration;
 
 use amqprs::{BasicProperties, FieldTable, FieldValue, LongStr};
 use tokio::sync::oneshot;
@@ -18,6 +17,7 @@ use super::connection::{Failure, Link, Session};
 use crate::bus::backoff::Backoff;
 use crate::bus::check_name;
 use crate::bus::transport::{HeaderValue, Message};
+use crate::bus::CONFIRM_TIMEOUT;
 use crate::{Error, Result};
 
 /// Confirm channels per connection.
@@ -32,8 +32,6 @@ const MAX_CHANNEL_FAILURES: u32 = 2;
 pub(crate) const PERSISTENT: u8 = 2;
 /// AMQP delivery mode of a message kept in memory only.
 const TRANSIENT: u8 = 1;
-/// The broker acks confirms in well under this; past it the connection is presumed dead.
-const CONFIRM_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The AMQP properties of `message`: JSON, its delivery mode, id, reply route and
 /// headers (text as long strings, integers as long-longs).

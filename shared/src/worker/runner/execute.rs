@@ -202,8 +202,12 @@ impl Shared {
             Source::Eager => None,
         };
         let clock = std::time::Instant::now();
-        let (workflow_id, run_id, reply_to) =
-            (task.workflow_id.clone(), task.run_id, task.reply_to.clone());
+        let (workflow_id, run_id, reply_to, together) = (
+            task.workflow_id.clone(),
+            task.run_id,
+            task.reply_to.clone(),
+            task.results_together,
+        );
         let attempt = AttemptRef {
             task_id: task.task_id,
             attempt: task.attempt,
@@ -242,7 +246,7 @@ impl Shared {
             self.result_command(joined, attempt, run_id, started_at, elapsed_ms);
         let published = match Envelope::new(&workflow_id, Some(run_id), &command) {
             Ok(envelope) => tokio::select! {
-                sent = self.bus.publish(&self.commands_exchange, &reply_to, &envelope) => sent,
+                sent = self.publish_result(&reply_to, &envelope, together) => sent,
                 _ = self.abandon.cancelled() => Err(Error::ShuttingDown),
             },
             Err(e) => Err(e),
@@ -261,6 +265,30 @@ impl Shared {
                 Disposition::Requeue
             }
         }
+    }
+
+    /// Publishes a result to its run's shard: with the other results for that shard that
+    /// meet a result in flight there when its decider takes them together (the task said
+    /// so), alone otherwise.
+    async fn publish_result(
+        &self,
+        shard_key: &str,
+        envelope: &Envelope,
+        together: bool,
+    ) -> Result<(), Error> {
+        if !together {
+            return self
+                .bus
+                .publish(&self.commands_exchange, shard_key, envelope)
+                .await;
+        }
+        let outgoing = crate::bus::together::Outgoing {
+            exchange: self.commands_exchange.clone(),
+            routing_key: shard_key.to_owned(),
+            body: envelope.to_bytes()?,
+            traceparent: crate::telemetry::current_traceparent(),
+        };
+        self.results.send(outgoing).await
     }
 
     /// The command reporting the handler's outcome, with its counter.

@@ -37,6 +37,9 @@ const MAX_DEFER: Duration = Duration::from_secs(30);
 struct Shared {
     bus: Bus,
     commands_exchange: String,
+    /// Results for one shard that meet a result in flight go on together
+    /// (docs/worker-sdk.md, "Results sent together").
+    results: crate::bus::together::Together<Bus>,
     worker_id: String,
     /// One permit per running activity, across all queues.
     slots: Arc<Semaphore>,
@@ -135,6 +138,13 @@ pub(super) async fn run(
     let shared = Arc::new(Shared {
         bus: bus.clone(),
         commands_exchange: names.commands_exchange(),
+        // A result waits behind another at most as long as its own publish would wait
+        // for its confirm: given up, the activity would run again.
+        results: crate::bus::together::Together::new(
+            bus.clone(),
+            crate::activity_batch::RESULTS_KIND,
+        )
+        .with_max_wait(crate::bus::CONFIRM_TIMEOUT),
         worker_id,
         slots: Arc::new(Semaphore::new(concurrency)),
         stop: shutdown.child_token(),

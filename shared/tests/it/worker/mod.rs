@@ -110,6 +110,7 @@ impl Decider {
             scheduled_at: Utc::now(),
             response_timeout_seconds: 0,
             eager: false,
+            results_together: false,
         }
     }
 
@@ -601,6 +602,7 @@ async fn sent_together(
         .iter()
         .map(|text| ActivityTask {
             eager: true,
+            results_together: false,
             ..decider.task("shout", json!({ "text": text }))
         })
         .collect();
@@ -659,6 +661,95 @@ async fn tasks_sent_together_to_the_eager_queue_each_run_and_are_settled_as_one_
         0,
         "the message was acknowledged, not left or requeued"
     );
+
+    shutdown.cancel();
+    stopped(run).await;
+    decider.teardown().await;
+}
+
+/// Results for one shard that meet a result in flight there go on together, as one
+/// `ActivityResults` message, when their tasks say the decider takes them
+/// (`resultsTogether`); every result arrives once. Without the flag each goes alone. The
+/// handlers of a round end together (a barrier), so their results meet the first one's
+/// publish in flight.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn results_for_one_shard_go_together_only_when_their_tasks_allow_it() {
+    const TASKS: usize = 40;
+    let mut decider = Decider::start().await;
+    let barrier = |name: &'static str| {
+        let barrier = Arc::new(tokio::sync::Barrier::new(TASKS));
+        move |t: ActivityTask| {
+            let barrier = barrier.clone();
+            async move {
+                barrier.wait().await;
+                Ok(json!({"from": name, "ref": t.task_ref}))
+            }
+        }
+    };
+    let worker = decider
+        .worker()
+        .concurrency(TASKS)
+        // Held at the barrier, the handlers must not report their start: results only.
+        .start_report_after(Duration::from_secs(60))
+        .handler("together", barrier("together"))
+        .handler("alone", barrier("alone"))
+        .build();
+    let shutdown = CancellationToken::new();
+    let run = spawn(worker, &shutdown);
+
+    for (name, together) in [("together", true), ("alone", false)] {
+        let tasks: Vec<ActivityTask> = (0..TASKS)
+            .map(|_| ActivityTask {
+                results_together: together,
+                ..decider.task(name, json!({}))
+            })
+            .collect();
+        for task in &tasks {
+            decider.schedule(task).await;
+        }
+        let (mut messages, mut batches) = (0, 0);
+        let mut results = Vec::new();
+        while results.len() < TASKS {
+            let delivery = tokio::time::timeout(WAIT, decider.results.recv())
+                .await
+                .expect("results in time")
+                .expect("result consumers alive");
+            let envelopes = match delivery.envelope.kind.as_str() {
+                "ActivityResults" => {
+                    batches += 1;
+                    weft::activity_batch::ActivityResultBatch::unpack(&delivery.envelope)
+                        .unwrap()
+                        .into_iter()
+                        .map(|m| m.envelope)
+                        .collect()
+                }
+                _ => vec![delivery.envelope],
+            };
+            messages += 1;
+            for envelope in envelopes {
+                match envelope.decode::<Command>().unwrap() {
+                    Command::ActivityCompleted(done) => {
+                        assert_eq!(envelope.run_id, Some(done.run_id));
+                        results.push(done.task_id);
+                    }
+                    other => panic!("not a result: {other:?}"),
+                }
+            }
+        }
+        results.sort();
+        let mut expected: Vec<Uuid> = tasks.iter().map(|t| t.task_id).collect();
+        expected.sort();
+        assert_eq!(results, expected, "{name}: each result once");
+        if together {
+            assert!(
+                batches > 0 && messages < TASKS,
+                "{name}: {TASKS} results in {messages} messages, {batches} of them together"
+            );
+        } else {
+            assert_eq!((batches, messages), (0, TASKS), "{name}: each alone");
+        }
+    }
+    decider.assert_no_result().await;
 
     shutdown.cancel();
     stopped(run).await;
