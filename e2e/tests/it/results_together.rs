@@ -47,17 +47,22 @@ async fn each_result_of_a_message_sent_together_advances_its_own_run() {
         shards: 1,
         ..EnvOptions::default()
     };
-    let env = TestEnv::create(options).await.unwrap();
+    let mut env = TestEnv::create(options).await.unwrap();
     let names = env.names();
+    let first = names.activity_queue(greet::TASKS[0]);
+    env.activity_queues.push(first.clone());
     let bus = Bus::connect(&env.amqp_url, names.clone(), CancellationToken::new())
         .await
         .unwrap();
+    // Declared before any run: the decider declares it with its first task, which the
+    // test would otherwise poll for before it exists.
+    bus.declare_activity_queue(greet::TASKS[0]).await.unwrap();
     // No worker: the test is the worker of the first activities.
     let suite = Suite::start_with(env, &Service::CORE).await.unwrap();
     suite.client().register(&greet::definition()).await.unwrap();
     let runs = start_greets(&suite, "Together", RUNS).await;
 
-    let tasks = first_tasks(&bus, &names.activity_queue(greet::TASKS[0])).await;
+    let tasks = first_tasks(&bus, &first).await;
     assert!(
         tasks.iter().all(|t| t.results_together),
         "the decider takes results together: {tasks:?}"
