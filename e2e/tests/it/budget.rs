@@ -299,6 +299,9 @@ async fn on_weft_dev_a_greet_run_keeps_the_same_budget_and_dispatches_eagerly() 
     let runs = RUNS as u64;
     let detail = format!("{runs} runs on weft dev cost {costs:#?}");
     assert_run_path(&costs, runs, &detail);
+    // Results go alone there: the in-process bus journals what is published at once in one
+    // statement already (docs/worker-sdk.md, "Results sent together").
+    assert_eq!(costs.sent("ActivityResults", "persistent"), 0, "{detail}");
     assert_claims(&costs, runs, &detail);
     assert!(costs.commits <= 4 * runs, "{detail}");
 }

@@ -1767,7 +1767,10 @@ impl Shard {
             scheduled_at: Utc::now(),
             response_timeout_seconds: response_timeout_seconds(state, &s.task_ref),
             eager: false,
-            results_together: true,
+            // Not where a publish waits for the store's writer (`weft dev`): there the
+            // bus's journal already writes what is published together in one statement,
+            // and a result waiting behind another would wait for the writer twice.
+            results_together: !self.bus.publishes_through_the_store(),
         }
     }
 
