@@ -44,6 +44,12 @@ pub struct Config {
     pub shutdown_grace: Duration,
     /// Largest request body the gateway accepts, in bytes (`WEFT_MAX_BODY_BYTES`).
     pub max_body_bytes: usize,
+    /// The decider marks its activity tasks as taking their results together
+    /// (`WEFT_RESULTS_TOGETHER`, default `true`; docs/worker-sdk.md, "Results sent
+    /// together"). Set it to `false` on every decider while deciders older than the
+    /// feature may still consume a shard (a rolling upgrade from such a version, a
+    /// rollback to one): they dead-letter a message of results.
+    pub results_together: bool,
     /// Iterations a DO_WHILE may run before it fails (`WEFT_MAX_LOOP_ITERATIONS`); the
     /// decider records the value in each run it starts, so replay uses the same cap.
     pub max_loop_iterations: u32,
@@ -102,6 +108,7 @@ impl Default for Config {
             outbox_sweep_after: Duration::from_secs(5),
             shutdown_grace: Duration::from_secs(10),
             max_body_bytes: 4 * 1024 * 1024,
+            results_together: true,
             max_loop_iterations: 1_000,
             max_variables_kb: 256,
             heartbeat_write_interval: Duration::from_secs(60),
@@ -156,6 +163,7 @@ impl Config {
                 .map(Duration::from_millis)
                 .unwrap_or(d.shutdown_grace),
             max_body_bytes: parse(&get, "WEFT_MAX_BODY_BYTES")?.unwrap_or(d.max_body_bytes),
+            results_together: parse(&get, "WEFT_RESULTS_TOGETHER")?.unwrap_or(d.results_together),
             max_loop_iterations: parse(&get, "WEFT_MAX_LOOP_ITERATIONS")?
                 .unwrap_or(d.max_loop_iterations),
             max_variables_kb: parse(&get, "WEFT_MAX_VARIABLES_KB")?.unwrap_or(d.max_variables_kb),
@@ -305,6 +313,20 @@ mod tests {
             err.contains("WEFT_QUEUE_TYPE") && err.contains("classic or quorum"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn results_go_together_unless_switched_off() {
+        assert!(with(&[]).unwrap().results_together);
+        assert!(
+            !with(&[("WEFT_RESULTS_TOGETHER", "false")])
+                .unwrap()
+                .results_together
+        );
+        let err = with(&[("WEFT_RESULTS_TOGETHER", "maybe")])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("WEFT_RESULTS_TOGETHER"), "{err}");
     }
 
     #[test]

@@ -18,14 +18,14 @@ use crate::start_greets;
 
 const RUNS: usize = 4;
 
-/// The first activity of `RUNS` greets, taken from its shared queue as a worker would.
-async fn first_tasks(bus: &Bus, queue: &str) -> Vec<ActivityTask> {
+/// The first activity of `runs` greets, taken from its shared queue as a worker would.
+async fn first_tasks(bus: &Bus, queue: &str, runs: usize) -> Vec<ActivityTask> {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
     let mut tasks = Vec::new();
-    while tasks.len() < RUNS {
+    while tasks.len() < runs {
         assert!(
             tokio::time::Instant::now() < deadline,
-            "{RUNS} tasks on {queue}, got {tasks:?}"
+            "{runs} tasks on {queue}, got {tasks:?}"
         );
         let Some(taken) = bus.get(queue).await.unwrap() else {
             tokio::time::sleep(Duration::from_millis(50)).await;
@@ -40,29 +40,36 @@ async fn first_tasks(bus: &Bus, queue: &str) -> Vec<ActivityTask> {
     tasks
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn each_result_of_a_message_sent_together_advances_its_own_run() {
-    // One shard, so that every run's result may go in one message.
+/// The services without a worker, on one shard (every run's result may go in one
+/// message), with `extra_env`; the bus, and the first activity's queue, declared.
+async fn suite(extra_env: Vec<(String, String)>) -> (Suite, Bus, String) {
     let options = EnvOptions {
         shards: 1,
+        extra_env,
         ..EnvOptions::default()
     };
     let mut env = TestEnv::create(options).await.unwrap();
     let names = env.names();
     let first = names.activity_queue(greet::TASKS[0]);
     env.activity_queues.push(first.clone());
-    let bus = Bus::connect(&env.amqp_url, names.clone(), CancellationToken::new())
+    let bus = Bus::connect(&env.amqp_url, names, CancellationToken::new())
         .await
         .unwrap();
     // Declared before any run: the decider declares it with its first task, which the
     // test would otherwise poll for before it exists.
     bus.declare_activity_queue(greet::TASKS[0]).await.unwrap();
-    // No worker: the test is the worker of the first activities.
     let suite = Suite::start_with(env, &Service::CORE).await.unwrap();
     suite.client().register(&greet::definition()).await.unwrap();
+    (suite, bus, first)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_result_of_a_message_sent_together_advances_its_own_run() {
+    let (suite, bus, first) = suite(Vec::new()).await;
+    let names = suite.env().names();
     let runs = start_greets(&suite, "Together", RUNS).await;
 
-    let tasks = first_tasks(&bus, &first).await;
+    let tasks = first_tasks(&bus, &first, RUNS).await;
     assert!(
         tasks.iter().all(|t| t.results_together),
         "the decider takes results together: {tasks:?}"
@@ -126,4 +133,16 @@ async fn each_result_of_a_message_sent_together_advances_its_own_run() {
         0,
         "nothing dead-lettered"
     );
+}
+
+/// `WEFT_RESULTS_TOGETHER=false` (a rolling upgrade from deciders that cannot take results
+/// together apart): the decider's tasks leave the flag off, so workers send each result
+/// alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn switched_off_the_decider_asks_for_results_alone() {
+    let off = vec![("WEFT_RESULTS_TOGETHER".to_owned(), "false".to_owned())];
+    let (suite, bus, first) = suite(off).await;
+    start_greets(&suite, "Alone", 1).await;
+    let tasks = first_tasks(&bus, &first, 1).await;
+    assert!(!tasks[0].results_together, "{tasks:?}");
 }

@@ -51,35 +51,42 @@ impl<P: Publisher> EagerBatcher<P> {
         &self,
         messages: Vec<(OutboxMessage, bool)>,
     ) -> (Vec<Uuid>, Result<(), Error>) {
-        let answers: Vec<_> = messages
+        // Those that go together are queued at once, so that a commit's tasks for an
+        // idle queue start one round, not one round and then the rest.
+        let (together, alone): (Vec<_>, Vec<_>) = messages.into_iter().partition(|(_, t)| *t);
+        let ids: Vec<Uuid> = together.iter().map(|(m, _)| m.id).collect();
+        let outgoing = together
             .into_iter()
-            .map(|(m, together)| {
-                let id = m.id;
-                let answer = if together {
-                    let outgoing = Outgoing {
-                        exchange: m.exchange,
-                        routing_key: m.routing_key,
-                        body: m.body,
-                        traceparent: m.traceparent,
-                    };
-                    futures_util::future::Either::Left(self.together.send(outgoing))
-                } else {
-                    // Started now, not when awaited: the tasks sent alone go side by side.
-                    let sending = tokio::spawn(self.together.publisher().publish(
-                        &m.exchange,
-                        &m.routing_key,
-                        m.body,
-                        m.traceparent,
-                    ));
-                    futures_util::future::Either::Right(async move {
-                        sending.await.unwrap_or_else(|e| {
-                            Err(Error::Bus(format!("publishing an eager task: {e}")))
-                        })
-                    })
-                };
-                (id, answer)
+            .map(|(m, _)| Outgoing {
+                exchange: m.exchange,
+                routing_key: m.routing_key,
+                body: m.body,
+                traceparent: m.traceparent,
             })
             .collect();
+        let mut answers: Vec<(
+            Uuid,
+            futures_util::future::BoxFuture<'static, Result<(), Error>>,
+        )> = ids
+            .into_iter()
+            .zip(self.together.send_all(outgoing))
+            .map(|(id, answer)| (id, Box::pin(answer) as _))
+            .collect();
+        for (m, _) in alone {
+            // Started now, not when awaited: the tasks sent alone go side by side.
+            let sending = tokio::spawn(self.together.publisher().publish(
+                &m.exchange,
+                &m.routing_key,
+                m.body,
+                m.traceparent,
+            ));
+            let answer = async move {
+                sending
+                    .await
+                    .unwrap_or_else(|e| Err(Error::Bus(format!("publishing an eager task: {e}"))))
+            };
+            answers.push((m.id, Box::pin(answer)));
+        }
         let mut sent = Vec::with_capacity(answers.len());
         let mut first = Ok(());
         for (id, answer) in answers {

@@ -76,6 +76,8 @@ pub struct Shard {
     verdicts: RecentVerdicts,
     /// Workflows whose run the shard started lately: a start naming one is a copy.
     recent_starts: RecentStarts,
+    /// Its activity tasks say their results may come together (`WEFT_RESULTS_TOGETHER`).
+    results_together: bool,
 }
 
 /// A run being changed by the current batch.
@@ -210,7 +212,16 @@ impl Shard {
             eager_sender: EagerBatcher::new(bus.clone()),
             verdicts: RecentVerdicts::default(),
             recent_starts: RecentStarts::default(),
+            results_together: true,
         }
+    }
+
+    /// Whether its activity tasks say that their results may come together in one
+    /// `ActivityResults` message (`WEFT_RESULTS_TOGETHER`; never where a publish waits
+    /// for the store's writer, see [`Shard::activity_task`]).
+    pub fn taking_results_together(mut self, together: bool) -> Self {
+        self.results_together = together;
+        self
     }
 
     /// Keeps the offers its runs do not take in `spares`, which the other shards of the
@@ -1753,6 +1764,7 @@ impl Shard {
         Ok(())
     }
 
+    /// The message of a scheduled attempt.
     fn activity_task(&self, state: &RunState, s: &TaskScheduled) -> ActivityTask {
         ActivityTask {
             task_id: s.task_id,
@@ -1770,7 +1782,7 @@ impl Shard {
             // Not where a publish waits for the store's writer (`weft dev`): there the
             // bus's journal already writes what is published together in one statement,
             // and a result waiting behind another would wait for the writer twice.
-            results_together: !self.bus.publishes_through_the_store(),
+            results_together: self.results_together && !self.bus.publishes_through_the_store(),
         }
     }
 

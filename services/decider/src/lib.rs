@@ -93,7 +93,8 @@ pub async fn run_on(
                 config.events.clone(),
             )
             .sharing_offers(spares.clone())
-            .sharing_eager_sender(eager_sender.clone()),
+            .sharing_eager_sender(eager_sender.clone())
+            .taking_results_together(config.results_together),
         );
         consumers.push(deps.bus.consume_batches(
             &names.command_queue(k),

@@ -30,6 +30,11 @@ use crate::{Error, Result};
 /// See [`Together::with_max_wait`].
 pub const MAX_WAIT: Duration = Duration::from_secs(2);
 
+/// The bodies one message sent together carries at most, in bytes: far under a broker's
+/// largest message, so that a few large results do not make one message too large to
+/// send (a message over it goes alone).
+pub const MAX_GROUP_BYTES: usize = 1 << 20;
+
 /// A message published and confirmed (or not).
 pub type Sending = Pin<Box<dyn Future<Output = Result<()>> + Send>>;
 
@@ -103,6 +108,29 @@ struct Waiting {
     since: Instant,
 }
 
+/// Forgets a destination when its sender ends without doing so (a panic), failing what
+/// waits for it: otherwise every later message for it would wait for a sender that is
+/// gone.
+struct Forget {
+    destinations: Arc<Mutex<Destinations>>,
+    key: (String, String),
+    armed: bool,
+}
+
+impl Drop for Forget {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let mut destinations = self.destinations.lock().unwrap_or_else(|p| p.into_inner());
+        for waiting in destinations.remove(&self.key).unwrap_or_default() {
+            let _ = waiting.done.send(Err(Error::Bus(
+                "the sender of its destination failed".into(),
+            )));
+        }
+    }
+}
+
 impl<P: Publisher> Together<P> {
     /// A sender publishing through `publisher`, several messages as one envelope of type
     /// `kind` (an [`activity_batch`] type).
@@ -131,46 +159,75 @@ impl<P: Publisher> Together<P> {
     /// Queues `message` for its destination (sent at once when nothing is in flight
     /// there) and returns its answer: the confirm of the message it went in.
     pub fn send(&self, message: Outgoing) -> impl Future<Output = Result<()>> + Send {
-        let (done, answer) = oneshot::channel();
-        let key = (message.exchange.clone(), message.routing_key.clone());
-        let idle = {
-            let mut destinations = self.lock();
-            // An entry exists exactly while a message to its destination is in flight.
-            let mut idle = false;
-            let waiting = destinations.entry(key.clone()).or_insert_with(|| {
-                idle = true;
-                Vec::new()
-            });
-            waiting.push(Waiting {
-                message,
-                done,
-                since: Instant::now(),
-            });
-            idle
-        };
-        if idle {
-            tokio::spawn(self.clone().send_destination(key));
-        }
+        let mut answers = self.send_all(vec![message]);
+        let answer = answers.pop();
         async move {
-            answer
-                .await
-                .unwrap_or_else(|_| Err(Error::Bus("the sender stopped".into())))
+            match answer {
+                Some(answer) => answer.await,
+                None => Err(Error::Bus("nothing was queued".into())),
+            }
         }
     }
 
+    /// [`Together::send`] of several messages, queued at once: those for an idle
+    /// destination start their round together. One answer a message, in order.
+    pub fn send_all(
+        &self,
+        messages: Vec<Outgoing>,
+    ) -> Vec<impl Future<Output = Result<()>> + Send + 'static> {
+        let mut answers = Vec::with_capacity(messages.len());
+        let mut idle = Vec::new();
+        {
+            let mut destinations = self.lock();
+            for message in messages {
+                let (done, answer) = oneshot::channel();
+                answers.push(answer);
+                let key = (message.exchange.clone(), message.routing_key.clone());
+                // An entry exists exactly while a round of its destination is on its way.
+                let waiting = destinations.entry(key.clone()).or_insert_with(|| {
+                    idle.push(key);
+                    Vec::new()
+                });
+                waiting.push(Waiting {
+                    message,
+                    done,
+                    since: Instant::now(),
+                });
+            }
+        }
+        for key in idle {
+            tokio::spawn(self.clone().send_destination(key));
+        }
+        answers
+            .into_iter()
+            .map(|answer| async move {
+                answer
+                    .await
+                    .unwrap_or_else(|_| Err(Error::Bus("the sender stopped".into())))
+            })
+            .collect()
+    }
+
     /// Sends what waits for `key`, one round at a time, until nothing waits; then forgets
-    /// the destination.
+    /// the destination. Should it end otherwise (a panic), the guard forgets the
+    /// destination and fails what waits, so that the next message starts a new sender.
     async fn send_destination(self, key: (String, String)) {
+        let mut guard = Forget {
+            destinations: self.destinations.clone(),
+            key: key.clone(),
+            armed: true,
+        };
         loop {
             let taken = {
                 let mut destinations = self.lock();
-                let Some(waiting) = destinations.get_mut(&key) else {
+                let waiting = destinations.get_mut(&key).filter(|w| !w.is_empty());
+                let Some(waiting) = waiting else {
+                    // Forgotten under the lock: a message queued after this starts a new
+                    // sender, whose entry the guard must leave alone.
+                    destinations.remove(&key);
+                    guard.armed = false;
                     return;
                 };
-                if waiting.is_empty() {
-                    destinations.remove(&key);
-                    return;
-                }
                 std::mem::take(waiting)
             };
             self.send_round(taken).await;
@@ -182,17 +239,31 @@ impl<P: Publisher> Together<P> {
     /// message's confirm; those that waited longer than the sender's longest wait are
     /// answered with an error instead.
     async fn send_round(&self, taken: Vec<Waiting>) {
+        // A caller that stopped waiting (a worker giving its task back at shutdown) does
+        // not want its message sent any more: it would only be sent twice.
         let (stale, fresh): (Vec<Waiting>, Vec<Waiting>) = taken
             .into_iter()
+            .filter(|w| !w.done.is_closed())
             .partition(|w| w.since.elapsed() >= self.max_wait);
         for waiting in stale {
             let late = format!("waited over {:?} for a confirm; not sent", self.max_wait);
             let _ = waiting.done.send(Err(Error::Bus(late)));
         }
+        // Groups of at most MAX_MESSAGES and MAX_GROUP_BYTES; a message larger than that
+        // goes alone.
         let mut groups: Vec<Vec<Waiting>> = Vec::new();
-        let mut fresh = fresh.into_iter().peekable();
-        while fresh.peek().is_some() {
-            groups.push(fresh.by_ref().take(MAX_MESSAGES).collect());
+        let mut bytes = 0;
+        for waiting in fresh {
+            let size = waiting.message.body.len();
+            let full = groups
+                .last()
+                .is_none_or(|g| g.len() >= MAX_MESSAGES || bytes + size > MAX_GROUP_BYTES);
+            if full {
+                groups.push(Vec::new());
+                bytes = 0;
+            }
+            bytes += size;
+            groups.last_mut().expect("a group").push(waiting);
         }
         let sends = groups.into_iter().map(|group| async move {
             let outcome = self.send_group(&group).await;
@@ -260,6 +331,8 @@ mod tests {
         sent: Mutex<Vec<(String, String, Envelope)>>,
         release: Notify,
         confirmed: AtomicUsize,
+        /// The next publish panics instead of being confirmed.
+        panics: std::sync::atomic::AtomicBool,
     }
 
     impl Publisher for Arc<Recorder> {
@@ -274,7 +347,9 @@ mod tests {
             let recorder = self.clone();
             let sent = (exchange.to_owned(), routing_key.to_owned(), envelope);
             recorder.sent.lock().unwrap().push(sent);
+            let panics = recorder.panics.swap(false, Ordering::SeqCst);
             Box::pin(async move {
+                assert!(!panics, "the publisher panicked");
                 recorder.release.notified().await;
                 recorder.confirmed.fetch_add(1, Ordering::SeqCst);
                 Ok(())
@@ -283,11 +358,16 @@ mod tests {
     }
 
     fn result(exchange: &str, key: &str, n: u32) -> Outgoing {
+        sized(exchange, key, n, 0)
+    }
+
+    /// A result whose body carries `padding` bytes more.
+    fn sized(exchange: &str, key: &str, n: u32, padding: usize) -> Outgoing {
         let mut envelope = Envelope::new(
             &format!("wf-{n}"),
             None,
             &crate::messages::Command::WithdrawOffer(crate::messages::WithdrawOffer {
-                queue_prefix: format!("p{n}"),
+                queue_prefix: format!("p{n}{}", "x".repeat(padding)),
             }),
         )
         .unwrap();
@@ -385,5 +465,86 @@ mod tests {
         late.await.unwrap().unwrap();
         assert_eq!(recorder.sent.lock().unwrap().len(), 2);
         assert_eq!(recorder.confirmed.load(Ordering::SeqCst), 2);
+    }
+
+    /// Releases confirms until each of `answers` is done.
+    async fn confirm_until_done<T>(recorder: &Recorder, answers: &[&tokio::task::JoinHandle<T>]) {
+        while answers.iter().any(|a| !a.is_finished()) {
+            recorder.release.notify_waiters();
+            tokio::task::yield_now().await;
+        }
+    }
+
+    #[tokio::test]
+    async fn a_message_whose_caller_stopped_waiting_is_not_sent() {
+        let recorder = Arc::new(Recorder::default());
+        let together = Together::new(recorder.clone(), RESULTS_KIND);
+        let first = tokio::spawn(together.send(result("cmd", "0", 0)));
+        until_sent(&recorder, 1).await;
+        drop(together.send(result("cmd", "0", 1)));
+        let kept = tokio::spawn(together.send(result("cmd", "0", 2)));
+        confirm_until_done(&recorder, &[&first, &kept]).await;
+        kept.await.unwrap().unwrap();
+        let workflows: Vec<String> = recorder
+            .sent
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|(_, _, e)| e.workflow_id.clone())
+            .collect();
+        assert_eq!(workflows, ["wf-0", "wf-2"], "the given-up message left out");
+    }
+
+    #[tokio::test]
+    async fn messages_too_large_together_go_in_several_messages() {
+        let recorder = Arc::new(Recorder::default());
+        let together = Together::new(recorder.clone(), RESULTS_KIND);
+        let first = tokio::spawn(together.send(result("cmd", "0", 0)));
+        until_sent(&recorder, 1).await;
+        let large = MAX_GROUP_BYTES * 3 / 5;
+        let answers: Vec<_> = together
+            .send_all(vec![
+                sized("cmd", "0", 1, large),
+                result("cmd", "0", 2),
+                sized("cmd", "0", 3, large),
+                result("cmd", "0", 4),
+            ])
+            .into_iter()
+            .map(tokio::spawn)
+            .collect();
+        let mut waiting: Vec<_> = answers.iter().collect();
+        waiting.push(&first);
+        confirm_until_done(&recorder, &waiting).await;
+        for answer in answers {
+            answer.await.unwrap().unwrap();
+        }
+        let sizes: Vec<usize> = recorder
+            .sent
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|(_, _, e)| match e.kind.as_str() {
+                RESULTS_KIND => ActivityResultBatch::unpack(e).unwrap().len(),
+                _ => 1,
+            })
+            .collect();
+        assert_eq!(
+            sizes,
+            [1, 2, 2],
+            "no message over {MAX_GROUP_BYTES} bytes of bodies"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_sender_that_fails_leaves_its_destination_to_the_next_message() {
+        let recorder = Arc::new(Recorder::default());
+        recorder.panics.store(true, Ordering::SeqCst);
+        let together = Together::new(recorder.clone(), RESULTS_KIND);
+        let failed = together.send(result("cmd", "0", 0)).await;
+        assert!(failed.is_err(), "{failed:?}");
+        assert_eq!(together.in_flight(), 0, "the destination is forgotten");
+        let next = tokio::spawn(together.send(result("cmd", "0", 1)));
+        confirm_until_done(&recorder, &[&next]).await;
+        next.await.unwrap().unwrap();
     }
 }
