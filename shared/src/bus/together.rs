@@ -386,6 +386,14 @@ mod tests {
         }
     }
 
+    /// Releases confirms until each of `answers` is done.
+    async fn confirm_until_done<T>(recorder: &Recorder, answers: &[&tokio::task::JoinHandle<T>]) {
+        while answers.iter().any(|a| !a.is_finished()) {
+            recorder.release.notify_waiters();
+            tokio::task::yield_now().await;
+        }
+    }
+
     #[tokio::test]
     async fn messages_for_a_destination_with_one_in_flight_go_as_one_of_the_senders_type() {
         let recorder = Arc::new(Recorder::default());
@@ -405,10 +413,9 @@ mod tests {
         .collect();
         until_sent(&recorder, 3).await;
         assert_eq!(together.in_flight(), 3);
-        while !first.is_finished() || waiting.iter().any(|w| !w.is_finished()) {
-            recorder.release.notify_waiters();
-            tokio::task::yield_now().await;
-        }
+        let mut all: Vec<_> = waiting.iter().collect();
+        all.push(&first);
+        confirm_until_done(&recorder, &all).await;
         first.await.unwrap().unwrap();
         for w in waiting {
             w.await.unwrap().unwrap();
@@ -457,22 +464,11 @@ mod tests {
         let first = tokio::spawn(together.send(result("cmd", "0", 1)));
         until_sent(&recorder, 1).await;
         let late = tokio::spawn(together.send(result("cmd", "0", 2)));
-        while !first.is_finished() || !late.is_finished() {
-            recorder.release.notify_waiters();
-            tokio::task::yield_now().await;
-        }
+        confirm_until_done(&recorder, &[&first, &late]).await;
         first.await.unwrap().unwrap();
         late.await.unwrap().unwrap();
         assert_eq!(recorder.sent.lock().unwrap().len(), 2);
         assert_eq!(recorder.confirmed.load(Ordering::SeqCst), 2);
-    }
-
-    /// Releases confirms until each of `answers` is done.
-    async fn confirm_until_done<T>(recorder: &Recorder, answers: &[&tokio::task::JoinHandle<T>]) {
-        while answers.iter().any(|a| !a.is_finished()) {
-            recorder.release.notify_waiters();
-            tokio::task::yield_now().await;
-        }
     }
 
     #[tokio::test]
