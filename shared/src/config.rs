@@ -73,6 +73,12 @@ pub struct Config {
     /// Lifecycle events the decider publishes, as topic patterns (`WEFT_EVENTS`, e.g.
     /// `#` or `workflow.*,task.failed`); none by default (docs/events.md).
     pub events: crate::events::EventKeys,
+    /// Lifecycle events with the same routing key that meet at the decider go as one
+    /// `LifecycleEvents` message (`WEFT_EVENTS_TOGETHER`, default `false`; docs/events.md,
+    /// "Events sent together"). Switch it on only when every consumer of the events
+    /// exchange reads such messages (the SDK's listener does): a plain consumer expecting
+    /// one `LifecycleEvent` a message would not.
+    pub events_together: bool,
     /// Start events a gateway starts at once from the `<ns>.starts` queue
     /// (`WEFT_START_EVENT_CONCURRENCY`); 0: this gateway takes none (docs/start-events.md).
     pub start_event_concurrency: usize,
@@ -116,6 +122,7 @@ impl Default for Config {
             task_check_retention: Duration::from_secs(7 * 24 * 3600),
             trace_url: None,
             events: crate::events::EventKeys::none(),
+            events_together: false,
             start_event_concurrency: 16,
             max_starts_in_flight: 1024,
             audit_retention: Some(Duration::from_secs(365 * 24 * 3600)),
@@ -181,6 +188,7 @@ impl Config {
                 Some(list) => crate::events::EventKeys::parse(&list)?,
                 None => d.events,
             },
+            events_together: parse(&get, "WEFT_EVENTS_TOGETHER")?.unwrap_or(d.events_together),
             start_event_concurrency: parse(&get, "WEFT_START_EVENT_CONCURRENCY")?
                 .unwrap_or(d.start_event_concurrency),
             max_starts_in_flight: parse(&get, "WEFT_MAX_STARTS_IN_FLIGHT")?
@@ -327,6 +335,20 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("WEFT_RESULTS_TOGETHER"), "{err}");
+    }
+
+    #[test]
+    fn events_go_alone_unless_switched_on_together() {
+        assert!(!with(&[]).unwrap().events_together);
+        assert!(
+            with(&[("WEFT_EVENTS_TOGETHER", "true")])
+                .unwrap()
+                .events_together
+        );
+        let err = with(&[("WEFT_EVENTS_TOGETHER", "yes please")])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("WEFT_EVENTS_TOGETHER"), "{err}");
     }
 
     #[test]

@@ -10,6 +10,7 @@ pub mod config;
 pub mod dsl;
 pub mod envelope;
 pub mod error;
+pub mod event_batch;
 pub mod event_location;
 pub mod events;
 pub mod hooks;

@@ -4,7 +4,9 @@
 //! its own, `<namespace>.listener.<name>` (with its dead-letter queue), binds it to the
 //! events exchange with the listener's [`bindings`](EventListener::bindings), and calls
 //! [`on_event`](EventListener::on_event) for each lifecycle event, one at a time in
-//! queue order. An event is acknowledged only after the handler returned `Ok`, so a
+//! queue order — each event of a message that carries several (`WEFT_EVENTS_TOGETHER`,
+//! docs/events.md) in turn. A message is acknowledged only after its events' handler
+//! returned `Ok`, so a
 //! listener that dies mid-event sees it again: delivery is at least once (deduplicate
 //! on `(runId, eventId, taskId)` where it matters). The queue outlives the process, so
 //! events published while the listener is down wait for it.
@@ -38,8 +40,10 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use crate::bus::{Bus, ConsumeOptions, Disposition};
-use crate::messages::{EventMessage, LifecycleEvent};
+use crate::event_batch::events_of;
+use crate::messages::LifecycleEvent;
 use crate::topology::Names;
+use crate::Envelope;
 use crate::{Config, Result};
 
 /// How long an event a listener asked to retry waits before it goes back to the queue,
@@ -114,27 +118,132 @@ pub async fn run<L: EventListener>(
         opts,
         move |delivery| {
             let listener = listener.clone();
-            async move {
-                let event = match delivery.envelope.decode::<EventMessage>() {
-                    Ok(EventMessage::LifecycleEvent(event)) => event,
-                    Err(e) => {
-                        return Disposition::DeadLetter(format!("not a lifecycle event: {e}"))
-                    }
-                };
-                match listener.on_event(event).await {
-                    Ok(()) => Disposition::Ack,
-                    Err(ListenerError::Reject(why)) => Disposition::DeadLetter(why),
-                    Err(ListenerError::Retry(why)) => {
-                        tracing::warn!(reason = %why, "event listener asked to retry an event");
-                        tokio::time::sleep(RETRY_PAUSE).await;
-                        Disposition::Requeue
-                    }
-                }
-            }
+            async move { handle(listener.as_ref(), &delivery.envelope).await }
         },
         shutdown,
     );
     consumer
         .await
         .map_err(|e| crate::Error::Bus(format!("event listener {name} stopped: {e}")))
+}
+
+/// What becomes of a message of the events exchange: each event it carries (one, or
+/// several sent together, docs/events.md) handed to `listener` in turn. A retry puts the
+/// whole message back after [`RETRY_PAUSE`] (the events before it come again: delivery is
+/// at least once); a rejected event (or a part that is no event) does not stop the
+/// others, and the message then goes to the dead-letter queue with a reason naming each
+/// one refused.
+async fn handle<L: EventListener>(listener: &L, envelope: &Envelope) -> Disposition {
+    let events = match events_of(envelope) {
+        Ok(events) => events,
+        Err(e) => return Disposition::DeadLetter(format!("not a lifecycle event: {e}")),
+    };
+    let several = events.len() > 1;
+    let mut refused = Vec::new();
+    for (i, event) in events.into_iter().enumerate() {
+        let event = match event {
+            Ok((_, event)) => event,
+            Err(e) => {
+                refused.push(format!("message {i}: not a lifecycle event: {e}"));
+                continue;
+            }
+        };
+        let named = format!(
+            "message {i} ({} of run {}, event {})",
+            event.event, event.run_id, event.event_id
+        );
+        match listener.on_event(event).await {
+            Ok(()) => {}
+            Err(ListenerError::Reject(why)) if several => refused.push(format!("{named}: {why}")),
+            Err(ListenerError::Reject(why)) => return Disposition::DeadLetter(why),
+            Err(ListenerError::Retry(why)) => {
+                tracing::warn!(reason = %why, "event listener asked to retry an event");
+                tokio::time::sleep(RETRY_PAUSE).await;
+                return Disposition::Requeue;
+            }
+        }
+    }
+    match refused.is_empty() {
+        true => Disposition::Ack,
+        false => Disposition::DeadLetter(format!(
+            "refused: {}; the other events of the message were handled",
+            refused.join("; ")
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use super::*;
+    use crate::event_batch::LifecycleEventBatch;
+
+    /// Records the events it is handed; refuses the ones with `event_id` in `refuse`.
+    #[derive(Default)]
+    struct Recorder {
+        seen: Mutex<Vec<i64>>,
+        refuse: Vec<i64>,
+    }
+
+    impl EventListener for Recorder {
+        async fn on_event(&self, event: LifecycleEvent) -> std::result::Result<(), ListenerError> {
+            self.seen.lock().unwrap().push(event.event_id);
+            match self.refuse.contains(&event.event_id) {
+                true => Err(ListenerError::Reject("not for me".into())),
+                false => Ok(()),
+            }
+        }
+    }
+
+    fn event(event_id: i64) -> Vec<u8> {
+        crate::event_batch::test_event("wf", "task.completed", event_id)
+            .to_bytes()
+            .unwrap()
+    }
+
+    fn together(ids: &[i64]) -> Envelope {
+        let bodies: Vec<Vec<u8>> = ids.iter().map(|&i| event(i)).collect();
+        let parts: Vec<(&[u8], Option<&str>)> =
+            bodies.iter().map(|b| (b.as_slice(), None)).collect();
+        Envelope::from_bytes(&LifecycleEventBatch::encode(&parts).unwrap()).unwrap()
+    }
+
+    #[tokio::test]
+    async fn each_event_sent_together_is_handed_over_in_order() {
+        let listener = Recorder::default();
+        assert_eq!(
+            handle(&listener, &together(&[4, 7, 9])).await,
+            Disposition::Ack
+        );
+        let alone = Envelope::from_bytes(&event(11)).unwrap();
+        assert_eq!(handle(&listener, &alone).await, Disposition::Ack);
+        assert_eq!(*listener.seen.lock().unwrap(), [4, 7, 9, 11]);
+    }
+
+    #[tokio::test]
+    async fn a_refused_event_among_others_dead_letters_the_message_naming_it() {
+        let listener = Recorder {
+            refuse: vec![7],
+            ..Recorder::default()
+        };
+        let Disposition::DeadLetter(why) = handle(&listener, &together(&[4, 7, 9])).await else {
+            panic!("a refused event must dead-letter its message");
+        };
+        assert!(
+            why.contains("message 1") && why.contains("event 7") && why.contains("not for me"),
+            "{why}"
+        );
+        assert_eq!(
+            *listener.seen.lock().unwrap(),
+            [4, 7, 9],
+            "the events after the refused one are handled"
+        );
+        let alone = Envelope::from_bytes(&event(7)).unwrap();
+        assert_eq!(
+            handle(&listener, &alone).await,
+            Disposition::DeadLetter("not for me".into()),
+            "an event alone keeps its listener's reason"
+        );
+    }
 }

@@ -672,6 +672,7 @@ impl Typed for ActivityMessage {
 }
 
 pub use crate::activity_batch::{ActivityTaskBatch, BatchedMessage};
+pub use crate::event_batch::LifecycleEventBatch;
 
 /// One attempt of an activity, as a worker receives it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -762,17 +763,24 @@ pub struct LifecycleEvent {
 }
 
 /// Messages on the events exchange.
+// A single event is the common message: boxing it would cost every event an allocation
+// to make the rarer batch variant's enum smaller.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", content = "payload")]
 pub enum EventMessage {
     /// A change of a run or a task.
     LifecycleEvent(LifecycleEvent),
+    /// Several changes with the same routing key sent as one message
+    /// (`WEFT_EVENTS_TOGETHER`; docs/events.md, "Events sent together").
+    LifecycleEvents(LifecycleEventBatch),
 }
 
 impl Typed for EventMessage {
     fn kind(&self) -> &'static str {
         match self {
             EventMessage::LifecycleEvent(_) => "LifecycleEvent",
+            EventMessage::LifecycleEvents(_) => crate::event_batch::EVENTS_KIND,
         }
     }
 }

@@ -14,7 +14,8 @@
 //!   docs/eager-dispatch.md);
 //! - 4 decider commits (the start, then one per result; group commit may share them);
 //! - no lifecycle-event message when no event is switched on, and exactly one per event
-//!   with `WEFT_EVENTS=#`.
+//!   with `WEFT_EVENTS=#`; at most one per event (several of one key in one message) with
+//!   `WEFT_EVENTS_TOGETHER=true` as well.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -105,13 +106,19 @@ async fn costs(suite: &Suite, worker: &weft::admin::Metrics) -> Costs {
 /// example worker in this process, and returns what they cost once every counter is
 /// still.
 async fn measure(events: Option<&str>) -> Costs {
+    let env = events
+        .map(|e| vec![("WEFT_EVENTS".to_owned(), e.to_owned())])
+        .unwrap_or_default();
+    measure_with(env).await
+}
+
+/// [`measure`] with the services' environment `extra_env`.
+async fn measure_with(extra_env: Vec<(String, String)>) -> Costs {
     let options = EnvOptions {
         // The service default (5 s): at the suite's 500 ms a busy box re-publishes
         // outbox rows whose publish is merely slow, which is not the run's cost.
         outbox_sweep_after_ms: None,
-        extra_env: events
-            .map(|e| vec![("WEFT_EVENTS".to_owned(), e.to_owned())])
-            .unwrap_or_default(),
+        extra_env,
         ..EnvOptions::default()
     };
     let env = TestEnv::create(options).await.unwrap();
@@ -255,6 +262,39 @@ async fn with_every_event_switched_on_each_event_is_one_message() {
     );
     assert!(
         costs.total("persistent", &["LifecycleEvent"]) <= 7 * runs,
+        "more than 7 persistent messages a run besides events: {detail}"
+    );
+    assert!(
+        costs.commits <= 4 * runs,
+        "more than 4 commits a run: {detail}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_every_event_sent_together_no_event_costs_more_than_one_message() {
+    let costs = measure_with(vec![
+        ("WEFT_EVENTS".to_owned(), "#".to_owned()),
+        ("WEFT_EVENTS_TOGETHER".to_owned(), "true".to_owned()),
+    ])
+    .await;
+    let runs = RUNS as u64;
+    let detail = format!("{runs} runs cost {costs:#?}");
+    eprintln!("{detail}");
+    let (alone, together) = (
+        costs.sent("LifecycleEvent", "persistent"),
+        costs.sent(weft::event_batch::EVENTS_KIND, "persistent"),
+    );
+    // Every key of a run has an event in it; how many of them meet depends on the timing.
+    assert!(
+        alone + together >= 1
+            && alone + 2 * together <= EVENTS_PER_RUN_BUT_STARTS * runs + costs.eager,
+        "at most one message an event, a message together at least two: {detail}"
+    );
+    assert!(
+        costs.total(
+            "persistent",
+            &["LifecycleEvent", weft::event_batch::EVENTS_KIND]
+        ) <= 7 * runs,
         "more than 7 persistent messages a run besides events: {detail}"
     );
     assert!(

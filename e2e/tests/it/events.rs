@@ -7,23 +7,24 @@ use std::time::Duration;
 use serde_json::json;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
 use weft::bus::{Bus, ConsumeOptions, Disposition};
-use weft::messages::{EventMessage, LifecycleEvent};
+use weft::messages::LifecycleEvent;
 use weft_e2e::{EnvOptions, Suite, TestEnv};
 
 use crate::RUN_TIMEOUT;
 
-/// Binds a queue of the test's own to the events exchange with `keys` and forwards what
-/// arrives.
-async fn listen(
+/// An event as a listener received it: the type and id of the message it came in (one
+/// event a message, or several sent together), and the event.
+pub(crate) type Received = (String, Uuid, LifecycleEvent);
+
+/// Binds a queue of the test's own to the events exchange with `keys` and forwards each
+/// event that arrives.
+pub(crate) async fn listen(
     suite: &Suite,
     stop: &CancellationToken,
     keys: &[&str],
-) -> (
-    Bus,
-    String,
-    mpsc::UnboundedReceiver<(String, LifecycleEvent)>,
-) {
+) -> (Bus, String, mpsc::UnboundedReceiver<Received>) {
     let env = suite.env();
     let bus = Bus::connect(&env.amqp_url, env.names(), stop.clone())
         .await
@@ -42,9 +43,14 @@ async fn listen(
         move |delivery| {
             let tx = tx.clone();
             async move {
-                match delivery.envelope.decode::<EventMessage>() {
-                    Ok(EventMessage::LifecycleEvent(event)) => {
-                        let _ = tx.send((delivery.envelope.kind.clone(), event));
+                // Each event with the message it came in (a test that wants one message an
+                // event checks it).
+                let message = (delivery.envelope.kind.clone(), delivery.envelope.id);
+                match weft::event_batch::events_of(&delivery.envelope) {
+                    Ok(events) => {
+                        for (_, event) in events.into_iter().flatten() {
+                            let _ = tx.send((message.0.clone(), message.1, event));
+                        }
                         Disposition::Ack
                     }
                     Err(e) => Disposition::DeadLetter(e.to_string()),
@@ -59,13 +65,13 @@ async fn listen(
 /// The events of workflow `id` received until each of `wanted` (as [`names`] shows
 /// them) has arrived, in whatever order the broker delivers them.
 async fn until(
-    rx: &mut mpsc::UnboundedReceiver<(String, LifecycleEvent)>,
+    rx: &mut mpsc::UnboundedReceiver<Received>,
     id: &str,
     wanted: &[&str],
 ) -> Vec<LifecycleEvent> {
     let mut seen = Vec::new();
     while !wanted.iter().all(|w| names(&seen).iter().any(|n| n == w)) {
-        let (kind, event) = tokio::time::timeout(RUN_TIMEOUT, rx.recv())
+        let (kind, _, event) = tokio::time::timeout(RUN_TIMEOUT, rx.recv())
             .await
             .unwrap_or_else(|_| panic!("not all of {wanted:?} for {id}; saw {:?}", names(&seen)))
             .expect("listener alive");
@@ -177,7 +183,8 @@ async fn every_lifecycle_change_is_published_once_in_order() {
     assert_eq!(end[1].reason.as_deref(), Some("bye"));
     assert_eq!(end[0].status, "CANCELED");
     // Nothing more for this run.
-    if let Ok(Some((_, extra))) = tokio::time::timeout(Duration::from_millis(500), rx.recv()).await
+    if let Ok(Some((_, _, extra))) =
+        tokio::time::timeout(Duration::from_millis(500), rx.recv()).await
     {
         assert_ne!(extra.workflow_id, id, "unexpected {extra:?}");
     }

@@ -23,6 +23,7 @@ mod eager;
 mod event_handlers;
 mod event_task;
 mod events;
+mod events_together;
 mod execute;
 mod greet;
 mod heartbeats;

@@ -152,9 +152,17 @@ fn messages() -> Vec<Envelope> {
         (&completed, None),
     ])
     .unwrap();
+    let event = Envelope::new(wf, run, &EventMessage::LifecycleEvent(lifecycle(true)))
+        .unwrap()
+        .to_bytes()
+        .unwrap();
+    let events =
+        weft::event_batch::LifecycleEventBatch::encode(&[(&event, Some(trace)), (&event, None)])
+            .unwrap();
     vec![
         serde_json::from_slice(&together).unwrap(),
         serde_json::from_slice(&results).unwrap(),
+        serde_json::from_slice(&events).unwrap(),
         Envelope::new(wf, run, &ActivityMessage::ActivityTask(results_together)).unwrap(),
         Envelope::new(wf, run, &ActivityMessage::ActivityTask(t.clone())).unwrap(),
         Envelope::new(wf, run, &ActivityMessage::ActivityTask(t.clone()))
@@ -241,7 +249,7 @@ async fn every_message_weft_writes_matches_its_json_schema() {
         .collect();
     let kinds: std::collections::BTreeSet<&str> =
         good.iter().map(|m| m["type"].as_str().unwrap()).collect();
-    assert_eq!(kinds.len(), 10, "every enveloped message type: {kinds:?}");
+    assert_eq!(kinds.len(), 11, "every enveloped message type: {kinds:?}");
     let mut broken = Vec::new();
     for m in &good {
         let mut missing = m.clone();

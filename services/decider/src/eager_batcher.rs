@@ -14,9 +14,9 @@
 
 use uuid::Uuid;
 use weft::activity_batch::TASKS_KIND;
-use weft::bus::together::{Outgoing, Publisher, Together};
+use weft::bus::together::{Publisher, Together};
 use weft::bus::Bus;
-use weft::store::outbox::OutboxMessage;
+use weft::store::outbox::{publish_together, OutboxMessage};
 use weft::Error;
 
 /// Tasks sent together at most.
@@ -51,46 +51,29 @@ impl<P: Publisher> EagerBatcher<P> {
         &self,
         messages: Vec<(OutboxMessage, bool)>,
     ) -> (Vec<Uuid>, Result<(), Error>) {
-        // Those that go together are queued at once, so that a commit's tasks for an
-        // idle queue start one round, not one round and then the rest.
         let (together, alone): (Vec<_>, Vec<_>) = messages.into_iter().partition(|(_, t)| *t);
-        let ids: Vec<Uuid> = together.iter().map(|(m, _)| m.id).collect();
-        let outgoing = together
+        // Started now, not when awaited: the tasks sent alone go side by side.
+        let alone: Vec<_> = alone
             .into_iter()
-            .map(|(m, _)| Outgoing {
-                exchange: m.exchange,
-                routing_key: m.routing_key,
-                body: m.body,
-                traceparent: m.traceparent,
+            .map(|(m, _)| {
+                let sending = self.together.publisher().publish(
+                    &m.exchange,
+                    &m.routing_key,
+                    m.body,
+                    m.traceparent,
+                );
+                (m.id, tokio::spawn(sending))
             })
             .collect();
-        let mut answers: Vec<(
-            Uuid,
-            futures_util::future::BoxFuture<'static, Result<(), Error>>,
-        )> = ids
-            .into_iter()
-            .zip(self.together.send_all(outgoing))
-            .map(|(id, answer)| (id, Box::pin(answer) as _))
-            .collect();
-        for (m, _) in alone {
-            // Started now, not when awaited: the tasks sent alone go side by side.
-            let sending = tokio::spawn(self.together.publisher().publish(
-                &m.exchange,
-                &m.routing_key,
-                m.body,
-                m.traceparent,
-            ));
-            let answer = async move {
-                sending
-                    .await
-                    .unwrap_or_else(|e| Err(Error::Bus(format!("publishing an eager task: {e}"))))
-            };
-            answers.push((m.id, Box::pin(answer)));
-        }
-        let mut sent = Vec::with_capacity(answers.len());
-        let mut first = Ok(());
-        for (id, answer) in answers {
-            match answer.await {
+        // Those that go together are queued at once, so that a commit's tasks for an
+        // idle queue start one round, not one round and then the rest.
+        let together = together.into_iter().map(|(m, _)| m).collect();
+        let (mut sent, mut first) = publish_together(&self.together, together).await;
+        for (id, sending) in alone {
+            let answer = sending
+                .await
+                .unwrap_or_else(|e| Err(Error::Bus(format!("publishing an eager task: {e}"))));
+            match answer {
                 Ok(()) => sent.push(id),
                 Err(e) => {
                     if first.is_ok() {

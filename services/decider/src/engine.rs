@@ -13,6 +13,7 @@ use tracing::Instrument as _;
 
 use chrono::Utc;
 use uuid::Uuid;
+use weft::bus::together::Together;
 use weft::bus::{Bus, Delivery, Disposition, ExchangeKind};
 use weft::dsl::failure_workflow::needs_freezing;
 use weft::dsl::{TaskType, WorkflowDef};
@@ -24,7 +25,7 @@ use weft::messages::{
 };
 use weft::registry::{AttemptLimits, AttemptStatus};
 use weft::store::operations::OperationOutcome;
-use weft::store::outbox::OutboxMessage;
+use weft::store::outbox::{publish_together, OutboxMessage};
 use weft::store::runs::{AttemptCheck, CommitBatch, StoredEvent};
 use weft::store::starts::NewStart;
 use weft::store::timers::TimerRecord;
@@ -78,6 +79,10 @@ pub struct Shard {
     recent_starts: RecentStarts,
     /// Its activity tasks say their results may come together (`WEFT_RESULTS_TOGETHER`).
     results_together: bool,
+    /// The process's sender of lifecycle events when they go together
+    /// (`WEFT_EVENTS_TOGETHER`; docs/events.md, "Events sent together"); `None`: one
+    /// message an event.
+    events_together: Option<Together<Bus>>,
 }
 
 /// A run being changed by the current batch.
@@ -213,7 +218,16 @@ impl Shard {
             verdicts: RecentVerdicts::default(),
             recent_starts: RecentStarts::default(),
             results_together: true,
+            events_together: None,
         }
+    }
+
+    /// Publishes its lifecycle events through `sender`, which the other shards of the
+    /// process share: events with one routing key that meet there go as one
+    /// `LifecycleEvents` message (`WEFT_EVENTS_TOGETHER`). `None`: one message an event.
+    pub fn sending_events_together(mut self, sender: Option<Together<Bus>>) -> Self {
+        self.events_together = sender;
+        self
     }
 
     /// Whether its activity tasks say that their results may come together in one
@@ -462,9 +476,23 @@ impl Shard {
             None => (Vec::new(), batch.outbox),
         };
         let written_early: HashSet<Uuid> = written_early.iter().map(|m| m.id).collect();
+        let (events, outbox) = self.events_apart(outbox);
+        let events_together = self.events_together.clone();
         let publish_seconds = self.metrics.publish_seconds.clone();
         self.publishers.spawn(async move {
-            let published = store.publish_outbox(&bus, &outbox).await;
+            let together = async {
+                let Some(sender) = events_together.filter(|_| !events.is_empty()) else {
+                    return Ok(());
+                };
+                let (sent, published) = publish_together(&sender, events).await;
+                if !sent.is_empty() {
+                    store.forget_outbox(sent);
+                }
+                published
+            };
+            let (published, published_together) =
+                futures_util::join!(store.publish_outbox(&bus, &outbox), together);
+            let published = published.and(published_together);
             let published_early = match early {
                 Some(early) => early.confirmed(&store, &written_early).await,
                 None => Ok(()),
@@ -475,6 +503,17 @@ impl Shard {
             }
         });
         Ok(())
+    }
+
+    /// The committed lifecycle events that go through the events sender (when there is
+    /// one), apart from the rest of the outbox. Not when the outbox has an EVENT task's
+    /// message: envelopes go out only once those are confirmed (`publish_messages`).
+    fn events_apart(&self, outbox: Vec<OutboxMessage>) -> (Vec<OutboxMessage>, Vec<OutboxMessage>) {
+        if self.events_together.is_none() || outbox.iter().any(|m| m.raw) {
+            return (Vec::new(), outbox);
+        }
+        let exchange = self.bus.names().events_exchange();
+        outbox.into_iter().partition(|m| m.exchange == exchange)
     }
 
     /// Starts publishing the eager tasks of a batch about to be committed, so that each

@@ -45,6 +45,7 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
+use weft::bus::together::Together;
 use weft::runtime::Backing;
 use weft::Config;
 
@@ -78,6 +79,11 @@ pub async fn run_on(
     let mut consumers = Vec::new();
     let spares = spare_offers::SpareOffers::default();
     let eager_sender = eager_batcher::EagerBatcher::new(deps.bus.clone());
+    // Not where a publish waits for the store's writer (`weft dev`): its journal writes a
+    // commit's messages in one statement already, and a message waiting behind another
+    // would wait for the writer twice (as results, docs/worker-sdk.md).
+    let events_together = (config.events_together && !deps.bus.publishes_through_the_store())
+        .then(|| Together::new(deps.bus.clone(), weft::event_batch::EVENTS_KIND));
     for k in 0..names.shards() {
         let shard = Arc::new(
             engine::Shard::new(
@@ -94,7 +100,8 @@ pub async fn run_on(
             )
             .sharing_offers(spares.clone())
             .sharing_eager_sender(eager_sender.clone())
-            .taking_results_together(config.results_together),
+            .taking_results_together(config.results_together)
+            .sending_events_together(events_together.clone()),
         );
         consumers.push(deps.bus.consume_batches(
             &names.command_queue(k),
@@ -115,7 +122,12 @@ pub async fn run_on(
         ));
     }
     consumers.push(eager_expired::consume(&deps.bus, shutdown.clone()));
-    tracing::info!(shards = names.shards(), events = %config.events, "decider consuming command shards");
+    tracing::info!(
+        shards = names.shards(),
+        events = %config.events,
+        events_together = events_together.is_some(),
+        "decider consuming command shards"
+    );
     shutdown.cancelled().await;
     for c in consumers {
         let _ = c.await;

@@ -4,6 +4,7 @@
 
 use uuid::Uuid;
 
+use crate::bus::together::{self, Publisher, Together};
 use crate::bus::Bus;
 use crate::{Envelope, Result};
 
@@ -134,6 +135,41 @@ async fn publish_group<'a>(
         sent,
         results.into_iter().collect::<Result<Vec<()>>>().map(drop),
     )
+}
+
+/// Publishes outbox messages through `together` (each with what meets it at its
+/// destination: [`crate::bus::together`]). Returns, as [`publish_messages`] does, the ids
+/// of the confirmed ones and the first failure; a message not confirmed keeps its row for
+/// the sweeper. Only for envelopes (a raw message is never sent inside another).
+pub async fn publish_together<P: Publisher>(
+    together: &Together<P>,
+    messages: Vec<OutboxMessage>,
+) -> (Vec<Uuid>, Result<()>) {
+    let ids: Vec<Uuid> = messages.iter().map(|m| m.id).collect();
+    let answers = together.send_all(
+        messages
+            .into_iter()
+            .map(|m| together::Outgoing {
+                exchange: m.exchange,
+                routing_key: m.routing_key,
+                body: m.body,
+                traceparent: m.traceparent,
+            })
+            .collect(),
+    );
+    let mut sent = Vec::with_capacity(ids.len());
+    let mut first = Ok(());
+    for (id, answer) in ids.into_iter().zip(answers) {
+        match answer.await {
+            Ok(()) => sent.push(id),
+            Err(e) => {
+                if first.is_ok() {
+                    first = Err(e);
+                }
+            }
+        }
+    }
+    (sent, first)
 }
 
 /// Whether an outbox row's body is an envelope (raw rows are published first, see

@@ -20,6 +20,8 @@
 //! run's last events are published after the commit that completes it, so the
 //! throughput phase then lasts until the listener has every event (`delivered`): the
 //! report adds the throughput to that point, and the CPU and messages a run cover it.
+//! `--events-together`: the same, with `WEFT_EVENTS_TOGETHER=true` (events of one routing
+//! key that meet at the decider go as one message; the listener counts the events in it).
 //!
 //! `--dev`: the same workload on `weft dev --example` (one process: SQLite, the
 //! in-process bus, the example worker inside; the third row of BENCHMARKS.md); runs are
@@ -63,6 +65,8 @@ struct Args {
     concurrency: usize,
     latency_runs: usize,
     events: bool,
+    /// With `events`: the decider sends them together (`WEFT_EVENTS_TOGETHER`).
+    events_together: bool,
     dev: bool,
     http_workers: bool,
     rabbit_nodes: usize,
@@ -77,6 +81,7 @@ fn parse_args() -> anyhow::Result<Args> {
         concurrency: 64,
         latency_runs: 200,
         events: false,
+        events_together: false,
         dev: false,
         http_workers: false,
         rabbit_nodes: 1,
@@ -86,6 +91,10 @@ fn parse_args() -> anyhow::Result<Args> {
         match flag.as_str() {
             "--events" => {
                 args.events = true;
+                continue;
+            }
+            "--events-together" => {
+                (args.events, args.events_together) = (true, true);
                 continue;
             }
             "--dev" => {
@@ -121,16 +130,19 @@ fn parse_args() -> anyhow::Result<Args> {
 
 /// What `--help` prints, and an unknown argument's error.
 const USAGE: &str = "usage: weft-bench [--runs N] [--concurrency C] [--latency-runs M] \
-    [--events | --dev | --http-workers] [--rabbit-nodes K] (W1, the greet benchmark; BENCHMARKS.md)";
+    [--events | --events-together | --dev | --http-workers] [--rabbit-nodes K] (W1, the greet benchmark; BENCHMARKS.md)";
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = parse_args()?;
     let options = EnvOptions {
-        extra_env: if args.events {
-            vec![("WEFT_EVENTS".to_owned(), "#".to_owned())]
-        } else {
-            Vec::new()
+        extra_env: match (args.events, args.events_together) {
+            (false, _) => Vec::new(),
+            (true, false) => vec![("WEFT_EVENTS".to_owned(), "#".to_owned())],
+            (true, true) => vec![
+                ("WEFT_EVENTS".to_owned(), "#".to_owned()),
+                ("WEFT_EVENTS_TOGETHER".to_owned(), "true".to_owned()),
+            ],
         },
         // The services' own default (5 s), as deployed: the suite's 500 ms (short, for
         // crash tests) re-publishes rows whose publish is merely slow under load.
@@ -258,8 +270,13 @@ async fn listen_to_everything(
     bus.consume(
         &queue,
         opts,
-        move |_| {
-            count.fetch_add(1, Ordering::Relaxed);
+        move |delivery| {
+            // A message of events sent together counts each of them.
+            let events = match weft::event_batch::events_of(&delivery.envelope) {
+                Ok(events) => events.len() as u64,
+                Err(_) => 1,
+            };
+            count.fetch_add(events, Ordering::Relaxed);
             async { Disposition::Ack }
         },
         stop.clone(),
@@ -453,10 +470,12 @@ async fn bench(
             (false, k) =>
                 format!("services as processes, a {k}-node RabbitMQ cluster on quorum queues"),
         },
-        events = if args.events {
-            ", every lifecycle event published and consumed"
-        } else {
-            ""
+        events = match (args.events, args.events_together) {
+            (false, _) => "",
+            (true, false) => ", every lifecycle event published and consumed",
+            (true, true) => {
+                ", every lifecycle event published (events of one key together) and consumed"
+            }
         },
         argv = argv.iter().map(|a| format!(" {a}")).collect::<String>(),
     ))
