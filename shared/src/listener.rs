@@ -129,10 +129,10 @@ pub async fn run<L: EventListener>(
 
 /// What becomes of a message of the events exchange: each event it carries (one, or
 /// several sent together, docs/events.md) handed to `listener` in turn. A retry puts the
-/// whole message back after [`RETRY_PAUSE`] (the events before it come again: delivery is
-/// at least once); a rejected event (or a part that is no event) does not stop the
-/// others, and the message then goes to the dead-letter queue with a reason naming each
-/// one refused.
+/// whole message back after [`RETRY_PAUSE`] (the events before it come again, those
+/// refused before it too: delivery is at least once); an event refused, one whose
+/// handler panicked, or a part that is no event does not stop the others, and the
+/// message then goes to the dead-letter queue with a reason naming each one.
 async fn handle<L: EventListener>(listener: &L, envelope: &Envelope) -> Disposition {
     let events = match events_of(envelope) {
         Ok(events) => events,
@@ -152,15 +152,19 @@ async fn handle<L: EventListener>(listener: &L, envelope: &Envelope) -> Disposit
             "message {i} ({} of run {}, event {})",
             event.event, event.run_id, event.event_id
         );
-        match listener.on_event(event).await {
-            Ok(()) => {}
-            Err(ListenerError::Reject(why)) if several => refused.push(format!("{named}: {why}")),
-            Err(ListenerError::Reject(why)) => return Disposition::DeadLetter(why),
-            Err(ListenerError::Retry(why)) => {
+        let why = match crate::bus::guarded(listener.on_event(event)).await {
+            Ok(Ok(())) => continue,
+            Ok(Err(ListenerError::Retry(why))) => {
                 tracing::warn!(reason = %why, "event listener asked to retry an event");
                 tokio::time::sleep(RETRY_PAUSE).await;
                 return Disposition::Requeue;
             }
+            Ok(Err(ListenerError::Reject(why))) => why,
+            Err(panic) => format!("the listener panicked: {panic}"),
+        };
+        match several {
+            true => refused.push(format!("{named}: {why}")),
+            false => return Disposition::DeadLetter(why),
         }
     }
     match refused.is_empty() {
@@ -179,16 +183,19 @@ mod tests {
     use super::*;
     use crate::event_batch::LifecycleEventBatch;
 
-    /// Records the events it is handed; refuses the ones with `event_id` in `refuse`.
+    /// Records the events it is handed; refuses the ones with `event_id` in `refuse`,
+    /// panics on those in `panic_on`.
     #[derive(Default)]
     struct Recorder {
         seen: Mutex<Vec<i64>>,
         refuse: Vec<i64>,
+        panic_on: Vec<i64>,
     }
 
     impl EventListener for Recorder {
         async fn on_event(&self, event: LifecycleEvent) -> std::result::Result<(), ListenerError> {
             self.seen.lock().unwrap().push(event.event_id);
+            assert!(!self.panic_on.contains(&event.event_id), "cannot take it");
             match self.refuse.contains(&event.event_id) {
                 true => Err(ListenerError::Reject("not for me".into())),
                 false => Ok(()),
@@ -245,5 +252,21 @@ mod tests {
             Disposition::DeadLetter("not for me".into()),
             "an event alone keeps its listener's reason"
         );
+    }
+
+    #[tokio::test]
+    async fn a_listener_that_panics_on_one_event_still_gets_the_others() {
+        let listener = Recorder {
+            panic_on: vec![4],
+            ..Recorder::default()
+        };
+        let Disposition::DeadLetter(why) = handle(&listener, &together(&[4, 7])).await else {
+            panic!("a panicking event must dead-letter its message");
+        };
+        assert!(
+            why.contains("message 0") && why.contains("panicked") && why.contains("cannot take it"),
+            "{why}"
+        );
+        assert_eq!(*listener.seen.lock().unwrap(), [4, 7]);
     }
 }

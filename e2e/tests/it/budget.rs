@@ -18,7 +18,11 @@
 //!   `WEFT_EVENTS_TOGETHER=true` as well.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
+
+use weft::bus::Bus;
 
 use weft::activity_batch::MAX_MESSAGES;
 use weft_e2e::{greet, poll_until, EnvOptions, Service, Suite, TestEnv};
@@ -41,6 +45,9 @@ struct Costs {
     commits: u64,
     /// Activities the decider dispatched eagerly.
     eager: u64,
+    /// Lifecycle events a listener bound to `#` received (each of a message sent
+    /// together counted), when events are switched on.
+    events: u64,
 }
 
 impl Costs {
@@ -74,10 +81,14 @@ impl Costs {
     }
 }
 
-/// The suite's counters now: the services' `/metrics` and the in-test worker's registry.
-async fn costs(suite: &Suite, worker: &weft::admin::Metrics) -> Costs {
+/// The suite's counters now: the services' `/metrics`, the in-test worker's registry and
+/// the in-test listener's count of events.
+async fn costs(suite: &Suite, worker: &weft::admin::Metrics, events: &AtomicU64) -> Costs {
     let http = reqwest::Client::new();
-    let mut costs = Costs::default();
+    let mut costs = Costs {
+        events: events.load(Ordering::Relaxed),
+        ..Costs::default()
+    };
     for service in [
         Service::Gateway,
         Service::Decider,
@@ -141,6 +152,7 @@ async fn measure_with(extra_env: Vec<(String, String)>) -> Costs {
     .unwrap();
     let metrics = weft::admin::Metrics::new();
     let shutdown = tokio_util::sync::CancellationToken::new();
+    let (listener, listener_queue, events) = count_events(&suite, &shutdown).await;
     // An instant handler never reports its start, however slow the box.
     let worker = weft_worker_example::register(weft::worker::Worker::builder(&config))
         .metrics(&metrics)
@@ -158,9 +170,9 @@ async fn measure_with(extra_env: Vec<(String, String)>) -> Costs {
         Duration::from_millis(300),
         || "the counters kept moving for 30 s".to_owned(),
         || {
-            let (suite, metrics, last) = (&suite, &metrics, &last);
+            let (suite, metrics, last, events) = (&suite, &metrics, &last, &events);
             async move {
-                let now = costs(suite, metrics).await;
+                let now = costs(suite, metrics, events).await;
                 let mut last = last.lock().unwrap();
                 let still = *last == now;
                 *last = now.clone();
@@ -172,7 +184,26 @@ async fn measure_with(extra_env: Vec<(String, String)>) -> Costs {
     .unwrap();
     shutdown.cancel();
     worker.await.unwrap().unwrap();
+    listener.teardown(&[listener_queue]).await.unwrap();
     settled
+}
+
+/// A queue of the test's own bound to `#` on the events exchange, counting each event it
+/// receives (each of a message of events sent together); until `stop`. Its bus and queue
+/// (to tear down), and the count.
+async fn count_events(
+    suite: &Suite,
+    stop: &tokio_util::sync::CancellationToken,
+) -> (Bus, String, Arc<AtomicU64>) {
+    let (bus, queue, mut received) = crate::events::listen(suite, stop, &["#"]).await;
+    let seen = Arc::new(AtomicU64::new(0));
+    let count = seen.clone();
+    tokio::spawn(async move {
+        while received.recv().await.is_some() {
+            count.fetch_add(1, Ordering::Relaxed);
+        }
+    });
+    (bus, queue, seen)
 }
 
 /// The run's own path: one start, three activity tasks, at most seven persistent messages
@@ -234,6 +265,10 @@ async fn a_greet_run_stays_within_its_budget_when_no_event_is_switched_on() {
     eprintln!("{detail}");
     assert_run_path(&costs, runs, &detail);
     assert_eq!(costs.sent("LifecycleEvent", "persistent"), 0, "{detail}");
+    assert_eq!(
+        costs.events, 0,
+        "no event when none is switched on: {detail}"
+    );
     assert_claims(&costs, runs, &detail);
     assert!(
         costs.total(
@@ -260,6 +295,11 @@ async fn with_every_event_switched_on_each_event_is_one_message() {
         EVENTS_PER_RUN_BUT_STARTS * runs + costs.eager,
         "{detail}"
     );
+    assert_eq!(
+        costs.events,
+        EVENTS_PER_RUN_BUT_STARTS * runs + costs.eager,
+        "each event received once: {detail}"
+    );
     assert!(
         costs.total("persistent", &["LifecycleEvent"]) <= 7 * runs,
         "more than 7 persistent messages a run besides events: {detail}"
@@ -284,11 +324,12 @@ async fn with_every_event_sent_together_no_event_costs_more_than_one_message() {
         costs.sent("LifecycleEvent", "persistent"),
         costs.sent(weft::event_batch::EVENTS_KIND, "persistent"),
     );
-    // Every key of a run has an event in it; how many of them meet depends on the timing.
+    // Every event received once; how many of them met in a message depends on the timing.
+    let events = EVENTS_PER_RUN_BUT_STARTS * runs + costs.eager;
+    assert_eq!(costs.events, events, "each event received once: {detail}");
     assert!(
-        alone + together >= 1
-            && alone + 2 * together <= EVENTS_PER_RUN_BUT_STARTS * runs + costs.eager,
-        "at most one message an event, a message together at least two: {detail}"
+        alone + 2 * together <= events && alone + MAX_MESSAGES as u64 * together >= events,
+        "at most one message an event, a message together two to {MAX_MESSAGES}: {detail}"
     );
     assert!(
         costs.total(

@@ -46,9 +46,11 @@ pub(crate) async fn listen(
                 // Each event with the message it came in (a test that wants one message an
                 // event checks it).
                 let message = (delivery.envelope.kind.clone(), delivery.envelope.id);
-                match weft::event_batch::events_of(&delivery.envelope) {
+                let events = weft::event_batch::events_of(&delivery.envelope)
+                    .and_then(|events| events.into_iter().collect::<weft::Result<Vec<_>>>());
+                match events {
                     Ok(events) => {
-                        for (_, event) in events.into_iter().flatten() {
+                        for (_, event) in events {
                             let _ = tx.send((message.0.clone(), message.1, event));
                         }
                         Disposition::Ack

@@ -9,7 +9,6 @@ use std::time::Duration;
 
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
-use weft::bus::Bus;
 use weft::listener::{EventListener, ListenerError};
 use weft::messages::LifecycleEvent;
 use weft_e2e::{greet, poll_until, EnvOptions, Suite, TestEnv};
@@ -38,7 +37,7 @@ async fn suite() -> Suite {
 async fn events_of_one_key_in_one_commit_go_as_one_message_with_that_key() {
     let suite = suite().await;
     let stop = CancellationToken::new();
-    let (_bus, _, mut scheduled) = listen(&suite, &stop, &["task.scheduled"]).await;
+    let (bus, queue, mut scheduled) = listen(&suite, &stop, &["task.scheduled"]).await;
     suite
         .client()
         .register(&json!({"name": "fan", "version": 1, "tasks": [
@@ -85,6 +84,8 @@ async fn events_of_one_key_in_one_commit_go_as_one_message_with_that_key() {
         "{branches:#?}"
     );
     stop.cancel();
+    let nobody = suite.env().names().activity_queue("nobody");
+    bus.teardown(&[queue, nobody]).await.unwrap();
 }
 
 /// The SDK's listener: every event it is handed, by run.
@@ -107,7 +108,7 @@ async fn every_event_of_many_runs_arrives_once_and_only_where_its_key_is_bound()
     const RUNS: usize = 30;
     let suite = suite().await;
     let stop = CancellationToken::new();
-    let (_bus, _, mut everything) = listen(&suite, &stop, &["#"]).await;
+    let (bus, everything_queue, mut everything) = listen(&suite, &stop, &["#"]).await;
     let env = suite.env();
     let config = suite.worker_config();
     let completions = Completions::default();
@@ -116,9 +117,6 @@ async fn every_event_of_many_runs_arrives_once_and_only_where_its_key_is_bound()
         tokio::spawn(async move { weft::listener::run(&config, "ends", completions, stop).await })
     };
     let queue = weft::listener::queue_name(&env.names(), "ends");
-    let bus = Bus::connect(&env.amqp_url, env.names(), stop.clone())
-        .await
-        .unwrap();
     poll_until(
         Duration::from_secs(20),
         Duration::from_millis(50),
@@ -197,4 +195,5 @@ async fn every_event_of_many_runs_arrives_once_and_only_where_its_key_is_bound()
         .await
         .unwrap()
         .expect("the listener stops cleanly");
+    bus.teardown(&[everything_queue, queue]).await.unwrap();
 }
