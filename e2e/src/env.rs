@@ -270,10 +270,19 @@ async fn teardown(
     db: &str,
 ) -> anyhow::Result<()> {
     let namespace = names.namespace().to_owned();
+    // The activity queues the services declared for the tasks the test's runs scheduled
+    // (tasks nobody serves, a definition's own task names): the bus's teardown knows only
+    // the core topology and the queues the test named.
+    let mut queues = queues.to_vec();
+    for queue in scheduled_activity_queues(&names, &with_database(maintenance_url, db)).await {
+        if !queues.contains(&queue) {
+            queues.push(queue);
+        }
+    }
     let token = CancellationToken::new();
     let bus_result = tokio::time::timeout(Duration::from_secs(20), async {
         let bus = weft::bus::Bus::connect(amqp_url, names, token.clone()).await?;
-        bus.teardown(queues).await
+        bus.teardown(&queues).await
     })
     .await;
     token.cancel();
@@ -290,6 +299,26 @@ async fn teardown(
             "tearing down namespace {namespace}: timed out"
         )),
     }
+}
+
+/// The activity queue of each task (name and domain) that a run of the database at `url`
+/// scheduled; none when it cannot be read (never migrated, a `weft dev` environment).
+async fn scheduled_activity_queues(names: &weft::topology::Names, url: &str) -> Vec<String> {
+    let Ok(mut conn) = sqlx::PgConnection::connect(url).await else {
+        return Vec::new();
+    };
+    let tasks: Vec<(String, Option<String>)> =
+        sqlx::query_as("SELECT DISTINCT task_name, domain FROM tasks")
+            .fetch_all(&mut conn)
+            .await
+            .unwrap_or_default();
+    let _ = conn.close().await;
+    tasks
+        .iter()
+        .map(|(name, domain)| {
+            names.activity_queue(&weft::topology::activity_key(name, domain.as_deref()))
+        })
+        .collect()
 }
 
 /// `url` with its database name replaced by `db`.

@@ -99,6 +99,7 @@ async fn every_route_refuses_a_token_without_its_scope_and_a_request_without_a_t
             rule.path
         );
     }
+    env.finish().await;
 }
 
 fn rand_suffix() -> String {
@@ -200,6 +201,7 @@ async fn a_token_works_until_it_is_revoked_or_expires_and_its_secret_is_never_li
         )
         .await;
     assert_eq!(r.error(StatusCode::BAD_REQUEST)["path"], "expiresAt");
+    env.finish().await;
 }
 
 #[tokio::test]
@@ -234,6 +236,7 @@ async fn conductors_key_exchange_answers_a_token_for_the_right_key_only() {
         )
         .await;
     r.error(StatusCode::UNAUTHORIZED);
+    env.finish().await;
 }
 
 #[tokio::test]
@@ -291,6 +294,7 @@ async fn a_worker_token_limited_to_task_types_polls_those_only() {
         )
         .await;
     assert_eq!(r.error(StatusCode::BAD_REQUEST)["path"], "taskTypes");
+    env.finish().await;
 }
 
 #[tokio::test]
@@ -383,6 +387,7 @@ async fn changes_are_audited_with_who_what_and_why() {
         .as_token(&definer, Method::GET, "/api/audit", None)
         .await;
     r.error(StatusCode::FORBIDDEN);
+    env.finish().await;
 }
 
 #[tokio::test]
@@ -400,6 +405,7 @@ async fn without_auth_every_route_answers_and_changes_are_still_audited() {
     assert_eq!(rows[0]["action"], "taskdef.delete", "{rows}");
     assert_eq!(rows[0]["token"], Value::Null);
     assert_eq!(rows[0]["status"], 404);
+    env.finish().await;
 }
 
 #[tokio::test]
@@ -412,6 +418,7 @@ async fn metrics_can_need_a_read_token_while_health_stays_open() {
     assert_eq!(r.status, StatusCode::OK);
     let config = env.get("/api/ui/config").await.json();
     assert_eq!(config["auth"], true);
+    env.finish().await;
 }
 
 #[tokio::test]
@@ -451,4 +458,5 @@ async fn hook_secrets_are_write_only_and_survive_a_read_modify_write() {
     fresh["hooks"]["secret"] = json!(weft_gateway::secrets::MASK);
     let r = env.post("/api/metadata/workflow", &fresh).await;
     assert_eq!(r.error(StatusCode::BAD_REQUEST)["path"], "hooks.secret");
+    env.finish().await;
 }

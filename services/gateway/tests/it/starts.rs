@@ -372,6 +372,7 @@ async fn a_start_beyond_the_in_flight_limit_is_refused_with_429_and_nothing_writ
         assert_eq!(res.status().as_u16(), 200);
     }
     assert_eq!(count_starts(&env).await, 2);
+    env.finish().await;
 }
 
 /// The definition (with its frozen task definitions) that the `StartWorkflow` of the
