@@ -101,10 +101,21 @@ impl OutboxStore for PgStore {
         // with them (the command completing the task) never overtake them.
         let (envelopes, raw): (Vec<&OutboxRow>, Vec<&OutboxRow>) =
             rows.iter().partition(|row| is_envelope(&row.3));
+        let eager_exchange = bus.names().eager_exchange();
         for group in [raw, envelopes] {
-            let publishes = group.into_iter().map(|(id, exchange, key, body, trace)| {
-                bus.publish_with_id(exchange, key, body, Some(*id), trace.as_deref())
-            });
+            let publishes = group
+                .into_iter()
+                .map(|(id, exchange, key, body, trace)| async {
+                    let published = bus
+                        .publish_with_id(exchange, key, body, Some(*id), trace.as_deref())
+                        .await;
+                    match published {
+                        Err(e) if *exchange == eager_exchange => {
+                            eager_task_elsewhere(bus, body, trace.as_deref(), e).await
+                        }
+                        other => other,
+                    }
+                });
             for published in futures_util::future::join_all(publishes).await {
                 published?;
             }
@@ -117,4 +128,20 @@ impl OutboxStore for PgStore {
         tx.commit().await?;
         Ok(sent.len())
     }
+}
+
+/// An eager task whose worker's queue refuses it (the queue's node is down: its worker
+/// reconnected elsewhere under another name, and the queue takes nothing until that node
+/// is back) goes to `<ns>.eager.expired`, as if it had expired there: the decider sends
+/// it on to its shared queue, where any worker takes it over (docs/eager-dispatch.md).
+/// Retrying the eager queue would leave its run waiting for as long as the node is away.
+async fn eager_task_elsewhere(
+    bus: &Bus,
+    body: &[u8],
+    traceparent: Option<&str>,
+    refused: crate::Error,
+) -> Result<()> {
+    let expired = bus.names().eager_expired_queue();
+    tracing::warn!(error = %refused, queue = %expired, "an eager task's queue refused it; sending it the way of an expired one");
+    bus.publish_bytes("", &expired, body, traceparent).await
 }

@@ -475,3 +475,75 @@ async fn permanent(env: &Env) -> Vec<String> {
     assert_eq!(env.take(&queue, 1).await.len(), 1);
     vec![queue]
 }
+
+/// An eager task whose worker's queue refuses it (its node is down in a cluster; here a
+/// queue that refuses every publish) is swept to `<ns>.eager.expired`, from where the
+/// decider sends it on to its shared queue, instead of being tried on that queue again
+/// at every sweep while its run waits. PostgreSQL only: the in-process bus of `weft dev`
+/// has no queue that refuses.
+#[tokio::test]
+async fn an_eager_task_its_queue_refuses_is_swept_the_way_of_an_expired_one() {
+    use lapin::options::{QueueBindOptions, QueueDeclareOptions};
+    use lapin::types::{AMQPValue, FieldTable};
+
+    let env = Env::new(super::Fixture::postgres().await).await;
+    let expired = env.names.eager_expired_queue();
+    env.bus.declare_queue(&expired, &[]).await.unwrap();
+    // A worker's eager queue that takes nothing: full at zero messages, refusing more.
+    let refusing = format!("{}.eager.refusing.make_name", env.names.namespace());
+    let conn = lapin::Connection::connect(&weft::testing::amqp_url(), Default::default())
+        .await
+        .unwrap();
+    let channel = conn.create_channel().await.unwrap();
+    let mut args = FieldTable::default();
+    args.insert("x-max-length".into(), AMQPValue::LongInt(0));
+    args.insert(
+        "x-overflow".into(),
+        AMQPValue::LongString("reject-publish".into()),
+    );
+    let durable = QueueDeclareOptions {
+        durable: true,
+        ..QueueDeclareOptions::default()
+    };
+    channel
+        .queue_declare(refusing.as_str().into(), durable, args)
+        .await
+        .unwrap();
+    channel
+        .queue_bind(
+            refusing.as_str().into(),
+            env.names.eager_exchange().as_str().into(),
+            refusing.as_str().into(),
+            QueueBindOptions::default(),
+            FieldTable::default(),
+        )
+        .await
+        .unwrap();
+
+    let task = message(&env, "unused", 7);
+    let eager = OutboxMessage {
+        exchange: env.names.eager_exchange(),
+        routing_key: refusing.clone(),
+        ..task
+    };
+    let batch = CommitBatch {
+        outbox: vec![eager.clone()],
+        ..CommitBatch::default()
+    };
+    env.store.commit(&batch).await.unwrap();
+    let published = env
+        .store
+        .publish_outbox(&env.bus, std::slice::from_ref(&eager))
+        .await;
+    assert!(published.is_err(), "the eager queue refuses the task");
+
+    let swept = env.store.sweep_outbox(&env.bus, Duration::ZERO, 10).await;
+    assert_eq!(swept.unwrap(), 1, "swept elsewhere, the row goes");
+    let taken = env.take(&expired, 1).await;
+    assert_eq!(taken.len(), 1, "the task waits on {expired}");
+    assert_eq!(taken[0].id, Envelope::from_bytes(&eager.body).unwrap().id);
+    let swept = env.store.sweep_outbox(&env.bus, Duration::ZERO, 10).await;
+    assert_eq!(swept.unwrap(), 0, "nothing is left to sweep");
+    let _ = conn.close(200, "done".into()).await;
+    env.teardown(&[expired, refusing]).await;
+}
