@@ -8,7 +8,6 @@
 use serde::{Deserialize, Serialize};
 
 use crate::activity_batch::BatchedMessage;
-use crate::envelope::VERSION;
 use crate::messages::{EventMessage, LifecycleEvent};
 use crate::{Envelope, Error, Result};
 
@@ -51,12 +50,7 @@ impl LifecycleEventBatch {
 /// of a `LifecycleEvents` (an undecodable one as its error); an error for a message that
 /// is neither (another type, another version).
 pub fn events_of(envelope: &Envelope) -> Result<Vec<Result<(Envelope, LifecycleEvent)>>> {
-    if envelope.version != VERSION {
-        return Err(Error::Decode(format!(
-            "{} has unsupported version {}",
-            envelope.kind, envelope.version
-        )));
-    }
+    // `decode` refuses another version itself.
     match envelope.decode::<EventMessage>()? {
         EventMessage::LifecycleEvent(event) => Ok(vec![Ok((envelope.clone(), event))]),
         EventMessage::LifecycleEvents(batch) if batch.messages.is_empty() => {

@@ -148,10 +148,8 @@ async fn handle<L: EventListener>(listener: &L, envelope: &Envelope) -> Disposit
                 continue;
             }
         };
-        let named = format!(
-            "message {i} ({} of run {}, event {})",
-            event.event, event.run_id, event.event_id
-        );
+        // Named only when refused: most events are handled.
+        let named = (i, event.event.clone(), event.run_id, event.event_id);
         let why = match crate::bus::guarded(listener.on_event(event)).await {
             Ok(Ok(())) => continue,
             Ok(Err(ListenerError::Retry(why))) => {
@@ -163,7 +161,12 @@ async fn handle<L: EventListener>(listener: &L, envelope: &Envelope) -> Disposit
             Err(panic) => format!("the listener panicked: {panic}"),
         };
         match several {
-            true => refused.push(format!("{named}: {why}")),
+            true => {
+                let (i, key, run, id) = named;
+                refused.push(format!(
+                    "message {i} ({key} of run {run}, event {id}): {why}"
+                ));
+            }
             false => return Disposition::DeadLetter(why),
         }
     }
