@@ -349,6 +349,26 @@ impl Suite {
         &self.procs[id.0]
     }
 
+    /// The `/metrics` text of each process of `service`, in start order.
+    pub async fn metrics_of(&self, service: Service) -> anyhow::Result<Vec<String>> {
+        let http = reqwest::Client::new();
+        let mut texts = Vec::new();
+        for id in self.procs(service) {
+            let url = format!("http://{}/metrics", self.proc(id).addr);
+            let text = http
+                .get(&url)
+                .send()
+                .await
+                .and_then(|r| r.error_for_status())
+                .with_context(|| format!("GET {url}"))?
+                .text()
+                .await
+                .with_context(|| format!("GET {url}"))?;
+            texts.push(text);
+        }
+        Ok(texts)
+    }
+
     /// A REST client on the gateway.
     pub fn client(&self) -> &Client {
         &self.client

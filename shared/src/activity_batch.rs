@@ -2,8 +2,9 @@
 //! that carries several `ActivityTask` envelopes to one worker's eager queue
 //! (docs/eager-dispatch.md, "Eager tasks sent together"), and the `ActivityResults`
 //! message that carries several results to one command shard (docs/worker-sdk.md,
-//! "Results sent together"). Both are written around their envelopes as they were encoded
-//! and read back into them.
+//! "Results sent together"), and the `StartWorkflows` message that carries several
+//! gateway starts to one command shard (docs/decider.md, "Starts sent together"). Each is
+//! written around its envelopes as they were encoded and read back into them.
 
 use chrono::Utc;
 use serde::{Deserialize, Serialize};
@@ -22,6 +23,12 @@ pub const TASKS_KIND: &str = "ActivityTasks";
 
 /// The envelope type of results sent together.
 pub const RESULTS_KIND: &str = "ActivityResults";
+
+/// The envelope type of starts sent together.
+pub const STARTS_KIND: &str = "StartWorkflows";
+
+/// The commands a `StartWorkflows` message may carry: starts alone.
+pub const START_KINDS: [&str; 1] = ["StartWorkflow"];
 
 /// The commands an `ActivityResults` message may carry: what a worker reports about an
 /// attempt. Requests (which want a reply of their own) and commands that are not a
@@ -176,30 +183,65 @@ impl ActivityResultBatch {
     /// unusable as a whole (another type or version, an empty batch, a message that is
     /// not a worker's result).
     pub fn unpack(envelope: &Envelope) -> Result<Vec<BatchedMessage>> {
-        if envelope.kind != RESULTS_KIND || envelope.version != VERSION {
-            return Err(Error::Decode(format!(
-                "{} version {} is not an {RESULTS_KIND} message of version {VERSION}",
-                envelope.kind, envelope.version
-            )));
-        }
-        let batch = ActivityResultBatch::deserialize(&envelope.payload)
-            .map_err(|e| Error::Decode(format!("{RESULTS_KIND} payload: {e}")))?;
-        if batch.messages.is_empty() {
-            return Err(Error::Decode(format!("an {RESULTS_KIND} without messages")));
-        }
-        if let Some((i, m)) = batch
-            .messages
-            .iter()
-            .enumerate()
-            .find(|(_, m)| !RESULT_KINDS.contains(&m.envelope.kind.as_str()))
-        {
-            return Err(Error::Decode(format!(
-                "message {i} ({}) of an {RESULTS_KIND} is a {}, not one of {RESULT_KINDS:?}",
-                m.envelope.id, m.envelope.kind
-            )));
-        }
-        Ok(batch.messages)
+        unpack_commands(envelope, RESULTS_KIND, &RESULT_KINDS)
     }
+}
+
+/// Starts for one command shard sent as one `StartWorkflows` message by a gateway
+/// (docs/decider.md, "Starts sent together"): each as the `StartWorkflow` envelope it
+/// would have been sent as alone, with its trace context. A gateway sends them only with
+/// `WEFT_STARTS_TOGETHER` on.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StartWorkflowBatch {
+    /// The starts, in the order the gateway accepted them.
+    pub messages: Vec<BatchedMessage>,
+}
+
+impl StartWorkflowBatch {
+    /// The encoded `StartWorkflows` envelope of `messages` ([`encode`]).
+    pub fn encode(messages: &[(&[u8], Option<&str>)]) -> Result<Vec<u8>> {
+        encode(STARTS_KIND, messages)
+    }
+
+    /// The starts a `StartWorkflows` envelope carries; the error says what makes it
+    /// unusable as a whole (another type or version, an empty batch, a message that is
+    /// not a `StartWorkflow`).
+    pub fn unpack(envelope: &Envelope) -> Result<Vec<BatchedMessage>> {
+        unpack_commands(envelope, STARTS_KIND, &START_KINDS)
+    }
+}
+
+/// The messages of a batch of commands of type `kind` whose messages may only be of
+/// `kinds`.
+fn unpack_commands(envelope: &Envelope, kind: &str, kinds: &[&str]) -> Result<Vec<BatchedMessage>> {
+    if envelope.kind != kind || envelope.version != VERSION {
+        return Err(Error::Decode(format!(
+            "{} version {} is not a {kind} message of version {VERSION}",
+            envelope.kind, envelope.version
+        )));
+    }
+    #[derive(Deserialize)]
+    struct Batch {
+        messages: Vec<BatchedMessage>,
+    }
+    let batch = Batch::deserialize(&envelope.payload)
+        .map_err(|e| Error::Decode(format!("{kind} payload: {e}")))?;
+    if batch.messages.is_empty() {
+        return Err(Error::Decode(format!("a {kind} without messages")));
+    }
+    if let Some((i, m)) = batch
+        .messages
+        .iter()
+        .enumerate()
+        .find(|(_, m)| !kinds.contains(&m.envelope.kind.as_str()))
+    {
+        return Err(Error::Decode(format!(
+            "message {i} ({}) of a {kind} is a {}, not one of {kinds:?}",
+            m.envelope.id, m.envelope.kind
+        )));
+    }
+    Ok(batch.messages)
 }
 
 #[cfg(test)]

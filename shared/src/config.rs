@@ -50,6 +50,12 @@ pub struct Config {
     /// feature may still consume a shard (a rolling upgrade from such a version, a
     /// rollback to one): they dead-letter a message of results.
     pub results_together: bool,
+    /// The gateway sends the starts it accepts over HTTP for one command shard together
+    /// when they meet behind a message in flight (`WEFT_STARTS_TOGETHER`, default `true`;
+    /// docs/decider.md, "Starts sent together"). Set it to `false` on every gateway while
+    /// deciders older than the feature may still consume a shard (a rolling upgrade from
+    /// such a version, a rollback to one): they dead-letter a message of starts.
+    pub starts_together: bool,
     /// Iterations a DO_WHILE may run before it fails (`WEFT_MAX_LOOP_ITERATIONS`); the
     /// decider records the value in each run it starts, so replay uses the same cap.
     pub max_loop_iterations: u32,
@@ -115,6 +121,7 @@ impl Default for Config {
             shutdown_grace: Duration::from_secs(10),
             max_body_bytes: 4 * 1024 * 1024,
             results_together: true,
+            starts_together: true,
             max_loop_iterations: 1_000,
             max_variables_kb: 256,
             heartbeat_write_interval: Duration::from_secs(60),
@@ -171,6 +178,7 @@ impl Config {
                 .unwrap_or(d.shutdown_grace),
             max_body_bytes: parse(&get, "WEFT_MAX_BODY_BYTES")?.unwrap_or(d.max_body_bytes),
             results_together: parse(&get, "WEFT_RESULTS_TOGETHER")?.unwrap_or(d.results_together),
+            starts_together: parse(&get, "WEFT_STARTS_TOGETHER")?.unwrap_or(d.starts_together),
             max_loop_iterations: parse(&get, "WEFT_MAX_LOOP_ITERATIONS")?
                 .unwrap_or(d.max_loop_iterations),
             max_variables_kb: parse(&get, "WEFT_MAX_VARIABLES_KB")?.unwrap_or(d.max_variables_kb),
@@ -335,6 +343,16 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("WEFT_RESULTS_TOGETHER"), "{err}");
+    }
+
+    #[test]
+    fn starts_go_together_unless_switched_off() {
+        assert!(with(&[]).unwrap().starts_together);
+        assert!(
+            !with(&[("WEFT_STARTS_TOGETHER", "false")])
+                .unwrap()
+                .starts_together
+        );
     }
 
     #[test]

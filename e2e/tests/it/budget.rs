@@ -84,7 +84,6 @@ impl Costs {
 /// The suite's counters now: the services' `/metrics`, the in-test worker's registry and
 /// the in-test listener's count of events.
 async fn costs(suite: &Suite, worker: &weft::admin::Metrics, events: &AtomicU64) -> Costs {
-    let http = reqwest::Client::new();
     let mut costs = Costs {
         events: events.load(Ordering::Relaxed),
         ..Costs::default()
@@ -95,17 +94,7 @@ async fn costs(suite: &Suite, worker: &weft::admin::Metrics, events: &AtomicU64)
         Service::History,
         Service::Heartbeat,
     ] {
-        for id in suite.procs(service) {
-            let url = format!("http://{}/metrics", suite.proc(id).addr);
-            let text = http
-                .get(&url)
-                .send()
-                .await
-                .and_then(|r| r.error_for_status())
-                .unwrap_or_else(|e| panic!("{url}: {e}"))
-                .text()
-                .await
-                .unwrap_or_else(|e| panic!("{url}: {e}"));
+        for text in suite.metrics_of(service).await.unwrap() {
             costs.add(&text);
         }
     }
@@ -211,15 +200,16 @@ async fn count_events(
 /// claimed for it, and the first one too when it finds an offer that a run which ended
 /// left unused (docs/eager-dispatch.md, "Spare offers").
 fn assert_run_path(costs: &Costs, runs: u64, detail: &str) {
-    assert_eq!(costs.sent("StartWorkflow", "persistent"), runs, "{detail}");
-    // Three tasks a run: one message each, or several eager ones sent together to one
-    // worker's queue; three results, one message each or several for one shard sent
-    // together (docs/worker-sdk.md, "Results sent together").
-    for (alone, together) in [
-        ("ActivityTask", "ActivityTasks"),
-        ("ActivityCompleted", "ActivityResults"),
+    // One start a run, alone or with others for its shard (docs/decider.md, "Starts
+    // sent together"); three tasks a run: one message each, or several eager ones sent
+    // together to one worker's queue; three results, one message each or several for one
+    // shard sent together (docs/worker-sdk.md, "Results sent together").
+    for (each_run, alone, together) in [
+        (1, "StartWorkflow", "StartWorkflows"),
+        (3, "ActivityTask", "ActivityTasks"),
+        (3, "ActivityCompleted", "ActivityResults"),
     ] {
-        assert_three_a_run(costs, runs, alone, together, detail);
+        assert_so_many_a_run(costs, runs, each_run, alone, together, detail);
     }
     assert!(
         costs.total("persistent", &[]) <= 7 * runs,
@@ -232,16 +222,23 @@ fn assert_run_path(costs: &Costs, runs: u64, detail: &str) {
     );
 }
 
-/// Three messages of kind `alone` a run, some of them perhaps sent together as `together`
-/// messages (at least two, at most `MAX_MESSAGES` each).
-fn assert_three_a_run(costs: &Costs, runs: u64, alone: &str, together: &str, detail: &str) {
+/// `each_run` messages of kind `alone` a run, some of them perhaps sent together as
+/// `together` messages (at least two, at most `MAX_MESSAGES` each).
+fn assert_so_many_a_run(
+    costs: &Costs,
+    runs: u64,
+    each_run: u64,
+    alone: &str,
+    together: &str,
+    detail: &str,
+) {
     let (one, many) = (
         costs.sent(alone, "persistent"),
         costs.sent(together, "persistent"),
     );
     assert!(
-        one + 2 * many <= 3 * runs && one + MAX_MESSAGES as u64 * many >= 3 * runs,
-        "three {alone} a run, alone or as {together}: {detail}"
+        one + 2 * many <= each_run * runs && one + MAX_MESSAGES as u64 * many >= each_run * runs,
+        "{each_run} {alone} a run, alone or as {together}: {detail}"
     );
 }
 

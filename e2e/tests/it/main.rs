@@ -44,6 +44,7 @@ mod results_together;
 mod run_routes;
 mod sdk_heartbeats;
 mod start_events;
+mod starts_together;
 mod system_tasks;
 mod task_limits;
 mod task_routes;

@@ -1,10 +1,11 @@
-//! Results sent together (docs/worker-sdk.md, "Results sent together"): an
-//! `ActivityResults` delivery is taken apart into one delivery per result before a shard
-//! applies its batch, and the results' dispositions are put back together into the
-//! message's. A result inside such a message is applied exactly as it would have been
+//! Commands sent together: results (docs/worker-sdk.md, "Results sent together") and
+//! starts (docs/decider.md, "Starts sent together"). An `ActivityResults` or
+//! `StartWorkflows` delivery is taken apart into one delivery per command before a shard
+//! applies its batch, and the commands' dispositions are put back together into the
+//! message's. A command inside such a message is applied exactly as it would have been
 //! alone: same envelope, same trace context, same place in the shard's order.
 
-use weft::activity_batch::{ActivityResultBatch, RESULTS_KIND};
+use weft::activity_batch::{ActivityResultBatch, StartWorkflowBatch, RESULTS_KIND, STARTS_KIND};
 use weft::bus::{Delivery, Disposition};
 
 /// A batch of deliveries with every `ActivityResults` taken apart.
@@ -25,28 +26,34 @@ pub struct Origins(Vec<Origin>);
 enum Origin {
     /// Itself.
     One,
-    /// `count` results, in order.
-    Results { count: usize },
-    /// Nothing: an `ActivityResults` that cannot be used, and why.
+    /// `count` commands of one message, in order: results or starts (`what`, singular).
+    Several { count: usize, what: &'static str },
+    /// Nothing: a message of commands that cannot be used, and why.
     Refused(String),
 }
 
-/// Takes every `ActivityResults` of `deliveries` apart; the others stay as they are.
+/// Takes every `ActivityResults` and `StartWorkflows` of `deliveries` apart; the others
+/// stay as they are.
 pub fn unpack(deliveries: Vec<Delivery>) -> Unpacked {
     let mut unpacked = Unpacked {
         deliveries: Vec::with_capacity(deliveries.len()),
         origins: Origins(Vec::with_capacity(deliveries.len())),
     };
     for delivery in deliveries {
-        if delivery.envelope.kind != RESULTS_KIND {
-            unpacked.deliveries.push(delivery);
-            unpacked.origins.0.push(Origin::One);
-            continue;
-        }
-        match ActivityResultBatch::unpack(&delivery.envelope) {
+        let (messages, what) = match delivery.envelope.kind.as_str() {
+            RESULTS_KIND => (ActivityResultBatch::unpack(&delivery.envelope), "result"),
+            STARTS_KIND => (StartWorkflowBatch::unpack(&delivery.envelope), "start"),
+            _ => {
+                unpacked.deliveries.push(delivery);
+                unpacked.origins.0.push(Origin::One);
+                continue;
+            }
+        };
+        match messages {
             Ok(messages) => {
-                unpacked.origins.0.push(Origin::Results {
+                unpacked.origins.0.push(Origin::Several {
                     count: messages.len(),
+                    what,
                 });
                 unpacked
                     .deliveries
@@ -67,10 +74,11 @@ pub fn unpack(deliveries: Vec<Delivery>) -> Unpacked {
 
 impl Origins {
     /// One disposition per delivery of the batch as it came, from one per delivery of
-    /// [`Unpacked::deliveries`]: a message of results is acknowledged when each of its
-    /// results is; given back when one is (the others are ignored when it comes again:
-    /// their attempts have ended); dead-lettered, naming which results and why, when
-    /// one is and none is given back (the others took effect).
+    /// [`Unpacked::deliveries`]: a message of results (or starts) is acknowledged when
+    /// each of its commands is; given back when one is (the others are ignored when it
+    /// comes again: their attempts have ended, their runs exist); dead-lettered, naming
+    /// which commands and why, when one is and none is given back (the others took
+    /// effect).
     pub fn repack(self, dispositions: Vec<Disposition>) -> Vec<Disposition> {
         let mut dispositions = dispositions.into_iter();
         self.0
@@ -78,14 +86,14 @@ impl Origins {
             .map(|origin| match origin {
                 Origin::One => dispositions.next().unwrap_or(Disposition::Requeue),
                 Origin::Refused(why) => Disposition::DeadLetter(why),
-                Origin::Results { count } => {
+                Origin::Several { count, what } => {
                     let mut requeue = false;
                     let mut dead = Vec::new();
                     for i in 0..count {
                         match dispositions.next().unwrap_or(Disposition::Requeue) {
                             Disposition::Ack => {}
                             Disposition::Requeue => requeue = true,
-                            Disposition::DeadLetter(why) => dead.push(format!("result {i}: {why}")),
+                            Disposition::DeadLetter(why) => dead.push(format!("{what} {i}: {why}")),
                         }
                     }
                     if requeue {
@@ -94,7 +102,7 @@ impl Origins {
                         Disposition::Ack
                     } else {
                         Disposition::DeadLetter(format!(
-                            "{} (the other results of the message were applied)",
+                            "{} (the other {what}s of the message were applied)",
                             dead.join("; ")
                         ))
                     }
@@ -228,5 +236,44 @@ mod tests {
             "{settled:?}"
         );
         assert_eq!(settled[1], Disposition::Ack);
+    }
+
+    fn starts(envelopes: &[&Envelope]) -> Envelope {
+        let bodies: Vec<Vec<u8>> = envelopes.iter().map(|e| e.to_bytes().unwrap()).collect();
+        let parts: Vec<(&[u8], Option<&str>)> =
+            bodies.iter().map(|b| (b.as_slice(), None)).collect();
+        Envelope::from_bytes(&StartWorkflowBatch::encode(&parts).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn starts_sent_together_are_applied_one_by_one_and_nothing_else_goes_with_them() {
+        let (mut a, mut b) = (start(), start());
+        a.workflow_id = "wf-a".into();
+        b.workflow_id = "wf-b".into();
+        let unpacked = unpack(vec![delivery(starts(&[&a, &b]), None)]);
+        let got: Vec<_> = unpacked.deliveries.iter().map(|d| &d.envelope).collect();
+        assert_eq!(got, [&a, &b], "each start as it was sent, in order");
+        assert!(unpacked.deliveries.iter().all(|d| d.redelivered));
+        let settled = unpacked.origins.repack(vec![
+            Disposition::Ack,
+            Disposition::DeadLetter("bad".into()),
+        ]);
+        assert!(
+            matches!(&settled[0], Disposition::DeadLetter(why)
+                if why.contains("start 1: bad") && why.contains("other starts")),
+            "{settled:?}"
+        );
+
+        let smuggled = starts(&[&a, &completed("wf-c")]);
+        let unpacked = unpack(vec![delivery(smuggled, None)]);
+        assert!(
+            unpacked.deliveries.is_empty(),
+            "a result never rides with starts"
+        );
+        let settled = unpacked.origins.repack(Vec::new());
+        assert!(
+            matches!(&settled[0], Disposition::DeadLetter(why) if why.contains("ActivityCompleted")),
+            "{settled:?}"
+        );
     }
 }

@@ -205,6 +205,7 @@ async fn connect(
         .with_trace_url(config.trace_url.clone())
         .with_auth(&config.auth)
         .with_start_limit(config.max_starts_in_flight)
+        .with_starts_together(config.starts_together)
         .with_shutdown(shutdown.clone()))
 }
 

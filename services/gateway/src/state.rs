@@ -43,6 +43,10 @@ pub struct AppState {
     pub auth: std::sync::Arc<crate::auth::Authenticator>,
     /// The resolved definitions of recent starts (docs/definition-cache.md).
     pub start_definitions: crate::start_definitions::StartDefinitions,
+    /// Sends the starts accepted over HTTP for one command shard together when they meet
+    /// behind a message in flight (`WEFT_STARTS_TOGETHER`; docs/decider.md, "Starts sent
+    /// together"); `None`: each start is its own message.
+    pub starts_together: Option<weft::bus::together::Together<Bus>>,
 }
 
 impl AppState {
@@ -64,6 +68,7 @@ impl AppState {
                 &weft::auth_settings::AuthSettings::default(),
             )),
             start_definitions: Default::default(),
+            starts_together: None,
             store,
             bus,
             max_body_bytes,
@@ -76,6 +81,17 @@ impl AppState {
     /// At most `limit` starts over HTTP in flight at once.
     pub fn with_start_limit(mut self, limit: usize) -> Self {
         self.start_permits = std::sync::Arc::new(tokio::sync::Semaphore::new(limit));
+        self
+    }
+
+    /// Sends starts for one command shard together when `on`, unless the bus publishes
+    /// through the store (`weft dev`: its in-process bus journals each publish in one
+    /// statement already, and a start waiting behind another would wait for the store's
+    /// writer twice).
+    pub fn with_starts_together(mut self, on: bool) -> Self {
+        self.starts_together = (on && !self.bus.publishes_through_the_store()).then(|| {
+            weft::bus::together::Together::new(self.bus.clone(), weft::activity_batch::STARTS_KIND)
+        });
         self
     }
 

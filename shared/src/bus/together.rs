@@ -87,6 +87,15 @@ pub struct Together<P = Bus> {
     destinations: Arc<Mutex<Destinations>>,
 }
 
+impl<P> std::fmt::Debug for Together<P> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Together")
+            .field("kind", &self.kind)
+            .field("max_wait", &self.max_wait)
+            .finish_non_exhaustive()
+    }
+}
+
 impl<P> Clone for Together<P> {
     fn clone(&self) -> Self {
         Self {

@@ -10,7 +10,7 @@ use weft::dsl::{
     self, validate::check_executable, DslError, WorkflowDef, FAILURE_WORKFLOW_DEFINITION,
 };
 use weft::messages::{Command, StartWorkflow, TaskDomains};
-use weft::store::outbox::OutboxMessage;
+use weft::store::outbox::{publish_together, OutboxMessage};
 use weft::store::starts::{NewStart, StartOutcome};
 use weft::Envelope;
 
@@ -728,12 +728,17 @@ pub async fn start_run(state: &AppState, request: StartRequest) -> Result<Starte
 
     // The start is committed: from here on a failure only delays it (the sweeper
     // re-publishes the outbox row), so it is logged and the id is answered.
-    match tokio::time::timeout(
-        PUBLISH_TIMEOUT,
-        state.store.publish_outbox(&state.bus, &messages),
-    )
-    .await
-    {
+    let publish = async {
+        match &state.starts_together {
+            Some(together) => {
+                let (sent, published) = publish_together(together, messages).await;
+                state.store.forget_outbox(sent);
+                published
+            }
+            None => state.store.publish_outbox(&state.bus, &messages).await,
+        }
+    };
+    match tokio::time::timeout(PUBLISH_TIMEOUT, publish).await {
         Ok(Ok(())) => {}
         Ok(Err(e)) => {
             tracing::warn!(%workflow_id, error = %e, "start command not published; the outbox sweeper will")
