@@ -98,35 +98,48 @@ impl OutboxStore for PgStore {
         .await?;
         // Concurrently: the rows stay locked until the commit, and the janitor skips them.
         // Raw messages (EVENT tasks') first, as after a commit: the envelopes committed
-        // with them (the command completing the task) never overtake them.
+        // with them (the command completing the task) never overtake them. A row whose
+        // publish fails stays for the next sweep; the confirmed ones go (otherwise each
+        // sweep would publish them again for as long as one row of the batch fails).
         let (envelopes, raw): (Vec<&OutboxRow>, Vec<&OutboxRow>) =
             rows.iter().partition(|row| is_envelope(&row.3));
         let eager_exchange = bus.names().eager_exchange();
+        let mut sent: Vec<Uuid> = Vec::with_capacity(rows.len());
+        let mut failure = None;
         for group in [raw, envelopes] {
-            let publishes = group
-                .into_iter()
-                .map(|(id, exchange, key, body, trace)| async {
-                    let published = bus
-                        .publish_with_id(exchange, key, body, Some(*id), trace.as_deref())
-                        .await;
-                    match published {
-                        Err(e) if *exchange == eager_exchange => {
-                            eager_task_elsewhere(bus, body, trace.as_deref(), e).await
-                        }
-                        other => other,
+            if failure.is_some() {
+                break;
+            }
+            let publishes = group.iter().map(|(id, exchange, key, body, trace)| async {
+                let published = bus
+                    .publish_with_id(exchange, key, body, Some(*id), trace.as_deref())
+                    .await;
+                match published {
+                    Err(e) if *exchange == eager_exchange => {
+                        eager_task_elsewhere(bus, body, trace.as_deref(), e).await
                     }
-                });
-            for published in futures_util::future::join_all(publishes).await {
-                published?;
+                    other => other,
+                }
+            });
+            let outcomes = futures_util::future::join_all(publishes).await;
+            for (row, published) in group.iter().zip(outcomes) {
+                match published {
+                    Ok(()) => sent.push(row.0),
+                    Err(e) => {
+                        failure.get_or_insert(e);
+                    }
+                }
             }
         }
-        let sent: Vec<Uuid> = rows.iter().map(|row| row.0).collect();
         sqlx::query("DELETE FROM outbox WHERE id = ANY($1)")
             .bind(&sent)
             .execute(&mut *tx)
             .await?;
         tx.commit().await?;
-        Ok(sent.len())
+        match failure {
+            Some(e) => Err(e),
+            None => Ok(sent.len()),
+        }
     }
 }
 

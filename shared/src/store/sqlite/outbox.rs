@@ -154,18 +154,24 @@ impl OutboxStore for SqliteStore {
         .await?;
         let mut sent = Vec::with_capacity(rows.len());
         let mut failure = None;
-        // Raw messages (EVENT tasks') first: see `OutboxMessage::raw`.
+        // Raw messages (EVENT tasks') first: see `OutboxMessage::raw`. A row whose publish
+        // fails stays for the next sweep without holding back the rows after it (but the
+        // envelopes wait while a raw message fails).
         let (envelopes, raw): (Vec<&OutboxRow>, Vec<&OutboxRow>) =
             rows.iter().partition(|row| is_envelope(&row.3));
-        for (id, exchange, key, body, trace) in raw.into_iter().chain(envelopes) {
-            match bus
-                .publish_with_id(exchange, key, body, Some(*id), trace.as_deref())
-                .await
-            {
-                Ok(()) => sent.push(*id),
-                Err(e) => {
-                    failure = Some(e);
-                    break;
+        for group in [raw, envelopes] {
+            if failure.is_some() {
+                break;
+            }
+            for (id, exchange, key, body, trace) in group {
+                match bus
+                    .publish_with_id(exchange, key, body, Some(*id), trace.as_deref())
+                    .await
+                {
+                    Ok(()) => sent.push(*id),
+                    Err(e) => {
+                        failure.get_or_insert(e);
+                    }
                 }
             }
         }

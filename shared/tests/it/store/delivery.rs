@@ -131,6 +131,46 @@ async fn raw_first(env: &Env) -> Vec<String> {
     vec![commands, raw_queue]
 }
 
+bus_test!(
+    a_row_the_broker_refuses_does_not_make_the_sweeper_send_the_others_again,
+    one_refused
+);
+async fn one_refused(env: &Env) -> Vec<String> {
+    let queue = env.listen("outbox.sweep").await;
+    // Written first, so swept first: an exchange that does not exist refuses it.
+    let refused = OutboxMessage {
+        exchange: format!("{}.no-such-exchange", env.names.namespace()),
+        ..message(env, "outbox.sweep", 1)
+    };
+    let (m2, m3) = (
+        message(env, "outbox.sweep", 2),
+        message(env, "outbox.sweep", 3),
+    );
+    let batch = CommitBatch {
+        outbox: vec![refused, m2.clone(), m3.clone()],
+        ..CommitBatch::default()
+    };
+    env.store.commit(&batch).await.unwrap();
+
+    let swept = env.store.sweep_outbox(&env.bus, Duration::ZERO, 10).await;
+    assert!(swept.is_err(), "the refusal is reported");
+    let ids: Vec<Uuid> = env.take(&queue, 2).await.iter().map(|e| e.id).collect();
+    let expected: Vec<Uuid> = [&m2, &m3]
+        .iter()
+        .map(|m| Envelope::from_bytes(&m.body).unwrap().id)
+        .collect();
+    assert_eq!(ids, expected, "the rows after the refused one went");
+    for _ in 0..2 {
+        let swept = env.store.sweep_outbox(&env.bus, Duration::ZERO, 10).await;
+        assert!(swept.is_err(), "the refused row stays, and is tried again");
+        assert!(
+            env.take(&queue, 0).await.is_empty(),
+            "a confirmed row is not sent again"
+        );
+    }
+    vec![queue]
+}
+
 bus_test!(timers_fire_when_due_and_not_before, timers);
 async fn timers(env: &Env) -> Vec<String> {
     let queue = env.listen("timer.test").await;
