@@ -50,11 +50,12 @@ pub struct Config {
     /// feature may still consume a shard (a rolling upgrade from such a version, a
     /// rollback to one): they dead-letter a message of results.
     pub results_together: bool,
-    /// The gateway sends the starts it accepts over HTTP for one command shard together
-    /// when they meet behind a message in flight (`WEFT_STARTS_TOGETHER`, default `true`;
-    /// docs/decider.md, "Starts sent together"). Set it to `false` on every gateway while
-    /// deciders older than the feature may still consume a shard (a rolling upgrade from
-    /// such a version, a rollback to one): they dead-letter a message of starts.
+    /// The gateway sends the starts it accepts for one command shard together when they
+    /// meet behind a message in flight (`WEFT_STARTS_TOGETHER`, default `false`;
+    /// docs/decider.md, "Starts sent together"). Switch it on only once no decider older
+    /// than the feature can consume a shard (every decider upgraded, no rollback to such
+    /// a version planned): those dead-letter a message of starts, and nothing tells a
+    /// gateway which decider holds a shard.
     pub starts_together: bool,
     /// Iterations a DO_WHILE may run before it fails (`WEFT_MAX_LOOP_ITERATIONS`); the
     /// decider records the value in each run it starts, so replay uses the same cap.
@@ -121,7 +122,7 @@ impl Default for Config {
             shutdown_grace: Duration::from_secs(10),
             max_body_bytes: 4 * 1024 * 1024,
             results_together: true,
-            starts_together: true,
+            starts_together: false,
             max_loop_iterations: 1_000,
             max_variables_kb: 256,
             heartbeat_write_interval: Duration::from_secs(60),
@@ -346,10 +347,10 @@ mod tests {
     }
 
     #[test]
-    fn starts_go_together_unless_switched_off() {
-        assert!(with(&[]).unwrap().starts_together);
+    fn starts_go_alone_unless_switched_on_together() {
+        assert!(!with(&[]).unwrap().starts_together);
         assert!(
-            !with(&[("WEFT_STARTS_TOGETHER", "false")])
+            with(&[("WEFT_STARTS_TOGETHER", "true")])
                 .unwrap()
                 .starts_together
         );

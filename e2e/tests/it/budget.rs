@@ -281,6 +281,23 @@ async fn a_greet_run_stays_within_its_budget_when_no_event_is_switched_on() {
     );
 }
 
+/// With starts sent together (`WEFT_STARTS_TOGETHER=true`) a run costs no more: its start
+/// is one message, or a share of one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_starts_sent_together_a_greet_run_stays_within_its_budget() {
+    let on = vec![("WEFT_STARTS_TOGETHER".to_owned(), "true".to_owned())];
+    let costs = measure_with(on).await;
+    let runs = RUNS as u64;
+    let detail = format!("{runs} runs cost {costs:#?}");
+    eprintln!("{detail}");
+    assert_run_path(&costs, runs, &detail);
+    assert_claims(&costs, runs, &detail);
+    assert!(
+        costs.commits <= 4 * runs,
+        "more than 4 commits a run: {detail}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_every_event_switched_on_each_event_is_one_message() {
     let costs = measure(Some("#")).await;

@@ -1,4 +1,4 @@
-//! Starts sent together (`WEFT_STARTS_TOGETHER`, docs/decider.md, "Starts sent
+//! Starts sent together (`WEFT_STARTS_TOGETHER=true`, docs/decider.md, "Starts sent
 //! together") over the real services: starts accepted for one command shard that meet
 //! behind a message in flight go as one `StartWorkflows` message, and the decider starts
 //! each run of it once, as it would have alone.
@@ -37,6 +37,7 @@ async fn starts_for_one_shard_that_meet_go_as_one_message_and_each_starts_its_ru
         // publish is merely slow on a busy box, and a start sent again would hide a
         // message of starts the decider refused.
         outbox_sweep_after_ms: None,
+        extra_env: vec![("WEFT_STARTS_TOGETHER".into(), "true".into())],
         ..EnvOptions::default()
     };
     let suite = Suite::start(TestEnv::create(options).await.unwrap())

@@ -23,6 +23,9 @@
 //! `--events-together`: the same, with `WEFT_EVENTS_TOGETHER=true` (events of one routing
 //! key that meet at the decider go as one message; the listener counts the events in it).
 //!
+//! `--starts-together`: with any row, the gateway sends the starts for one shard that
+//! meet as one message (`WEFT_STARTS_TOGETHER=true`).
+//!
 //! `--dev`: the same workload on `weft dev --example` (one process: SQLite, the
 //! in-process bus, the example worker inside; the third row of BENCHMARKS.md); runs are
 //! watched in its database file, opened read-only.
@@ -67,6 +70,8 @@ struct Args {
     events: bool,
     /// With `events`: the decider sends them together (`WEFT_EVENTS_TOGETHER`).
     events_together: bool,
+    /// The gateway sends starts for one shard together (`WEFT_STARTS_TOGETHER`).
+    starts_together: bool,
     dev: bool,
     http_workers: bool,
     rabbit_nodes: usize,
@@ -82,6 +87,7 @@ fn parse_args() -> anyhow::Result<Args> {
         latency_runs: 200,
         events: false,
         events_together: false,
+        starts_together: false,
         dev: false,
         http_workers: false,
         rabbit_nodes: 1,
@@ -95,6 +101,10 @@ fn parse_args() -> anyhow::Result<Args> {
             }
             "--events-together" => {
                 (args.events, args.events_together) = (true, true);
+                continue;
+            }
+            "--starts-together" => {
+                args.starts_together = true;
                 continue;
             }
             "--dev" => {
@@ -130,20 +140,24 @@ fn parse_args() -> anyhow::Result<Args> {
 
 /// What `--help` prints, and an unknown argument's error.
 const USAGE: &str = "usage: weft-bench [--runs N] [--concurrency C] [--latency-runs M] \
-    [--events | --events-together | --dev | --http-workers] [--rabbit-nodes K] (W1, the greet benchmark; BENCHMARKS.md)";
+    [--events | --events-together | --dev | --http-workers] [--starts-together] [--rabbit-nodes K] (W1, the greet benchmark; BENCHMARKS.md)";
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = parse_args()?;
+    let mut extra_env = match (args.events, args.events_together) {
+        (false, _) => Vec::new(),
+        (true, false) => vec![("WEFT_EVENTS".to_owned(), "#".to_owned())],
+        (true, true) => vec![
+            ("WEFT_EVENTS".to_owned(), "#".to_owned()),
+            ("WEFT_EVENTS_TOGETHER".to_owned(), "true".to_owned()),
+        ],
+    };
+    if args.starts_together {
+        extra_env.push(("WEFT_STARTS_TOGETHER".to_owned(), "true".to_owned()));
+    }
     let options = EnvOptions {
-        extra_env: match (args.events, args.events_together) {
-            (false, _) => Vec::new(),
-            (true, false) => vec![("WEFT_EVENTS".to_owned(), "#".to_owned())],
-            (true, true) => vec![
-                ("WEFT_EVENTS".to_owned(), "#".to_owned()),
-                ("WEFT_EVENTS_TOGETHER".to_owned(), "true".to_owned()),
-            ],
-        },
+        extra_env,
         // The services' own default (5 s), as deployed: the suite's 500 ms (short, for
         // crash tests) re-publishes rows whose publish is merely slow under load.
         outbox_sweep_after_ms: None,
@@ -476,7 +490,13 @@ async fn bench(
             (true, true) => {
                 ", every lifecycle event published (events of one key together) and consumed"
             }
-        },
+        }
+        .to_owned()
+            + if args.starts_together {
+                ", starts sent together"
+            } else {
+                ""
+            },
         argv = argv.iter().map(|a| format!(" {a}")).collect::<String>(),
     ))
 }

@@ -15,7 +15,7 @@ use super::writer::{id, ts, SqliteWriter};
 use super::SqliteStore;
 use crate::bus::Bus;
 use crate::store::backend::OutboxStore;
-use crate::store::outbox::{is_envelope, publish_messages, Janitor, OutboxMessage};
+use crate::store::outbox::{is_envelope, publish_all, publish_messages, Janitor, OutboxMessage};
 use crate::Result;
 
 /// Most bound parameters per statement (SQLite allows 32766).
@@ -140,8 +140,8 @@ impl OutboxStore for SqliteStore {
 
     /// Re-publishes rows older than `older_than` (left by a crash between commit and
     /// publish), at most `limit` per call, oldest id first; returns how many were
-    /// published. The rows published before a failed publish are deleted, then the
-    /// error is returned.
+    /// published. The confirmed rows are deleted, then the first failure (if any) is
+    /// returned; a failed row stays for the next sweep.
     async fn sweep_outbox(&self, bus: &Bus, older_than: Duration, limit: i64) -> Result<usize> {
         let cutoff = minus(Utc::now(), older_than);
         let rows: Vec<OutboxRow> = sqlx::query_as(
@@ -163,12 +163,24 @@ impl OutboxStore for SqliteStore {
             if failure.is_some() {
                 break;
             }
-            for (id, exchange, key, body, trace) in group {
-                match bus
-                    .publish_with_id(exchange, key, body, Some(*id), trace.as_deref())
-                    .await
-                {
-                    Ok(()) => sent.push(*id),
+            // Concurrently, as on PostgreSQL: with the broker away every publish of the
+            // sweep fails within one publish timeout, not one after the other.
+            let outcomes = publish_all(
+                bus,
+                group.iter().map(|(id, exchange, key, body, trace)| {
+                    (
+                        exchange.as_str(),
+                        key.as_str(),
+                        body.as_slice(),
+                        Some(*id),
+                        trace.as_deref(),
+                    )
+                }),
+            )
+            .await;
+            for (row, published) in group.iter().zip(outcomes) {
+                match published {
+                    Ok(()) => sent.push(row.0),
                     Err(e) => {
                         failure.get_or_insert(e);
                     }
