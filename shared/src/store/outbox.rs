@@ -91,50 +91,64 @@ pub(super) async fn publish_all<'a>(
 /// (`OutboxStore::forget_outbox`), and the first failure: a failed message's row stays
 /// for the sweeper.
 pub async fn publish_messages(bus: &Bus, messages: &[OutboxMessage]) -> (Vec<Uuid>, Result<()>) {
-    if messages.is_empty() {
-        return (Vec::new(), Ok(()));
-    }
-    if !messages.iter().any(|m| m.raw) {
-        return publish_group(bus, messages.iter()).await;
-    }
-    // Raw messages first; the envelopes only once every one of them is confirmed (a
-    // failure leaves all of them to the sweeper, which keeps the same order).
-    let (mut sent, first) = publish_group(bus, messages.iter().filter(|m| m.raw)).await;
-    if first.is_err() {
-        return (sent, first);
-    }
-    let (rest, then) = publish_group(bus, messages.iter().filter(|m| !m.raw)).await;
-    sent.extend(rest);
-    (sent, then)
+    let rows = messages.iter().map(|m| {
+        (
+            m.exchange.as_str(),
+            m.routing_key.as_str(),
+            m.body.as_slice(),
+            Some(m.id),
+            m.traceparent.as_deref(),
+        )
+    });
+    publish_raw_first(rows, |(exchange, key, body, id, trace)| {
+        bus.publish_with_id(exchange, key, body, id, trace)
+    })
+    .await
 }
 
-/// Publishes `messages` concurrently; the ids of the confirmed ones and the first failure.
-async fn publish_group<'a>(
-    bus: &Bus,
-    messages: impl Iterator<Item = &'a OutboxMessage> + Clone,
-) -> (Vec<Uuid>, Result<()>) {
-    let results = publish_all(
-        bus,
-        messages.clone().map(|m| {
-            (
-                m.exchange.as_str(),
-                m.routing_key.as_str(),
-                m.body.as_slice(),
-                Some(m.id),
-                m.traceparent.as_deref(),
-            )
-        }),
-    )
-    .await;
-    let sent: Vec<Uuid> = messages
-        .zip(&results)
-        .filter(|(_, r)| r.is_ok())
-        .map(|(m, _)| m.id)
-        .collect();
-    (
-        sent,
-        results.into_iter().collect::<Result<Vec<()>>>().map(drop),
-    )
+/// An outbox row as both sweepers read it: `(id, exchange, routing_key, body,
+/// traceparent)`.
+pub(super) type OutboxRow = (Uuid, String, String, Vec<u8>, Option<String>);
+
+/// A swept row as [`publish_raw_first`] takes it.
+pub(super) fn outgoing(row: &OutboxRow) -> Outgoing<'_> {
+    let (id, exchange, key, body, trace) = row;
+    (exchange, key, body, Some(*id), trace.as_deref())
+}
+
+/// Publishes outbox rows with `publish`, concurrently, raw messages (EVENT tasks') first:
+/// the envelopes only once every raw one is confirmed, so the command committed with an
+/// EVENT task's message (the one completing the task) never overtakes it; a failed raw
+/// message holds them all back. Returns the ids of the confirmed rows (each row's
+/// [`Outgoing`] id) and the first failure; a failed row stays for the sweeper, the
+/// confirmed ones need not be sent again. Used after a commit and by both sweepers.
+pub(super) async fn publish_raw_first<'a, F, Fut>(
+    rows: impl IntoIterator<Item = Outgoing<'a>>,
+    publish: F,
+) -> (Vec<Uuid>, Result<()>)
+where
+    F: Fn(Outgoing<'a>) -> Fut,
+    Fut: std::future::Future<Output = Result<()>>,
+{
+    let (envelopes, raw): (Vec<Outgoing<'a>>, Vec<Outgoing<'a>>) =
+        rows.into_iter().partition(|row| is_envelope(row.2));
+    let mut sent = Vec::with_capacity(envelopes.len() + raw.len());
+    let mut failure = None;
+    for group in [raw, envelopes] {
+        if failure.is_some() {
+            break;
+        }
+        let outcomes = futures_util::future::join_all(group.iter().map(|row| publish(*row))).await;
+        for (row, published) in group.iter().zip(outcomes) {
+            match published {
+                Ok(()) => sent.extend(row.3),
+                Err(e) => {
+                    failure.get_or_insert(e);
+                }
+            }
+        }
+    }
+    (sent, failure.map_or(Ok(()), Err))
 }
 
 /// Publishes outbox messages through `together` (each with what meets it at its
@@ -174,7 +188,7 @@ pub async fn publish_together<P: Publisher>(
 
 /// Whether an outbox row's body is an envelope (raw rows are published first, see
 /// [`OutboxMessage::raw`]).
-pub(super) fn is_envelope(body: &[u8]) -> bool {
+fn is_envelope(body: &[u8]) -> bool {
     crate::bus::envelope_kind(body).is_some()
 }
 

@@ -11,11 +11,10 @@ use uuid::Uuid;
 use super::PgStore;
 use crate::bus::Bus;
 use crate::store::backend::OutboxStore;
-use crate::store::outbox::{is_envelope, publish_messages, Janitor, OutboxMessage};
+use crate::store::outbox::{
+    outgoing, publish_messages, publish_raw_first, Janitor, OutboxMessage, OutboxRow,
+};
 use crate::Result;
-
-/// `(id, exchange, routing_key, body, traceparent)` as read back by the sweeper.
-type OutboxRow = (Uuid, String, String, Vec<u8>, Option<String>);
 
 /// Inserts `messages` inside the caller's transaction.
 pub async fn insert(conn: &mut PgConnection, messages: &[OutboxMessage]) -> Result<()> {
@@ -97,49 +96,27 @@ impl OutboxStore for PgStore {
         .fetch_all(&mut *tx)
         .await?;
         // Concurrently: the rows stay locked until the commit, and the janitor skips them.
-        // Raw messages (EVENT tasks') first, as after a commit: the envelopes committed
-        // with them (the command completing the task) never overtake them. A row whose
-        // publish fails stays for the next sweep; the confirmed ones go (otherwise each
-        // sweep would publish them again for as long as one row of the batch fails).
-        let (envelopes, raw): (Vec<&OutboxRow>, Vec<&OutboxRow>) =
-            rows.iter().partition(|row| is_envelope(&row.3));
+        // A row whose publish fails stays for the next sweep; the confirmed ones go
+        // (otherwise each sweep would publish them again for as long as one row of the
+        // batch fails).
         let eager_exchange = bus.names().eager_exchange();
-        let mut sent: Vec<Uuid> = Vec::with_capacity(rows.len());
-        let mut failure = None;
-        for group in [raw, envelopes] {
-            if failure.is_some() {
-                break;
-            }
-            let publishes = group.iter().map(|(id, exchange, key, body, trace)| async {
-                let published = bus
-                    .publish_with_id(exchange, key, body, Some(*id), trace.as_deref())
-                    .await;
-                match published {
-                    Err(e) if *exchange == eager_exchange => {
-                        eager_task_elsewhere(bus, body, trace.as_deref(), e).await
-                    }
+        let swept = rows.iter().map(outgoing);
+        let (sent, failure) = publish_raw_first(swept, |(exchange, key, body, id, trace)| {
+            let eager = exchange == eager_exchange;
+            async move {
+                match bus.publish_with_id(exchange, key, body, id, trace).await {
+                    Err(e) if eager => eager_task_elsewhere(bus, body, trace, e).await,
                     other => other,
                 }
-            });
-            let outcomes = futures_util::future::join_all(publishes).await;
-            for (row, published) in group.iter().zip(outcomes) {
-                match published {
-                    Ok(()) => sent.push(row.0),
-                    Err(e) => {
-                        failure.get_or_insert(e);
-                    }
-                }
             }
-        }
+        })
+        .await;
         sqlx::query("DELETE FROM outbox WHERE id = ANY($1)")
             .bind(&sent)
             .execute(&mut *tx)
             .await?;
         tx.commit().await?;
-        match failure {
-            Some(e) => Err(e),
-            None => Ok(sent.len()),
-        }
+        failure.map(|()| sent.len())
     }
 }
 

@@ -15,7 +15,9 @@ use super::writer::{id, ts, SqliteWriter};
 use super::SqliteStore;
 use crate::bus::Bus;
 use crate::store::backend::OutboxStore;
-use crate::store::outbox::{is_envelope, publish_all, publish_messages, Janitor, OutboxMessage};
+use crate::store::outbox::{
+    outgoing, publish_messages, publish_raw_first, Janitor, OutboxMessage, OutboxRow,
+};
 use crate::Result;
 
 /// Most bound parameters per statement (SQLite allows 32766).
@@ -41,9 +43,6 @@ pub(super) fn minus(at: DateTime<Utc>, d: Duration) -> DateTime<Utc> {
 pub(super) fn until(at: DateTime<Utc>) -> Duration {
     (at - Utc::now()).to_std().unwrap_or(Duration::ZERO)
 }
-
-/// `(id, exchange, routing_key, body, traceparent)` as read back by the sweeper.
-type OutboxRow = (Uuid, String, String, Vec<u8>, Option<String>);
 
 /// Inserts `messages` inside the caller's (write) transaction.
 pub(crate) async fn insert<M: std::borrow::Borrow<OutboxMessage>>(
@@ -152,46 +151,15 @@ impl OutboxStore for SqliteStore {
         .bind(limit)
         .fetch_all(&self.pool)
         .await?;
-        let mut sent = Vec::with_capacity(rows.len());
-        let mut failure = None;
-        // Raw messages (EVENT tasks') first: see `OutboxMessage::raw`. A row whose publish
-        // fails stays for the next sweep without holding back the rows after it (but the
-        // envelopes wait while a raw message fails).
-        let (envelopes, raw): (Vec<&OutboxRow>, Vec<&OutboxRow>) =
-            rows.iter().partition(|row| is_envelope(&row.3));
-        for group in [raw, envelopes] {
-            if failure.is_some() {
-                break;
-            }
-            // Concurrently, as on PostgreSQL: with the broker away every publish of the
-            // sweep fails within one publish timeout, not one after the other.
-            let outcomes = publish_all(
-                bus,
-                group.iter().map(|(id, exchange, key, body, trace)| {
-                    (
-                        exchange.as_str(),
-                        key.as_str(),
-                        body.as_slice(),
-                        Some(*id),
-                        trace.as_deref(),
-                    )
-                }),
-            )
-            .await;
-            for (row, published) in group.iter().zip(outcomes) {
-                match published {
-                    Ok(()) => sent.push(row.0),
-                    Err(e) => {
-                        failure.get_or_insert(e);
-                    }
-                }
-            }
-        }
+        // A row whose publish fails stays for the next sweep without holding back the
+        // others (see `publish_raw_first` for the raw messages' order).
+        let swept = rows.iter().map(outgoing);
+        let (sent, failure) = publish_raw_first(swept, |(exchange, key, body, id, trace)| {
+            bus.publish_with_id(exchange, key, body, id, trace)
+        })
+        .await;
         delete_ids(&self.writer, Keyed::Outbox, &sent).await?;
-        match failure {
-            Some(e) => Err(e),
-            None => Ok(sent.len()),
-        }
+        failure.map(|()| sent.len())
     }
 }
 
