@@ -71,6 +71,14 @@ pub enum Command {
     /// decider kept unused must not be taken any more (docs/eager-dispatch.md, "Spare
     /// offers"). Sent to every shard; changes no run.
     WithdrawOffer(WithdrawOffer),
+    /// The decider's own: the run had more to decide than one command may settle, so it
+    /// committed a slice and goes on here, behind the shard's other commands
+    /// (docs/decider.md, "Long settles in slices").
+    Continue(Continue),
+    /// The decider's own: a command failed the same way on every attempt and was set
+    /// aside (dead-lettered); its run ends FAILED with the reason (docs/decider.md,
+    /// "Poison commands").
+    SetAside(SetAside),
 }
 
 impl Typed for Command {
@@ -97,6 +105,8 @@ impl Typed for Command {
             Command::WatchRun(_) => "WatchRun",
             Command::WatchVerdict(_) => "WatchVerdict",
             Command::WithdrawOffer(_) => "WithdrawOffer",
+            Command::Continue(_) => "Continue",
+            Command::SetAside(_) => "SetAside",
         }
     }
 }
@@ -198,6 +208,26 @@ pub struct Verdict {
 pub struct WithdrawOffer {
     /// The prefix of the process's eager queues, as its offers named it.
     pub queue_prefix: String,
+}
+
+/// Go on settling the run ([`Command::Continue`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Continue {
+    /// The run that committed a slice; a continuation of any other run is ignored.
+    pub run_id: Uuid,
+}
+
+/// End the run FAILED because one of its commands was set aside ([`Command::SetAside`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SetAside {
+    /// The set-aside command's type.
+    pub command: String,
+    /// The set-aside command's message id.
+    pub message_id: Uuid,
+    /// Why it failed, as the run's reason shows it.
+    pub reason: String,
 }
 
 /// The reply to a [`WatchRun`] ([`WatchReply::RunReached`]): the run reached what the watch waited for, in a commit

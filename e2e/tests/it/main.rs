@@ -30,6 +30,7 @@ mod heartbeats;
 mod hooks;
 mod http_tasks;
 mod listener_restart;
+mod long_settles;
 mod operations;
 mod outbound;
 mod overload;

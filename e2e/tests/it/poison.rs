@@ -140,3 +140,136 @@ async fn a_start_published_twice_makes_one_run() {
     assert_eq!(starts, 1, "{history:?}");
     bus.close().await;
 }
+
+/// A command that fails the same way on every attempt — here a worker's result whose
+/// output PostgreSQL refuses to store (`\u0000` in a JSON string) — is retried a bounded
+/// number of times, then set aside: dead-lettered with the reason in its headers,
+/// counted, and its run ends FAILED saying why, while the shard's other runs go on
+/// (docs/decider.md, "Poison commands"). Before, the batch was requeued forever and the
+/// run stayed RUNNING with nothing to show for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_failing_every_time_is_set_aside_and_its_run_fails_visibly() {
+    use weft::messages::{ActivityCompleted, ActivityMessage, ActivityTask, Command};
+    use weft_e2e::Service;
+
+    let mut env = TestEnv::create(EnvOptions {
+        shards: 1,
+        ..EnvOptions::default()
+    })
+    .await
+    .unwrap();
+    let names = env.names();
+    let first_queue = names.activity_queue(greet::TASKS[0]);
+    env.activity_queues.push(first_queue.clone());
+    let bus = weft::bus::Bus::connect(
+        &env.amqp_url,
+        names.clone(),
+        tokio_util::sync::CancellationToken::new(),
+    )
+    .await
+    .unwrap();
+    bus.declare_activity_queue(greet::TASKS[0]).await.unwrap();
+    // No worker: the test answers the first tasks itself.
+    let suite = Suite::start_with(env, &Service::CORE).await.unwrap();
+    let client = suite.client();
+    client.register(&greet::definition()).await.unwrap();
+    let take_task = || async {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Some(taken) = bus.get(&first_queue).await.unwrap() {
+                let ActivityMessage::ActivityTask(task) =
+                    taken.delivery.envelope.decode::<ActivityMessage>().unwrap()
+                else {
+                    panic!("not a single task");
+                };
+                taken.ack().await.unwrap();
+                return task;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "no task on {first_queue}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    };
+    let answer = |task: &ActivityTask, name: &str| {
+        let command = Command::ActivityCompleted(ActivityCompleted {
+            task_id: task.task_id,
+            run_id: task.run_id,
+            attempt: task.attempt,
+            output: serde_json::json!({ "name": name }),
+            worker_id: Some("hand".into()),
+            started_at: None,
+            eager: None,
+        });
+        weft::Envelope::new(&task.workflow_id, Some(task.run_id), &command).unwrap()
+    };
+
+    let doomed = client.start("greet", greet::input("Nul", 1)).await.unwrap();
+    let task = take_task().await;
+    let poison = answer(&task, "a\u{0}b");
+    bus.publish(&names.commands_exchange(), &task.reply_to, &poison)
+        .await
+        .unwrap();
+    // Another run of the same (only) shard, answered properly, goes on meanwhile.
+    let other = client
+        .start("greet", greet::input("Fine", 1))
+        .await
+        .unwrap();
+    let task = take_task().await;
+    assert_eq!(task.workflow_id, other);
+    bus.publish(
+        &names.commands_exchange(),
+        &task.reply_to,
+        &answer(&task, "Fine"),
+    )
+    .await
+    .unwrap();
+
+    let failed = crate::ended(&suite, &doomed, "FAILED").await;
+    let reason = failed["reasonForIncompletion"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains("ActivityCompleted") && reason.contains("set aside"),
+        "the run says why it failed: {failed:#}"
+    );
+    let moved_on = poll_until_tasks(&suite, &other, 2).await;
+    assert_eq!(moved_on["tasks"][0]["status"], "COMPLETED", "{moved_on:#}");
+
+    let raw = RawBus::connect(&suite.env().amqp_url).await.unwrap();
+    let dlq = Names::dlq(&names.command_queue(0));
+    let dead = take_messages(&raw, &dlq, 1).await;
+    let why = dead[0]
+        .headers
+        .get(DEAD_REASON)
+        .cloned()
+        .unwrap_or_default();
+    assert!(why.contains("set aside"), "{dead:?}");
+    assert_eq!(
+        serde_json::from_slice::<serde_json::Value>(&dead[0].body).unwrap()["id"],
+        serde_json::json!(poison.id),
+        "the dead-lettered message is the result that failed"
+    );
+    let texts = suite.metrics_of(Service::Decider).await.unwrap();
+    let set_aside: u64 = texts
+        .iter()
+        .map(|t| weft_e2e::metrics::counter(t, "weft_decider_commands_set_aside"))
+        .sum();
+    assert_eq!(set_aside, 1, "one command set aside");
+    raw.close().await;
+}
+
+/// Run `id` once it has at least `n` tasks.
+async fn poll_until_tasks(suite: &Suite, id: &str, n: usize) -> serde_json::Value {
+    weft_e2e::poll_until(
+        Duration::from_secs(60),
+        Duration::from_millis(100),
+        || format!("{id} has {n} tasks"),
+        || async {
+            let run = suite.client().get(id).await?;
+            let count = run["tasks"].as_array().map_or(0, Vec::len);
+            Ok((count >= n).then_some(run))
+        },
+    )
+    .await
+    .unwrap()
+}

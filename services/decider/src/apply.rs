@@ -201,12 +201,52 @@ pub fn apply_command(state: &RunState, command: &Command) -> Applied {
             Applied::Ignored("a watch changes no run".into())
         }
         Command::WithdrawOffer(_) => Applied::Ignored("a withdrawal changes no run".into()),
+        Command::Continue(c) => continued(state, c),
+        Command::SetAside(aside) => set_aside(state, aside),
         Command::Signal(signal) => Applied::Ignored(format!(
             "signal {:?} for a run that is {}",
             signal.name,
             state.status.as_str()
         )),
     }
+}
+
+/// A continuation of the run's settle: nothing to record, the interpreter goes on
+/// deciding (docs/decider.md, "Long settles in slices").
+fn continued(state: &RunState, c: &weft::messages::Continue) -> Applied {
+    if c.run_id != state.run_id {
+        return Applied::Ignored(format!(
+            "continuation of run {}, not the current one",
+            c.run_id
+        ));
+    }
+    if state.status != RunStatus::Running {
+        return Applied::Ignored(format!(
+            "continuation of a run that is {}",
+            state.status.as_str()
+        ));
+    }
+    Applied::Events(Vec::new())
+}
+
+/// One of the run's commands was set aside: the run ends FAILED, saying why, so that
+/// the failure is seen (its lifecycle event, hooks, a parent) instead of the run waiting
+/// for an effect that never comes.
+fn set_aside(state: &RunState, aside: &weft::messages::SetAside) -> Applied {
+    if state.status != RunStatus::Running {
+        return Applied::Ignored(format!(
+            "command {} set aside for a run that is {}",
+            aside.message_id,
+            state.status.as_str()
+        ));
+    }
+    Applied::Events(vec![Event::WorkflowFailed(
+        weft::messages::WorkflowFailed {
+            reason: aside.reason.clone(),
+            failed_task_refs: Vec::new(),
+            output: Some(crate::interpreter::failure_output(state)),
+        },
+    )])
 }
 
 /// The rollback hooks of the reset that created the run are settled: it goes on, or,

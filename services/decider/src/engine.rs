@@ -37,6 +37,7 @@ use crate::committer::{Committer, PublishedEarly};
 use crate::eager_batcher::EagerBatcher;
 use crate::interpreter::{decide, events_for, ChildDefinition, Decision};
 use crate::metrics::DeciderMetrics;
+use crate::poison::Failure;
 use crate::recent_starts::RecentStarts;
 use crate::recent_verdicts::RecentVerdicts;
 use crate::spare_offers::{Eager, SpareOffers};
@@ -45,8 +46,11 @@ use crate::state::{RunState, RunStatus};
 /// Runs kept in memory per shard; beyond this the cache is cleared (runs reload from
 /// PostgreSQL on their next command).
 const CACHE_CAPACITY: usize = 10_000;
-/// A runaway interpreter (a bug) must not spin forever inside one command.
-const MAX_DECISION_ROUNDS: usize = 1_000;
+/// Rounds of decisions one command may settle: a run with more to decide (a long loop of
+/// system tasks, say) commits them as a slice and goes on in a `Continue` behind the
+/// shard's other commands, so that no batch grows without bound and other runs are not
+/// held up (docs/decider.md, "Long settles in slices").
+const ROUNDS_PER_SLICE: usize = 1_000;
 /// Version conflicts are retried this many times before the batch is requeued.
 const MAX_ATTEMPTS: usize = 3;
 /// How long a command that came before its run's start waits before it is tried again.
@@ -77,6 +81,8 @@ pub struct Shard {
     verdicts: RecentVerdicts,
     /// Workflows whose run the shard started lately: a start naming one is a copy.
     recent_starts: RecentStarts,
+    /// Failures of commands that failed the same way each time, until set aside.
+    attempts: crate::poison::Attempts,
     /// Its activity tasks say their results may come together (`WEFT_RESULTS_TOGETHER`).
     results_together: bool,
     /// The process's sender of lifecycle events when they go together
@@ -217,6 +223,7 @@ impl Shard {
             eager_sender: EagerBatcher::new(bus.clone()),
             verdicts: RecentVerdicts::default(),
             recent_starts: RecentStarts::default(),
+            attempts: crate::poison::Attempts::default(),
             results_together: true,
             events_together: None,
         }
@@ -253,6 +260,12 @@ impl Shard {
     }
 
     /// Processes a batch; returns one disposition per delivery, in order.
+    ///
+    /// A batch that fails in a way retrying can mend (the database or the broker away)
+    /// is requeued whole after a pause. One that fails the same way every time is taken
+    /// apart: each command is applied alone, so that the others take effect and the one
+    /// at fault is found, counted, retried with a back-off and, at its last attempt, set
+    /// aside (docs/decider.md, "Poison commands").
     pub async fn handle_batch(&self, deliveries: Vec<Delivery>) -> Vec<Disposition> {
         self.metrics.commands.inc_by(deliveries.len() as u64);
         self.metrics.batch_size.observe(deliveries.len() as f64);
@@ -260,44 +273,171 @@ impl Shard {
             .iter()
             .map(|d| d.envelope.decode::<Command>().map_err(|e| e.to_string()))
             .collect();
+        let unreadable = commands.iter().filter(|c| c.is_err()).count();
+        self.metrics.set_aside.inc_by(unreadable as u64);
+        match self.apply_batch(&deliveries, &commands).await {
+            Ok(()) => settled_as(Disposition::Ack, &commands),
+            Err(Failure::Transient(e)) => {
+                tracing::error!(error = %e, "command batch failed; requeueing");
+                // Back off so a database outage does not become a redelivery storm.
+                tokio::time::sleep(Duration::from_millis(500)).await;
+                settled_as(Disposition::Requeue, &commands)
+            }
+            Err(Failure::Persistent(why)) if deliveries.len() == 1 => {
+                vec![self.judge(&deliveries[0], &commands[0], why).await]
+            }
+            Err(Failure::Persistent(why)) => {
+                tracing::warn!(error = %why, size = deliveries.len(), "command batch failed the same way again; applying its commands one by one");
+                self.one_by_one(&deliveries, &commands).await
+            }
+        }
+    }
+
+    /// [`Self::try_batch`], again after a version conflict (reading every run), with a
+    /// panic caught as a failure of its own.
+    async fn apply_batch(
+        &self,
+        deliveries: &[Delivery],
+        commands: &[Result<Command, String>],
+    ) -> Result<(), Failure> {
         for attempt in 1..=MAX_ATTEMPTS {
             // A retry follows a conflict, perhaps a start of a run that exists: load all.
             let trust_new_starts = attempt == 1;
-            match self
-                .try_batch(&deliveries, &commands, trust_new_starts)
-                .await
-            {
-                Ok(()) => break,
-                Err(e) => {
-                    self.evict(&deliveries);
+            let tried =
+                crate::poison::guarded(self.try_batch(deliveries, commands, trust_new_starts))
+                    .await;
+            match tried {
+                Ok(Ok(())) => return Ok(()),
+                Ok(Err(e)) => {
+                    self.evict(deliveries);
                     // A unique or exclusion violation: another writer created a run of
                     // the same workflow (one current run per workflow).
-                    let conflict = e.is_write_conflict();
-                    if conflict && attempt < MAX_ATTEMPTS {
+                    if e.is_write_conflict() && attempt < MAX_ATTEMPTS {
                         self.metrics.conflicts.inc();
                         tracing::info!(error = %e, attempt, "concurrent writer detected; reloading and retrying");
                         continue;
                     }
-                    tracing::error!(error = %e, "command batch failed; requeueing");
-                    // Back off so a database outage does not become a redelivery storm.
-                    tokio::time::sleep(Duration::from_millis(500)).await;
-                    return commands
-                        .iter()
-                        .map(|c| match c {
-                            Ok(_) => Disposition::Requeue,
-                            Err(why) => Disposition::DeadLetter(why.clone()),
-                        })
-                        .collect();
+                    return Err(Failure::of(e));
+                }
+                Err(panic) => {
+                    self.evict(deliveries);
+                    return Err(Failure::Persistent(panic));
                 }
             }
         }
-        commands
-            .into_iter()
-            .map(|c| match c {
-                Ok(_) => Disposition::Ack,
-                Err(why) => Disposition::DeadLetter(why),
-            })
-            .collect()
+        unreachable!("the last attempt returns")
+    }
+
+    /// Applies each command of a failed batch alone, in order. A command after one of
+    /// its run that failed is requeued behind it (a run's commands keep their order);
+    /// once a failure is one retrying can mend, the rest are requeued too.
+    async fn one_by_one(
+        &self,
+        deliveries: &[Delivery],
+        commands: &[Result<Command, String>],
+    ) -> Vec<Disposition> {
+        let mut dispositions = Vec::with_capacity(deliveries.len());
+        let mut held: HashSet<&str> = HashSet::new();
+        let mut away = false;
+        for (i, (delivery, command)) in deliveries.iter().zip(commands).enumerate() {
+            let wf = delivery.envelope.workflow_id.as_str();
+            if let Err(why) = command {
+                dispositions.push(Disposition::DeadLetter(why.clone()));
+                continue;
+            }
+            if away || held.contains(wf) {
+                dispositions.push(Disposition::Requeue);
+                continue;
+            }
+            let alone = std::slice::from_ref(delivery);
+            let disposition = match self.apply_batch(alone, &commands[i..=i]).await {
+                Ok(()) => {
+                    self.attempts.forget(delivery.envelope.id);
+                    Disposition::Ack
+                }
+                Err(Failure::Transient(e)) => {
+                    tracing::error!(error = %e, "command failed; requeueing it and the rest of its batch");
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                    away = true;
+                    Disposition::Requeue
+                }
+                Err(Failure::Persistent(why)) => {
+                    held.insert(wf);
+                    self.judge(delivery, command, why).await
+                }
+            };
+            dispositions.push(disposition);
+        }
+        dispositions
+    }
+
+    /// The disposition of a command that failed the same way as before, applied alone:
+    /// requeued after a back-off while it has attempts left, else set aside.
+    async fn judge(
+        &self,
+        delivery: &Delivery,
+        command: &Result<Command, String>,
+        why: String,
+    ) -> Disposition {
+        let Ok(command) = command else {
+            return Disposition::DeadLetter(why);
+        };
+        let id = delivery.envelope.id;
+        let failures = self.attempts.failed(id);
+        if failures < crate::poison::ATTEMPTS {
+            let pause = crate::poison::back_off(failures);
+            tracing::warn!(workflow_id = %delivery.envelope.workflow_id, command = %delivery.envelope.kind,
+                message_id = %id, failures, error = %why, ?pause, "command failed; retrying it after a pause");
+            tokio::time::sleep(pause).await;
+            return Disposition::Requeue;
+        }
+        self.attempts.forget(id);
+        self.set_aside(delivery, command, failures, &why).await
+    }
+
+    /// Sets a command aside: its run ends FAILED with the reason (when it has one that
+    /// can still be read), and the command goes to the shard's dead-letter queue.
+    async fn set_aside(
+        &self,
+        delivery: &Delivery,
+        command: &Command,
+        failures: u32,
+        why: &str,
+    ) -> Disposition {
+        use weft::envelope::Typed as _;
+        self.metrics.set_aside.inc();
+        let kind = command.kind();
+        let wf = &delivery.envelope.workflow_id;
+        let reason = format!(
+            "command {kind} ({}) failed {failures} times and was set aside: {why}",
+            delivery.envelope.id
+        );
+        tracing::error!(workflow_id = %wf, command = kind, message_id = %delivery.envelope.id, error = %why,
+            "command set aside: dead-lettered, its run failed");
+        let aside = Command::SetAside(weft::messages::SetAside {
+            command: kind.to_owned(),
+            message_id: delivery.envelope.id,
+            reason: reason.clone(),
+        });
+        let failing = Envelope::new(wf, None, &aside).map(|envelope| Delivery {
+            envelope,
+            traceparent: delivery.traceparent.clone(),
+            redelivered: false,
+            queue: delivery.queue.clone(),
+            reply_to: None,
+            correlation_id: None,
+        });
+        let failed = match failing {
+            Ok(failing) => self
+                .apply_batch(std::slice::from_ref(&failing), &[Ok(aside)])
+                .await
+                .map_err(|f| f.to_string()),
+            Err(e) => Err(e.to_string()),
+        };
+        if let Err(e) = failed {
+            tracing::error!(workflow_id = %wf, error = %e, "the run of a command set aside could not be failed; the command is dead-lettered all the same");
+        }
+        Disposition::DeadLetter(reason)
     }
 
     async fn try_batch(
@@ -579,6 +719,12 @@ impl Shard {
                 working.insert(wf.clone(), w);
                 order.push(wf.clone());
                 None
+            }
+            (None, Command::Continue(_) | Command::SetAside(_)) => {
+                // The decider's own commands name a run it has: none means there is
+                // nothing left to go on with or to fail.
+                tracing::info!(workflow_id = %wf, command = %delivery.envelope.kind, "command for a workflow without a run ignored");
+                return Ok(None);
             }
             (None, _) => {
                 if let Some(timer) = self.park(delivery).await? {
@@ -1104,9 +1250,10 @@ impl Shard {
         Ok(w)
     }
 
-    /// Applies decisions until the interpreter has nothing more to say.
+    /// Applies decisions until the interpreter has nothing more to say, or a slice's
+    /// worth ([`ROUNDS_PER_SLICE`]): then the run's `Continue` goes out with the commit.
     async fn run_interpreter(&self, w: &mut Working) -> Result<(), Error> {
-        for _ in 0..MAX_DECISION_ROUNDS {
+        for _ in 0..ROUNDS_PER_SLICE {
             let decisions = decide(&w.state);
             if decisions.is_empty() {
                 return Ok(());
@@ -1117,10 +1264,17 @@ impl Shard {
                 }
             }
         }
-        Err(Error::Decode(format!(
-            "run {} produced decisions for {MAX_DECISION_ROUNDS} rounds",
-            w.state.run_id
-        )))
+        if decide(&w.state).is_empty() {
+            return Ok(());
+        }
+        let next = Command::Continue(weft::messages::Continue {
+            run_id: w.state.run_id,
+        });
+        let message = self.command_to(&w.state.workflow_id, &next)?;
+        w.outbox.push(message);
+        self.metrics.slices.inc();
+        tracing::debug!(workflow_id = %w.state.workflow_id, "settle committed as a slice; the run goes on behind its shard's other commands");
+        Ok(())
     }
 
     /// The events a decision becomes; an activity also gets its queue declared and its
@@ -1860,6 +2014,18 @@ impl Shard {
     }
 }
 
+/// Every readable command of a batch settled as `each` (acknowledged once applied,
+/// requeued when the batch is given back), the unreadable ones dead-lettered.
+fn settled_as(each: Disposition, commands: &[Result<Command, String>]) -> Vec<Disposition> {
+    commands
+        .iter()
+        .map(|c| match c {
+            Ok(_) => each.clone(),
+            Err(why) => Disposition::DeadLetter(why.clone()),
+        })
+        .collect()
+}
+
 /// The activity queue (routing key) of a scheduled task: HTTP tasks go to the built-in
 /// HTTP worker's queue `HTTP` whatever their name; other activities to their name.
 /// An eager offer older than this is not taken: its result waited (a backlog, a decider
@@ -1979,6 +2145,19 @@ fn requeued_task(event: &Event) -> Option<(Uuid, bool)> {
 
 /// The durable timer `timer_id` that hands `message`, an activity's, to its queue
 /// `delay_ms` from now: the task waits out a callback (docs/callbacks.md).
+/// When a timer set further out than a date can hold fires: in 2262.
+const DISTANT_FUTURE: chrono::DateTime<Utc> =
+    chrono::DateTime::<Utc>::from_timestamp_nanos(i64::MAX);
+
+/// When a timer `delay_ms` from now is due. A delay past what a date can hold (a
+/// worker's `callbackAfterSeconds` of 10^15, say) is a timer that never fires in
+/// practice, not an overflow (which panicked, failing every command of its batch).
+fn due_in(delay_ms: i64) -> chrono::DateTime<Utc> {
+    chrono::TimeDelta::try_milliseconds(delay_ms)
+        .and_then(|delay| Utc::now().checked_add_signed(delay))
+        .unwrap_or(DISTANT_FUTURE)
+}
+
 fn dispatch_timer(
     state: &RunState,
     timer_id: Uuid,
@@ -1989,7 +2168,7 @@ fn dispatch_timer(
         id: timer_id,
         workflow_id: state.workflow_id.clone(),
         run_id: Some(state.run_id),
-        fire_at: Utc::now() + chrono::Duration::milliseconds(delay_ms),
+        fire_at: due_in(delay_ms),
         exchange: message.exchange,
         routing_key: message.routing_key,
         body: message.body,
@@ -2223,5 +2402,18 @@ impl EarlyDispatch {
             store.forget_outbox(written);
         }
         published
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_delay_past_what_a_date_holds_is_a_timer_in_the_distant_future() {
+        assert_eq!(due_in(i64::MAX), DISTANT_FUTURE);
+        assert_eq!(due_in(i64::MAX / 2), DISTANT_FUTURE);
+        let soon = due_in(1_000) - Utc::now();
+        assert!(soon <= chrono::TimeDelta::seconds(1) && soon > chrono::TimeDelta::zero());
     }
 }

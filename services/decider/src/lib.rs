@@ -15,6 +15,7 @@ pub mod hooks;
 pub mod interpreter;
 pub mod lifecycle;
 pub mod metrics;
+pub mod poison;
 pub mod recent_starts;
 pub mod recent_verdicts;
 pub mod reset;

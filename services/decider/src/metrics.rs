@@ -36,6 +36,12 @@ pub struct DeciderMetrics {
     /// Outbox rows left out of a commit because the broker had confirmed their messages
     /// before it (docs/eager-dispatch.md, "Dispatch while committing").
     pub outbox_rows_skipped: Counter,
+    /// Settles committed as a slice, the run going on in a `Continue` (docs/decider.md,
+    /// "Long settles in slices").
+    pub slices: Counter,
+    /// Commands set aside: failed the same way on every attempt (or could not be read)
+    /// and dead-lettered (docs/decider.md, "Poison commands").
+    pub set_aside: Counter,
     /// Verdicts a gateway's `WatchVerdict` needed read from the store: neither in the
     /// call's batch nor committed lately by its shard (`recent_verdicts`).
     pub verdicts_read: Counter,
@@ -58,6 +64,14 @@ impl DeciderMetrics {
             eager_dispatches: registry.counter(
                 "weft_decider_eager_dispatches",
                 "Activities dispatched to the worker that offered to run them, claimed at dispatch",
+            ),
+            slices: registry.counter(
+                "weft_decider_settle_slices",
+                "Settles committed as a slice, the run going on in a Continue command",
+            ),
+            set_aside: registry.counter(
+                "weft_decider_commands_set_aside",
+                "Commands dead-lettered because they failed the same way on every attempt or could not be read",
             ),
             verdicts_read: registry.counter(
                 "weft_decider_verdicts_read",
