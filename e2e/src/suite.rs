@@ -36,6 +36,8 @@ pub enum Backend {
 #[derive(Debug)]
 struct InProcessDev {
     bus: weft::bus::Bus,
+    /// The pool of its SQLite database (in memory).
+    pool: sqlx::SqlitePool,
     shutdown: tokio_util::sync::CancellationToken,
     stopped: tokio::task::JoinHandle<Result<(), weft_cli::dev::DevError>>,
 }
@@ -139,10 +141,12 @@ impl Suite {
             .await
             .context("starting weft dev in the test process")?;
         let bus = dev.bus().clone();
+        let pool = dev.store().pool().clone();
         let worker = weft_worker_example::register(weft::worker::Worker::builder(&config)).build();
         tokio::spawn(worker.run_on(bus.clone(), shutdown.clone()));
         suite.dev = Some(InProcessDev {
             bus,
+            pool,
             shutdown,
             stopped: tokio::spawn(dev.wait()),
         });
@@ -181,6 +185,12 @@ impl Suite {
     /// workers connect to RabbitMQ.
     pub fn dev_bus(&self) -> Option<&weft::bus::Bus> {
         self.dev.as_ref().map(|d| &d.bus)
+    }
+
+    /// On [`Backend::Dev`], the pool of `weft dev`'s SQLite database (what
+    /// [`TestEnv::pool`] is on the services).
+    pub fn dev_pool(&self) -> Option<&sqlx::SqlitePool> {
+        self.dev.as_ref().map(|d| &d.pool)
     }
 
     /// The configuration a worker of the test process uses to reach this suite.

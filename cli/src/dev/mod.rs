@@ -218,6 +218,12 @@ impl Dev {
         &self.bus
     }
 
+    /// The SQLite store every service of this process writes: an embedding program (or
+    /// a test) may read it, and inspect it with SQL through its pool.
+    pub fn store(&self) -> &SqliteStore {
+        &self.store
+    }
+
     /// Polls `/readyz` until the gateway answers 200; fails at once when a service ends.
     async fn wait_ready(&mut self, addr: SocketAddr) -> Result<(), DevError> {
         let http = reqwest::Client::new();

@@ -5,11 +5,13 @@ use std::time::Duration;
 use weft::ids::shard_of;
 use weft::topology::Names;
 use weft_e2e::amqp::{RawBus, RawMessage};
-use weft_e2e::{greet, EnvOptions, Suite, TestEnv};
+use weft_e2e::{greet, Backend, EnvOptions, Suite, TestEnv};
 
 use crate::assert_all_completed;
 
 const DEAD_REASON: &str = "x-weft-dead-reason";
+
+crate::on_both_backends!(a_command_of_a_run_that_cannot_be_read_is_set_aside_and_the_run_fails);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn poison_command_is_dead_lettered_and_its_shard_keeps_going() {
@@ -272,4 +274,45 @@ async fn poll_until_tasks(suite: &Suite, id: &str, n: usize) -> serde_json::Valu
     )
     .await
     .unwrap()
+}
+
+/// The last resort of a command set aside: a run whose row and history disagree (its
+/// version moved by hand, say, or by a bug) cannot be read, so no event can end it; its
+/// row is marked FAILED with the reason, so that the run does not stay RUNNING with its
+/// commands failing unseen (docs/decider.md, "Poison commands").
+async fn a_command_of_a_run_that_cannot_be_read_is_set_aside_and_the_run_fails(suite: Suite) {
+    let client = suite.client();
+    client
+        .register(
+            &serde_json::json!({"name": "waits", "version": 1, "tasks": [
+            {"name": "w", "taskReferenceName": "w", "type": "WAIT"}]}),
+        )
+        .await
+        .unwrap();
+    let id = client.start("waits", serde_json::json!({})).await.unwrap();
+    poll_until_tasks(&suite, &id, 1).await;
+    // The row no longer matches the history the decider folds.
+    let moved = "UPDATE runs SET version = version + 10 WHERE workflow_id = $1";
+    let changed = match suite.backend() {
+        Backend::Services => sqlx::query(moved)
+            .bind(&id)
+            .execute(suite.env().pool())
+            .await
+            .map(|done| done.rows_affected()),
+        Backend::Dev => sqlx::query(moved)
+            .bind(&id)
+            .execute(suite.dev_pool().unwrap())
+            .await
+            .map(|done| done.rows_affected()),
+    };
+    assert_eq!(changed.unwrap(), 1, "the run's row");
+    // Completing the WAIT is a command for that run; its verdict never comes.
+    let path = format!("/api/tasks/{id}/w/COMPLETED");
+    let _ = client.post_json(&path, &serde_json::json!({})).await;
+    let failed = crate::ended(&suite, &id, "FAILED").await;
+    let reason = failed["reasonForIncompletion"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains("UpdateTask") && reason.contains("set aside"),
+        "the run says why it failed: {failed:#}"
+    );
 }

@@ -435,7 +435,13 @@ impl Shard {
             Err(e) => Err(e.to_string()),
         };
         if let Err(e) = failed {
-            tracing::error!(workflow_id = %wf, error = %e, "the run of a command set aside could not be failed; the command is dead-lettered all the same");
+            // The run cannot be read (the same failure, most likely): no event can end
+            // it, so its row says FAILED instead of RUNNING forever.
+            tracing::error!(workflow_id = %wf, error = %e, "the run of a command set aside cannot be read; marking its row FAILED");
+            let unreadable = format!("{reason} (the run's history cannot be read: {e})");
+            if let Err(e) = self.store.fail_unreadable_run(wf, &unreadable).await {
+                tracing::error!(workflow_id = %wf, error = %e, "the run of a command set aside could not be marked FAILED; the command is dead-lettered all the same");
+            }
         }
         Disposition::DeadLetter(reason)
     }

@@ -126,6 +126,13 @@ pub trait RunStore {
 
     /// A run's whole history, oldest first.
     async fn run_events(&self, run_id: Uuid) -> Result<Vec<StoredEvent>>;
+
+    /// Marks the current run of `workflow_id` FAILED with `reason` in its row alone,
+    /// when it is RUNNING: for a run whose history cannot be read (it does not fold, or
+    /// disagrees with the row), which no event can be appended to. The decider's last
+    /// resort when it sets aside a command of such a run (docs/decider.md, "Poison
+    /// commands"). `false` when there was no such run.
+    async fn fail_unreadable_run(&self, workflow_id: &str, reason: &str) -> Result<bool>;
 }
 
 /// The read side of runs and tasks (gateway, history service).

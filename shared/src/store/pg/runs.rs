@@ -230,6 +230,19 @@ impl RunStore for PgStore {
             Err(e) => Err(e.into()),
         }
     }
+
+    async fn fail_unreadable_run(&self, workflow_id: &str, reason: &str) -> Result<bool> {
+        let failed = sqlx::query(
+            "UPDATE runs SET status = 'FAILED', sub_status = 'FAILED', reason = $2,
+                 end_time = now(), update_time = now()
+             WHERE workflow_id = $1 AND is_current AND status = 'RUNNING'",
+        )
+        .bind(workflow_id)
+        .bind(reason)
+        .execute(&self.pool)
+        .await?;
+        Ok(failed.rows_affected() > 0)
+    }
 }
 
 /// SQLSTATE raised by `weft_check_versions` (migration 0001).

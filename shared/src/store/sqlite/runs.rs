@@ -54,6 +54,21 @@ impl RunStore for SqliteStore {
     async fn commit_all(&self, batches: &[&CommitBatch]) -> Result<()> {
         self.writer.transaction(|tx| write_all(tx, batches)).await
     }
+
+    async fn fail_unreadable_run(&self, workflow_id: &str, reason: &str) -> Result<bool> {
+        let now = ts(chrono::Utc::now());
+        self.writer
+            .transaction(|tx| {
+                let failed = tx.execute(
+                    "UPDATE runs SET status = 'FAILED', sub_status = 'FAILED', reason = ?2,
+                         end_time = ?3, update_time = ?3
+                     WHERE workflow_id = ?1 AND is_current AND status = 'RUNNING'",
+                    params![workflow_id, reason, now],
+                )?;
+                Ok(failed > 0)
+            })
+            .await
+    }
 }
 
 /// Every write of `batches`, in the caller's synchronous transaction: a prepared
