@@ -6,6 +6,7 @@ use weft_e2e::{Suite, TestEnv};
 
 crate::on_both_backends!(
     dynamic_forks_run_what_the_input_lists,
+    dynamic_forks_run_tasks_of_every_kind,
     sub_workflows_run_as_child_runs_and_report_back,
     a_group_of_children_succeeds_or_fails_by_its_success_percent,
     a_sub_workflow_named_by_an_earlier_task_runs_the_registered_definition,
@@ -48,6 +49,105 @@ async fn dynamic_forks_run_what_the_input_lists(suite: Suite) {
             "mixed": {"loud": {"text": "HEY"}, "many": {"result": "hey x2"}}
         })
     );
+}
+
+/// A dynamic fork's branches may be of any type Conductor forks but a container: system
+/// tasks the decider runs (INLINE, SET_VARIABLE, JSON_JQ_TRANSFORM), a WAIT completed over
+/// REST, a SUB_WORKFLOW, a worker's SIMPLE task; and 200 INLINE tasks by `forkTaskType`.
+/// Before, only SIMPLE, HTTP and SUB_WORKFLOW branches ran ("dynamic forks run SIMPLE,
+/// HTTP or …").
+async fn dynamic_forks_run_tasks_of_every_kind(suite: Suite) {
+    const CALCS: usize = 200;
+    let client = suite.client();
+    client
+        .register(&json!({"name": "doubler", "version": 1, "tasks": [
+            {"name": "double", "taskReferenceName": "d", "type": "INLINE",
+             "inputParameters": {"evaluatorType": "javascript", "expression": "$.x * 2",
+                                 "x": "${workflow.input.x}"}}],
+         "outputParameters": {"y": "${d.output.result}"}}))
+        .await
+        .unwrap();
+    client
+        .register(&json!({"name": "fan_any", "version": 1, "tasks": [
+            {"name": "any", "taskReferenceName": "any", "type": "FORK_JOIN_DYNAMIC",
+             "dynamicForkTasksParam": "tasks", "dynamicForkTasksInputParamName": "inputs",
+             "inputParameters": {"tasks": "${workflow.input.tasks}",
+                                 "inputs": "${workflow.input.inputs}"}},
+            {"name": "join_any", "taskReferenceName": "join_any", "type": "JOIN"},
+            {"name": "calcs", "taskReferenceName": "calcs", "type": "FORK_JOIN_DYNAMIC",
+             "inputParameters": {"forkTaskName": "calc", "forkTaskType": "INLINE",
+                                 "forkTaskInputs": "${workflow.input.calcs}"}},
+            {"name": "join_calcs", "taskReferenceName": "join_calcs", "type": "JOIN"}],
+         "outputParameters": {"any": "${join_any.output}", "calcs": "${join_calcs.output}",
+                              "who": "${workflow.variables.who}"}}))
+        .await
+        .unwrap();
+    let calcs: Vec<Value> = (0..CALCS)
+        .map(|i| json!({"evaluatorType": "javascript", "expression": "$.i * 2", "i": i}))
+        .collect();
+    let id = client
+        .start(
+            "fan_any",
+            json!({
+                "tasks": [
+                    {"name": "calc", "taskReferenceName": "six", "type": "INLINE"},
+                    {"name": "sv", "taskReferenceName": "sv", "type": "SET_VARIABLE"},
+                    {"name": "jq", "taskReferenceName": "jq", "type": "JSON_JQ_TRANSFORM"},
+                    {"name": "hold", "taskReferenceName": "hold", "type": "WAIT"},
+                    {"name": "kid", "taskReferenceName": "kid", "type": "SUB_WORKFLOW",
+                     "subWorkflowParam": {"name": "doubler", "version": 1}},
+                    {"name": "shout", "taskReferenceName": "loud", "type": "SIMPLE"}],
+                "inputs": {
+                    "six": {"evaluatorType": "javascript", "expression": "$.a * $.b", "a": 2, "b": 3},
+                    "sv": {"who": "Ada"},
+                    "jq": {"queryExpression": ".a + 1", "a": 41},
+                    "hold": {},
+                    "kid": {"x": 5},
+                    "loud": {"text": "hey"}},
+                "calcs": calcs
+            }),
+        )
+        .await
+        .unwrap();
+    // The WAIT branch holds the fork until it is completed by reference.
+    weft_e2e::poll_until(
+        crate::RUN_TIMEOUT,
+        std::time::Duration::from_millis(100),
+        || format!("{id}: the WAIT branch is waiting"),
+        || async {
+            let run = client.get(&id).await?;
+            let waiting = run["tasks"].as_array().is_some_and(|tasks| {
+                tasks
+                    .iter()
+                    .any(|t| t["referenceTaskName"] == "hold" && t["status"] == "IN_PROGRESS")
+            });
+            Ok(waiting.then_some(()))
+        },
+    )
+    .await
+    .unwrap();
+    let answer = client
+        .post_json(
+            &format!("/api/tasks/{id}/hold/COMPLETED"),
+            &json!({"ok": true}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(answer.status, 200, "{}", answer.text);
+
+    let wf = crate::ended(&suite, &id, "COMPLETED").await;
+    let any = &wf["output"]["any"];
+    assert_eq!(any["six"]["result"], json!(6), "{any:#}");
+    assert_eq!(any["jq"]["result"], json!(42), "{any:#}");
+    assert_eq!(any["hold"]["ok"], json!(true), "{any:#}");
+    assert_eq!(any["kid"]["y"], json!(10), "{any:#}");
+    assert_eq!(any["loud"]["text"], json!("HEY"), "{any:#}");
+    assert_eq!(wf["output"]["who"], json!("Ada"));
+    let joined = wf["output"]["calcs"].as_object().unwrap();
+    assert_eq!(joined.len(), CALCS, "one output a branch");
+    for i in [0, 1, CALCS / 2, CALCS - 1] {
+        assert_eq!(joined[&format!("calc_{i}")]["result"], json!(i * 2));
+    }
 }
 
 async fn sub_workflows_run_as_child_runs_and_report_back(suite: Suite) {

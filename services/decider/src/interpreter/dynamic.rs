@@ -198,14 +198,22 @@ impl Walker<'_> {
             if b.task_reference_name.is_empty() {
                 return Err(format!("forked task {i} has no taskReferenceName"));
             }
-            if !b
-                .task_type()
-                .is_some_and(|k| k.is_activity() || k == TaskType::SubWorkflow)
-            {
-                return Err(format!(
-                    "forked task {:?} is of type {}; dynamic forks run SIMPLE, HTTP or SUB_WORKFLOW tasks",
-                    b.task_reference_name, b.kind
-                ));
+            match b.task_type() {
+                None => {
+                    return Err(format!(
+                        "forked task {:?} is of unknown type {}",
+                        b.task_reference_name, b.kind
+                    ))
+                }
+                Some(k) if !forkable(k) => {
+                    return Err(format!(
+                        "forked task {:?} is of type {}; a dynamic fork's branch is one task of \
+                         any type but a container (FORK_JOIN, FORK_JOIN_DYNAMIC, DO_WHILE, SWITCH, \
+                         DECISION) or a JOIN",
+                        b.task_reference_name, b.kind
+                    ))
+                }
+                Some(_) => {}
             }
             let clash = find_task(&self.state.definition.tasks, &b.task_reference_name).is_some()
                 || self
@@ -221,6 +229,22 @@ impl Walker<'_> {
         }
         Ok(branches)
     }
+}
+
+/// Whether a dynamic fork may run a task of type `k` as a branch: every type Conductor
+/// forks but the containers, whose nested tasks would have no place in the run's
+/// definition (their refs are looked up there), and the joins.
+fn forkable(k: TaskType) -> bool {
+    !matches!(
+        k,
+        TaskType::ForkJoin
+            | TaskType::ForkJoinDynamic
+            | TaskType::DoWhile
+            | TaskType::Switch
+            | TaskType::Decision
+            | TaskType::Join
+            | TaskType::ExclusiveJoin
+    )
 }
 
 /// The `successPercent` (0–100) of a JOIN, when it has one.
