@@ -283,11 +283,13 @@ impl Shard {
                 tokio::time::sleep(Duration::from_millis(500)).await;
                 settled_as(Disposition::Requeue, &commands)
             }
-            Err(Failure::Persistent(why)) if deliveries.len() == 1 => {
-                vec![self.judge(&deliveries[0], &commands[0], why).await]
+            Err(failure) if deliveries.len() == 1 => {
+                let (disposition, pause) = self.judge(&deliveries[0], &commands[0], failure).await;
+                tokio::time::sleep(pause).await;
+                vec![disposition]
             }
-            Err(Failure::Persistent(why)) => {
-                tracing::warn!(error = %why, size = deliveries.len(), "command batch failed the same way again; applying its commands one by one");
+            Err(failure) => {
+                tracing::warn!(error = %failure, size = deliveries.len(), "command batch failed; applying its commands one by one");
                 self.one_by_one(&deliveries, &commands).await
             }
         }
@@ -339,6 +341,8 @@ impl Shard {
         let mut dispositions = Vec::with_capacity(deliveries.len());
         let mut held: HashSet<&str> = HashSet::new();
         let mut away = false;
+        // One pause for the batch, the longest its failed commands call for.
+        let mut pause = Duration::ZERO;
         for (i, (delivery, command)) in deliveries.iter().zip(commands).enumerate() {
             let wf = delivery.envelope.workflow_id.as_str();
             if let Err(why) = command {
@@ -361,59 +365,66 @@ impl Shard {
                     away = true;
                     Disposition::Requeue
                 }
-                Err(Failure::Persistent(why)) => {
+                Err(failure) => {
                     held.insert(wf);
-                    self.judge(delivery, command, why).await
+                    let (disposition, wait) = self.judge(delivery, command, failure).await;
+                    pause = pause.max(wait);
+                    disposition
                 }
             };
             dispositions.push(disposition);
         }
+        tokio::time::sleep(pause).await;
         dispositions
     }
 
-    /// The disposition of a command that failed the same way as before, applied alone:
-    /// requeued after a back-off while it has attempts left, else set aside.
+    /// The disposition of a command that failed the same way again, applied alone, and
+    /// the pause before the shard goes on: requeued after a back-off while it has
+    /// attempts left, else set aside — unless the store refuses its run's failure too.
     async fn judge(
         &self,
         delivery: &Delivery,
         command: &Result<Command, String>,
-        why: String,
-    ) -> Disposition {
+        failure: Failure,
+    ) -> (Disposition, Duration) {
         let Ok(command) = command else {
-            return Disposition::DeadLetter(why);
+            return (Disposition::DeadLetter(failure.to_string()), Duration::ZERO);
         };
         let id = delivery.envelope.id;
         let failures = self.attempts.failed(id);
+        let pause = crate::poison::back_off(failures);
         if failures < crate::poison::ATTEMPTS {
-            let pause = crate::poison::back_off(failures);
             tracing::warn!(workflow_id = %delivery.envelope.workflow_id, command = %delivery.envelope.kind,
-                message_id = %id, failures, error = %why, ?pause, "command failed; retrying it after a pause");
-            tokio::time::sleep(pause).await;
-            return Disposition::Requeue;
+                message_id = %id, failures, error = %failure, ?pause, "command batch failed the same way again; retrying its command after a pause");
+            return (Disposition::Requeue, pause);
         }
-        self.attempts.forget(id);
-        self.set_aside(delivery, command, failures, &why).await
+        match self.set_aside(delivery, command, failures, &failure).await {
+            Some(dead) => {
+                self.attempts.forget(id);
+                (dead, Duration::ZERO)
+            }
+            None => (Disposition::Requeue, pause),
+        }
     }
 
-    /// Sets a command aside: its run ends FAILED with the reason (when it has one that
-    /// can still be read), and the command goes to the shard's dead-letter queue.
+    /// Sets a command aside: its run ends FAILED with the reason, and the command goes to
+    /// the shard's dead-letter queue. `None` when the store refuses the run's failure
+    /// too (a refusal of every write: a constraint or a grant changed, say): the command
+    /// is not the cause, so it waits with the others.
     async fn set_aside(
         &self,
         delivery: &Delivery,
         command: &Command,
         failures: u32,
-        why: &str,
-    ) -> Disposition {
+        failure: &Failure,
+    ) -> Option<Disposition> {
         use weft::envelope::Typed as _;
-        self.metrics.set_aside.inc();
         let kind = command.kind();
         let wf = &delivery.envelope.workflow_id;
         let reason = format!(
-            "command {kind} ({}) failed {failures} times and was set aside: {why}",
+            "command {kind} ({}) failed {failures} times and was set aside: {failure}",
             delivery.envelope.id
         );
-        tracing::error!(workflow_id = %wf, command = kind, message_id = %delivery.envelope.id, error = %why,
-            "command set aside: dead-lettered, its run failed");
         let aside = Command::SetAside(weft::messages::SetAside {
             command: kind.to_owned(),
             message_id: delivery.envelope.id,
@@ -427,23 +438,33 @@ impl Shard {
             reply_to: None,
             correlation_id: None,
         });
-        let failed = match failing {
-            Ok(failing) => self
-                .apply_batch(std::slice::from_ref(&failing), &[Ok(aside)])
-                .await
-                .map_err(|f| f.to_string()),
-            Err(e) => Err(e.to_string()),
-        };
-        if let Err(e) = failed {
-            // The run cannot be read (the same failure, most likely): no event can end
-            // it, so its row says FAILED instead of RUNNING forever.
-            tracing::error!(workflow_id = %wf, error = %e, "the run of a command set aside cannot be read; marking its row FAILED");
-            let unreadable = format!("{reason} (the run's history cannot be read: {e})");
-            if let Err(e) = self.store.fail_unreadable_run(wf, &unreadable).await {
-                tracing::error!(workflow_id = %wf, error = %e, "the run of a command set aside could not be marked FAILED; the command is dead-lettered all the same");
+        let failing = failing
+            .map_err(|e| tracing::error!(workflow_id = %wf, error = %e, "a SetAside command could not be encoded"))
+            .ok()?;
+        match self
+            .apply_batch(std::slice::from_ref(&failing), &[Ok(aside)])
+            .await
+        {
+            Ok(()) => {}
+            Err(refused @ (Failure::Transient(_) | Failure::Refused(_))) => {
+                tracing::error!(workflow_id = %wf, command = kind, error = %failure, run_failure = %refused,
+                    "command batch failed and the store refuses the run's failure too: not setting the command aside; retrying after a pause");
+                return None;
+            }
+            Err(Failure::Persistent(e)) => {
+                // The run cannot be read (the same failure, most likely): no event can
+                // end it, so its row says FAILED instead of RUNNING forever.
+                let unreadable = format!("{reason} (the run's history cannot be read: {e})");
+                if let Err(e) = self.store.fail_unreadable_run(wf, &unreadable).await {
+                    tracing::error!(workflow_id = %wf, error = %e, "the run of a command set aside could not be marked FAILED: retrying the command after a pause");
+                    return None;
+                }
             }
         }
-        Disposition::DeadLetter(reason)
+        self.metrics.set_aside.inc();
+        tracing::error!(workflow_id = %wf, command = kind, message_id = %delivery.envelope.id, error = %failure,
+            "command set aside: dead-lettered, its run failed");
+        Some(Disposition::DeadLetter(reason))
     }
 
     async fn try_batch(

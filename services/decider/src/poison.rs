@@ -17,9 +17,10 @@ use weft::Error;
 /// Attempts a command gets when it fails the same way each time; the last failure sets
 /// it aside.
 pub const ATTEMPTS: u32 = 3;
-/// How long the shard waits before the attempt after the `n`th failure (n ≥ 1).
+/// How long the shard waits before the attempt after the `n`th failure (n ≥ 1): 250 ms,
+/// 1 s, then 4 s for as long as the store refuses (see [`Failure::Refused`]).
 pub fn back_off(failures: u32) -> Duration {
-    Duration::from_millis(250 * 4u64.pow(failures.saturating_sub(1).min(4)))
+    Duration::from_millis(250 * 4u64.pow(failures.saturating_sub(1).min(2)))
 }
 /// Message ids remembered at most; beyond it the counts start over (a command then
 /// gets a few more attempts, never unboundedly many in a row).
@@ -31,8 +32,13 @@ pub enum Failure {
     /// Retrying can mend it: the database or the broker was unreachable or busy, the
     /// process is shutting down. Nothing is counted.
     Transient(Error),
-    /// It happens again on every attempt: a bug, a value the database refuses, a
-    /// history that does not fold, a panic (its message).
+    /// The database refused the write (a data exception, an integrity violation, a
+    /// missing grant): the same command fails again — but so may every command, when a
+    /// constraint or a permission changed under the decider. A command is set aside for
+    /// it only once its run could be failed (that write went in): docs/decider.md.
+    Refused(String),
+    /// It happens again on every attempt and is the command's or its run's own: a bug,
+    /// a history that does not fold, a panic (its message).
     Persistent(String),
 }
 
@@ -41,6 +47,12 @@ impl Failure {
     pub fn of(e: Error) -> Self {
         if is_transient(&e) {
             Failure::Transient(e)
+        } else if matches!(
+            e,
+            Error::Store(sqlx::Error::Database(_))
+                | Error::Embedded(rusqlite::Error::SqliteFailure(..))
+        ) {
+            Failure::Refused(e.to_string())
         } else {
             Failure::Persistent(e.to_string())
         }
@@ -51,7 +63,7 @@ impl std::fmt::Display for Failure {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Failure::Transient(e) => write!(f, "{e}"),
-            Failure::Persistent(why) => f.write_str(why),
+            Failure::Refused(why) | Failure::Persistent(why) => f.write_str(why),
         }
     }
 }
@@ -174,7 +186,7 @@ mod tests {
             rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_CONSTRAINT),
             None,
         ));
-        assert!(matches!(Failure::of(constraint), Failure::Persistent(_)));
+        assert!(matches!(Failure::of(constraint), Failure::Refused(_)));
         let fold = Error::Decode("event 4 of run x names unknown task y".into());
         match Failure::of(fold) {
             Failure::Persistent(why) => assert!(why.contains("unknown task"), "{why}"),
@@ -201,7 +213,7 @@ mod tests {
     fn the_back_off_grows_and_stays_bounded() {
         assert_eq!(back_off(1), Duration::from_millis(250));
         assert_eq!(back_off(2), Duration::from_millis(1_000));
-        assert!(back_off(50) <= Duration::from_millis(250 * 256));
+        assert_eq!(back_off(50), Duration::from_millis(4_000));
     }
 
     #[tokio::test]

@@ -619,7 +619,9 @@ impl RunState {
         self.tasks
             .iter()
             .rev()
-            .find(|t| t.task_ref == task_ref && t.iteration == iteration)
+            // The iteration first: in a long loop it tells most tasks apart without
+            // comparing their refs.
+            .find(|t| t.iteration == iteration && t.task_ref == task_ref)
     }
 
     /// Signals received that no task consumed yet, oldest first: of each name, those

@@ -71,7 +71,6 @@ impl Walker<'_> {
             Flow::Done => {}
             other => return other,
         }
-        let output = self.loop_output(task, &refs, iteration);
         let condition = task
             .extra
             .get("loopCondition")
@@ -82,6 +81,13 @@ impl Walker<'_> {
             // With `items` and no condition, the list alone decides.
             None => items.is_some() && more_items,
             Some(condition) => {
+                // Every iteration's outputs only for a condition that may read them: a
+                // condition on `iteration` alone costs the same at the 100,000th.
+                let output = if reads_only_iteration(condition, &looping.task_ref) {
+                    json!({ "iteration": iteration })
+                } else {
+                    self.loop_output(task, &refs, iteration)
+                };
                 let input = self.condition_input(looping, &output, &refs, iteration);
                 match script::evaluate_condition(condition, &input, script::Limits::default()) {
                     Ok(again) => again && more_items,
@@ -93,7 +99,7 @@ impl Walker<'_> {
             return Flow::Waiting(vec![Decision::CompleteStartedTask {
                 task_id: looping.task_id,
                 task_ref: looping.task_ref.clone(),
-                output,
+                output: self.loop_output(task, &refs, iteration),
                 errors: None,
             }]);
         }
@@ -111,39 +117,45 @@ impl Walker<'_> {
         self.at_iteration(looping, iteration + 1).list(body)
     }
 
-    /// The iteration in progress: the highest one any body task was recorded in.
+    /// The iteration in progress: the highest one any body task was recorded in. From
+    /// the newest task back, a task's ref is compared only when its iteration is higher
+    /// than the highest found so far (in a long loop, almost never).
     fn current_iteration(&self, refs: &[&str]) -> i32 {
-        self.state
-            .tasks
-            .iter()
-            .filter(|t| refs.contains(&t.task_ref.as_str()))
-            .map(|t| t.iteration)
-            .max()
-            .unwrap_or(1)
-            .max(1)
+        let mut highest = 1;
+        for t in self.state.tasks.iter().rev() {
+            if t.iteration > highest && refs.contains(&t.task_ref.as_str()) {
+                highest = t.iteration;
+            }
+        }
+        highest
     }
 
     /// Conductor's DO_WHILE output: `iteration`, and per iteration (keyed "1", "2", …)
-    /// each body task's output, keeping the last `keepLastN` iterations when set.
+    /// each body task's output, keeping the last `keepLastN` iterations when set. One
+    /// pass over the run's tasks, the newest of a ref in an iteration winning.
     fn loop_output(&self, task: &WorkflowTask, refs: &[&str], iteration: i32) -> Value {
         let keep = task
             .input_parameters
             .get("keepLastN")
             .and_then(Value::as_i64)
             .map_or(i64::from(self.state.max_loop_iterations), |n| n.max(1));
-        let mut out = Map::new();
-        out.insert("iteration".into(), json!(iteration));
-        for i in 1..=iteration {
-            if i64::from(iteration - i) >= keep {
-                continue;
-            }
-            let mut per = Map::new();
-            for r in refs {
-                if let Some(t) = self.state.latest_at(r, i) {
-                    per.insert((*r).to_owned(), t.output.clone().unwrap_or(Value::Null));
+        let first = (i64::from(iteration) - keep + 1).max(1);
+        let mut per: std::collections::BTreeMap<i32, Map<String, Value>> = (first
+            ..=i64::from(iteration))
+            .filter_map(|i| i32::try_from(i).ok())
+            .map(|i| (i, Map::new()))
+            .collect();
+        for t in &self.state.tasks {
+            if let Some(outputs) = per.get_mut(&t.iteration) {
+                if let Some(r) = refs.iter().find(|r| **r == t.task_ref) {
+                    outputs.insert((*r).to_owned(), t.output.clone().unwrap_or(Value::Null));
                 }
             }
-            out.insert(i.to_string(), Value::Object(per));
+        }
+        let mut out = Map::new();
+        out.insert("iteration".into(), json!(iteration));
+        for (i, outputs) in per {
+            out.insert(i.to_string(), Value::Object(outputs));
         }
         Value::Object(out)
     }
@@ -193,6 +205,52 @@ impl Walker<'_> {
     }
 }
 
+/// Whether `condition` reads the loop `loop_ref`'s output only for its `iteration`
+/// (`$.loop['iteration']`, `$.loop["iteration"]`, `$.loop.iteration`) and reaches `$`
+/// only through named members: then the condition's input needs no iteration's outputs.
+/// Conservative: any other use of the loop's ref, or of `$` itself, says no.
+fn reads_only_iteration(condition: &str, loop_ref: &str) -> bool {
+    let bytes = condition.as_bytes();
+    let mut at = 0;
+    while let Some(found) = condition[at..].find('$') {
+        let i = at + found;
+        at = i + 1;
+        // A `$` inside a name (`a$b`) is not the input.
+        if i > 0 && (bytes[i - 1].is_ascii_alphanumeric() || bytes[i - 1] == b'_') {
+            continue;
+        }
+        let rest = &condition[i + 1..];
+        let (name, after) = if let Some(member) = rest.strip_prefix('.') {
+            let len = member
+                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '$'))
+                .unwrap_or(member.len());
+            (&member[..len], &member[len..])
+        } else if let Some(quoted) = rest.strip_prefix("['").or_else(|| rest.strip_prefix("[\"")) {
+            let quote = if rest.starts_with("['") { "']" } else { "\"]" };
+            match quoted.find(quote) {
+                Some(end) => (&quoted[..end], &quoted[end + 2..]),
+                None => return false,
+            }
+        } else {
+            return false;
+        };
+        if name.is_empty() {
+            return false;
+        }
+        if name != loop_ref {
+            continue;
+        }
+        let iteration = ["['iteration']", "[\"iteration\"]", ".iteration"]
+            .iter()
+            .find_map(|access| after.strip_prefix(access));
+        match iteration {
+            Some(tail) if !tail.starts_with(|c: char| c.is_ascii_alphanumeric() || c == '_') => {}
+            _ => return false,
+        }
+    }
+    true
+}
+
 /// Every reference name in `tasks`, branches and nested bodies included.
 /// What a loop's body sees as the loop's output during iteration `iteration`:
 /// `iteration`, and with `items`, `loopIndex` (from 0) and `loopItem`.
@@ -208,4 +266,33 @@ pub(super) fn progress(looping: &TaskState, iteration: i32) -> Value {
         );
     }
     Value::Object(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::reads_only_iteration;
+
+    #[test]
+    fn a_condition_on_the_iteration_alone_needs_no_outputs() {
+        for condition in [
+            "$.loop['iteration'] < $.times",
+            "$.loop[\"iteration\"] < 10 && $.step['ok']",
+            "$.loop.iteration < $.times",
+            "if ($.loop['iteration'] < 3) { true; } else { false; }",
+            "$.step.output.more == true",
+            "$['loop']['iteration'] < 3",
+        ] {
+            assert!(reads_only_iteration(condition, "loop"), "{condition}");
+        }
+        for condition in [
+            "$.loop['1'].step.ok",
+            "$.loop.iterations > 2",
+            "Object.keys($.loop).length < 5",
+            "JSON.stringify($).length < 100",
+            "$[name] < 3",
+            "$.loop['iteration'] < 3 && $.loop['2'] == null",
+        ] {
+            assert!(!reads_only_iteration(condition, "loop"), "{condition}");
+        }
+    }
 }
