@@ -3,14 +3,11 @@
 //! not fold, a panic), and counting the attempts of the second kind, so that no command
 //! is retried forever (docs/decider.md, "Poison commands").
 
-use std::any::Any;
 use std::collections::HashMap;
 use std::future::Future;
-use std::panic::AssertUnwindSafe;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use futures_util::FutureExt;
 use uuid::Uuid;
 use weft::Error;
 
@@ -154,17 +151,11 @@ impl Attempts {
     }
 }
 
-/// Runs `fut`, turning a panic into its message.
+/// Runs `fut`, turning a panic into a failure naming it.
 pub async fn guarded<Fut: Future>(fut: Fut) -> Result<Fut::Output, String> {
-    AssertUnwindSafe(fut).catch_unwind().await.map_err(|panic| {
-        let panic: &(dyn Any + Send) = &*panic;
-        let text = panic
-            .downcast_ref::<&str>()
-            .map(|s| (*s).to_owned())
-            .or_else(|| panic.downcast_ref::<String>().cloned())
-            .unwrap_or_else(|| "a panic without a message".to_owned());
-        format!("the decider panicked: {text}")
-    })
+    weft::bus::guarded(fut)
+        .await
+        .map_err(|panic| format!("the decider panicked: {panic}"))
 }
 
 #[cfg(test)]

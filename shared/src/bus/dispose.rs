@@ -53,8 +53,9 @@ pub(crate) fn raw(inbound: &Inbound, queue: &str) -> Result<RawDelivery, String>
     })
 }
 
-/// Runs `fut`, turning a panic into an error naming it.
-pub(crate) async fn guarded<Fut: Future>(fut: Fut) -> Result<Fut::Output, String> {
+/// Runs `fut`, turning a panic into its message (a handler's panic settles its messages
+/// instead of ending the consumer).
+pub async fn guarded<Fut: Future>(fut: Fut) -> Result<Fut::Output, String> {
     AssertUnwindSafe(fut).catch_unwind().await.map_err(|panic| {
         let panic: &(dyn Any + Send) = &*panic;
         panic

@@ -38,7 +38,7 @@ use crate::admin::{CounterFamily, Metrics};
 use crate::topology::Names;
 use crate::{Envelope, Error, Result};
 
-pub(crate) use dispose::guarded;
+pub use dispose::guarded;
 pub use get::Taken;
 pub use transport::{Acker, ExchangeKind, HeaderValue, Inbound, Message, Subscription, Transport};
 pub use watch::LINGER as DOORBELL_LINGER;
