@@ -60,6 +60,9 @@ pub struct Config {
     /// Iterations a DO_WHILE may run before it fails (`WEFT_MAX_LOOP_ITERATIONS`); the
     /// decider records the value in each run it starts, so replay uses the same cap.
     pub max_loop_iterations: u32,
+    /// Branches one FORK_JOIN_DYNAMIC may open before it fails
+    /// (`WEFT_MAX_FORK_BRANCHES`); recorded in each run it starts, as the loop cap.
+    pub max_fork_branches: u32,
     /// Largest size of a run's variables, serialized as JSON, in kilobytes
     /// (`WEFT_MAX_VARIABLES_KB`, Conductor's `maxWorkflowVariablesPayloadSizeThreshold`): a
     /// SET_VARIABLE that would pass it fails for good and leaves them as they were; the
@@ -123,7 +126,8 @@ impl Default for Config {
             max_body_bytes: 4 * 1024 * 1024,
             results_together: true,
             starts_together: false,
-            max_loop_iterations: 1_000,
+            max_loop_iterations: 100_000,
+            max_fork_branches: 10_000,
             max_variables_kb: 256,
             heartbeat_write_interval: Duration::from_secs(60),
             heartbeat_scan_interval: Duration::from_secs(1),
@@ -182,6 +186,8 @@ impl Config {
             starts_together: parse(&get, "WEFT_STARTS_TOGETHER")?.unwrap_or(d.starts_together),
             max_loop_iterations: parse(&get, "WEFT_MAX_LOOP_ITERATIONS")?
                 .unwrap_or(d.max_loop_iterations),
+            max_fork_branches: parse(&get, "WEFT_MAX_FORK_BRANCHES")?
+                .unwrap_or(d.max_fork_branches),
             max_variables_kb: parse(&get, "WEFT_MAX_VARIABLES_KB")?.unwrap_or(d.max_variables_kb),
             heartbeat_write_interval: parse(&get, "WEFT_HEARTBEAT_WRITE_INTERVAL_MS")?
                 .map(Duration::from_millis)
@@ -241,6 +247,11 @@ impl Config {
         if self.max_loop_iterations == 0 {
             return Err(Error::Config(
                 "WEFT_MAX_LOOP_ITERATIONS must be at least 1".into(),
+            ));
+        }
+        if self.max_fork_branches == 0 {
+            return Err(Error::Config(
+                "WEFT_MAX_FORK_BRANCHES must be at least 1".into(),
             ));
         }
         if self.max_variables_kb == 0 {
@@ -330,6 +341,21 @@ mod tests {
             err.contains("WEFT_QUEUE_TYPE") && err.contains("classic or quorum"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn run_size_caps_fit_big_runs_by_default_and_zero_is_refused_by_name() {
+        let c = with(&[]).unwrap();
+        assert_eq!(
+            (c.max_loop_iterations, c.max_fork_branches),
+            (100_000, 10_000)
+        );
+        let set = with(&[("WEFT_MAX_FORK_BRANCHES", "20000")]).unwrap();
+        assert_eq!(set.max_fork_branches, 20_000);
+        for key in ["WEFT_MAX_FORK_BRANCHES", "WEFT_MAX_LOOP_ITERATIONS"] {
+            let err = with(&[(key, "0")]).unwrap_err().to_string();
+            assert!(err.contains(key), "{err}");
+        }
     }
 
     #[test]

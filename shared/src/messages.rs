@@ -1234,6 +1234,9 @@ pub struct WorkflowStarted {
     /// The DO_WHILE iteration cap in force when the run started (absent: 1,000).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_loop_iterations: Option<u32>,
+    /// The FORK_JOIN_DYNAMIC branch cap in force when the run started (absent: 1,000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_fork_branches: Option<u32>,
     /// The size limit of the run's variables in force when it started, in kilobytes
     /// (absent: 256).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -5,6 +5,7 @@
 
 mod activities;
 mod bad_input;
+mod big_runs;
 mod broker_failover;
 mod budget;
 mod callbacks;

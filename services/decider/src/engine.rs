@@ -193,6 +193,8 @@ impl Working {
 pub struct RunLimits {
     /// `WEFT_MAX_LOOP_ITERATIONS`.
     pub max_loop_iterations: u32,
+    /// `WEFT_MAX_FORK_BRANCHES`.
+    pub max_fork_branches: u32,
     /// `WEFT_MAX_VARIABLES_KB`.
     pub max_variables_kb: u32,
 }
@@ -562,13 +564,17 @@ impl Shard {
             batch
                 .events
                 .extend(w.events[w.first_new_event..].iter().cloned());
-            batch.tasks.extend(
-                w.state
-                    .tasks
-                    .iter()
-                    .filter(|t| w.touched.contains(&t.task_id))
-                    .map(|t| w.state.task_record(t)),
-            );
+            // The touched tasks alone, in schedule order: a commit of a run of 100,000
+            // tasks does not pass over them all.
+            let mut touched: Vec<&crate::state::TaskState> = w
+                .touched
+                .iter()
+                .filter_map(|id| w.state.task(*id))
+                .collect();
+            touched.sort_unstable_by_key(|t| t.seq);
+            batch
+                .tasks
+                .extend(touched.into_iter().map(|t| w.state.task_record(t)));
             batch.outbox.extend(w.outbox.iter().cloned());
             if w.ended() {
                 // Whatever the run was waiting for is moot: its timers go with the end.
@@ -1262,6 +1268,7 @@ impl Shard {
                 parent_workflow_id: start.parent_workflow_id.clone(),
                 parent: start.parent.clone(),
                 max_loop_iterations: Some(self.limits.max_loop_iterations),
+                max_fork_branches: Some(self.limits.max_fork_branches),
                 max_variables_kb: Some(self.limits.max_variables_kb),
                 traceparent: start.traceparent.clone().or(delivery_trace),
                 priority: start.priority.filter(|p| *p > 0),
@@ -2275,13 +2282,6 @@ fn append(w: &mut Working, event: Event) -> Result<(), Error> {
         Event::TaskCallbackReset(r) => Some(r.task_id),
         _ => None,
     };
-    let pending_before: Vec<Uuid> = w
-        .state
-        .tasks
-        .iter()
-        .filter(|t| t.status.is_pending())
-        .map(|t| t.task_id)
-        .collect();
     let stored = StoredEvent {
         run_id: w.state.run_id,
         event_id: w.state.version + 1,
@@ -2297,9 +2297,11 @@ fn append(w: &mut Working, event: Event) -> Result<(), Error> {
     // A loop's row shows the iteration its body is in: a body task scheduled in a loop
     // iteration may start the next one.
     if matches!(&stored.event, Event::TaskScheduled(s) if s.iteration > 0) {
-        let loops = w.state.tasks.iter().filter(|t| {
-            t.status.is_pending() && t.task_type == weft::dsl::TaskType::DoWhile.as_str()
-        });
+        let loops = w
+            .state
+            .pending_tasks()
+            .into_iter()
+            .filter(|t| t.task_type == weft::dsl::TaskType::DoWhile.as_str());
         w.touched.extend(loops.map(|t| t.task_id));
     }
     // A run-ending event cancels what was waiting: those rows change too, and what
@@ -2313,10 +2315,8 @@ fn append(w: &mut Working, event: Event) -> Result<(), Error> {
         w.lifecycle.push(event);
     }
     let run_end = stored.event.ends_run();
-    for id in pending_before {
-        let Some(t) = w.state.task(id).filter(|t| !t.status.is_pending()) else {
-            continue;
-        };
+    for t in w.state.ended_by_last_event() {
+        let id = t.task_id;
         w.touched.insert(id);
         if crate::state::is_activity(&t.task_type) {
             let why = stop_reason(&stored.event);

@@ -34,11 +34,20 @@ impl HistoryBuilder {
             parent: None,
             max_loop_iterations: None,
             max_variables_kb: None,
+            max_fork_branches: None,
             traceparent: None,
             priority: None,
             task_to_domain: Default::default(),
         }));
         b
+    }
+
+    /// The start as `change` leaves it (a limit recorded in it, say).
+    pub fn with_start(mut self, change: impl FnOnce(&mut WorkflowStarted)) -> Self {
+        if let Event::WorkflowStarted(started) = &mut self.events[0].event {
+            change(started);
+        }
+        self
     }
 
     fn push(&mut self, event: Event) {

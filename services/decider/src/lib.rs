@@ -23,6 +23,7 @@ pub mod result_batches;
 pub mod skip;
 pub mod spare_offers;
 pub mod state;
+pub mod task_index;
 pub mod task_update;
 pub mod watch;
 
@@ -95,6 +96,7 @@ pub async fn run_on(
                 metrics.clone(),
                 engine::RunLimits {
                     max_loop_iterations: config.max_loop_iterations,
+                    max_fork_branches: config.max_fork_branches,
                     max_variables_kb: config.max_variables_kb,
                 },
                 config.events.clone(),

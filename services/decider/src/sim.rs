@@ -4,6 +4,7 @@
 
 use chrono::{TimeZone, Utc};
 use serde_json::Value;
+use uuid::Uuid;
 use weft::messages::{Event, TaskCompleted, TaskFailed};
 use weft::store::runs::StoredEvent;
 
@@ -22,7 +23,11 @@ pub struct Sim {
 impl Sim {
     /// Starts `definition` with `input` and lets the interpreter run.
     pub fn start(definition: Value, input: Value) -> Self {
-        let builder = HistoryBuilder::started(definition, input);
+        Self::start_from(HistoryBuilder::started(definition, input))
+    }
+
+    /// Starts the run `builder` begins and lets the interpreter run.
+    pub fn start_from(builder: HistoryBuilder) -> Self {
         let mut sim = Self {
             state: builder.state(),
             events: builder.events().to_vec(),
@@ -43,8 +48,28 @@ impl Sim {
                 .unwrap(),
             event,
         };
+        let pending_before: Vec<Uuid> = self
+            .state
+            .tasks
+            .iter()
+            .filter(|t| t.status.is_pending())
+            .map(|t| t.task_id)
+            .collect();
         self.state.apply(&stored).unwrap();
         self.events.push(stored);
+        // Every simulated run checks the index against a pass over the tasks.
+        self.state.assert_index_agrees();
+        let ended: Vec<Uuid> = pending_before
+            .into_iter()
+            .filter(|id| self.state.task(*id).is_some_and(|t| !t.status.is_pending()))
+            .collect();
+        let ended_by_index: Vec<Uuid> = self
+            .state
+            .ended_by_last_event()
+            .iter()
+            .map(|t| t.task_id)
+            .collect();
+        assert_eq!(ended_by_index, ended, "the tasks an event ended");
     }
 
     /// The simulated clock: one second per event.

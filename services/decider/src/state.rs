@@ -10,6 +10,8 @@ use weft::dsl::{TaskType, WorkflowDef};
 use weft::messages::Event;
 use weft::store::runs::{RunRecord, StoredEvent, TaskRecord};
 
+use crate::task_index::TaskIndex;
+
 /// Conductor's name for "no domain" in `taskToDomain`.
 pub const NO_DOMAIN: &str = "NO_DOMAIN";
 
@@ -198,6 +200,8 @@ pub struct RunState {
     pub parent: Option<weft::messages::ParentLink>,
     /// DO_WHILE iteration cap, recorded when the run started.
     pub max_loop_iterations: i32,
+    /// FORK_JOIN_DYNAMIC branch cap, recorded when the run started.
+    pub max_fork_branches: usize,
     /// Size limit of the run's variables as JSON, in bytes, recorded when it started.
     pub max_variables_bytes: usize,
     /// The start request's trace context.
@@ -241,8 +245,11 @@ pub struct RunState {
     pub reason: Option<String>,
     /// Refs that failed the run.
     pub failed_task_refs: Vec<String>,
-    /// Tasks in schedule order (`seq` = index).
+    /// Tasks in schedule order (`seq` = index); appended only by [`RunState::apply`],
+    /// which keeps [`RunState::index`] with them.
     pub tasks: Vec<TaskState>,
+    /// The tasks by id, by reference name and iteration, and those pending.
+    pub(crate) index: TaskIndex,
     /// Number of events applied (= last event id).
     pub version: i64,
     /// Start.
@@ -289,6 +296,9 @@ impl RunState {
             max_loop_iterations: started
                 .max_loop_iterations
                 .map_or(1_000, |n| i32::try_from(n).unwrap_or(i32::MAX)),
+            max_fork_branches: started
+                .max_fork_branches
+                .map_or(1_000, |n| usize::try_from(n).unwrap_or(usize::MAX)),
             max_variables_bytes: started
                 .max_variables_kb
                 .map_or(256, |kb| kb as usize)
@@ -312,6 +322,7 @@ impl RunState {
             reason: None,
             failed_task_refs: Vec::new(),
             tasks: Vec::new(),
+            index: TaskIndex::default(),
             version: 1,
             start_time: first.time,
             end_time: None,
@@ -326,13 +337,14 @@ impl RunState {
     /// Applies one event after the first.
     pub fn apply(&mut self, e: &StoredEvent) -> Result<(), FoldError> {
         let at = e.time;
+        self.index.begin();
         match &e.event {
             Event::WorkflowStarted(_) => return Err(FoldError::BadStart(self.run_id)),
             Event::TaskScheduled(s) => {
                 self.retry_round = false;
                 self.retry_grants
                     .retain(|g| g.task_ref != s.task_ref || g.iteration != s.iteration);
-                self.tasks.push(TaskState {
+                self.push_task(TaskState {
                     task_id: s.task_id,
                     task_ref: s.task_ref.clone(),
                     task_type: s.task_type.clone(),
@@ -534,13 +546,9 @@ impl RunState {
                     self.grant_retries(retried, at);
                 }
                 if let Some(r) = &reset.resumed {
-                    let newest = self
-                        .tasks
-                        .iter_mut()
-                        .rev()
-                        .find(|t| t.task_ref == r.task_ref && t.iteration == r.iteration);
-                    if let Some(t) = newest {
-                        reopen(t, at);
+                    if let Some(position) = self.newest_position(&r.task_ref, r.iteration) {
+                        self.index.mark(position);
+                        reopen(&mut self.tasks[position], at);
                     }
                 }
             }
@@ -555,12 +563,15 @@ impl RunState {
         if self.status != RunStatus::Running {
             // A run that ended leaves nothing waiting: what was still scheduled or in
             // progress is canceled, so no task row claims to run for a finished run.
-            for t in self.tasks.iter_mut().filter(|t| t.status.is_pending()) {
+            for position in self.pending_positions() {
+                self.index.mark(position);
+                let t = &mut self.tasks[position];
                 t.status = TaskStatus::Canceled;
                 t.end_time = Some(at);
                 t.update_time = at;
             }
         }
+        self.index.settle(&self.tasks);
         self.version = e.event_id;
         self.update_time = at;
         Ok(())
@@ -570,21 +581,20 @@ impl RunState {
     /// other task listed gets one more attempt.
     fn grant_retries(&mut self, retried: &[weft::messages::TaskAt], at: DateTime<Utc>) {
         for r in retried {
-            let newest = self
-                .tasks
-                .iter_mut()
-                .rev()
-                .find(|t| t.task_ref == r.task_ref && t.iteration == r.iteration);
-            match newest {
-                Some(join)
-                    if matches!(
-                        TaskType::parse(&join.task_type),
+            let join = self
+                .newest_position(&r.task_ref, r.iteration)
+                .filter(|&position| {
+                    matches!(
+                        TaskType::parse(&self.tasks[position].task_type),
                         Some(TaskType::Join | TaskType::ExclusiveJoin)
-                    ) =>
-                {
-                    reopen(join, at)
+                    )
+                });
+            match join {
+                Some(position) => {
+                    self.index.mark(position);
+                    reopen(&mut self.tasks[position], at);
                 }
-                _ => self.retry_grants.push(r.clone()),
+                None => self.retry_grants.push(r.clone()),
             }
         }
     }
@@ -596,32 +606,111 @@ impl RunState {
             .any(|g| g.task_ref == t.task_ref && g.iteration == t.iteration)
     }
 
+    /// Appends a task scheduled, indexed.
+    fn push_task(&mut self, task: TaskState) {
+        if !self.index.covers(&self.tasks) {
+            self.reindex();
+        }
+        self.index.push(self.tasks.len(), &task);
+        self.tasks.push(task);
+    }
+
+    /// Rebuilds the index from the tasks: only a state whose tasks were appended by hand
+    /// (a test's) needs it.
+    fn reindex(&mut self) {
+        self.index = TaskIndex::default();
+        for (position, task) in self.tasks.iter().enumerate() {
+            self.index.push(position, task);
+        }
+        self.index.settle(&self.tasks);
+    }
+
+    /// The task with id `task_id`, marked as changed by the event being applied.
     fn task_mut(&mut self, e: &StoredEvent, task_id: Uuid) -> Result<&mut TaskState, FoldError> {
-        let run_id = self.run_id;
-        self.tasks
-            .iter_mut()
-            .rev()
-            .find(|t| t.task_id == task_id)
-            .ok_or(FoldError::UnknownTask {
-                run_id,
-                event_id: e.event_id,
-                task_id,
-            })
+        let position = self.position(task_id).ok_or(FoldError::UnknownTask {
+            run_id: self.run_id,
+            event_id: e.event_id,
+            task_id,
+        })?;
+        self.index.mark(position);
+        Ok(&mut self.tasks[position])
+    }
+
+    /// The position of the task with id `task_id`.
+    fn position(&self, task_id: Uuid) -> Option<usize> {
+        if self.index.covers(&self.tasks) {
+            self.index.position(task_id)
+        } else {
+            self.tasks.iter().rposition(|t| t.task_id == task_id)
+        }
+    }
+
+    /// The position of the newest task with `task_ref` in iteration `iteration`.
+    fn newest_position(&self, task_ref: &str, iteration: i32) -> Option<usize> {
+        if self.index.covers(&self.tasks) {
+            self.index.newest_at(task_ref, iteration)
+        } else {
+            self.tasks
+                .iter()
+                .rposition(|t| t.iteration == iteration && t.task_ref == task_ref)
+        }
+    }
+
+    /// Positions of the tasks scheduled or in progress, oldest first.
+    fn pending_positions(&self) -> Vec<usize> {
+        if self.index.covers(&self.tasks) {
+            self.index.pending().collect()
+        } else {
+            (0..self.tasks.len())
+                .filter(|&p| self.tasks[p].status.is_pending())
+                .collect()
+        }
+    }
+
+    /// The tasks scheduled or in progress, oldest first.
+    pub fn pending_tasks(&self) -> Vec<&TaskState> {
+        self.pending_positions()
+            .into_iter()
+            .map(|p| &self.tasks[p])
+            .collect()
+    }
+
+    /// The tasks the last event applied ended: pending before it, no longer after
+    /// (completed, failed, canceled with the run…), oldest first.
+    pub fn ended_by_last_event(&self) -> Vec<&TaskState> {
+        let mut ended: Vec<usize> = self.index.ended().to_vec();
+        ended.sort_unstable();
+        ended.into_iter().map(|p| &self.tasks[p]).collect()
     }
 
     /// The newest task with `task_ref`.
     pub fn latest(&self, task_ref: &str) -> Option<&TaskState> {
-        self.tasks.iter().rev().find(|t| t.task_ref == task_ref)
+        if self.index.covers(&self.tasks) {
+            self.index.newest(task_ref).map(|p| &self.tasks[p])
+        } else {
+            self.tasks.iter().rev().find(|t| t.task_ref == task_ref)
+        }
     }
 
     /// The newest task with `task_ref` in loop iteration `iteration` (0 outside loops).
     pub fn latest_at(&self, task_ref: &str, iteration: i32) -> Option<&TaskState> {
-        self.tasks
-            .iter()
-            .rev()
-            // The iteration first: in a long loop it tells most tasks apart without
-            // comparing their refs.
-            .find(|t| t.iteration == iteration && t.task_ref == task_ref)
+        self.newest_position(task_ref, iteration)
+            .map(|p| &self.tasks[p])
+    }
+
+    /// The newest task with `task_ref` in the highest iteration any of its tasks ran in.
+    pub fn highest_iteration_of(&self, task_ref: &str) -> Option<&TaskState> {
+        if self.index.covers(&self.tasks) {
+            self.index.highest(task_ref).map(|p| &self.tasks[p])
+        } else {
+            let highest = self
+                .tasks
+                .iter()
+                .filter(|t| t.task_ref == task_ref)
+                .map(|t| t.iteration)
+                .max()?;
+            self.latest_at(task_ref, highest)
+        }
     }
 
     /// Signals received that no task consumed yet, oldest first: of each name, those
@@ -664,9 +753,22 @@ impl RunState {
             .cloned()
     }
 
+    /// The branches the dynamic fork `fork` recorded when it was reached (none before).
+    pub fn forked_branches(&self, fork: &TaskState) -> std::sync::Arc<[weft::dsl::WorkflowTask]> {
+        let indexed = self.index.covers(&self.tasks)
+            && self
+                .tasks
+                .get(fork.seq as usize)
+                .is_some_and(|t| t.task_id == fork.task_id);
+        match indexed {
+            true => self.index.forked(fork.seq as usize).unwrap_or_default(),
+            false => crate::task_index::recorded_branches(fork),
+        }
+    }
+
     /// The task with id `task_id`.
     pub fn task(&self, task_id: Uuid) -> Option<&TaskState> {
-        self.tasks.iter().rev().find(|t| t.task_id == task_id)
+        self.position(task_id).map(|p| &self.tasks[p])
     }
 
     /// The document `${...}` expressions are resolved against.
@@ -679,15 +781,23 @@ impl RunState {
     /// reads, without copying every task's input and output for each one resolved.
     pub fn expression_context_of(&self, roots: Option<&[String]>) -> Value {
         let wanted = |name: &str| roots.is_none_or(|roots| roots.iter().any(|r| r == name));
+        let entry = |t: &TaskState| json!({ "input": t.input, "output": t.output.clone().unwrap_or(Value::Null) });
         let mut ctx = Map::new();
-        for t in &self.tasks {
-            if !wanted(&t.task_ref) {
-                continue;
+        match roots {
+            // Each root's newest task: what a pass over them all, the newest winning,
+            // would leave.
+            Some(roots) => {
+                for root in roots {
+                    if let Some(t) = self.latest(root) {
+                        ctx.insert(root.clone(), entry(t));
+                    }
+                }
             }
-            ctx.insert(
-                t.task_ref.clone(),
-                json!({ "input": t.input, "output": t.output.clone().unwrap_or(Value::Null) }),
-            );
+            None => {
+                for t in &self.tasks {
+                    ctx.insert(t.task_ref.clone(), entry(t));
+                }
+            }
         }
         if !wanted("workflow") {
             return Value::Object(ctx);
@@ -717,7 +827,8 @@ impl RunState {
             // RUNNING while a worker has a task; QUEUING while tasks only wait for one.
             RunStatus::Running if self.rolling_back => "ROLLING_BACK",
             RunStatus::Running => {
-                let activities = || self.tasks.iter().filter(|t| is_activity(&t.task_type));
+                let pending = self.pending_tasks();
+                let activities = || pending.iter().filter(|t| is_activity(&t.task_type));
                 if activities().any(|t| t.status == TaskStatus::InProgress) {
                     "RUNNING"
                 } else if activities().any(|t| t.status == TaskStatus::Scheduled) {
@@ -814,15 +925,21 @@ impl RunState {
     }
 
     /// The iteration (from 1) the body of the DO_WHILE task `t` is in: the highest of its
-    /// body's tasks scheduled since the loop started; 0 before the first.
+    /// body's tasks scheduled since the loop started; 0 before the first. Of each body
+    /// ref, its task of the highest iteration when scheduled since, else its newest (a
+    /// loop run again, inside another, begins below the iterations of its last run).
     pub fn loop_iteration(&self, t: &TaskState) -> i32 {
         let Some(node) = find_task(&self.definition.tasks, &t.task_ref) else {
             return 0;
         };
-        let body = subtree_refs(node.loop_over.as_deref().unwrap_or_default());
-        self.tasks
-            .iter()
-            .filter(|x| x.seq > t.seq && body.contains(&x.task_ref.as_str()))
+        let since = |x: &&TaskState| x.seq > t.seq;
+        subtree_refs(node.loop_over.as_deref().unwrap_or_default())
+            .into_iter()
+            .filter_map(|r| {
+                self.highest_iteration_of(r)
+                    .filter(since)
+                    .or_else(|| self.latest(r).filter(since))
+            })
             .map(|x| x.iteration)
             .max()
             .unwrap_or(0)
@@ -862,6 +979,90 @@ impl RunState {
             domain: t.domain.clone(),
             end_time: t.end_time,
             update_time: t.update_time,
+        }
+    }
+}
+
+#[cfg(test)]
+impl RunState {
+    /// Panics unless every lookup the index answers agrees with a pass over the tasks.
+    pub(crate) fn assert_index_agrees(&self) {
+        assert!(
+            self.index.covers(&self.tasks),
+            "the index covers every task"
+        );
+        for t in &self.tasks {
+            let scan = |f: &dyn Fn(&TaskState) -> bool| self.tasks.iter().rposition(f);
+            assert_eq!(
+                self.position(t.task_id),
+                scan(&|x| x.task_id == t.task_id),
+                "position of {}",
+                t.task_id
+            );
+            assert_eq!(
+                self.newest_position(&t.task_ref, t.iteration),
+                scan(&|x| x.task_ref == t.task_ref && x.iteration == t.iteration),
+                "newest {} in iteration {}",
+                t.task_ref,
+                t.iteration
+            );
+            assert_eq!(
+                self.latest(&t.task_ref).map(|x| x.seq),
+                self.tasks
+                    .iter()
+                    .rev()
+                    .find(|x| x.task_ref == t.task_ref)
+                    .map(|x| x.seq),
+                "newest {}",
+                t.task_ref
+            );
+            let highest = self
+                .tasks
+                .iter()
+                .filter(|x| x.task_ref == t.task_ref)
+                .map(|x| x.iteration)
+                .max();
+            assert_eq!(
+                self.highest_iteration_of(&t.task_ref).map(|x| x.iteration),
+                highest,
+                "highest iteration of {}",
+                t.task_ref
+            );
+        }
+        for t in &self.tasks {
+            assert_eq!(
+                self.forked_branches(t),
+                crate::task_index::recorded_branches(t),
+                "branches of {}",
+                t.task_ref
+            );
+        }
+        let pending: Vec<i32> = self.pending_tasks().iter().map(|t| t.seq).collect();
+        let scanned: Vec<i32> = self
+            .tasks
+            .iter()
+            .filter(|t| t.status.is_pending())
+            .map(|t| t.seq)
+            .collect();
+        assert_eq!(pending, scanned, "the pending tasks");
+        for t in self.pending_tasks() {
+            let Some(node) = find_task(&self.definition.tasks, &t.task_ref) else {
+                continue;
+            };
+            let body = subtree_refs(node.loop_over.as_deref().unwrap_or_default());
+            let scanned = self
+                .tasks
+                .iter()
+                .filter(|x| x.seq > t.seq && body.contains(&x.task_ref.as_str()))
+                .map(|x| x.iteration)
+                .max()
+                .unwrap_or(0);
+            assert_eq!(
+                self.loop_iteration(t),
+                scanned,
+                "iteration of {}",
+                t.task_ref
+            );
         }
     }
 }

@@ -145,6 +145,16 @@ pub trait ReadStore {
         &self,
         workflow_id: &str,
     ) -> Result<Option<(RunView, Vec<TaskView>)>>;
+    /// The current run of `workflow_id`, how many of its tasks have one of `statuses`
+    /// (any status when empty), and `count` of those from position `start` in schedule
+    /// order: a page read without the rest of a run of 100,000 tasks.
+    async fn current_run_tasks_page(
+        &self,
+        workflow_id: &str,
+        statuses: &[String],
+        start: i64,
+        count: i64,
+    ) -> Result<Option<(RunView, i64, Vec<TaskView>)>>;
     /// Run `run_id` of `workflow_id` (any run of its chain).
     async fn run_of_workflow(&self, workflow_id: &str, run_id: Uuid) -> Result<Option<RunView>>;
     /// The tasks of a run, in schedule order.

@@ -1208,6 +1208,38 @@ fn a_loop_that_never_ends_fails_at_its_iteration_cap() {
 }
 
 #[test]
+fn a_dynamic_fork_past_its_branch_cap_fails_naming_it_and_one_within_runs() {
+    let def = json!({"name": "w", "tasks": [
+        {"name": "fork", "taskReferenceName": "fork", "type": "FORK_JOIN_DYNAMIC",
+         "inputParameters": {"forkTaskName": "work",
+                             "forkTaskInputs": "${workflow.input.inputs}"}},
+        {"name": "join", "taskReferenceName": "join", "type": "JOIN"}]});
+    let inputs = |n: usize| json!({ "inputs": vec![json!({}); n] });
+    // The cap recorded in the run's start, as the loop's.
+    let capped = |n| {
+        crate::history_builder::HistoryBuilder::started(def.clone(), inputs(n))
+            .with_start(|s| s.max_fork_branches = Some(3))
+    };
+    let over = Sim::start_from(capped(4));
+    assert_eq!(over.state.status, RunStatus::Failed);
+    let reason = over.state.reason.clone().unwrap_or_default();
+    assert!(
+        reason.contains("4 branches; at most 3 (WEFT_MAX_FORK_BRANCHES)"),
+        "{reason}"
+    );
+    let mut within = Sim::start_from(capped(3));
+    assert_eq!(within.pending(), vec!["work_0", "work_1", "work_2"]);
+    for r in ["work_0", "work_1", "work_2"] {
+        within.complete(r, json!({}));
+    }
+    assert_eq!(within.state.status, RunStatus::Completed);
+    // A run started before the cap was recorded keeps the cap it ran under: 1,000.
+    let legacy = Sim::start(def.clone(), inputs(1_001));
+    let reason = legacy.state.reason.clone().unwrap_or_default();
+    assert!(reason.contains("at most 1000"), "{reason}");
+}
+
+#[test]
 fn join_waits_for_its_join_on_only_and_the_run_for_every_branch() {
     let def = json!({"name": "w", "tasks": [
         {"name": "f", "taskReferenceName": "f", "type": "FORK_JOIN", "forkTasks": [

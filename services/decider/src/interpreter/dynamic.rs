@@ -13,9 +13,6 @@ use weft::dsl::{TaskType, WorkflowTask};
 use super::walk::{Flow, Walker};
 use crate::state::{find_task, TaskState, TaskStatus};
 
-/// Most branches one dynamic fork may open.
-const MAX_BRANCHES: usize = 1_000;
-
 impl Walker<'_> {
     /// `tolerate_failures`: the JOIN after this fork carries `successPercent` (a group of
     /// children): a branch that ends failed is finished, not fatal; the JOIN judges.
@@ -57,8 +54,17 @@ impl Walker<'_> {
             return Flow::Done;
         }
         let mut branches = Vec::new();
-        for branch in self.recorded_branches(task) {
-            match self.task(&branch) {
+        for branch in self.recorded_branches(task).iter() {
+            // A branch that completed has nothing more to decide: skipped without its
+            // walk, which a fork of thousands would pay for each at every command.
+            let completed = self
+                .state
+                .latest_at(&branch.task_reference_name, self.iteration)
+                .is_some_and(|t| t.status == TaskStatus::Completed);
+            if completed {
+                continue;
+            }
+            match self.task(branch) {
                 Flow::Done => {}
                 Flow::Waiting(d) => branches.push(d),
                 Flow::Stop(_) if tolerate_failures => {}
@@ -75,17 +81,15 @@ impl Walker<'_> {
     /// The refs a dynamic fork opened (from its recorded output).
     pub(super) fn forked_refs(&self, fork: &WorkflowTask) -> Vec<String> {
         self.recorded_branches(fork)
-            .into_iter()
-            .map(|b| b.task_reference_name)
+            .iter()
+            .map(|b| b.task_reference_name.clone())
             .collect()
     }
 
-    fn recorded_branches(&self, fork: &WorkflowTask) -> Vec<WorkflowTask> {
+    fn recorded_branches(&self, fork: &WorkflowTask) -> std::sync::Arc<[WorkflowTask]> {
         self.state
             .latest_at(&fork.task_reference_name, self.iteration)
-            .and_then(|t| t.output.as_ref())
-            .and_then(|o| o.get("forkedTaskDefs"))
-            .and_then(|d| serde_json::from_value(d.clone()).ok())
+            .map(|t| self.state.forked_branches(t))
             .unwrap_or_default()
     }
 
@@ -187,9 +191,10 @@ impl Walker<'_> {
                 })
                 .collect::<Result<_, String>>()?
         };
-        if branches.len() > MAX_BRANCHES {
+        let cap = self.state.max_fork_branches;
+        if branches.len() > cap {
             return Err(format!(
-                "{} branches; at most {MAX_BRANCHES}",
+                "{} branches; at most {cap} (WEFT_MAX_FORK_BRANCHES)",
                 branches.len()
             ));
         }

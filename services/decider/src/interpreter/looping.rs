@@ -117,22 +117,17 @@ impl Walker<'_> {
         self.at_iteration(looping, iteration + 1).list(body)
     }
 
-    /// The iteration in progress: the highest one any body task was recorded in. From
-    /// the newest task back, a task's ref is compared only when its iteration is higher
-    /// than the highest found so far (in a long loop, almost never).
+    /// The iteration in progress: the highest one any body task was recorded in.
     fn current_iteration(&self, refs: &[&str]) -> i32 {
-        let mut highest = 1;
-        for t in self.state.tasks.iter().rev() {
-            if t.iteration > highest && refs.contains(&t.task_ref.as_str()) {
-                highest = t.iteration;
-            }
-        }
-        highest
+        refs.iter()
+            .filter_map(|r| self.state.highest_iteration_of(r))
+            .map(|t| t.iteration)
+            .fold(1, i32::max)
     }
 
     /// Conductor's DO_WHILE output: `iteration`, and per iteration (keyed "1", "2", …)
-    /// each body task's output, keeping the last `keepLastN` iterations when set. One
-    /// pass over the run's tasks, the newest of a ref in an iteration winning.
+    /// each body task's output (its newest task in that iteration), keeping the last
+    /// `keepLastN` iterations when set.
     fn loop_output(&self, task: &WorkflowTask, refs: &[&str], iteration: i32) -> Value {
         let keep = task
             .input_parameters
@@ -140,21 +135,16 @@ impl Walker<'_> {
             .and_then(Value::as_i64)
             .map_or(i64::from(self.state.max_loop_iterations), |n| n.max(1));
         let first = (i64::from(iteration) - keep + 1).max(1);
-        let mut per: std::collections::BTreeMap<i32, Map<String, Value>> = (first
-            ..=i64::from(iteration))
-            .filter_map(|i| i32::try_from(i).ok())
-            .map(|i| (i, Map::new()))
-            .collect();
-        for t in &self.state.tasks {
-            if let Some(outputs) = per.get_mut(&t.iteration) {
-                if let Some(r) = refs.iter().find(|r| **r == t.task_ref) {
-                    outputs.insert((*r).to_owned(), t.output.clone().unwrap_or(Value::Null));
-                }
-            }
-        }
         let mut out = Map::new();
         out.insert("iteration".into(), json!(iteration));
-        for (i, outputs) in per {
+        for i in (first..=i64::from(iteration)).filter_map(|i| i32::try_from(i).ok()) {
+            let outputs: Map<String, Value> = refs
+                .iter()
+                .filter_map(|r| {
+                    let t = self.state.latest_at(r, i)?;
+                    Some(((*r).to_owned(), t.output.clone().unwrap_or(Value::Null)))
+                })
+                .collect();
             out.insert(i.to_string(), Value::Object(outputs));
         }
         Value::Object(out)

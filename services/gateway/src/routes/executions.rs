@@ -312,21 +312,18 @@ async fn tasks_page(
     // Repeated (`status=A&status=B`) or comma-separated statuses.
     let start = start.unwrap_or(0).max(0) as usize;
     let count = count.unwrap_or(15).clamp(0, MAX_LOOKUP) as usize;
-    let Some((run, tasks)) = state.store.current_run_with_tasks(&id).await? else {
+    let page = state
+        .store
+        .current_run_tasks_page(&id, &statuses, start as i64, count as i64)
+        .await?;
+    let Some((run, total, tasks)) = page else {
         if state.store.get_start(&id).await?.is_some() {
             return Ok(Json(json!({"totalHits": 0, "results": []})));
         }
         return Err(ApiError::NotFound(format!("workflow {id} not found")));
     };
-    let matching: Vec<_> = tasks
+    let results: Vec<Task> = tasks
         .into_iter()
-        .filter(|t| statuses.is_empty() || statuses.contains(&t.status))
-        .collect();
-    let total = matching.len();
-    let results: Vec<Task> = matching
-        .into_iter()
-        .skip(start)
-        .take(count)
         .map(|t| Task::from_row(t, &run.workflow_name))
         .collect();
     let mut page = Map::new();

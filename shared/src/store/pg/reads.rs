@@ -17,6 +17,28 @@ const TASKS_OF_RUN: &str = "SELECT task_id, run_id, workflow_id, task_ref, task_
     start_time, end_time, update_time, callback_after_seconds, domain
     FROM tasks WHERE run_id = $1 ORDER BY seq, iteration, attempt";
 
+const TASKS_PAGE: &str = "SELECT task_id, run_id, workflow_id, task_ref, task_type, task_name,
+    seq, iteration, attempt, status, input, output, reason, worker_id, scheduled_time,
+    start_time, end_time, update_time, callback_after_seconds, domain
+    FROM tasks WHERE run_id = $1 AND (cardinality($2::text[]) = 0 OR status = ANY($2))
+    ORDER BY seq, iteration, attempt OFFSET $3 LIMIT $4";
+
+/// The current run of `workflow_id`, read first in `tx`, which it makes one snapshot (a
+/// repeatable-read, read-only transaction): what `tx` reads next is of the same moment.
+async fn current_run_in_snapshot(
+    tx: &mut sqlx::Transaction<'_, sqlx::Postgres>,
+    workflow_id: &str,
+) -> Result<Option<RunView>> {
+    sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        .execute(&mut **tx)
+        .await?;
+    let sql = format!("SELECT {RUN_COLUMNS} FROM runs WHERE workflow_id = $1 AND is_current");
+    Ok(sqlx::query_as::<_, RunView>(&sql)
+        .bind(workflow_id)
+        .fetch_optional(&mut **tx)
+        .await?)
+}
+
 #[async_trait]
 impl ReadStore for PgStore {
     /// The current run of `workflow_id` (the newest of its reset chain), if it has one.
@@ -36,15 +58,7 @@ impl ReadStore for PgStore {
         workflow_id: &str,
     ) -> Result<Option<(RunView, Vec<TaskView>)>> {
         let mut tx = self.pool.begin().await?;
-        sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
-            .execute(&mut *tx)
-            .await?;
-        let sql = format!("SELECT {RUN_COLUMNS} FROM runs WHERE workflow_id = $1 AND is_current");
-        let Some(run) = sqlx::query_as::<_, RunView>(&sql)
-            .bind(workflow_id)
-            .fetch_optional(&mut *tx)
-            .await?
-        else {
+        let Some(run) = current_run_in_snapshot(&mut tx, workflow_id).await? else {
             return Ok(None);
         };
         let tasks = sqlx::query_as::<_, TaskView>(TASKS_OF_RUN)
@@ -53,6 +67,38 @@ impl ReadStore for PgStore {
             .await?;
         tx.commit().await?;
         Ok(Some((run, tasks)))
+    }
+
+    /// A page of the current run's tasks, read from one snapshot as
+    /// [`Self::current_run_with_tasks`]: the count and the page by `tasks_by_run`.
+    async fn current_run_tasks_page(
+        &self,
+        workflow_id: &str,
+        statuses: &[String],
+        start: i64,
+        count: i64,
+    ) -> Result<Option<(RunView, i64, Vec<TaskView>)>> {
+        let mut tx = self.pool.begin().await?;
+        let Some(run) = current_run_in_snapshot(&mut tx, workflow_id).await? else {
+            return Ok(None);
+        };
+        let total: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM tasks
+             WHERE run_id = $1 AND (cardinality($2::text[]) = 0 OR status = ANY($2))",
+        )
+        .bind(run.run_id)
+        .bind(statuses)
+        .fetch_one(&mut *tx)
+        .await?;
+        let tasks = sqlx::query_as::<_, TaskView>(TASKS_PAGE)
+            .bind(run.run_id)
+            .bind(statuses)
+            .bind(start)
+            .bind(count)
+            .fetch_all(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(Some((run, total, tasks)))
     }
 
     /// Run `run_id`, provided it belongs to `workflow_id`.

@@ -46,6 +46,22 @@ pub(super) fn run_view(r: &SqliteRow) -> Result<RunView> {
     })
 }
 
+/// The current run of `workflow_id`, read in `tx` (so what `tx` reads next is of the same
+/// moment).
+async fn current_run_in(
+    tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>,
+    workflow_id: &str,
+) -> Result<Option<RunView>> {
+    let sql = format!("SELECT {RUN_COLUMNS} FROM runs WHERE workflow_id = ? AND is_current");
+    sqlx::query(&sql)
+        .bind(workflow_id)
+        .fetch_optional(&mut **tx)
+        .await?
+        .as_ref()
+        .map(run_view)
+        .transpose()
+}
+
 #[async_trait]
 impl ReadStore for SqliteStore {
     /// The current run of `workflow_id` (the newest of its reset chain), if it has one.
@@ -67,21 +83,55 @@ impl ReadStore for SqliteStore {
         workflow_id: &str,
     ) -> Result<Option<(RunView, Vec<TaskView>)>> {
         let mut tx = self.pool.begin().await?;
-        let sql = format!("SELECT {RUN_COLUMNS} FROM runs WHERE workflow_id = ? AND is_current");
-        let Some(row) = sqlx::query(&sql)
-            .bind(workflow_id)
-            .fetch_optional(&mut *tx)
-            .await?
-        else {
+        let Some(run) = current_run_in(&mut tx, workflow_id).await? else {
             return Ok(None);
         };
-        let run = run_view(&row)?;
         let tasks = sqlx::query_as::<_, TaskView>(TASKS_OF_RUN)
             .bind(run.run_id)
             .fetch_all(&mut *tx)
             .await?;
         tx.commit().await?;
         Ok(Some((run, tasks)))
+    }
+
+    /// A page of the current run's tasks, read in one transaction as
+    /// [`Self::current_run_with_tasks`]: the count and the page by `tasks_by_run`.
+    async fn current_run_tasks_page(
+        &self,
+        workflow_id: &str,
+        statuses: &[String],
+        start: i64,
+        count: i64,
+    ) -> Result<Option<(RunView, i64, Vec<TaskView>)>> {
+        let mut tx = self.pool.begin().await?;
+        let Some(run) = current_run_in(&mut tx, workflow_id).await? else {
+            return Ok(None);
+        };
+        let of_status = if statuses.is_empty() {
+            String::new()
+        } else {
+            format!(" AND status IN ({})", vec!["?"; statuses.len()].join(", "))
+        };
+        let count_sql = format!("SELECT count(*) FROM tasks WHERE run_id = ?{of_status}");
+        let mut total = sqlx::query_scalar::<_, i64>(&count_sql).bind(run.run_id);
+        for s in statuses {
+            total = total.bind(s);
+        }
+        let total = total.fetch_one(&mut *tx).await?;
+        let page_sql = format!(
+            "SELECT task_id, run_id, workflow_id, task_ref, task_type, task_name, seq,
+             iteration, attempt, status, input, output, reason, worker_id, scheduled_time,
+             start_time, end_time, update_time, callback_after_seconds, domain
+             FROM tasks WHERE run_id = ?{of_status}
+             ORDER BY seq, iteration, attempt LIMIT ? OFFSET ?"
+        );
+        let mut page = sqlx::query_as::<_, TaskView>(&page_sql).bind(run.run_id);
+        for s in statuses {
+            page = page.bind(s);
+        }
+        let tasks = page.bind(count).bind(start).fetch_all(&mut *tx).await?;
+        tx.commit().await?;
+        Ok(Some((run, total, tasks)))
     }
 
     /// Run `run_id`, provided it belongs to `workflow_id`.
